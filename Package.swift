@@ -1,0 +1,57 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "intercomd",
+    products: [
+        .executable(name: "intercomd", targets: ["intercomd"]),
+        .executable(name: "intercom-bench", targets: ["intercom-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+    ],
+    targets: [
+        // C libraries from Debian, one system-library target each (pkg-config names).
+        .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
+        .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
+        // Counts heap allocations per thread; linked only into tests and the benchmark.
+        .target(name: "CAllocCounter"),
+
+        // Lock-free rings and the real-time thread: no dependency on audio.
+        .target(name: "RealTime", dependencies: [.product(name: "Atomics", package: "swift-atomics")]),
+        // speexdsp echo canceller + preprocessor.
+        .target(name: "EchoCancel", dependencies: ["CSpeexDSP", "RealTime"]),
+        // Measurement helpers and WAV files: used by the daemon's local mode, tests and benchmarks.
+        .target(name: "SignalTools"),
+        // ALSA devices, mixer, the audio engine (capture -> AEC -> rings -> mix -> playback).
+        .target(name: "AudioPipeline", dependencies: ["CALSA", "COpus", "RealTime", "EchoCancel"]),
+        // Adaptive jitter buffer (issue 3).
+        .target(name: "Jitter", dependencies: ["RealTime"]),
+        // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
+        .target(name: "IntercomDaemon", dependencies: [
+            "AudioPipeline", "EchoCancel", "RealTime", "SignalTools",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "TOMLKit", package: "TOMLKit"),
+        ]),
+        .executableTarget(name: "intercomd", dependencies: [
+            "IntercomDaemon",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .executableTarget(name: "intercom-bench", dependencies: [
+            "IntercomDaemon", "AudioPipeline", "EchoCancel", "SignalTools", "CAllocCounter",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+
+        .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter"], path: "Tests/TestSupport"),
+        .testTarget(name: "UnitTests", dependencies: [
+            "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
+        ]),
+        .testTarget(name: "RigTests", dependencies: [
+            "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "CAllocCounter",
+        ]),
+    ]
+)

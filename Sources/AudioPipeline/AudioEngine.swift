@@ -1,0 +1,204 @@
+import EchoCancel
+import Glibc
+import RealTime
+
+/// The real-time loop: capture → echo cancel → microphone ring; mixer → playback → echo reference.
+///
+/// `run(devices:)` is the body of the audio thread. After start-up it allocates nothing, takes no
+/// lock and logs nothing; everything it reports goes through atomic counters in `stats`.
+public final class AudioEngine: @unchecked Sendable {
+    // @unchecked: the buffers below belong to the audio thread; other threads touch only atomics.
+    public let frameSize: Int
+    public let mixer: Mixer
+    public let canceller: EchoCanceller
+    /// Processed microphone frames, for the network sender or a recorder.
+    public let microphone: SampleRing
+    /// Unprocessed microphone frames, when someone wants them (local mode, measurements).
+    public let rawMicrophone: SampleRing?
+    public let stats = EngineStats()
+    /// Set by any thread to end the running session.
+    public let stopRequest = Flag(false)
+    /// Test hook: microseconds the audio thread sleeps once, to force an xrun.
+    public let stallRequest = Request()
+    /// Called once on the audio thread when a session starts (tests mark the thread here).
+    public let onAudioThreadStart: (@Sendable () -> Void)?
+
+    private let mic: UnsafeMutablePointer<Int16>
+    private let cleaned: UnsafeMutablePointer<Int16>
+    private let speaker: UnsafeMutablePointer<Int16>
+    private let silence: UnsafeMutablePointer<Int16>
+    private var primePeriods = 2
+
+    public init(frameSize: Int, mixer: Mixer, canceller: EchoCanceller, ringFrames: Int = 32,
+                recordRaw: Bool = false, onAudioThreadStart: (@Sendable () -> Void)? = nil) {
+        precondition(canceller.settings.frameSize == frameSize, "echo canceller frame must equal the period")
+        self.frameSize = frameSize
+        self.mixer = mixer
+        self.canceller = canceller
+        microphone = SampleRing(minimumCapacity: frameSize * ringFrames)
+        rawMicrophone = recordRaw ? SampleRing(minimumCapacity: frameSize * ringFrames) : nil
+        self.onAudioThreadStart = onAudioThreadStart
+        mic = .allocate(capacity: frameSize)
+        cleaned = .allocate(capacity: frameSize)
+        speaker = .allocate(capacity: frameSize)
+        silence = .allocate(capacity: frameSize)
+        for p in [mic, cleaned, speaker, silence] { p.initialize(repeating: 0, count: frameSize) }
+    }
+
+    deinit {
+        for p in [mic, cleaned, speaker, silence] { p.deallocate() }
+    }
+
+    /// Runs one session on the calling (audio) thread until `stopRequest` or a device failure.
+    public func run(devices: AudioDevices) -> SessionEnd {
+        onAudioThreadStart?()
+        stats.sessions.increment()
+        primePeriods = devices.primePeriods
+        guard let fds = try? devices.capture.pollDescriptors() else {
+            return .deviceFailed(device: devices.capture.name, operation: "poll descriptors", code: -EIO)
+        }
+        let pollSet = UnsafeMutablePointer<pollfd>.allocate(capacity: fds.count)
+        pollSet.initialize(from: fds, count: fds.count)
+        defer { pollSet.deallocate() }
+        let timeoutMs = Int32(4 * frameSize * 1000 / 48000 + 200)
+
+        if let failure = restart(devices) { return failure }
+        stats.running.set(true)
+        defer {
+            stats.running.set(false)
+            _ = devices.capture.drop()
+            _ = devices.playback.drop()
+        }
+        var silentPolls = 0
+        while !stopRequest.isSet {
+            let stall = stallRequest.take()
+            if stall > 0 { usleep(UInt32(stall)) }  // test hook only
+
+            for i in 0..<fds.count { pollSet[i].revents = 0 }
+            let ready = poll(pollSet, nfds_t(fds.count), timeoutMs)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                return .deviceFailed(device: devices.capture.name, operation: "poll", code: -errno)
+            }
+            if ready == 0 {
+                stats.pollTimeouts.increment()
+                silentPolls += 1
+                // A stream that stopped without an error: restart it; give up after a few tries.
+                if silentPolls >= 3 { return .deviceFailed(device: devices.capture.name, operation: "poll (no audio)", code: -EIO) }
+                if let failure = restart(devices) { return failure }
+                continue
+            }
+            silentPolls = 0
+            let (events, rc) = devices.capture.revents(pollSet, count: fds.count)
+            if rc < 0 { return .deviceFailed(device: devices.capture.name, operation: "poll revents", code: rc) }
+            if events & Int16(POLLERR) != 0 {
+                if let failure = recoverXrun(devices, failed: devices.capture, code: -EPIPE) { return failure }
+                continue
+            }
+            if events & Int16(POLLIN) == 0 { continue }
+            if let failure = processAvailableFrames(devices) { return failure }
+        }
+        return .stopped
+    }
+
+    /// Processes every whole frame the capture device holds.
+    private func processAvailableFrames(_ d: AudioDevices) -> SessionEnd? {
+        var avail = d.capture.available()
+        if avail < 0 { return recoverXrun(d, failed: d.capture, code: Int32(avail)) }
+        while avail >= frameSize {
+            if let failure = processOneFrame(d) { return failure }
+            avail -= frameSize
+        }
+        return nil
+    }
+
+    /// One frame: read the microphone, cancel echo, hand it on; mix, play, feed the reference.
+    private func processOneFrame(_ d: AudioDevices) -> SessionEnd? {
+        let got = readFrame(d.capture)
+        if got < 0 { return recoverXrun(d, failed: d.capture, code: Int32(got)) }
+        let t0 = monotonicNanos()
+
+        rawMicrophone?.write(mic, count: frameSize)
+        canceller.process(capture: mic, output: cleaned)
+        mixer.applyMicrophone(cleaned)
+        if !microphone.write(cleaned, count: frameSize) { stats.micDrops.increment() }
+        mixer.mix(into: speaker)
+
+        let spent = Int(monotonicNanos() - t0)
+        stats.processNanos.store(spent)
+        if spent > stats.processNanosMax.load { stats.processNanosMax.store(spent) }
+
+        let put = writeFrame(d.playback, speaker)
+        if put < 0 { return recoverXrun(d, failed: d.playback, code: Int32(put)) }
+        canceller.played(speaker)
+        stats.frames.increment()
+        if let p = d.playback.delay() { stats.playbackDelayFrames.store(p) }
+        if let c = d.capture.delay() { stats.captureDelayFrames.store(c) }
+        return nil
+    }
+
+    /// Reads exactly one frame into `mic`; negative errno on failure.
+    private func readFrame(_ pcm: ALSAPCM) -> Int {
+        var done = 0
+        while done < frameSize {
+            let n = pcm.read(mic + done, frames: frameSize - done)
+            if n == -Int(EINTR) || n == -Int(EAGAIN) { continue }
+            if n < 0 { return n }
+            done += n
+        }
+        return done
+    }
+
+    private func writeFrame(_ pcm: ALSAPCM, _ buffer: UnsafePointer<Int16>) -> Int {
+        var done = 0
+        while done < frameSize {
+            let n = pcm.write(buffer + done, frames: frameSize - done)
+            if n == -Int(EINTR) || n == -Int(EAGAIN) { continue }
+            if n < 0 { return n }
+            done += n
+        }
+        return done
+    }
+
+    /// xrun: let alsa-lib recover the stream, count it, then restart both streams in step
+    /// with a fresh echo canceller, because the old capture/playback alignment is gone.
+    private func recoverXrun(_ d: AudioDevices, failed pcm: ALSAPCM, code: Int32) -> SessionEnd? {
+        if code == -EPIPE || code == -ESTRPIPE {
+            if pcm.direction == .capture { stats.captureXruns.increment() } else { stats.playbackXruns.increment() }
+        }
+        let rc = pcm.recover(from: code)
+        if rc < 0 { return .deviceFailed(device: pcm.name, operation: "recover", code: rc) }
+        return restart(d)
+    }
+
+    /// Stops both streams and starts them again with playback primed with silence. Playback starts
+    /// itself when priming completes (its start threshold); capture follows at once, or with it when linked.
+    private func restart(_ d: AudioDevices) -> SessionEnd? {
+        _ = d.capture.drop()
+        if !d.isLinked { _ = d.playback.drop() }
+        var rc = d.capture.prepare()
+        if rc < 0 { return .deviceFailed(device: d.capture.name, operation: "prepare", code: rc) }
+        rc = d.playback.prepare()
+        if rc < 0 { return .deviceFailed(device: d.playback.name, operation: "prepare", code: rc) }
+        canceller.reset()
+        if let failure = primePlayback(d) { return failure }
+        if !d.playback.isRunning {
+            rc = d.playback.start()
+            if rc < 0 { return .deviceFailed(device: d.playback.name, operation: "start", code: rc) }
+        }
+        if !d.capture.isRunning {
+            rc = d.capture.start()
+            if rc < 0 { return .deviceFailed(device: d.capture.name, operation: "start", code: rc) }
+        }
+        return nil
+    }
+
+    private func primePlayback(_ d: AudioDevices) -> SessionEnd? {
+        for _ in 0..<primePeriods {
+            let put = writeFrame(d.playback, silence)
+            if put < 0 { return .deviceFailed(device: d.playback.name, operation: "prime", code: Int32(put)) }
+            canceller.played(silence)
+        }
+        return nil
+    }
+}

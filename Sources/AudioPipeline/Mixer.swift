@@ -1,0 +1,84 @@
+import RealTime
+
+/// One incoming stream's place in the mix.
+public final class MixerInput: Sendable {
+    public let source: any FrameSource
+    /// Linear gain, changed at run time by control threads.
+    public let gain: Gauge
+    /// Frames this input had nothing for (silence was mixed instead).
+    public let underruns = Counter()
+    public init(source: any FrameSource, gain: Double = 1) {
+        self.source = source
+        self.gain = Gauge(gain)
+    }
+}
+
+/// Sums N incoming streams with per-stream gain into one speaker frame, saturating at full scale,
+/// and applies the microphone's gain and mute. Its speaker output is both what is played and
+/// the echo canceller's reference, so muting the speaker also mutes the reference.
+public final class Mixer: @unchecked Sendable {
+    // @unchecked: buffers are touched by the audio thread only; controls are atomics.
+    public let inputs: [MixerInput]
+    public let speakerMuted = Flag(false)
+    public let micMuted = Flag(false)
+    public let speakerGain = Gauge(1)
+    public let micGain = Gauge(1)
+    /// Output samples that hit full scale and were clipped.
+    public let clippedSamples = Counter()
+
+    private let frame: Int
+    private let accumulator: UnsafeMutablePointer<Float>
+    private let scratch: UnsafeMutablePointer<Int16>
+
+    public init(inputs: [MixerInput], frameSize: Int) {
+        self.inputs = inputs
+        frame = frameSize
+        accumulator = .allocate(capacity: frameSize)
+        scratch = .allocate(capacity: frameSize)
+        scratch.initialize(repeating: 0, count: frameSize)
+    }
+
+    deinit {
+        accumulator.deallocate()
+        scratch.deallocate()
+    }
+
+    /// Writes the next speaker frame into `out`.
+    public func mix(into out: UnsafeMutablePointer<Int16>) {
+        accumulator.update(repeating: 0, count: frame)
+        for input in inputs {
+            guard input.source.readFrame(into: scratch, count: frame) else {
+                input.underruns.increment()
+                continue
+            }
+            let g = Float(input.gain.load)
+            for i in 0..<frame { accumulator[i] += Float(scratch[i]) * g }
+        }
+        let master = speakerMuted.isSet ? 0 : Float(speakerGain.load)
+        clippedSamples.increment(by: saturate(accumulator, gain: master, into: out))
+    }
+
+    /// Applies microphone gain and mute in place; a muted microphone sends silence.
+    public func applyMicrophone(_ samples: UnsafeMutablePointer<Int16>) {
+        if micMuted.isSet {
+            samples.update(repeating: 0, count: frame)
+            return
+        }
+        let g = Float(micGain.load)
+        if g == 1 { return }
+        for i in 0..<frame { accumulator[i] = Float(samples[i]) }
+        clippedSamples.increment(by: saturate(accumulator, gain: g, into: samples))
+    }
+
+    /// Scales and converts to Int16, clamping at full scale; returns how many samples clipped.
+    private func saturate(_ src: UnsafeMutablePointer<Float>, gain: Float, into out: UnsafeMutablePointer<Int16>) -> Int {
+        var clipped = 0
+        for i in 0..<frame {
+            let v = src[i] * gain
+            if v >= 32767 { out[i] = .max; clipped += 1 }
+            else if v <= -32768 { out[i] = .min; clipped += 1 }
+            else { out[i] = Int16(v.rounded()) }
+        }
+        return clipped
+    }
+}

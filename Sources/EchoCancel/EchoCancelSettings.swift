@@ -1,0 +1,32 @@
+/// Parameters of the echo canceller and its preprocessor. Defaults live in the daemon's config.
+public struct EchoCancelSettings: Sendable, Equatable {
+    public var sampleRate: Int
+    /// Samples per processing frame (= one ALSA period).
+    public var frameSize: Int
+    /// Echo path length the adaptive filter models; must cover the device round trip.
+    public var tailMilliseconds: Int
+    /// Noise suppression, negative dB (0 turns the denoiser off).
+    public var noiseSuppressDB: Int
+    /// Residual echo suppression when only the far end talks / during double talk, negative dB.
+    public var echoSuppressDB: Int
+    public var echoSuppressActiveDB: Int
+    public var agc: Bool
+
+    public init(sampleRate: Int = 48000, frameSize: Int = 480, tailMilliseconds: Int = 200,
+                noiseSuppressDB: Int = -15, echoSuppressDB: Int = -40, echoSuppressActiveDB: Int = -15,
+                agc: Bool = false) {
+        self.sampleRate = sampleRate
+        self.frameSize = frameSize
+        self.tailMilliseconds = tailMilliseconds
+        self.noiseSuppressDB = noiseSuppressDB
+        self.echoSuppressDB = echoSuppressDB
+        self.echoSuppressActiveDB = echoSuppressActiveDB
+        self.agc = agc
+    }
+
+    public var tailSamples: Int { sampleRate * tailMilliseconds / 1000 }
+}
+
+public struct EchoCancelError: Error, CustomStringConvertible {
+    public let description: String
+}

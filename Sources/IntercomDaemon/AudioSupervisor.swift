@@ -1,0 +1,140 @@
+import AudioPipeline
+import Dispatch
+import Foundation
+import Logging
+import RealTime
+
+/// Keeps the audio engine running: opens the devices, runs a session on a real-time thread,
+/// and when a device cannot be opened or fails, logs it by name and tries again with back-off.
+public final class AudioSupervisor: @unchecked Sendable {
+    // @unchecked: mutable state is touched only by the supervisor thread; `stop` uses atomics and a semaphore.
+    public struct Retry: Sendable {
+        public var enabled: Bool
+        public var initialMilliseconds: Int
+        public var maxMilliseconds: Int
+        public init(enabled: Bool, initialMilliseconds: Int, maxMilliseconds: Int) {
+            self.enabled = enabled
+            self.initialMilliseconds = initialMilliseconds
+            self.maxMilliseconds = maxMilliseconds
+        }
+    }
+
+    public let engine: AudioEngine
+    public let settings: DeviceSettings
+    public let priority: Int32
+    public let retry: Retry
+    /// Device opens that failed; exposed for status and tests.
+    public let openFailures = Counter()
+    /// Set when the supervisor gave up (retry disabled); the daemon exits non-zero.
+    public let gaveUp = Flag(false)
+    public private(set) var lastError: String?
+
+    private let log: Logger
+    private let wake = DispatchSemaphore(value: 0)
+    private let stopping = Flag(false)
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+    /// Called (on the supervisor thread) when the supervisor ends on its own.
+    public var onGiveUp: (@Sendable () -> Void)?
+
+    public init(engine: AudioEngine, settings: DeviceSettings, priority: Int32, retry: Retry, logger: Logger) {
+        self.engine = engine
+        self.settings = settings
+        self.priority = priority
+        self.retry = retry
+        log = logger
+    }
+
+    public func start() {
+        let t = Thread { [self] in
+            supervise()
+            finished.signal()
+        }
+        t.name = "audio-supervisor"
+        thread = t
+        t.start()
+    }
+
+    /// Ends the running session and the retry loop; returns when both are done.
+    public func stop() {
+        stopping.set(true)
+        engine.stopRequest.set(true)
+        wake.signal()
+        if thread != nil { finished.wait() }
+        thread = nil
+    }
+
+    private func supervise() {
+        var backoff = retry.initialMilliseconds
+        while !stopping.isSet {
+            let devices: AudioDevices
+            do {
+                devices = try AudioDevices(settings)
+            } catch {
+                openFailures.increment()
+                lastError = "\(error)"
+                guard retry.enabled else {
+                    log.critical("cannot open audio devices: \(error); retry is disabled, giving up")
+                    gaveUp.set(true)
+                    onGiveUp?()
+                    return
+                }
+                log.error("cannot open audio devices: \(error); retrying in \(backoff) ms")
+                if wait(milliseconds: backoff) { return }
+                backoff = min(backoff * 2, retry.maxMilliseconds)
+                continue
+            }
+            logOpened(devices)
+            let started = Date()
+            let end = runSession(devices)
+            switch end {
+            case .stopped:
+                log.info("audio stopped")
+                return
+            case .deviceFailed:
+                lastError = end.description
+                // A session that ran a while resets the back-off: this is a new fault, not the old one.
+                if Date().timeIntervalSince(started) > 10 { backoff = retry.initialMilliseconds }
+                log.error("audio failed: \(end); reopening in \(backoff) ms")
+                if wait(milliseconds: backoff) { return }
+                backoff = min(backoff * 2, retry.maxMilliseconds)
+            }
+        }
+    }
+
+    private func runSession(_ devices: AudioDevices) -> SessionEnd {
+        final class Box: @unchecked Sendable { var end = SessionEnd.stopped }  // written before join, read after
+        let box = Box()
+        let engine = engine
+        engine.stopRequest.set(stopping.isSet)
+        let rt = RealtimeThread(name: "intercom-audio") { box.end = engine.run(devices: devices) }
+        do {
+            try rt.start(priority: priority)
+        } catch {
+            return .deviceFailed(device: devices.capture.name, operation: "start audio thread", code: -EAGAIN)
+        }
+        switch rt.scheduling {
+        case let .fifo(p): log.info("audio thread: SCHED_FIFO priority \(p)")
+        case let .normal(reason) where priority > 0:
+            log.warning("audio thread: real-time priority \(priority) refused (\(reason)); running with normal scheduling, expect xruns under load")
+        case .normal: log.info("audio thread: normal scheduling (real-time priority disabled)")
+        }
+        rt.join()
+        return box.end
+    }
+
+    private func logOpened(_ d: AudioDevices) {
+        let c = d.captureGeometry, p = d.playbackGeometry
+        log.info("""
+            audio devices open: capture '\(d.capture.name)' period \(c.periodFrames) buffer \(c.bufferFrames), \
+            playback '\(d.playback.name)' period \(p.periodFrames) buffer \(p.bufferFrames), \
+            \(d.linkFailure.map { "not linked (\($0))" } ?? "linked")
+            """)
+    }
+
+    /// Sleeps unless stopped first; returns true when stopping.
+    private func wait(milliseconds: Int) -> Bool {
+        _ = wake.wait(timeout: .now() + .milliseconds(milliseconds))
+        return stopping.isSet
+    }
+}

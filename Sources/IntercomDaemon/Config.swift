@@ -1,0 +1,545 @@
+import Logging
+import TOMLKit
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+// The daemon's configuration: a TOML file technicians edit by hand.
+//
+// ALL DEFAULTS live in the property initializers of the section structs below, and nowhere else:
+// a key missing from the file keeps that value, `DaemonConfig.default` is `DaemonConfig()`,
+// `rendered()` and the error messages read them from there. The allowed values live in
+// `DaemonConfig.schema` (bottom of this file), next to the one-line comment of each key.
+
+/// The whole configuration file: one property per `[section]`.
+public struct DaemonConfig: Sendable, Equatable {
+    public var audio = AudioSection()
+    public var realtime = RealtimeSection()
+    public var echo = EchoSection()
+    public var mixer = MixerSection()
+    public var retry = RetrySection()
+    public var log = LogSection()
+    public var local = LocalSection()
+
+    /// All defaults.
+    public init() {}
+
+    /// The configuration used when no file is given; every key at its default.
+    public static let `default` = DaemonConfig()
+}
+
+/// `[audio]`: sound devices and timing.
+public struct AudioSection: Sendable, Equatable {
+    /// ALSA capture (microphone) device, as `arecord -L` lists it.
+    public var captureDevice: String = "default"
+    /// ALSA playback (speaker) device, as `aplay -L` lists it.
+    public var playbackDevice: String = "default"
+    /// Sample rate in Hz; only 48000 is supported for now.
+    public var sampleRate: Int = 48000
+    /// Period (audio block) length in milliseconds: one of `supportedPeriodsMs`.
+    public var periodMs: Double = 10
+    /// ALSA buffer size in periods, 2...4.
+    public var bufferPeriods: Int = 3
+    /// Start capture and playback together (snd_pcm_link) when the devices allow it.
+    public var linkDevices: Bool = true
+
+    public init() {}
+
+    public static let supportedSampleRates = [48000]
+    public static let supportedPeriodsMs: [Double] = [2.5, 5, 10, 20]
+    public static let bufferPeriodsRange = 2...4
+
+    /// Frames per period at `sampleRate`: 120, 240, 480 or 960 at 48 kHz.
+    public var framesPerPeriod: Int { Int((Double(sampleRate) * periodMs / 1000).rounded()) }
+}
+
+/// `[realtime]`: scheduling of the audio thread.
+public struct RealtimeSection: Sendable, Equatable {
+    /// 0 = normal scheduling, 1...99 = SCHED_FIFO priority of the audio thread.
+    public var priority: Int = 70
+    /// Lock all memory (mlockall) so the audio thread never waits for paging.
+    public var lockMemory: Bool = true
+
+    public init() {}
+
+    public static let priorityRange = 0...99
+}
+
+/// `[echo]`: acoustic echo cancellation and preprocessing (speexdsp).
+public struct EchoSection: Sendable, Equatable {
+    /// Echo cancellation on or off.
+    public var enabled: Bool = true
+    /// Longest echo path cancelled, in milliseconds, 32...1000.
+    public var tailMs: Int = 200
+    /// Maximum noise attenuation in dB, -60...0 (0 = no noise suppression).
+    public var noiseSuppressDb: Int = -15
+    /// Maximum residual echo attenuation in dB, -90...0.
+    public var echoSuppressDb: Int = -40
+    /// Maximum residual echo attenuation while the near end talks too, in dB, -90...0.
+    public var echoSuppressActiveDb: Int = -15
+    /// Automatic gain control of the microphone.
+    public var agc: Bool = false
+
+    public init() {}
+
+    public static let tailMsRange = 32...1000
+    public static let noiseSuppressDbRange = -60...0
+    public static let echoSuppressDbRange = -90...0
+}
+
+/// `[mixer]`: start-up mute and gain.
+public struct MixerSection: Sendable, Equatable {
+    public var micMuted: Bool = false
+    public var speakerMuted: Bool = false
+    /// Speaker gain in dB, -60...12.
+    public var speakerGainDb: Double = 0
+    /// Microphone gain in dB, -60...24.
+    public var micGainDb: Double = 0
+
+    public init() {}
+
+    public static let speakerGainDbRange: ClosedRange<Double> = -60...12
+    public static let micGainDbRange: ClosedRange<Double> = -60...24
+}
+
+/// `[retry]`: what to do when a sound device cannot be opened.
+public struct RetrySection: Sendable, Equatable {
+    /// Keep retrying a device that can't be opened instead of exiting.
+    public var enabled: Bool = true
+    /// Delay before the first retry in milliseconds, 10...60000.
+    public var initialMs: Int = 250
+    /// Longest delay between retries in milliseconds, >= `initialMs`.
+    public var maxMs: Int = 10000
+
+    public init() {}
+
+    public static let initialMsRange = 10...60000
+}
+
+/// `[log]`: logging.
+public struct LogSection: Sendable, Equatable {
+    /// Least severe level logged: trace, debug, info, notice, warning, error or critical.
+    public var level: String = "info"
+    /// Seconds between statistics log messages; 0 = off, else 0.5...3600.
+    public var statsIntervalS: Double = 10
+
+    public init() {}
+
+    /// The names `level` accepts (swift-log's levels).
+    public static let levels = Logger.Level.allCases.map(\.rawValue)
+    public static let statsIntervalRange: ClosedRange<Double> = 0.5...3600
+
+    /// `level` as a swift-log level (`.info` if `level` was never validated and is unknown).
+    public var loggerLevel: Logger.Level { Logger.Level(rawValue: level) ?? .info }
+}
+
+/// `[local]`: local mode (no network): play a file as the far end, record the microphone.
+public struct LocalSection: Sendable, Equatable {
+    /// WAV played (looping) as far-end speech; nil = none (`""` in the file).
+    public var farEndWav: String? = nil
+    /// WAV file receiving the processed microphone signal; nil = none.
+    public var recordWav: String? = nil
+    /// WAV file receiving the unprocessed microphone signal; nil = none.
+    public var recordRawWav: String? = nil
+    /// Run time in seconds; 0 = until stopped.
+    public var durationS: Double = 0
+
+    public init() {}
+}
+
+// MARK: - Loading, parsing, validating, rendering
+
+extension DaemonConfig {
+    /// Reads and parses the file at `path`.
+    /// - Throws: `ConfigError` (source `path`) when the file cannot be read or is invalid.
+    public static func load(path: String) throws -> DaemonConfig {
+        try parse(readTextFile(path), source: path)
+    }
+
+    /// Parses configuration text. Missing keys take their defaults.
+    /// - Parameter source: the file name used in error messages.
+    /// - Throws: `ConfigError` listing every problem found (a TOML syntax error stops parsing,
+    ///   so it is reported alone).
+    public static func parse(_ text: String, source: String = "<config>") throws -> DaemonConfig {
+        // TOMLKit hands the text to toml++ as a C string: a NUL byte would silently end it.
+        if let nul = text.utf8.firstIndex(of: 0) {
+            let line = text.utf8[..<nul].count(where: { $0 == UInt8(ascii: "\n") }) + 1
+            throw ConfigError(source: source, issues: [
+                ConfigIssue(key: "", problem: "the file contains a NUL byte", line: line)
+            ])
+        }
+        let root: TOMLTable
+        do {
+            root = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            let line = error.source.begin.line
+            let key = KeyLocator(text).context(ofLine: line).joined(separator: ".")
+            var problem = error.description
+            if problem.hasSuffix("could not determine value type") {
+                problem += " (text values need double quotes: key = \"value\")"
+            }
+            throw ConfigError(source: source, issues: [
+                ConfigIssue(key: key, problem: problem, line: line, column: error.source.begin.column)
+            ])
+        }
+
+        let locator = KeyLocator(text)
+        var config = DaemonConfig()
+        var issues: [ConfigIssue] = []
+        var present: Set<String> = []  // dotted keys read from the file
+
+        func report(_ path: [String], _ problem: String) {
+            issues.append(ConfigIssue(key: path.joined(separator: "."), problem: problem, line: locator.line(of: path)))
+        }
+
+        for (sectionName, sectionValue) in root {
+            guard let section = schema.first(where: { $0.name == sectionName }) else {
+                if sectionValue.type == .table {
+                    let hint = Spelling.closest(to: sectionName, among: schema.map(\.name))
+                    report([sectionName], "unknown section" + (hint.map { " (did you mean [\($0)]?)" } ?? ""))
+                } else {
+                    report([sectionName], "unknown key" + didYouMean(sectionName, in: nil))
+                }
+                continue
+            }
+            guard let table = sectionValue.table else {
+                report([sectionName], "expected a table (the [\(sectionName)] section), got \(TOMLRead.describe(sectionValue))")
+                continue
+            }
+            for (keyName, value) in table {
+                let path = [sectionName, keyName]
+                guard let key = section.keys.first(where: { $0.name == keyName }) else {
+                    report(path, "unknown key" + didYouMean(keyName, in: section))
+                    continue
+                }
+                do {
+                    try key.read(value, &config)
+                    present.insert(path.joined(separator: "."))
+                } catch {
+                    report(path, error.text)
+                }
+            }
+        }
+
+        for issue in config.ruleIssues(present: present) {
+            report(issue.path, issue.problem)
+        }
+        guard issues.isEmpty else {
+            // File order; issues without a line (none expected) last, in the order found.
+            let ordered = issues.enumerated().sorted {
+                ($0.element.line ?? Int.max, $0.offset) < ($1.element.line ?? Int.max, $1.offset)
+            }.map(\.element)
+            throw ConfigError(source: source, issues: ordered)
+        }
+        return config
+    }
+
+    /// Checks values set in code (e.g. from command-line overrides) against the same rules as
+    /// the file. Issues name the file keys.
+    /// - Throws: `ConfigError` with source `source`.
+    public func validate(source: String = "<config>") throws {
+        let issues = ruleIssues(present: nil).map {
+            ConfigIssue(key: $0.path.joined(separator: "."), problem: $0.problem)
+        }
+        if !issues.isEmpty { throw ConfigError(source: source, issues: issues) }
+    }
+
+    /// A complete TOML file with every key, its current value and a one-line comment (meaning,
+    /// allowed values, default). `parse(rendered())` gives back `self`.
+    public func rendered() -> String {
+        var out = """
+            # intercomd configuration (TOML), as printed by `intercomd --print-default-config`.
+            # Every key is optional: a missing key takes the default shown in its comment.
+            # Unknown keys and sections are errors.
+
+            """
+        for section in Self.schema {
+            out += "\n# \(section.comment)\n[\(section.name)]\n"
+            for key in section.keys {
+                let rule = key.allowed.isEmpty ? "" : key.allowed + "; "
+                out += "# \(key.comment) (\(rule)default \(key.render(.default)))\n"
+                out += "\(key.name) = \(key.render(self))\n"
+            }
+        }
+        return out
+    }
+
+    /// Problems with values against the rules of `schema`. `present` is the set of keys that
+    /// came from the file (nil: all values are explicit), so that a default that clashes with
+    /// another key's value can say so.
+    func ruleIssues(present: Set<String>?) -> [(path: [String], problem: String)] {
+        var found: [(path: [String], problem: String)] = []
+        for section in Self.schema {
+            for key in section.keys {
+                guard var problem = key.check(self) else { continue }
+                let dotted = section.name + "." + key.name
+                if let present, !present.contains(dotted) {
+                    problem += "; \(dotted) is not set, so it has its default value"
+                }
+                found.append(([section.name, key.name], problem))
+            }
+        }
+        return found
+    }
+
+    /// `" (did you mean audio.period_ms?)"` for a close known key, preferring `section`,
+    /// else `""`.
+    private static func didYouMean(_ keyName: String, in section: SchemaSection?) -> String {
+        if let section, let hint = Spelling.closest(to: keyName, among: section.keys.map(\.name)) {
+            return " (did you mean \(section.name).\(hint)?)"
+        }
+        let all = schema.flatMap { s in s.keys.map { (s.name, $0.name) } }
+        if let hint = Spelling.closest(to: keyName, among: all.map(\.1)),
+            let match = all.first(where: { $0.1 == hint })
+        {
+            return " (did you mean \(match.0).\(match.1)?)"
+        }
+        return ""
+    }
+
+    /// The whole text of a file, or `ConfigError` naming the path and the system's reason.
+    private static func readTextFile(_ path: String) throws -> String {
+        func failure(_ what: String, _ code: Int32) -> ConfigError {
+            ConfigError(source: path, issues: [ConfigIssue(key: "", problem: "\(what): \(String(cString: strerror(code)))")])
+        }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw failure("cannot open", errno) }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n > 0 {
+                bytes += chunk[0..<n]
+            } else if n == 0 {
+                break
+            } else if errno != EINTR {
+                throw failure("cannot read", errno)
+            }
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ConfigError(source: path, issues: [ConfigIssue(key: "", problem: "the file is not valid UTF-8 text")])
+        }
+        return text
+    }
+}
+
+// MARK: - Schema: every section and key of the file, in file order
+
+/// A `[section]` of the file.
+struct SchemaSection: Sendable {
+    let name: String
+    let comment: String
+    let keys: [SchemaKey]
+}
+
+/// One key: how it is read from TOML, checked, and written back.
+struct SchemaKey: Sendable {
+    let name: String
+    /// One-line meaning, written above the key by `rendered()`.
+    let comment: String
+    /// Allowed values in words ("2...4", "one of 2.5, 5, 10, 20"); empty when anything goes.
+    let allowed: String
+    /// Converts the TOML value and stores it; throws when the type is wrong.
+    let read: @Sendable (TOMLValueConvertible, inout DaemonConfig) throws(ValueProblem) -> Void
+    /// The problem with the stored value, or nil.
+    let check: @Sendable (DaemonConfig) -> String?
+    /// The stored value as a TOML literal.
+    let render: @Sendable (DaemonConfig) -> String
+}
+
+/// Allowed values of a key.
+struct Rule<Value>: Sendable {
+    let allowed: String
+    let problem: @Sendable (Value) -> String?
+
+    static var any: Rule { Rule(allowed: "", problem: { _ in nil }) }
+}
+
+extension Rule where Value == Int {
+    static func range(_ r: ClosedRange<Int>) -> Rule {
+        Rule(allowed: "\(r.lowerBound)...\(r.upperBound)") { v in
+            r.contains(v) ? nil : "\(v) is not in range \(r.lowerBound)...\(r.upperBound)"
+        }
+    }
+}
+
+extension Rule where Value == Double {
+    static func range(_ r: ClosedRange<Double>) -> Rule {
+        let text = "\(formatNumber(r.lowerBound))...\(formatNumber(r.upperBound))"
+        return Rule(allowed: text) { v in r.contains(v) ? nil : "\(formatNumber(v)) is not in range \(text)" }
+    }
+
+    static func oneOf(_ values: [Double]) -> Rule {
+        let list = values.map(formatNumber).joined(separator: ", ")
+        return Rule(allowed: "one of \(list)") { v in
+            values.contains(v) ? nil : "\(formatNumber(v)) is not one of \(list)"
+        }
+    }
+}
+
+extension Rule where Value == String {
+    static var nonEmpty: Rule { Rule(allowed: "") { $0.isEmpty ? "must not be empty" : nil } }
+
+    static func oneOf(_ values: [String]) -> Rule {
+        let list = values.joined(separator: ", ")
+        return Rule(allowed: "one of \(list)") { v in
+            if values.contains(v) { return nil }
+            let hint = Spelling.closest(to: v, among: values).map { " (did you mean \($0)?)" } ?? ""
+            return "\(TOMLWrite.string(v)) is not one of \(list)" + hint
+        }
+    }
+}
+
+extension SchemaKey {
+    /// The same key with a further check that may look at other keys.
+    func alsoChecking(_ extra: @escaping @Sendable (DaemonConfig) -> String?) -> SchemaKey {
+        let first = check
+        return SchemaKey(
+            name: name, comment: comment, allowed: allowed, read: read,
+            check: { first($0) ?? extra($0) }, render: render)
+    }
+
+    typealias Path<V> = WritableKeyPath<DaemonConfig, V> & Sendable
+
+    static func string(_ name: String, _ path: Path<String>, _ comment: String, _ rule: Rule<String> = .nonEmpty) -> SchemaKey {
+        SchemaKey(
+            name: name, comment: comment, allowed: rule.allowed,
+            read: { value, config throws(ValueProblem) in config[keyPath: path] = try TOMLRead.string(value) },
+            check: { rule.problem($0[keyPath: path]) },
+            render: { TOMLWrite.string($0[keyPath: path]) })
+    }
+
+    /// An optional file path; `""` in the file means none.
+    static func optionalPath(_ name: String, _ path: Path<String?>, _ comment: String) -> SchemaKey {
+        SchemaKey(
+            name: name, comment: comment, allowed: "\"\" = none",
+            read: { value, config throws(ValueProblem) in
+                let s = try TOMLRead.string(value)
+                config[keyPath: path] = s.isEmpty ? nil : s
+            },
+            check: { _ in nil },
+            render: { TOMLWrite.string($0[keyPath: path] ?? "") })
+    }
+
+    static func bool(_ name: String, _ path: Path<Bool>, _ comment: String) -> SchemaKey {
+        SchemaKey(
+            name: name, comment: comment, allowed: "true or false",
+            read: { value, config throws(ValueProblem) in config[keyPath: path] = try TOMLRead.bool(value) },
+            check: { _ in nil },
+            render: { String($0[keyPath: path]) })
+    }
+
+    static func int(_ name: String, _ path: Path<Int>, _ comment: String, _ rule: Rule<Int>) -> SchemaKey {
+        SchemaKey(
+            name: name, comment: comment, allowed: rule.allowed,
+            read: { value, config throws(ValueProblem) in config[keyPath: path] = try TOMLRead.int(value) },
+            check: { rule.problem($0[keyPath: path]) },
+            render: { String($0[keyPath: path]) })
+    }
+
+    static func double(_ name: String, _ path: Path<Double>, _ comment: String, _ rule: Rule<Double>) -> SchemaKey {
+        SchemaKey(
+            name: name, comment: comment, allowed: rule.allowed,
+            read: { value, config throws(ValueProblem) in config[keyPath: path] = try TOMLRead.double(value) },
+            check: { rule.problem($0[keyPath: path]) },
+            render: { formatNumber($0[keyPath: path]) })
+    }
+}
+
+extension DaemonConfig {
+    /// Every section and key, in the order `rendered()` writes them. Defaults are NOT here
+    /// (see the section structs); only names, comments and allowed values.
+    static let schema: [SchemaSection] = [
+        SchemaSection(name: "audio", comment: "Sound devices and timing.", keys: [
+            .string("capture_device", \.audio.captureDevice,
+                    "ALSA capture (microphone) device, as `arecord -L` lists it"),
+            .string("playback_device", \.audio.playbackDevice,
+                    "ALSA playback (speaker) device, as `aplay -L` lists it"),
+            .int("sample_rate", \.audio.sampleRate, "Sample rate in Hz",
+                 Rule(allowed: "only 48000 is supported for now") { v in
+                     AudioSection.supportedSampleRates.contains(v)
+                         ? nil : "\(v) is not supported (only 48000 for now)"
+                 }),
+            .double("period_ms", \.audio.periodMs,
+                    "Period (audio block) in milliseconds; shorter = less latency, more CPU",
+                    .oneOf(AudioSection.supportedPeriodsMs)),
+            .int("buffer_periods", \.audio.bufferPeriods,
+                 "ALSA buffer length in periods; more = more tolerance to scheduling delays, more latency",
+                 .range(AudioSection.bufferPeriodsRange)),
+            .bool("link_devices", \.audio.linkDevices,
+                  "Start capture and playback together (snd_pcm_link) when the devices allow it"),
+        ]),
+        SchemaSection(name: "realtime", comment: "Scheduling of the audio thread.", keys: [
+            .int("priority", \.realtime.priority,
+                 "SCHED_FIFO priority of the audio thread",
+                 Rule(allowed: "0 = normal scheduling, 1...99 = SCHED_FIFO") { v in
+                     RealtimeSection.priorityRange.contains(v)
+                         ? nil : "\(v) is not in range 0...99 (0 = normal scheduling, 1...99 = SCHED_FIFO)"
+                 }),
+            .bool("lock_memory", \.realtime.lockMemory,
+                  "Lock all memory (mlockall) so the audio thread never waits for paging"),
+        ]),
+        SchemaSection(name: "echo", comment: "Acoustic echo cancellation and noise suppression (speexdsp).", keys: [
+            .bool("enabled", \.echo.enabled, "Cancel the speaker's echo in the microphone signal"),
+            .int("tail_ms", \.echo.tailMs,
+                 "Longest echo path cancelled in milliseconds: room reverberation plus device latency",
+                 .range(EchoSection.tailMsRange)),
+            .int("noise_suppress_db", \.echo.noiseSuppressDb,
+                 "Maximum noise attenuation in dB; 0 = no noise suppression",
+                 .range(EchoSection.noiseSuppressDbRange)),
+            .int("echo_suppress_db", \.echo.echoSuppressDb,
+                 "Maximum attenuation of residual echo in dB",
+                 .range(EchoSection.echoSuppressDbRange)),
+            .int("echo_suppress_active_db", \.echo.echoSuppressActiveDb,
+                 "Maximum attenuation of residual echo while the near end talks too, in dB",
+                 .range(EchoSection.echoSuppressDbRange)),
+            .bool("agc", \.echo.agc, "Automatic gain control of the microphone"),
+        ]),
+        SchemaSection(name: "mixer", comment: "Mute and gain at start-up.", keys: [
+            .bool("mic_muted", \.mixer.micMuted, "Start with the microphone muted"),
+            .bool("speaker_muted", \.mixer.speakerMuted, "Start with the speaker muted"),
+            .double("speaker_gain_db", \.mixer.speakerGainDb, "Speaker gain in dB",
+                    .range(MixerSection.speakerGainDbRange)),
+            .double("mic_gain_db", \.mixer.micGainDb, "Microphone gain in dB",
+                    .range(MixerSection.micGainDbRange)),
+        ]),
+        SchemaSection(name: "retry", comment: "Sound devices that cannot be opened (unplugged, busy).", keys: [
+            .bool("enabled", \.retry.enabled,
+                  "Keep retrying a device that cannot be opened instead of exiting"),
+            .int("initial_ms", \.retry.initialMs,
+                 "Delay before the first retry in milliseconds; later retries wait longer, up to max_ms",
+                 .range(RetrySection.initialMsRange)),
+            .int("max_ms", \.retry.maxMs, "Longest delay between retries in milliseconds",
+                 Rule(allowed: ">= initial_ms") { _ in nil })
+                .alsoChecking { c in
+                    c.retry.maxMs >= c.retry.initialMs
+                        ? nil : "\(c.retry.maxMs) is less than retry.initial_ms (\(c.retry.initialMs))"
+                },
+        ]),
+        SchemaSection(name: "log", comment: "Logging.", keys: [
+            .string("level", \.log.level, "Least severe level logged", .oneOf(LogSection.levels)),
+            .double("stats_interval_s", \.log.statsIntervalS,
+                    "Seconds between audio statistics log messages",
+                    Rule(allowed: "0 = off, else 0.5...3600") { v in
+                        v == 0 || LogSection.statsIntervalRange.contains(v)
+                            ? nil : "\(formatNumber(v)) is neither 0 (off) nor in range 0.5...3600"
+                    }),
+        ]),
+        SchemaSection(name: "local", comment: "Local mode (no network): a file plays the far end, the microphone can be recorded.", keys: [
+            .optionalPath("far_end_wav", \.local.farEndWav, "WAV file played (looping) as far-end speech"),
+            .optionalPath("record_wav", \.local.recordWav, "WAV file receiving the processed microphone signal"),
+            .optionalPath("record_raw_wav", \.local.recordRawWav, "WAV file receiving the unprocessed microphone signal"),
+            .double("duration_s", \.local.durationS, "Run time in seconds",
+                    Rule(allowed: "0 = until stopped, else > 0") { v in
+                        v == 0 || v > 0 && v.isFinite
+                            ? nil : "\(formatNumber(v)) is neither 0 (until stopped) nor a positive number of seconds"
+                    }),
+        ]),
+    ]
+}

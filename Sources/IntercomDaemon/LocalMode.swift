@@ -1,0 +1,99 @@
+import AudioPipeline
+import Foundation
+import RealTime
+import SignalTools
+
+/// Local mode (no network yet): a far-end WAV is played as if a remote room talked,
+/// and the processed (and optionally raw) microphone is recorded to WAV files.
+/// Both run on an ordinary thread that moves whole frames between files and the engine's rings.
+public final class LocalMode: @unchecked Sendable {
+    // @unchecked: all mutable state belongs to the worker thread; stop() uses an atomic flag.
+    private let farEnd: [Int16]?
+    private let farEndRing: SampleRing?
+    private let microphone: SampleRing
+    private let rawMicrophone: SampleRing?
+    private let processedWriter: WAVStreamWriter?
+    private let rawWriter: WAVStreamWriter?
+    private let frame: Int
+    private let stopping = Flag(false)
+    private let done = DispatchSemaphore(value: 0)
+    private var position = 0
+    public let framesRecorded = Counter()
+
+    /// - Parameter farEndRing: the mixer input the far-end WAV is fed into (nil: none).
+    public init(farEndPath: String?, farEndRing: SampleRing?, recordPath: String?, rawPath: String?,
+                engine: AudioEngine, sampleRate: Int) throws {
+        frame = engine.frameSize
+        microphone = engine.microphone
+        rawMicrophone = engine.rawMicrophone
+        self.farEndRing = farEndRing
+        if let farEndPath {
+            let wav = try WAVAudio.read(path: farEndPath)
+            guard wav.sampleRate == sampleRate else {
+                throw LocalModeError("\(farEndPath): sample rate \(wav.sampleRate) Hz, need \(sampleRate) Hz (convert with: sox in.wav -r \(sampleRate) -c 1 out.wav)")
+            }
+            let mono = wav.channels == 1 ? wav.samples : wav.mono().samples
+            guard !mono.isEmpty else { throw LocalModeError("\(farEndPath): no samples") }
+            farEnd = mono
+        } else {
+            farEnd = nil
+        }
+        processedWriter = try recordPath.map { try WAVStreamWriter(path: $0, sampleRate: sampleRate, channels: 1) }
+        rawWriter = try rawPath.map { try WAVStreamWriter(path: $0, sampleRate: sampleRate, channels: 1) }
+    }
+
+    public func start() {
+        let t = Thread { [self] in
+            pump()
+            done.signal()
+        }
+        t.name = "local-mode"
+        t.start()
+    }
+
+    /// Stops the worker and finishes the WAV files.
+    public func stop() throws {
+        stopping.set(true)
+        done.wait()
+        try processedWriter?.close()
+        try rawWriter?.close()
+    }
+
+    private func pump() {
+        let buffer = UnsafeMutablePointer<Int16>.allocate(capacity: frame)
+        defer { buffer.deallocate() }
+        while !stopping.isSet {
+            feedFarEnd()
+            drain(microphone, into: processedWriter, buffer, counting: true)
+            if let raw = rawMicrophone { drain(raw, into: rawWriter, buffer, counting: false) }
+            usleep(2_000)
+        }
+        drain(microphone, into: processedWriter, buffer, counting: true)
+        if let raw = rawMicrophone { drain(raw, into: rawWriter, buffer, counting: false) }
+    }
+
+    /// Keeps the far-end ring topped up, looping the file.
+    private func feedFarEnd() {
+        guard let farEnd, let ring = farEndRing else { return }
+        farEnd.withUnsafeBufferPointer { all in
+            while ring.availableToWrite >= frame {
+                var chunk = [Int16](repeating: 0, count: frame)
+                for i in 0..<frame { chunk[i] = all[(position + i) % all.count] }
+                position = (position + frame) % all.count
+                ring.write(chunk, count: frame)
+            }
+        }
+    }
+
+    private func drain(_ ring: SampleRing, into writer: WAVStreamWriter?, _ buffer: UnsafeMutablePointer<Int16>, counting: Bool) {
+        while ring.read(into: buffer, count: frame) {
+            try? writer?.append(UnsafeBufferPointer(start: buffer, count: frame))
+            if counting { framesRecorded.increment() }
+        }
+    }
+}
+
+public struct LocalModeError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ d: String) { description = d }
+}

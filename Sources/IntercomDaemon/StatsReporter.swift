@@ -1,0 +1,56 @@
+import AudioPipeline
+import Foundation
+import Logging
+import RealTime
+
+/// Logs the engine's counters at a fixed interval from an ordinary thread.
+final class StatsReporter: @unchecked Sendable {
+    // @unchecked: the thread only reads atomics; `stopping` is guarded by the semaphore handshake.
+    private let engine: AudioEngine
+    private let frameSize: Int
+    private let sampleRate: Int
+    private let interval: Double
+    private let log: Logger
+    private let wake = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private let stopping = Flag()
+
+    init(engine: AudioEngine, frameSize: Int, sampleRate: Int, interval: Double, logger: Logger) {
+        self.engine = engine
+        self.frameSize = frameSize
+        self.sampleRate = sampleRate
+        self.interval = interval
+        log = logger
+    }
+
+    func start() {
+        let t = Thread { [self] in
+            while wake.wait(timeout: .now() + interval) == .timedOut, !stopping.isSet {
+                log.info("stats: \(Self.summary(engine, frameSize: frameSize, sampleRate: sampleRate))")
+            }
+            done.signal()
+        }
+        t.name = "stats"
+        t.start()
+    }
+
+    func stop() {
+        stopping.set(true)
+        wake.signal()
+        done.wait()
+    }
+
+    static func summary(_ e: AudioEngine, frameSize: Int, sampleRate: Int) -> String {
+        let s = e.stats
+        let ms = { (frames: Int) in String(format: "%.1f", Double(frames) * 1000 / Double(sampleRate)) }
+        let frameNanos = Double(frameSize) * 1e9 / Double(sampleRate)
+        let cpu = String(format: "%.2f", Double(s.processNanos.load) / frameNanos * 100)
+        let cpuMax = String(format: "%.2f", Double(s.processNanosMax.load) / frameNanos * 100)
+        let erle = String(format: "%.1f", e.canceller.erleDB.load)
+        let underruns = e.mixer.inputs.map { "\($0.underruns.load)" }.joined(separator: ",")
+        return "frames=\(s.frames.load) xruns=\(s.xruns) (capture \(s.captureXruns.load), playback \(s.playbackXruns.load)) "
+            + "erle=\(erle)dB delay=\(ms(s.captureDelayFrames.load))+\(ms(s.playbackDelayFrames.load))ms "
+            + "cpu=\(cpu)% (max \(cpuMax)%) mic_drops=\(s.micDrops.load) input_underruns=[\(underruns)] "
+            + "aec_resets=\(e.canceller.resets.load) sessions=\(s.sessions.load) poll_timeouts=\(s.pollTimeouts.load)"
+    }
+}

@@ -1,0 +1,1 @@
+// Adaptive jitter buffer: comes with issue 3 (network media).

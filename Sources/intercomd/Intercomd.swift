@@ -1,0 +1,78 @@
+import ArgumentParser
+import Foundation
+import IntercomDaemon
+import Logging
+
+@main
+struct Intercomd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "intercomd",
+        abstract: "Room intercom terminal: ALSA capture, echo cancellation, mixing and playback in real time.")
+
+    @Option(name: .shortAndLong, help: "Configuration file (TOML).")
+    var config: String = "/etc/intercomd/intercomd.toml"
+
+    @Flag(help: "Validate the configuration, print the problems, and exit.")
+    var checkConfig = false
+
+    @Flag(help: "Print a complete configuration with every default and exit.")
+    var printDefaultConfig = false
+
+    @Option(help: "Local mode: WAV file played as far-end speech (overrides local.far_end_wav).")
+    var farEnd: String?
+
+    @Option(help: "Local mode: record the processed microphone to this WAV (overrides local.record_wav).")
+    var record: String?
+
+    @Option(help: "Local mode: record the unprocessed microphone to this WAV (overrides local.record_raw_wav).")
+    var recordRaw: String?
+
+    @Option(help: "Stop after this many seconds (overrides local.duration_s).")
+    var duration: Double?
+
+    func run() throws {
+        if printDefaultConfig {
+            print(DaemonConfig.default.rendered())
+            return
+        }
+        Daemon.blockSignals()
+        var cfg: DaemonConfig
+        do {
+            cfg = try DaemonConfig.load(path: config)
+        } catch {
+            FileHandle.standardError.write(Data("intercomd: invalid configuration\n\(error)\n".utf8))
+            throw ExitCode(IntercomDaemon.ExitCode.config.rawValue)
+        }
+        if checkConfig {
+            print("\(config): OK")
+            return
+        }
+        if let farEnd { cfg.local.farEndWav = farEnd }
+        if let record { cfg.local.recordWav = record }
+        if let recordRaw { cfg.local.recordRawWav = recordRaw }
+        if let duration { cfg.local.durationS = duration }
+        do {
+            try cfg.validate(source: "command line")
+        } catch {
+            FileHandle.standardError.write(Data("intercomd: invalid option\n\(error)\n".utf8))
+            throw ExitCode(IntercomDaemon.ExitCode.config.rawValue)
+        }
+
+        let level = Logger.Level(rawValue: cfg.log.level) ?? .info
+        LoggingSystem.bootstrap { label in
+            var h = StreamLogHandler.standardError(label: label)
+            h.logLevel = level
+            return h
+        }
+        let log = Logger(label: "intercomd")
+        let daemon: Daemon
+        do {
+            daemon = try Daemon(config: cfg, logger: log)
+        } catch {
+            log.critical("cannot start: \(error)")
+            throw ExitCode(IntercomDaemon.ExitCode.software.rawValue)
+        }
+        let code = daemon.run()
+        if code != .ok { throw ExitCode(code.rawValue) }
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+
+public struct RigError: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// The virtual audio rig started by scripts/rig.sh (private PulseAudio, one ALSA PCM per room).
+/// Tests that need it run under `scripts/rig.sh run -- ...`, which exports INTERCOM_RIG_DIR.
+public enum Rig {
+    public static var directory: String? { ProcessInfo.processInfo.environment["INTERCOM_RIG_DIR"] }
+
+    public static func require() throws {
+        guard directory != nil else {
+            throw RigError(description: "the virtual audio rig is not running: run the tests with scripts/test.sh (or scripts/rig.sh run -- swift test)")
+        }
+    }
+
+    /// Plays a WAV into a room's air (its sink), as a talker standing in the room; returns the player.
+    public static func startTalker(room: String, wav: String) throws -> Process {
+        try Command.start("/usr/bin/paplay", ["--device=\(room)", wav])
+    }
+}
+
+/// Runs external tools for the tests.
+public enum Command {
+    public static func start(_ path: String, _ args: [String], stdout: FileHandle? = nil, stderr: FileHandle? = nil) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = args
+        if let stdout { p.standardOutput = stdout }
+        if let stderr { p.standardError = stderr }
+        try p.run()
+        return p
+    }
+
+    /// Runs to completion; throws with the tool's output when it fails.
+    @discardableResult
+    public static func run(_ path: String, _ args: [String]) throws -> String {
+        let out = Pipe()
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = args
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        guard p.terminationStatus == 0 else {
+            throw RigError(description: "\(path) \(args.joined(separator: " ")) failed (\(p.terminationStatus)): \(text)")
+        }
+        return text
+    }
+}
