@@ -24,7 +24,7 @@ let package = Package(
         // Lock-free rings and the real-time thread: no dependency on audio.
         .target(name: "RealTime", dependencies: [.product(name: "Atomics", package: "swift-atomics")]),
         // speexdsp echo canceller + preprocessor.
-        .target(name: "EchoCancel", dependencies: ["CSpeexDSP", "RealTime"]),
+        .target(name: "EchoCancel", dependencies: ["CSpeexDSP", "RealTime", "SignalTools"]),
         // Measurement helpers and WAV files: used by the daemon's local mode, tests and benchmarks.
         .target(name: "SignalTools"),
         // ALSA devices, mixer, the audio engine (capture -> AEC -> rings -> mix -> playback).

@@ -6,7 +6,7 @@
 #
 # Uses a rig directory of its own under /tmp, so a developer's running rig (.rig) is
 # never touched. Prints PASS/FAIL per check and a closing "N passed, N failed" line;
-# exits non-zero when any check failed. Takes about 40 s.
+# exits non-zero when any check failed. Takes about 35 s.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)

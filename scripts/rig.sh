@@ -42,6 +42,12 @@ Commands:
 Defaults: DIR = $INTERCOM_RIG_DIR or <repo>/.rig; rooms = roomA,roomB,roomC,roomD.
 ALSA devices per room R: "R" (playback = R's speaker, capture = R's microphone, which
 hears R's air, i.e. the echo) and "R_air" (playback only, for test talkers).
+Client environment (DIR/env): ALSA_CONFIG_PATH, PULSE_SERVER, PULSE_CLIENTCONFIG,
+XDG_RUNTIME_DIR, INTERCOM_RIG_DIR, INTERCOM_RIG_ROOMS, INTERCOM_RIG_ASOUND_CONF
+(DIR/asound.conf names the server itself, so snd_pcm_open_lconf() on it needs no env).
+Notes: `up` with other rooms than the running rig restarts it. `run` stops the rig at
+the end even if it was already running. On INT/TERM/HUP, `run` sends TERM to CMD.
+INTERCOM_RIG_READY_TIMEOUT (seconds, default 20) bounds the wait for paced capture.
 EOF
 }
 
@@ -263,6 +269,15 @@ EOF
         done
     } | write_atomic "$ASOUND_CONF"
 
+    # The rig stands in for sound cards, so it should behave like one:
+    # - a room device that disappears must fail its streams (as an unplugged card does),
+    #   not have them moved silently to another room's sink;
+    # - the server's IO threads run SCHED_FIFO like a card's DMA, so a loaded CPU starves
+    #   the process under test, not the simulated hardware.
+    mkdir -p "$RIG_DIR/config/pulse"
+    printf 'rescue-streams = no\nrealtime-scheduling = yes\nrealtime-priority = 80\nhigh-priority = yes\n' |
+        write_atomic "$RIG_DIR/config/pulse/daemon.conf"
+
     # Never autospawn a default server when the rig is down: fail instead.
     printf 'autospawn = no\n' | write_atomic "$CLIENT_CONF"
 
@@ -294,12 +309,12 @@ start_pulseaudio() {
     # (PulseAudio issue 824) per stream, and a killed server leaves no /dev/shm files.
     if ! (cd "$RIG_DIR" && env -u DBUS_SESSION_BUS_ADDRESS -u DISPLAY -u PULSE_SERVER \
         XDG_RUNTIME_DIR="$RUNTIME_DIR" XDG_CONFIG_HOME="$RIG_DIR/config" \
-        PULSE_STATE_PATH="$RIG_DIR/state" \
+        PULSE_CONFIG="$RIG_DIR/config/pulse/daemon.conf" PULSE_STATE_PATH="$RIG_DIR/state" \
         pulseaudio --daemonize=yes --system=no --exit-idle-time=-1 --disallow-exit \
         --disable-shm=yes --use-pid-file=yes --log-time=yes \
         --log-target="file:$PA_LOG" -n -F "$PA_SCRIPT" </dev/null >&2 9>&-); then
         log "pulseaudio failed to start; end of $PA_LOG:"
-        tail -n 20 "$PA_LOG" >&2 2>/dev/null || true
+        tail -n 20 "$PA_LOG" >&2 2>/dev/null || log "(no log written)"
         return 1
     fi
     local i pid=
@@ -504,7 +519,7 @@ on_run_exit() {
         flock -w 10 9 || true
     fi
     stop_rig quiet || true
-    log "rig stopped"
+    log "stopped"
     exit "$status"
 }
 
@@ -534,7 +549,8 @@ cmd_run() {
     do_up
     # Release the lock: CMD may call `rig.sh status` or `env` itself.
     unlock_dir
-    log "rig ready: $RIG_DIR; running: ${CMD_ARGS[*]}"
+    echo "rig ready: $RIG_DIR" >&2 # stdout belongs to CMD
+    log "running: ${CMD_ARGS[*]}"
     # shellcheck source=/dev/null
     source "$ENV_FILE"
     # In the background with `wait`, so a TERM/INT to this script is handled at once

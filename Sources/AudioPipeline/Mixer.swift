@@ -27,11 +27,16 @@ public final class Mixer: @unchecked Sendable {
     public let clippedSamples = Counter()
 
     private let frame: Int
+    // The inputs again as a plain buffer: iterating an Array goes through a generic coroutine
+    // that allocates in unoptimised builds, and the audio thread must not allocate in any build.
+    private let slots: UnsafeMutableBufferPointer<MixerInput>
     private let accumulator: UnsafeMutablePointer<Float>
     private let scratch: UnsafeMutablePointer<Int16>
 
     public init(inputs: [MixerInput], frameSize: Int) {
         self.inputs = inputs
+        slots = .allocate(capacity: inputs.count)
+        _ = slots.initialize(from: inputs)
         frame = frameSize
         accumulator = .allocate(capacity: frameSize)
         scratch = .allocate(capacity: frameSize)
@@ -39,6 +44,7 @@ public final class Mixer: @unchecked Sendable {
     }
 
     deinit {
+        slots.deinitialize().deallocate()
         accumulator.deallocate()
         scratch.deallocate()
     }
@@ -46,7 +52,8 @@ public final class Mixer: @unchecked Sendable {
     /// Writes the next speaker frame into `out`.
     public func mix(into out: UnsafeMutablePointer<Int16>) {
         accumulator.update(repeating: 0, count: frame)
-        for input in inputs {
+        for n in 0..<slots.count {
+            let input = slots[n]
             guard input.source.readFrame(into: scratch, count: frame) else {
                 input.underruns.increment()
                 continue

@@ -3,93 +3,135 @@ import RealTime
 
 /// Acoustic echo cancellation for the audio thread.
 ///
-/// Call `played(_:)` right after each frame is written to the playback PCM and `process(...)`
-/// right after each frame is read from the capture PCM. The frames written but not yet matched
-/// with a capture wait in a small queue, so the reference lags by the playback buffer's depth:
-/// the same pairing as speexdsp's echo_playback/echo_capture, done here because those helpers
-/// print warnings to stderr from the audio thread at start-up and after every xrun.
+/// Call `played(_:)` right after each frame is written to the playback PCM (also for priming
+/// silence) and `process(...)` right after each frame is read from the capture PCM. Both streams
+/// start together after `reset()`, so playback sample `p` and capture sample `c` are counted from
+/// the same instant: the echo of `p` is in `c = p + echo delay`. The reference for a captured
+/// frame is therefore taken by position from the history of what was played, which stays right
+/// however unevenly reads and writes interleave. An `EchoDelayEstimator` can measure the bulk
+/// delay; the reference is then shifted by it so the adaptive filter only models the room.
+/// (speexdsp's own echo_playback/echo_capture pair frames by call order instead, and print to
+/// stderr from the audio thread at start-up and after every xrun.)
 public final class EchoCanceller: @unchecked Sendable {
-    // @unchecked: used by the audio thread only, apart from the atomic `bypass` and statistics.
+    // @unchecked: used by the audio thread only, apart from the atomic controls, statistics and taps.
     public let settings: EchoCancelSettings
     /// Run-time switch: when set, the microphone passes unprocessed (used to prove echo would howl).
     public let bypass = Flag(false)
     /// Smoothed echo return loss enhancement in dB, updated while the far end is active.
     public let erleDB = Gauge(0)
-    /// Frames for which no reference was queued (played silence was assumed).
-    public let referenceUnderflows = Counter()
-    /// Reference frames dropped because the queue was full (playback ran ahead of capture).
-    public let referenceOverflows = Counter()
+    /// Captured frames whose reference had not been played yet or was already overwritten.
+    public let referenceMisses = Counter()
     public let resets = Counter()
+    /// Bulk echo delay in samples the reference is aligned to (0 until measured).
+    public let echoDelaySamples = Counter()
+    /// The raw microphone and the played samples at the same positions, for an `EchoDelayEstimator`.
+    public let captureTap: SampleRing
+    public let referenceTap: SampleRing
 
     private let speex: SpeexEcho
     private let frame: Int
-    private let queue: UnsafeMutablePointer<Int16>
-    private let queueFrames: Int
-    private var queued = 0
-    private let silence: UnsafeMutablePointer<Int16>
+    private let history: UnsafeMutablePointer<Int16>
+    private let historySize: Int
+    private var written = 0   // playback position: samples played since reset
+    private var captured = 0  // capture position
+    private var shift = 0     // reference delay applied, samples
+    private let reference: UnsafeMutablePointer<Int16>
+    private let tapReference: UnsafeMutablePointer<Int16>
     private var wasBypassed = false
     private var erle = ERLETracker()
+    private let delayRequest = Request()
+    /// Kept between the measured delay and the reference, so jitter never makes the echo arrive first.
+    private let safetyMargin: Int
 
-    /// - Parameter maxQueuedFrames: bound on played-but-unmatched frames; above it the oldest is dropped.
-    public init(_ settings: EchoCancelSettings, maxQueuedFrames: Int = 8) throws {
+    /// - Parameter maxEchoDelayMilliseconds: longest bulk delay the reference can be aligned to.
+    public init(_ settings: EchoCancelSettings, maxEchoDelayMilliseconds: Int = 400) throws {
         self.settings = settings
         speex = try SpeexEcho(settings)
         frame = settings.frameSize
-        queueFrames = maxQueuedFrames
-        queue = .allocate(capacity: frame * maxQueuedFrames)
-        queue.initialize(repeating: 0, count: frame * maxQueuedFrames)
-        silence = .allocate(capacity: frame)
-        silence.initialize(repeating: 0, count: frame)
+        // History covers the longest delay plus a generous playback lead.
+        historySize = settings.sampleRate * (maxEchoDelayMilliseconds + 500) / 1000
+        history = .allocate(capacity: historySize)
+        history.initialize(repeating: 0, count: historySize)
+        reference = .allocate(capacity: frame)
+        reference.initialize(repeating: 0, count: frame)
+        tapReference = .allocate(capacity: frame)
+        tapReference.initialize(repeating: 0, count: frame)
+        safetyMargin = settings.sampleRate / 200
+        captureTap = SampleRing(minimumCapacity: settings.sampleRate / 2)
+        referenceTap = SampleRing(minimumCapacity: settings.sampleRate / 2)
     }
 
     deinit {
-        queue.deallocate()
-        silence.deallocate()
+        history.deallocate()
+        reference.deallocate()
+        tapReference.deallocate()
     }
 
-    /// Feeds one frame exactly as it was written to the speaker.
+    /// Records one frame exactly as it was written to the speaker.
     public func played(_ samples: UnsafePointer<Int16>) {
-        if queued == queueFrames {
-            dropOldest()
-            referenceOverflows.increment()
-        }
-        (queue + queued * frame).update(from: samples, count: frame)
-        queued += 1
+        for i in 0..<frame { history[(written + i) % historySize] = samples[i] }
+        written += frame
     }
 
-    /// Cleans one captured frame into `output` using the oldest queued reference.
+    /// Aligns the reference to a measured echo delay (any thread; applied on the next frame).
+    public func requestEchoDelay(samples: Int) { delayRequest.post(samples + 1) }
+
+    /// Cleans one captured frame into `output`.
     public func process(capture: UnsafePointer<Int16>, output: UnsafeMutablePointer<Int16>) {
-        let reference: UnsafePointer<Int16>
-        if queued > 0 {
-            reference = UnsafePointer(queue)
-        } else {
-            reference = UnsafePointer(silence)
-            referenceUnderflows.increment()
+        let request = delayRequest.take()
+        if request > 0 { align(toEchoDelay: request - 1) }
+        // The estimator sees the unshifted reference, so it measures the whole delay.
+        if fetch(from: captured, into: tapReference) {
+            captureTap.write(capture, count: frame)
+            referenceTap.write(tapReference, count: frame)
         }
+        if !fetch(from: captured - shift, into: reference) { referenceMisses.increment() }
+        captured += frame
+
         if bypass.isSet {
             output.update(from: capture, count: frame)
             wasBypassed = true
-        } else {
-            if wasBypassed { speex.reset(); wasBypassed = false }
-            speex.cancel(capture: capture, reference: reference, output: output)
-            if let db = erle.update(capture: capture, output: output, reference: reference, count: frame) {
-                erleDB.store(db)
-            }
+            return
         }
-        if queued > 0 { dropOldest() }
+        if wasBypassed { speex.reset(); wasBypassed = false }
+        speex.cancel(capture: capture, reference: reference, output: output)
+        if let db = erle.update(capture: capture, output: output, reference: reference, count: frame) {
+            erleDB.store(db)
+        }
     }
 
-    /// Forgets the echo path and the queued reference; call after an xrun.
+    /// Forgets the echo path and the positions; call when both streams (re)start.
     public func reset() {
         speex.reset()
-        queued = 0
+        written = 0
+        captured = 0
+        history.update(repeating: 0, count: historySize)
         erle = ERLETracker()
         resets.increment()
     }
 
-    private func dropOldest() {
-        queued -= 1
-        if queued > 0 { queue.update(from: queue + frame, count: queued * frame) }
+    /// Copies played samples [start, start + frame) into `out`; positions not played (yet, or
+    /// any more) read as silence. Returns false if any were missing.
+    private func fetch(from start: Int, into out: UnsafeMutablePointer<Int16>) -> Bool {
+        var complete = true
+        for i in 0..<frame {
+            let p = start + i
+            if p >= 0, p < written, written - p <= historySize {
+                out[i] = history[p % historySize]
+            } else {
+                out[i] = 0
+                if p >= 0 { complete = false }
+            }
+        }
+        return complete
+    }
+
+    /// The filter must re-learn the path after the reference moved.
+    private func align(toEchoDelay samples: Int) {
+        shift = max(0, min(samples - safetyMargin, historySize - 2 * frame))
+        speex.reset()
+        erle = ERLETracker()
+        echoDelaySamples.store(samples)
     }
 }
 

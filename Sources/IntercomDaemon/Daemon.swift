@@ -21,6 +21,7 @@ public final class Daemon: @unchecked Sendable {
     public let engine: AudioEngine
     public let supervisor: AudioSupervisor
     private let local: LocalMode?
+    private let delayEstimator: EchoDelayEstimator
     private let log: Logger
     private var reporter: StatsReporter?
 
@@ -35,6 +36,7 @@ public final class Daemon: @unchecked Sendable {
             echoSuppressActiveDB: config.echo.echoSuppressActiveDb, agc: config.echo.agc)
         let canceller = try EchoCanceller(echo)
         canceller.bypass.set(!config.echo.enabled)
+        delayEstimator = EchoDelayEstimator(canceller: canceller)
 
         // Local mode's far end is one mixer input; the network streams join here in a later version.
         let farEndRing = config.local.farEndWav.map { _ in SampleRing(minimumCapacity: frame * 8) }
@@ -77,6 +79,7 @@ public final class Daemon: @unchecked Sendable {
             }
         }
         local?.start()
+        delayEstimator.start()
         supervisor.start()
         if config.log.statsIntervalS > 0 {
             reporter = StatsReporter(engine: engine, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate,
@@ -98,6 +101,7 @@ public final class Daemon: @unchecked Sendable {
             if let deadline, Date() >= deadline { log.info("duration reached: stopping"); break }
         }
         supervisor.stop()
+        delayEstimator.stop()
         reporter?.stop()
         do {
             try local?.stop()

@@ -47,9 +47,10 @@ final class StatsReporter: @unchecked Sendable {
         let cpu = String(format: "%.2f", Double(s.processNanos.load) / frameNanos * 100)
         let cpuMax = String(format: "%.2f", Double(s.processNanosMax.load) / frameNanos * 100)
         let erle = String(format: "%.1f", e.canceller.erleDB.load)
+        let echoDelay = ms(e.canceller.echoDelaySamples.load)
         let underruns = e.mixer.inputs.map { "\($0.underruns.load)" }.joined(separator: ",")
         return "frames=\(s.frames.load) xruns=\(s.xruns) (capture \(s.captureXruns.load), playback \(s.playbackXruns.load)) "
-            + "erle=\(erle)dB delay=\(ms(s.captureDelayFrames.load))+\(ms(s.playbackDelayFrames.load))ms "
+            + "erle=\(erle)dB echo_delay=\(echoDelay)ms delay=\(ms(s.captureDelayFrames.load))+\(ms(s.playbackDelayFrames.load))ms "
             + "cpu=\(cpu)% (max \(cpuMax)%) mic_drops=\(s.micDrops.load) input_underruns=[\(underruns)] "
             + "aec_resets=\(e.canceller.resets.load) sessions=\(s.sessions.load) poll_timeouts=\(s.pollTimeouts.load)"
     }

@@ -15,6 +15,10 @@ uint64_t alloc_counter_count(void);
 /// Bytes requested by those allocations.
 uint64_t alloc_counter_bytes(void);
 void alloc_counter_reset(void);
+/// Return addresses of the first counted allocations (at most 64), for finding who allocates.
+int alloc_counter_callers(void **out, int max);
+/// "library: symbol+offset" for a code address.
+void alloc_counter_describe(const void *address, char *out, int size);
 /// 1 when this process really routes malloc through the counter.
 int alloc_counter_is_active(void);
 #endif

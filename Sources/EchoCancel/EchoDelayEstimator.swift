@@ -1,0 +1,109 @@
+import Foundation
+import RealTime
+import SignalTools
+
+/// Finds how long the far-end signal takes to come back into the microphone (the bulk echo delay),
+/// so that the canceller's reference can be delayed to match and its adaptive filter only has to
+/// model the room. Sound servers and USB devices add tens to hundreds of milliseconds here, and the
+/// amount can change on every stream restart; a filter long enough to cover that converges slowly.
+///
+/// Runs on its own ordinary thread. The audio thread only copies frames into two lock-free taps.
+public final class EchoDelayEstimator: @unchecked Sendable {
+    // @unchecked: the history buffers belong to the estimator thread; the rest are atomics and rings.
+    /// Estimates are made at 8 kHz: enough for speech, and 36 times cheaper to correlate.
+    static let decimation = 6
+    public let maxDelaySamples: Int
+    /// The last accepted estimate in samples at the full rate (-1: none yet), and how often one was applied.
+    public let estimate = Counter()
+    public let updates = Counter()
+
+    private let canceller: EchoCanceller
+    private let window: Int      // decimated samples correlated per estimate
+    private let maxLag: Int      // decimated
+    // Histories at 8 kHz, each ending at absolute (decimated) sample index `*End`. Both taps get one
+    // frame per engine cycle, so equal indices mean "captured while that reference was written".
+    private var mic: [Float] = []
+    private var micEnd = 0
+    private var reference: [Float] = []
+    private var referenceEnd = 0
+    private var candidate: Int?
+    private var applied: Int?
+    private let stopping = Flag(false)
+    private let done = DispatchSemaphore(value: 0)
+
+    public init(canceller: EchoCanceller, maxDelayMilliseconds: Int = 300) {
+        self.canceller = canceller
+        let rate = canceller.settings.sampleRate
+        maxDelaySamples = rate * maxDelayMilliseconds / 1000
+        maxLag = maxDelaySamples / Self.decimation
+        window = rate / Self.decimation  // 1 s of speech per estimate
+        estimate.store(-1)
+    }
+
+    public func start() {
+        let t = Thread { [self] in
+            while !stopping.isSet {
+                usleep(250_000)
+                drainTaps()
+                estimateOnce()
+            }
+            done.signal()
+        }
+        t.name = "echo-delay"
+        t.start()
+    }
+
+    public func stop() {
+        stopping.set(true)
+        done.wait()
+    }
+
+    private func drainTaps() {
+        let frame = canceller.settings.frameSize
+        var buffer = [Int16](repeating: 0, count: frame)
+        while canceller.captureTap.read(into: &buffer, count: frame) { micEnd += append(buffer, to: &mic) }
+        while canceller.referenceTap.read(into: &buffer, count: frame) { referenceEnd += append(buffer, to: &reference) }
+        let keep = window + maxLag + canceller.settings.sampleRate / Self.decimation
+        if mic.count > keep { mic.removeFirst(mic.count - keep) }
+        if reference.count > keep { reference.removeFirst(reference.count - keep) }
+    }
+
+    /// Box-filter then keep every 6th sample: a crude low-pass that is fine for finding a delay.
+    private func append(_ frame: [Int16], to history: inout [Float]) -> Int {
+        let d = Self.decimation
+        var i = 0
+        while i + d <= frame.count {
+            var sum: Float = 0
+            for j in 0..<d { sum += Float(frame[i + j]) }
+            history.append(sum / Float(d * 32768))
+            i += d
+        }
+        return frame.count / d
+    }
+
+    private func estimateOnce() {
+        // Microphone: the newest window plus maxLag before it. Reference: one window starting at the
+        // same absolute index, so a lag L means the reference came back L samples later.
+        let start = micEnd - window - maxLag
+        let micFirst = micEnd - mic.count, refFirst = referenceEnd - reference.count
+        guard start >= micFirst, start >= refFirst, start + window <= referenceEnd else { return }
+        let micSlice = Array(mic[(start - micFirst)...])
+        let refSlice = Array(reference[(start - refFirst)..<(start - refFirst + window)])
+        guard Levels.rmsDB(refSlice) > -50,
+              let found = Correlation.findDelay(reference: refSlice, in: micSlice, maxLag: maxLag),
+              found.peak > 0.3 else { return }
+        accept(Int((found.fractionalLag * Double(Self.decimation)).rounded()))
+    }
+
+    /// Two estimates within 1 ms of each other make a delay; it is applied when it moved by over 2 ms.
+    private func accept(_ delay: Int) {
+        let rate = canceller.settings.sampleRate
+        defer { candidate = delay }
+        guard let c = candidate, abs(c - delay) <= rate / 1000 else { return }
+        if let a = applied, abs(a - delay) <= rate / 500 { return }
+        applied = delay
+        estimate.store(delay)
+        updates.increment()
+        canceller.requestEchoDelay(samples: delay)
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// intercomd as a process: configuration errors, devices that are missing or vanish, clean stop.
+final class DaemonTests: XCTestCase {
+    func testBrokenConfigurationNamesTheKeyAndExitsWithConfigError() throws {
+        let path = try DaemonProcess.writeConfig("""
+            [audio]
+            period_ms = 7
+            capture_devise = "roomA"
+            """)
+        let d = try DaemonProcess(arguments: ["--config", path])
+        let status = d.wait(timeout: 10)
+        XCTAssertEqual(status, 78, d.log)
+        XCTAssertTrue(d.log.contains("audio.period_ms: 7 is not one of"), d.log)
+        XCTAssertTrue(d.log.contains("audio.capture_devise: unknown key (did you mean audio.capture_device?)"), d.log)
+    }
+
+    func testMissingConfigurationFileIsNamed() throws {
+        let d = try DaemonProcess(arguments: ["--config", "/nonexistent/intercomd.toml"])
+        XCTAssertEqual(d.wait(timeout: 10), 78)
+        XCTAssertTrue(d.log.contains("/nonexistent/intercomd.toml"), d.log)
+    }
+
+    /// A terminal whose sound card is not there yet keeps retrying, names the device, starts
+    /// audio as soon as the device appears, survives its disappearance, and stops cleanly.
+    func testMissingDeviceIsNamedRetriedAndPickedUpWhenItAppears() throws {
+        try Rig.require()
+        let rigDir = try XCTUnwrap(Rig.directory)
+        // An ALSA device for a room whose sink does not exist yet.
+        let extraConf = NSTemporaryDirectory() + "late-\(getpid()).conf"
+        try """
+            pcm.roomLate { type asym playback.pcm { type pulse device "roomLate" } capture.pcm { type pulse device "roomLate.monitor" } }
+            """.write(toFile: extraConf, atomically: true, encoding: .utf8)
+        let alsaPath = (ProcessInfo.processInfo.environment["ALSA_CONFIG_PATH"] ?? "/usr/share/alsa/alsa.conf") + ":" + extraConf
+        let config = try DaemonProcess.writeConfig("""
+            [audio]
+            capture_device = "roomLate"
+            playback_device = "roomLate"
+            [retry]
+            initial_ms = 100
+            max_ms = 400
+            [log]
+            stats_interval_s = 0
+            """)
+        let d = try DaemonProcess(arguments: ["--config", config], environment: ["ALSA_CONFIG_PATH": alsaPath])
+        defer { d.terminate() }
+        XCTAssertTrue(d.waitForLog("retrying in", timeout: 5), d.log)
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertTrue(d.isRunning, "must keep retrying, not exit")
+        XCTAssertTrue(d.log.contains("'roomLate'"), "the error names the device: \(d.log)")
+
+        let module = try Command.run("/usr/bin/pactl", ["load-module", "module-null-sink", "sink_name=roomLate", "rate=48000", "channels=1"])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertTrue(d.waitForLog("audio devices open", timeout: 5), "opens once the device exists: \(d.log)")
+        Thread.sleep(forTimeInterval: 1)
+        try Command.run("/usr/bin/pactl", ["unload-module", module])
+        XCTAssertTrue(d.waitForLog("audio failed", timeout: 5), "notices the device vanished: \(d.log)")
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertTrue(d.isRunning, "survives the device vanishing")
+        XCTAssertEqual(d.terminate(), 0, "SIGTERM stops it cleanly: \(d.log)")
+        XCTAssertTrue(d.log.contains("final stats"), d.log)
+        _ = rigDir
+    }
+}

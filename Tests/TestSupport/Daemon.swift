@@ -1,0 +1,71 @@
+import Foundation
+
+/// Runs the built intercomd binary as a child process, with its log in a file.
+public final class DaemonProcess: @unchecked Sendable {
+    public let process: Process
+    public let logPath: String
+    private let logHandle: FileHandle
+
+    /// The intercomd binary next to the test bundle (swift build puts both in .build/<config>/).
+    public static var binary: String {
+        let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        var candidate = dir.appendingPathComponent("intercomd").path
+        // The xctest bundle may be a directory on some layouts.
+        if !FileManager.default.isExecutableFile(atPath: candidate) {
+            candidate = dir.deletingLastPathComponent().appendingPathComponent("intercomd").path
+        }
+        return candidate
+    }
+
+    public init(arguments: [String], environment: [String: String] = [:], name: String = "intercomd") throws {
+        logPath = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8)).log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardOutput = logHandle
+        process.standardError = logHandle
+        try process.run()
+    }
+
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    public var isRunning: Bool { process.isRunning }
+
+    /// Waits until the log contains `text`; false on timeout.
+    public func waitForLog(_ text: String, timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if log.contains(text) { return true }
+            usleep(50_000)
+        }
+        return log.contains(text)
+    }
+
+    /// Sends SIGTERM and waits; returns the exit status (nil if it had to be killed).
+    @discardableResult
+    public func terminate(timeout: Double = 5) -> Int32? {
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        return wait(timeout: timeout)
+    }
+
+    /// Waits for the process to exit by itself; kills it after `timeout`.
+    public func wait(timeout: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { usleep(20_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return nil
+        }
+        return process.terminationStatus
+    }
+
+    /// Writes a configuration file for a test and returns its path.
+    public static func writeConfig(_ text: String, name: String = "intercomd") throws -> String {
+        let path = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8)).toml"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+}
