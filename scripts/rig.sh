@@ -238,7 +238,7 @@ write_configs() {
         echo "# Anonymous auth: the socket lives in a 0700 directory, so only its owner gets in."
         echo "load-module module-native-protocol-unix auth-anonymous=1 socket=$SOCKET"
         for room in "${ROOMS[@]}"; do
-            echo "load-module module-null-sink sink_name=$room rate=$RATE channels=1 format=s16le sink_properties=device.description=$room"
+            echo "load-module module-null-sink sink_name=$room rate=$RATE channels=1 format=s16le norewinds=1 sink_properties=device.description=$room"
         done
     } | write_atomic "$PA_SCRIPT"
 
@@ -425,6 +425,22 @@ wait_paced() {
         sleep 0.2
     done
     log "capture paced (1 s capture: ${paced[*]}; ready after $(($(now_ms) - start)) ms)"
+    warm_duplex
+}
+
+# The first full-duplex client of a fresh sink still meets a start-up transient: its capture
+# stream collects a backlog of ~100-200 ms while playback starves silently, which a program
+# under test would see as extra delay and an echo path that is not a fixed delay. One short
+# duplex run per room (all rooms at once) absorbs it, so "ready" means ready for duplex use.
+warm_duplex() {
+    local room pids=()
+    for room in "${ROOMS[@]}"; do
+        client arecord -q -D "$room" -f S16_LE -r "$RATE" -c 1 -d 1 /dev/null 9>&- &
+        pids+=($!)
+        client aplay -q -D "$room" -f S16_LE -r "$RATE" -c 1 -d 1 /dev/zero 9>&- &
+        pids+=($!)
+    done
+    wait "${pids[@]}" 2>/dev/null || log "duplex warm-up: a client failed (harmless if the rig reports ready)"
 }
 
 # ---------------------------------------------------------------- commands

@@ -52,6 +52,11 @@ public final class ALSAPCM: @unchecked Sendable {
 
     deinit { snd_pcm_close(handle) }
 
+    /// In non-blocking mode reads and writes return -EAGAIN instead of waiting.
+    public func setNonBlocking(_ on: Bool) throws {
+        try check(snd_pcm_nonblock(handle, on ? 1 : 0), "set non-blocking mode")
+    }
+
     /// Asks for `periodFrames` per period and `periods` periods in the buffer; the device may round.
     /// A playback stream starts by itself once `startPeriods` periods are queued; capture is started explicitly.
     public func configure(rate: Int, channels: Int, periodFrames: Int, periods: Int, startPeriods: Int = 1) throws -> PCMGeometry {

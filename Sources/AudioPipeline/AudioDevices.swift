@@ -36,6 +36,8 @@ public final class AudioDevices: Sendable {
         captureGeometry = try capture.configure(rate: s.sampleRate, channels: 1, periodFrames: s.periodFrames, periods: s.bufferPeriods)
         playbackGeometry = try playback.configure(rate: s.sampleRate, channels: 1, periodFrames: s.periodFrames,
                                                   periods: s.bufferPeriods, startPeriods: s.primePeriods)
+        // The engine never waits in a playback write; it polls playback while frames are pending.
+        try playback.setNonBlocking(true)
         if !s.link {
             linkFailure = "disabled in configuration"
         } else {

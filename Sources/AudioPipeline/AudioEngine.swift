@@ -54,9 +54,11 @@ public final class AudioEngine: @unchecked Sendable {
         onAudioThreadStart?()
         stats.sessions.increment()
         primePeriods = devices.primePeriods
-        guard let fds = try? devices.capture.pollDescriptors() else {
+        guard let captureFds = try? devices.capture.pollDescriptors(),
+              let playbackFds = try? devices.playback.pollDescriptors() else {
             return .deviceFailed(device: devices.capture.name, operation: "poll descriptors", code: -EIO)
         }
+        let fds = captureFds + playbackFds
         let pollSet = UnsafeMutablePointer<pollfd>.allocate(capacity: fds.count)
         pollSet.initialize(from: fds, count: fds.count)
         defer { pollSet.deallocate() }
@@ -89,7 +91,8 @@ public final class AudioEngine: @unchecked Sendable {
                 continue
             }
             silentPolls = 0
-            let (events, rc) = devices.capture.revents(pollSet, count: fds.count)
+            if let failure = fillPlayback(devices) { return failure }
+            let (events, rc) = devices.capture.revents(pollSet, count: captureFds.count)
             if rc < 0 { return .deviceFailed(device: devices.capture.name, operation: "poll revents", code: rc) }
             if events & Int16(POLLERR) != 0 {
                 if let failure = recoverXrun(devices, failed: devices.capture, code: -EPIPE) { return failure }
@@ -101,40 +104,55 @@ public final class AudioEngine: @unchecked Sendable {
         return .stopped
     }
 
-    /// Processes every whole frame the capture device holds.
+    /// The microphone half: every whole frame the capture device holds is read and processed.
     private func processAvailableFrames(_ d: AudioDevices) -> SessionEnd? {
         var avail = d.capture.available()
         if avail < 0 { return recoverXrun(d, failed: d.capture, code: Int32(avail)) }
         while avail >= frameSize {
-            if let failure = processOneFrame(d) { return failure }
+            let got = readFrame(d.capture)
+            if got < 0 { return recoverXrun(d, failed: d.capture, code: Int32(got)) }
+            processCapturedFrame()
             avail -= frameSize
         }
-        return nil
+        if let c = d.capture.delay() { stats.captureDelayFrames.store(c) }
+        return fillPlayback(d)
     }
 
-    /// One frame: read the microphone, cancel echo, hand it on; mix, play, feed the reference.
-    private func processOneFrame(_ d: AudioDevices) -> SessionEnd? {
-        let got = readFrame(d.capture)
-        if got < 0 { return recoverXrun(d, failed: d.capture, code: Int32(got)) }
+    /// Echo-cancel one captured frame, apply gain/mute, hand it on.
+    private func processCapturedFrame() {
         let t0 = monotonicNanos()
-
         rawMicrophone?.write(mic, count: frameSize)
         canceller.process(capture: mic, output: cleaned)
         mixer.applyMicrophone(cleaned)
         if !microphone.write(cleaned, count: frameSize) { stats.micDrops.increment() }
-        mixer.mix(into: speaker)
+        stats.frames.increment()
+        noteCPU(since: t0)
+    }
 
+    /// The speaker half, paced by the playback device: whenever it has room for a frame, mix one,
+    /// write it (never waiting) and feed it to the echo canceller right after. The device thus
+    /// always holds as much as its buffer takes, and a device or sound server that asks for data
+    /// late never holds up the microphone; the canceller pairs the halves by stream position.
+    private func fillPlayback(_ d: AudioDevices) -> SessionEnd? {
+        var space = d.playback.available()
+        if space < 0 { return recoverXrun(d, failed: d.playback, code: Int32(space)) }
+        while space >= frameSize {
+            let t0 = monotonicNanos()
+            mixer.mix(into: speaker)
+            noteCPU(since: t0)
+            let n = writeFrame(d.playback, speaker)
+            if n < 0 { return recoverXrun(d, failed: d.playback, code: Int32(n)) }
+            canceller.played(speaker)
+            space -= frameSize
+        }
+        if let p = d.playback.delay() { stats.playbackDelayFrames.store(p) }
+        return nil
+    }
+
+    private func noteCPU(since t0: UInt64) {
         let spent = Int(monotonicNanos() - t0)
         stats.processNanos.store(spent)
         if spent > stats.processNanosMax.load { stats.processNanosMax.store(spent) }
-
-        let put = writeFrame(d.playback, speaker)
-        if put < 0 { return recoverXrun(d, failed: d.playback, code: Int32(put)) }
-        canceller.played(speaker)
-        stats.frames.increment()
-        if let p = d.playback.delay() { stats.playbackDelayFrames.store(p) }
-        if let c = d.capture.delay() { stats.captureDelayFrames.store(c) }
-        return nil
     }
 
     /// Reads exactly one frame into `mic`; negative errno on failure.
@@ -149,11 +167,19 @@ public final class AudioEngine: @unchecked Sendable {
         return done
     }
 
+    /// Writes one whole frame; called only when the device reported room for it (or, priming,
+    /// into an empty buffer), so the non-blocking write rarely has to wait for a sound server.
     private func writeFrame(_ pcm: ALSAPCM, _ buffer: UnsafePointer<Int16>) -> Int {
-        var done = 0
+        var done = 0, waits = 0
         while done < frameSize {
             let n = pcm.write(buffer + done, frames: frameSize - done)
-            if n == -Int(EINTR) || n == -Int(EAGAIN) { continue }
+            if n == -Int(EINTR) { continue }
+            if n == -Int(EAGAIN) {
+                waits += 1
+                if waits > 1000 { return -Int(EIO) }
+                usleep(1000)
+                continue
+            }
             if n < 0 { return n }
             done += n
         }

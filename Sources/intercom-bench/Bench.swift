@@ -1,0 +1,166 @@
+import ArgumentParser
+import AudioPipeline
+import CAllocCounter
+import CSpeexDSP
+import EchoCancel
+import Foundation
+import RealTime
+import SignalTools
+
+/// Measurements for BENCHMARKS.md. Prints Markdown; every figure is measured in this run.
+@main
+struct Bench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "intercom-bench", abstract: "Measure CPU, allocations and rig latency of the audio core.")
+
+    @Option(help: "Runs per CPU figure (the median is reported).")
+    var runs = 7
+
+    @Option(help: "Frames per run.")
+    var frames = 3000
+
+    @Option(help: "Rig room for the round-trip measurement (needs the virtual audio rig; empty to skip).")
+    var room = "roomD"
+
+    func run() throws {
+        print("## Audio core (measured \(ISO8601DateFormatter().string(from: Date())), \(ProcessInfo.processInfo.processorCount) cores)\n")
+        try cpuAndAllocations()
+        if !room.isEmpty, ProcessInfo.processInfo.environment["INTERCOM_RIG_DIR"] != nil {
+            try rigRoundTrip()
+        } else {
+            print("\n(rig round trip skipped: run under scripts/rig.sh run -- ...)")
+        }
+    }
+
+    /// Speech-like far end, echo = delayed and attenuated far end plus a quieter near end.
+    private func signals(count: Int) -> (far: [Int16], mic: [Int16]) {
+        var rng = SplitMix64(seed: 42)
+        var far = [Int16](repeating: 0, count: count), mic = [Int16](repeating: 0, count: count)
+        var lp = 0.0
+        for i in 0..<count {
+            let envelope = 0.5 + 0.5 * sin(Double(i) / 48000 * 2 * .pi * 3)
+            lp = 0.7 * lp + 0.3 * (rng.nextUnit() * 2 - 1)
+            far[i] = Int16(lp * 8000 * envelope)
+            let echo = i >= 2400 ? 0.5 * Double(far[i - 2400]) : 0
+            mic[i] = Int16(clamping: Int(echo + 300 * sin(Double(i) * 0.05)))
+        }
+        return (far, mic)
+    }
+
+    private func cpuAndAllocations() throws {
+        let frame = 480
+        let (far, mic) = signals(count: frame * frames)
+        var chain: [Double] = [], bare: [Double] = []
+        var allocations: UInt64 = 0
+        for _ in 0..<runs {
+            chain.append(try timeChain(far: far, mic: mic, frame: frame, allocations: &allocations))
+            bare.append(try timeBareSpeex(far: far, mic: mic, frame: frame))
+        }
+        let framePeriodNs = 10_000_000.0
+        let c = median(chain), b = median(bare)
+        print("| figure | value | goal / meaning |")
+        print("|---|---|---|")
+        print(String(format: "| CPU per 10 ms frame, capture→AEC+preprocess→mix→playback path (median of %d runs × %d frames) | %.1f µs = %.2f %% of real time | lower is better; the whole duplex chain must stay far below 100 %% of one core |", runs, frames, c / 1000, c / framePeriodNs * 100))
+        print(String(format: "| the same frames through the bare speexdsp calls | %.1f µs = %.2f %% | reference for Swift overhead |", b / 1000, b / framePeriodNs * 100))
+        print(String(format: "| Swift chain / bare C (median ratio) | %.3f | goal ≤ 1.15 (issue 5); includes the mixer, gains and ERLE tracking the bare loop does not do |", c / b))
+        print(String(format: "| heap allocations per frame on the processing thread | %.3f (%llu in %d frames) | goal 0 |", Double(allocations) / Double(frames * runs), allocations, frames * runs))
+    }
+
+    /// Per-frame time of what the audio thread does between read and write.
+    private func timeChain(far: [Int16], mic: [Int16], frame: Int, allocations: inout UInt64) throws -> Double {
+        let canceller = try EchoCanceller(EchoCancelSettings(frameSize: frame))
+        let source = BufferSource(far)
+        let mixer = Mixer(inputs: [MixerInput(source: source)], frameSize: frame)
+        let speaker = UnsafeMutablePointer<Int16>.allocate(capacity: frame)
+        let cleaned = UnsafeMutablePointer<Int16>.allocate(capacity: frame)
+        defer { speaker.deallocate(); cleaned.deallocate() }
+        let out = SampleRing(minimumCapacity: frame * 4)
+        let sink = UnsafeMutablePointer<Int16>.allocate(capacity: frame)
+        defer { sink.deallocate() }
+        speaker.initialize(repeating: 0, count: frame)
+        canceller.played(speaker); canceller.played(speaker)
+        alloc_counter_track_current_thread()
+        alloc_counter_reset()
+        alloc_counter_arm(1)
+        let t0 = monotonicNanos()
+        mic.withUnsafeBufferPointer { m in
+            for f in 0..<frames {
+                canceller.process(capture: m.baseAddress! + f * frame, output: cleaned)
+                mixer.applyMicrophone(cleaned)
+                out.write(cleaned, count: frame)
+                out.read(into: sink, count: frame)
+                mixer.mix(into: speaker)
+                canceller.played(speaker)
+            }
+        }
+        let elapsed = Double(monotonicNanos() - t0)
+        alloc_counter_arm(0)
+        allocations += alloc_counter_count()
+        return elapsed / Double(frames)
+    }
+
+    private func timeBareSpeex(far: [Int16], mic: [Int16], frame: Int) throws -> Double {
+        let echo = speex_echo_state_init(Int32(frame), 9600)!
+        let pre = speex_preprocess_state_init(Int32(frame), 48000)!
+        defer { speex_echo_state_destroy(echo); speex_preprocess_state_destroy(pre) }
+        var rate: Int32 = 48000
+        speex_echo_ctl(echo, SPEEX_ECHO_SET_SAMPLING_RATE, &rate)
+        var on: Int32 = 1, noise: Int32 = -15, sup: Int32 = -40, active: Int32 = -15
+        speex_preprocess_ctl(pre, SPEEX_PREPROCESS_SET_DENOISE, &on)
+        speex_preprocess_ctl(pre, SPEEX_PREPROCESS_SET_NOISE_SUPPRESS, &noise)
+        speex_preprocess_ctl(pre, SPEEX_PREPROCESS_SET_ECHO_STATE, UnsafeMutableRawPointer(echo))
+        speex_preprocess_ctl(pre, SPEEX_PREPROCESS_SET_ECHO_SUPPRESS, &sup)
+        speex_preprocess_ctl(pre, SPEEX_PREPROCESS_SET_ECHO_SUPPRESS_ACTIVE, &active)
+        let out = UnsafeMutablePointer<Int16>.allocate(capacity: frame)
+        defer { out.deallocate() }
+        let t0 = monotonicNanos()
+        mic.withUnsafeBufferPointer { m in
+            far.withUnsafeBufferPointer { r in
+                for f in 0..<frames {
+                    let ref = f >= 2 ? r.baseAddress! + (f - 2) * frame : r.baseAddress!
+                    speex_echo_cancellation(echo, m.baseAddress! + f * frame, ref, out)
+                    speex_preprocess_run(pre, out)
+                }
+            }
+        }
+        return Double(monotonicNanos() - t0) / Double(frames)
+    }
+
+    /// A chirp played through the engine (echo cancellation bypassed) and found in the raw microphone.
+    private func rigRoundTrip() throws {
+        let frame = 480
+        var results: [Double] = []
+        var prime = 0
+        for _ in 0..<3 {
+            let chirp = Signals.toInt16(Signals.chirp(from: 200, to: 8000, duration: 0.5, sampleRate: 48000, amplitude: 0.5))
+            let signal = [Int16](repeating: 0, count: 48000) + chirp
+            let canceller = try EchoCanceller(EchoCancelSettings(frameSize: frame))
+            canceller.bypass.set(true)
+            let engine = AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: BufferSource(signal))], frameSize: frame),
+                                     canceller: canceller, ringFrames: 400, recordRaw: true)
+            let devices = try AudioDevices(DeviceSettings(captureDevice: room, playbackDevice: room, periodFrames: frame))
+            prime = devices.primePeriods * frame
+            let thread = RealtimeThread(name: "bench-audio") { _ = engine.run(devices: devices) }
+            try thread.start(priority: 50)
+            Thread.sleep(forTimeInterval: 2.5)
+            engine.stopRequest.set(true)
+            thread.join()
+            var raw = [Int16](repeating: 0, count: engine.rawMicrophone!.availableToRead)
+            engine.rawMicrophone!.read(into: &raw, count: raw.count)
+            if let found = Correlation.findDelay(reference: Signals.toFloat(chirp), in: Signals.toFloat(raw), maxLag: raw.count - 1),
+               found.peak > 0.5 {
+                results.append(found.fractionalLag - 48000)
+            }
+        }
+        guard !results.isEmpty else { print("\n(rig round trip: chirp not found)"); return }
+        let m = median(results)
+        print(String(format: "| rig round trip, loop through '%@' at 10 ms periods (median of %d) | %.2f ms, of which intercomd's primed playback queue %.1f ms and the rig (sound server) %.2f ms | subtract the rig's share from latency figures measured on the rig |",
+                     room, results.count, m / 48, Double(prime) / 48, (m - Double(prime)) / 48))
+        print("| individual runs (ms) | \(results.map { String(format: "%.2f", $0 / 48) }.joined(separator: ", ")) | spread = the rig's start-up variability |")
+    }
+
+    private func median(_ v: [Double]) -> Double {
+        let s = v.sorted()
+        return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+    }
+}

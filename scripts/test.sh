@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs every test: the rig's self-test, then all Swift tests (unit tests and the tests on the
+# real ALSA path) inside a private virtual audio rig that is torn down even when tests fail.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+swift build --build-tests 2>&1 | grep -v "^\[" || true
+swift build --build-tests >/dev/null   # fail here, with the compiler's output above, if it does not build
+
+bash scripts/rig-selftest.sh
+bash scripts/rig.sh run --dir "$PWD/.rig-test" -- swift test --skip-build
