@@ -18,7 +18,8 @@ final class SpeexEcho {
         }
         self.echo = echo
         self.pre = pre
-        do {
+        // From here a throw runs deinit, which frees both states.
+        do {  // (a block only to keep the settings together)
             // speexdsp assumes 8 kHz unless told; at 48 kHz that would cut the near-end voice's low band.
             var rate = Int32(s.sampleRate)
             try check(speex_echo_ctl(echo, SPEEX_ECHO_SET_SAMPLING_RATE, &rate), "SPEEX_ECHO_SET_SAMPLING_RATE \(rate)")
@@ -35,10 +36,6 @@ final class SpeexEcho {
             try preprocess(SPEEX_PREPROCESS_SET_ECHO_SUPPRESS, &sup, "SET_ECHO_SUPPRESS \(sup)")
             var active = Int32(s.echoSuppressActiveDB)
             try preprocess(SPEEX_PREPROCESS_SET_ECHO_SUPPRESS_ACTIVE, &active, "SET_ECHO_SUPPRESS_ACTIVE \(active)")
-        } catch {
-            speex_preprocess_state_destroy(pre)
-            speex_echo_state_destroy(echo)
-            throw error
         }
     }
 

@@ -20,7 +20,7 @@ public final class Daemon: @unchecked Sendable {
     public let config: DaemonConfig
     public let engine: AudioEngine
     public let supervisor: AudioSupervisor
-    private let local: LocalMode?
+    private let local: LocalMode
     private let delayEstimator: EchoDelayEstimator
     private let log: Logger
     private var reporter: StatsReporter?
@@ -57,13 +57,11 @@ public final class Daemon: @unchecked Sendable {
             retry: .init(enabled: config.retry.enabled, initialMilliseconds: config.retry.initialMs,
                          maxMilliseconds: config.retry.maxMs),
             logger: logger)
+        // Until the network sender consumes the microphone, local mode always drains it
+        // (recording it when asked), so a full ring is never mistaken for a lost frame.
         let l = config.local
-        if l.farEndWav != nil || l.recordWav != nil || l.recordRawWav != nil {
-            local = try LocalMode(farEndPath: l.farEndWav, farEndRing: farEndRing, recordPath: l.recordWav,
-                                  rawPath: l.recordRawWav, engine: engine, sampleRate: a.sampleRate)
-        } else {
-            local = nil
-        }
+        local = try LocalMode(farEndPath: l.farEndWav, farEndRing: farEndRing, recordPath: l.recordWav,
+                              rawPath: l.recordRawWav, engine: engine, sampleRate: a.sampleRate)
     }
 
     /// Runs until SIGTERM/SIGINT (or the configured duration) and returns the exit code.
@@ -78,7 +76,7 @@ public final class Daemon: @unchecked Sendable {
                 log.info("memory locked")
             }
         }
-        local?.start()
+        local.start()
         delayEstimator.start()
         supervisor.start()
         if config.log.statsIntervalS > 0 {
@@ -104,7 +102,7 @@ public final class Daemon: @unchecked Sendable {
         delayEstimator.stop()
         reporter?.stop()
         do {
-            try local?.stop()
+            try local.stop()
         } catch {
             log.error("finishing recordings failed: \(error)")
             code = .software

@@ -23,6 +23,33 @@ final class DaemonTests: XCTestCase {
         XCTAssertTrue(d.log.contains("/nonexistent/intercomd.toml"), d.log)
     }
 
+    /// Without CAP_SYS_NICE and CAP_IPC_LOCK (an unprivileged service) intercomd says so clearly
+    /// and still runs audio with normal scheduling.
+    func testWithoutRealtimeRightsItWarnsAndRunsWithNormalScheduling() throws {
+        try Rig.require()
+        let config = try DaemonProcess.writeConfig("""
+            [audio]
+            capture_device = "roomD"
+            playback_device = "roomD"
+            [log]
+            stats_interval_s = 0
+            """)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        p.arguments = ["--bounding-set=-sys_nice,-ipc_lock", DaemonProcess.binary, "--config", config, "--duration", "2"]
+        let out = Pipe()
+        p.standardError = out
+        p.standardOutput = out
+        try p.run()
+        let log = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        XCTAssertEqual(p.terminationStatus, 0, log)
+        XCTAssertTrue(log.contains("real-time priority 70 refused (Operation not permitted); running with normal scheduling"), log)
+        XCTAssertTrue(log.contains("cannot lock memory"), log)
+        let frames = log.components(separatedBy: "final stats: frames=").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
+        XCTAssertGreaterThan(frames, 100, "audio ran: \(log)")
+    }
+
     /// A terminal whose sound card is not there yet keeps retrying, names the device, starts
     /// audio as soon as the device appears, survives its disappearance, and stops cleanly.
     func testMissingDeviceIsNamedRetriedAndPickedUpWhenItAppears() throws {

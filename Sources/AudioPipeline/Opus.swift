@@ -1,0 +1,98 @@
+import COpus
+
+// The only file that calls libopus. The network transport (next issue) builds on these two types.
+
+public struct OpusError: Error, CustomStringConvertible, Equatable {
+    public let operation: String
+    public let code: Int32
+    /// libopus's own text for `code` (opus_strerror).
+    public let message: String
+
+    init(_ operation: String, _ code: Int32) {
+        self.operation = operation
+        self.code = code
+        message = String(cString: opus_strerror(code))
+    }
+
+    public var description: String { "opus: \(operation) failed: \(message) (\(code))" }
+}
+
+public enum OpusApplication: Sendable {
+    /// Speech with in-band FEC and DTX available (6.5 ms look-ahead).
+    case voip
+    /// 2.5 ms look-ahead, CELT only: no FEC, no DTX.
+    case restrictedLowDelay
+
+    var value: Int32 { self == .voip ? OPUS_APPLICATION_VOIP : OPUS_APPLICATION_RESTRICTED_LOWDELAY }
+}
+
+/// A mono Opus encoder. `encode` does not allocate and may run on the audio thread.
+public final class OpusEncoder: @unchecked Sendable {
+    // @unchecked: one owner thread at a time; the C state is not shared.
+    private let state: OpaquePointer
+    public let sampleRate: Int
+
+    public init(sampleRate: Int = 48000, application: OpusApplication = .voip, bitrate: Int = 32000,
+                complexity: Int = 8, fec: Bool = true, expectedLossPercent: Int = 5, dtx: Bool = false) throws {
+        var err: Int32 = 0
+        guard let s = opus_encoder_create(Int32(sampleRate), 1, application.value, &err), err == OPUS_OK else {
+            throw OpusError("create encoder at \(sampleRate) Hz", err)
+        }
+        state = s
+        self.sampleRate = sampleRate
+        // From here a throw runs deinit, which frees the state.
+        try check(copus_set_bitrate(s, Int32(bitrate)), "set bitrate \(bitrate)")
+        try check(copus_set_complexity(s, Int32(complexity)), "set complexity \(complexity)")
+        try check(copus_set_signal_voice(s), "set signal voice")
+        if application == .voip {
+            try check(copus_set_inband_fec(s, fec ? 1 : 0), "set in-band FEC")
+            try check(copus_set_packet_loss_perc(s, Int32(expectedLossPercent)), "set expected loss \(expectedLossPercent) %")
+            try check(copus_set_dtx(s, dtx ? 1 : 0), "set DTX")
+        }
+    }
+
+    deinit { opus_encoder_destroy(state) }
+
+    /// Samples the encoder delays its output by (its look-ahead).
+    public var lookahead: Int {
+        var v: Int32 = 0
+        return copus_get_lookahead(state, &v) == OPUS_OK ? Int(v) : 0
+    }
+
+    /// Encodes one frame (2.5-60 ms of samples); returns the packet length or a negative Opus error code.
+    @inline(__always)
+    public func encode(_ pcm: UnsafePointer<Int16>, frameSize: Int, into packet: UnsafeMutablePointer<UInt8>, capacity: Int) -> Int {
+        Int(opus_encode(state, pcm, Int32(frameSize), packet, Int32(capacity)))
+    }
+
+    private func check(_ rc: Int32, _ what: String) throws {
+        if rc != OPUS_OK { throw OpusError(what, rc) }
+    }
+}
+
+/// A mono Opus decoder. `decode` does not allocate and may run on the audio thread.
+public final class OpusDecoder: @unchecked Sendable {
+    // @unchecked: one owner thread at a time; the C state is not shared.
+    private let state: OpaquePointer
+
+    public init(sampleRate: Int = 48000) throws {
+        var err: Int32 = 0
+        guard let s = opus_decoder_create(Int32(sampleRate), 1, &err), err == OPUS_OK else {
+            throw OpusError("create decoder at \(sampleRate) Hz", err)
+        }
+        state = s
+    }
+
+    deinit { opus_decoder_destroy(state) }
+
+    /// Decodes a packet (nil: conceal a lost one; `fec`: recover the previous frame from this packet's
+    /// redundancy). Returns samples decoded or a negative Opus error code.
+    @inline(__always)
+    public func decode(_ packet: UnsafePointer<UInt8>?, length: Int, into pcm: UnsafeMutablePointer<Int16>,
+                       frameSize: Int, fec: Bool = false) -> Int {
+        Int(opus_decode(state, packet, Int32(length), pcm, Int32(frameSize), fec ? 1 : 0))
+    }
+
+    /// Text for a negative code returned by `encode`/`decode`.
+    public static func errorText(_ code: Int) -> String { String(cString: opus_strerror(Int32(code))) }
+}
