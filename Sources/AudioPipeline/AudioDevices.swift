@@ -5,7 +5,8 @@ public struct DeviceSettings: Sendable, Equatable {
     public var sampleRate: Int
     /// Samples per period = samples per processing frame.
     public var periodFrames: Int
-    /// Periods in each PCM's buffer (2-4); playback keeps `bufferPeriods - 1` of them queued.
+    /// Periods in the playback buffer, which the engine keeps full (capture gets at least 8); priming
+    /// queues `bufferPeriods - 1` before the streams start.
     public var bufferPeriods: Int
     public var link: Bool
     public var primePeriods: Int { max(1, bufferPeriods - 1) }

@@ -43,7 +43,7 @@ public struct AudioSection: Sendable, Equatable {
     public var sampleRate: Int = 48000
     /// Period (audio block) length in milliseconds: one of `supportedPeriodsMs`.
     public var periodMs: Double = 10
-    /// ALSA buffer size in periods, 2...4.
+    /// ALSA buffer size in periods, 2...8. Playback is kept full: this is its latency in periods.
     public var bufferPeriods: Int = 3
     /// Start capture and playback together (snd_pcm_link) when the devices allow it.
     public var linkDevices: Bool = true
@@ -52,7 +52,7 @@ public struct AudioSection: Sendable, Equatable {
 
     public static let supportedSampleRates = [48000]
     public static let supportedPeriodsMs: [Double] = [2.5, 5, 10, 20]
-    public static let bufferPeriodsRange = 2...4
+    public static let bufferPeriodsRange = 2...8
 
     /// Frames per period at `sampleRate`: 120, 240, 480 or 960 at 48 kHz.
     public var framesPerPeriod: Int { Int((Double(sampleRate) * periodMs / 1000).rounded()) }
@@ -470,7 +470,7 @@ extension DaemonConfig {
                     "Period (audio block) in milliseconds; shorter = less latency, more CPU",
                     .oneOf(AudioSection.supportedPeriodsMs)),
             .int("buffer_periods", \.audio.bufferPeriods,
-                 "ALSA buffer length in periods; more = more tolerance to scheduling delays, more latency",
+                 "ALSA buffer length in periods (playback is kept full, so this is its latency); more = more tolerance to scheduling delays",
                  .range(AudioSection.bufferPeriodsRange)),
             .bool("link_devices", \.audio.linkDevices,
                   "Start capture and playback together (snd_pcm_link) when the devices allow it"),

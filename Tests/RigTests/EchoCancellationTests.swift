@@ -21,8 +21,8 @@ final class EchoCancellationTests: XCTestCase {
             [audio]
             capture_device = "\(room)"
             playback_device = "\(room)"
-            # The rig's sound server starves a 20 ms playback queue now and then (silently: the
-            # echo path then jumps); with 30 ms it rarely does. A sound card needs no such margin.
+            # The rig's sound server starves a 30 ms playback buffer now and then (silently: the
+            # echo path then jumps); with 40 ms less often. A sound card needs no such margin.
             buffer_periods = 4
             [echo]
             enabled = \(echo)

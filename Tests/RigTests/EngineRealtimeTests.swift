@@ -9,9 +9,9 @@ final class EngineRealtimeTests: XCTestCase {
     /// match the wall time within 1 % and the audio thread makes no heap allocation.
     private func runSteadyState(periodMs: Double, seconds: Double) throws {
         let frame = Int(48.0 * periodMs)
-        // The rig's sound server needs 20-30 ms queued on playback not to starve now and then:
-        // 4 periods (3 queued) at 10 ms and at 5 ms. A sound card runs with 3 (2 queued).
-        let h = try EngineHarness(room: "roomA", periodFrames: frame, bufferPeriods: 4)
+        // The rig's sound server needs about 30 ms of playback buffer not to starve now and then
+        // (a sound card needs far less): 3 periods at 10 ms, 6 at 5 ms.
+        let h = try EngineHarness(room: "roomA", periodFrames: frame, bufferPeriods: Int(30 / periodMs))
         try h.start()
         Thread.sleep(forTimeInterval: 1)
         let framesAtArm = h.engine.stats.frames.load
