@@ -27,13 +27,7 @@ final class DaemonTests: XCTestCase {
     /// and still runs audio with normal scheduling.
     func testWithoutRealtimeRightsItWarnsAndRunsWithNormalScheduling() throws {
         try Rig.require()
-        let config = try DaemonProcess.writeConfig("""
-            [audio]
-            capture_device = "roomD"
-            playback_device = "roomD"
-            [log]
-            stats_interval_s = 0
-            """)
+        let config = try DaemonProcess.writeRoomConfig("roomD")
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         p.arguments = ["--bounding-set=-sys_nice,-ipc_lock", DaemonProcess.binary, "--config", config, "--duration", "2"]
@@ -61,16 +55,7 @@ final class DaemonTests: XCTestCase {
             pcm.roomLate { type asym playback.pcm { type pulse device "roomLate" } capture.pcm { type pulse device "roomLate.monitor" } }
             """.write(toFile: extraConf, atomically: true, encoding: .utf8)
         let alsaPath = (ProcessInfo.processInfo.environment["ALSA_CONFIG_PATH"] ?? "/usr/share/alsa/alsa.conf") + ":" + extraConf
-        let config = try DaemonProcess.writeConfig("""
-            [audio]
-            capture_device = "roomLate"
-            playback_device = "roomLate"
-            [retry]
-            initial_ms = 100
-            max_ms = 400
-            [log]
-            stats_interval_s = 0
-            """)
+        let config = try DaemonProcess.writeRoomConfig("roomLate", extra: "[retry]\ninitial_ms = 100\nmax_ms = 400")
         let d = try DaemonProcess(arguments: ["--config", config], environment: ["ALSA_CONFIG_PATH": alsaPath])
         defer { d.terminate() }
         XCTAssertTrue(d.waitForLog("retrying in", timeout: 5), d.log)

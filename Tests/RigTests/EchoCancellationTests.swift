@@ -17,18 +17,10 @@ final class EchoCancellationTests: XCTestCase {
         try Rig.require()
         let dir = NSTemporaryDirectory() + "echo-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let config = try DaemonProcess.writeConfig("""
-            [audio]
-            capture_device = "\(room)"
-            playback_device = "\(room)"
-            # The rig's sound server starves a 30 ms playback buffer now and then (silently: the
-            # echo path then jumps); with 40 ms less often. A sound card needs no such margin.
-            buffer_periods = 4
-            [echo]
-            enabled = \(echo)
-            [log]
-            stats_interval_s = 1
-            """)
+        // The rig's sound server starves a 30 ms playback buffer now and then (silently: the echo
+        // path then jumps); with 40 ms less often. A sound card needs no such margin.
+        let config = try DaemonProcess.writeRoomConfig(room, extra: "[echo]\nenabled = \(echo)\n[log]\nstats_interval_s = 1",
+                                                       audio: "buffer_periods = 4")
         let d = try DaemonProcess(arguments: [
             "--config", config, "--far-end", try Speech.farEnd(),
             "--record", "\(dir)/processed.wav", "--record-raw", "\(dir)/raw.wav", "--duration", "\(seconds)",

@@ -19,7 +19,7 @@ public final class DaemonProcess: @unchecked Sendable {
 
     public init(arguments: [String], environment: [String: String] = [:], name: String = "intercomd") throws {
         logPath = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8)).log"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
@@ -60,6 +60,18 @@ public final class DaemonProcess: @unchecked Sendable {
             return nil
         }
         return process.terminationStatus
+    }
+
+    /// A configuration for one room's device, statistics logging off unless `extra` sets it.
+    public static func writeRoomConfig(_ room: String, extra: String = "", audio: String = "") throws -> String {
+        try writeConfig("""
+            [audio]
+            capture_device = "\(room)"
+            playback_device = "\(room)"
+            \(audio)
+            \(extra.contains("[log]") ? "" : "[log]\nstats_interval_s = 0")
+            \(extra)
+            """)
     }
 
     /// Writes a configuration file for a test and returns its path.
