@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .executable(name: "intercomd", targets: ["intercomd"]),
         .executable(name: "intercom-bench", targets: ["intercom-bench"]),
+        .executable(name: "impairment-relay", targets: ["impairment-relay"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
@@ -29,6 +30,14 @@ let package = Package(
         .target(name: "SignalTools"),
         // ALSA devices, mixer, the audio engine (capture -> AEC -> rings -> mix -> playback).
         .target(name: "AudioPipeline", dependencies: ["CALSA", "COpus", "RealTime", "EchoCancel"]),
+        // RTP (RFC 3550) with the Opus payload format (RFC 7587): packet building and strict parsing.
+        .target(name: "RTP"),
+        // Seeded, deterministic network impairment (delay, jitter, loss, reordering, duplication)
+        // and a UDP relay applying it: netem is not available on the test machines.
+        .target(name: "Impairment"),
+        .executableTarget(name: "impairment-relay", dependencies: [
+            "Impairment", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
         // Adaptive jitter buffer (issue 3).
         .target(name: "Jitter", dependencies: ["RealTime"]),
         // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
@@ -48,7 +57,7 @@ let package = Package(
 
         .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
+            "RTP", "Impairment", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "CAllocCounter",
