@@ -1,0 +1,1 @@
+// Impairment model (issue 3): being written.

@@ -1,0 +1,1 @@
+// RTP packets (issue 3): being written.

@@ -1,0 +1,1 @@
+print("impairment-relay: being written")
