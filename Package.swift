@@ -34,7 +34,7 @@ let package = Package(
         .target(name: "RTP"),
         // Seeded, deterministic network impairment (delay, jitter, loss, reordering, duplication)
         // and a UDP relay applying it: netem is not available on the test machines.
-        .target(name: "Impairment"),
+        .target(name: "Impairment", dependencies: ["SignalTools"]),
         .executableTarget(name: "impairment-relay", dependencies: [
             "Impairment", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),

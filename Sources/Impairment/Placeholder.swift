@@ -1,1 +1,0 @@
-// Impairment model (issue 3): being written.

@@ -1,0 +1,123 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The relay thread's state and loop: receive, decide, queue, send when due.
+///
+/// `@unchecked Sendable` because it is handed to the relay thread once and from then on touched by
+/// that thread only (the owner closes it after the thread has finished).
+final class RelayLoop: @unchecked Sendable {
+    private let client: UDPSocket
+    private let upstream: UDPSocket
+    private let targetAddress: sockaddr_in
+    private let target: LoopbackEndpoint
+    private let wakeFD: Int32
+    private var forward: ImpairmentModel
+    private var reverse: ImpairmentModel
+    private var queue: SendQueue
+    private var statistics = RelayStatistics()
+    private var lastClient: sockaddr_in?
+    private var order: UInt64 = 0
+    private var buffer = [UInt8](repeating: 0, count: 65_536)
+
+    init(client: UDPSocket, upstream: UDPSocket, target: LoopbackEndpoint, wakeFD: Int32,
+         forward: ImpairmentModel, reverse: ImpairmentModel, queueCapacity: Int) {
+        self.client = client
+        self.upstream = upstream
+        self.target = target
+        targetAddress = target.socketAddress
+        self.wakeFD = wakeFD
+        self.forward = forward
+        self.reverse = reverse
+        queue = SendQueue(capacity: queueCapacity)
+    }
+
+    func close() {
+        client.close()
+        upstream.close()
+    }
+
+    /// Runs until the wake pipe becomes readable; `publish` gets a snapshot after every wake-up.
+    func run(publish: (RelayStatistics) -> Void) {
+        var fds = [
+            pollfd(fd: client.fd, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: upstream.fd, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
+        ]
+        while true {
+            sendDue(now: monotonicNanoseconds())
+            publish(statistics)
+            var timeoutMs: Int32 = -1
+            if let next = queue.first {
+                let now = monotonicNanoseconds()
+                // Round up: poll() has millisecond resolution and a datagram must never leave early.
+                timeoutMs = next.dueNs <= now ? 0 : Int32(min((next.dueNs - now + 999_999) / 1_000_000, 1_000))
+            }
+            for i in fds.indices { fds[i].revents = 0 }
+            let ready = poll(&fds, nfds_t(fds.count), timeoutMs)
+            if ready < 0 && errno != EINTR { break }
+            if fds[2].revents != 0 { break }
+            if fds[0].revents != 0 { drainClient() }
+            if fds[1].revents != 0 { drainUpstream() }
+        }
+        statistics.forward.discardedAtStop += UInt64(queue.count(of: .forward))
+        statistics.reverse.discardedAtStop += UInt64(queue.count(of: .reverse))
+        queue.removeAll()
+        publish(statistics)
+    }
+
+    private func drainClient() {
+        while let (count, source) = client.receive(into: &buffer) {
+            lastClient = source
+            let times = forward.sendTimes(arrivalNs: monotonicNanoseconds())
+            statistics.forward.model = forward.counters
+            schedule(times, direction: .forward, payload: Array(buffer[0..<count]))
+        }
+    }
+
+    private func drainUpstream() {
+        while let (count, source) = upstream.receive(into: &buffer) {
+            // Only the target may talk back, and only once a client is known to receive it.
+            guard LoopbackEndpoint(unchecked: source) == target, lastClient != nil else {
+                statistics.ignored += 1
+                continue
+            }
+            let times = reverse.sendTimes(arrivalNs: monotonicNanoseconds())
+            statistics.reverse.model = reverse.counters
+            schedule(times, direction: .reverse, payload: Array(buffer[0..<count]))
+        }
+    }
+
+    private func schedule(_ times: [UInt64], direction: RelayDirection, payload: [UInt8]) {
+        for due in times {
+            order += 1
+            if !queue.push(PendingSend(dueNs: due, order: order, direction: direction, payload: payload)) {
+                switch direction {
+                case .forward: statistics.forward.queueOverflow += 1
+                case .reverse: statistics.reverse.queueOverflow += 1
+                }
+            }
+        }
+    }
+
+    private func sendDue(now: UInt64) {
+        while let next = queue.first, next.dueNs <= now {
+            _ = queue.popFirst()
+            switch next.direction {
+            case .forward:
+                if upstream.send(next.payload, to: targetAddress) {
+                    statistics.forward.delivered += 1
+                } else {
+                    statistics.forward.sendErrors += 1
+                }
+            case .reverse:
+                // The reply goes to whoever spoke last at send time (the client may have moved ports).
+                if let destination = lastClient, client.send(next.payload, to: destination) {
+                    statistics.reverse.delivered += 1
+                } else {
+                    statistics.reverse.sendErrors += 1
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,108 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// A loopback UDP relay that applies an `ImpairmentProfile` in both directions.
+///
+/// Clients send to `listenEndpoint`; datagrams go to the target from a second, ephemeral socket,
+/// and the target's replies come back to the client that spoke last. Each direction has its own
+/// `ImpairmentModel` (forward seeded with `seed`, reverse with `seed &+ 1`). One thread polls both
+/// sockets and sends from a time-ordered queue; send times are honoured to within ~1 ms (poll()'s
+/// resolution), never early.
+public final class UDPRelay: @unchecked Sendable {
+    /// The endpoint clients send to (with the real port when 0 was asked for).
+    public let listenEndpoint: LoopbackEndpoint
+    /// Where datagrams from clients are forwarded.
+    public let target: LoopbackEndpoint
+    /// The impairment applied in both directions.
+    public let profile: ImpairmentProfile
+
+    /// The bound listening port (useful when the relay was created with port 0).
+    public var boundPort: UInt16 { listenEndpoint.port }
+
+    // `lock` guards `published` and `state`; everything else is touched by the relay thread only.
+    private let lock = NSLock()
+    private var published = RelayStatistics()
+    private var state = State.idle
+    private let finished = DispatchSemaphore(value: 0)
+    private let loop: RelayLoop
+    private let wakeRead: Int32, wakeWrite: Int32
+
+    private enum State { case idle, running, stopped }
+
+    /// Binds the listening and target-side sockets; throws on an invalid profile, a target port of 0 or a socket error.
+    public init(listen: LoopbackEndpoint, target: LoopbackEndpoint, profile: ImpairmentProfile,
+                queueCapacity: Int = 10_000) throws {
+        try profile.validate()
+        guard target.port != 0 else { throw RelayError.malformedEndpoint("\(target): the target needs a port") }
+        var reverseProfile = profile
+        reverseProfile.seed = profile.seed &+ 1
+        let forwardModel = try ImpairmentModel(profile: profile)
+        let reverseModel = try ImpairmentModel(profile: reverseProfile)
+        let client = try UDPSocket(bindingTo: listen)
+        let upstream: UDPSocket
+        do { upstream = try UDPSocket(bindingTo: LoopbackEndpoint(port: 0)) } catch { client.close(); throw error }
+        var fds: [Int32] = [0, 0]
+        // A byte written to this pipe wakes poll() at once: that is what makes stop() prompt.
+        guard pipe(&fds) == 0 else {
+            let e = errno
+            client.close()
+            upstream.close()
+            throw RelayError.system(call: "pipe", errno: e)
+        }
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+        listenEndpoint = client.local
+        self.target = target
+        self.profile = profile
+        loop = RelayLoop(client: client, upstream: upstream, target: target, wakeFD: fds[0],
+                         forward: forwardModel, reverse: reverseModel, queueCapacity: max(1, queueCapacity))
+    }
+
+    /// Convenience: listen on 127.0.0.1:`listenPort` (0 = ephemeral) and forward to 127.0.0.1:`targetPort`.
+    public convenience init(listenPort: UInt16 = 0, targetPort: UInt16, profile: ImpairmentProfile,
+                            queueCapacity: Int = 10_000) throws {
+        try self.init(listen: LoopbackEndpoint(port: listenPort), target: LoopbackEndpoint(port: targetPort),
+                      profile: profile, queueCapacity: queueCapacity)
+    }
+
+    deinit {
+        stop()
+        loop.close()
+        _ = Glibc.close(wakeRead)
+        _ = Glibc.close(wakeWrite)
+    }
+
+    /// Starts the relay thread; a relay runs once (throws `RelayError.notRestartable` otherwise).
+    public func start() throws {
+        try lock.withLock {
+            guard state == .idle else { throw RelayError.notRestartable }
+            state = .running
+        }
+        let thread = Thread { [self] in
+            loop.run { statistics in self.lock.withLock { self.published = statistics } }
+            finished.signal()
+        }
+        thread.name = "impairment-relay"
+        thread.start()
+    }
+
+    /// Stops the relay thread and waits for it (a few microseconds); pending datagrams are discarded and counted.
+    public func stop() {
+        let wasRunning = lock.withLock { () -> Bool in
+            let running = state == .running
+            state = .stopped
+            return running
+        }
+        guard wasRunning else { return }
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+        finished.wait()
+    }
+
+    /// A snapshot of the counters (updated after every poll() wake-up; final after `stop()`).
+    public var statistics: RelayStatistics {
+        lock.withLock { published }
+    }
+}

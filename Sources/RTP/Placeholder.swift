@@ -1,1 +1,0 @@
-// RTP packets (issue 3): being written.

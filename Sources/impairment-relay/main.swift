@@ -1,1 +1,0 @@
-print("impairment-relay: being written")
