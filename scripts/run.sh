@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEVICE=""
-SECONDS_TO_RUN=15
+SECONDS_TO_RUN=16
 while (($#)); do
     case $1 in
         --device) DEVICE=$2; shift 2 ;;
@@ -27,10 +27,15 @@ espeak-ng -v en+f3 -s 150 -w out/near-end-22k.wav "Thank you, I will be there in
 sox out/near-end-22k.wav -r 48000 -c 1 -b 16 out/near-end.wav gain -n -6 && rm out/near-end-22k.wav
 
 run_daemon() { # DEVICE
+    # The rig's sound server needs ~40 ms of playback buffer to keep its echo path still (see
+    # BENCHMARKS.md); a sound card runs with the default 3 periods.
+    local periods=3
+    [[ $1 == roomA ]] && periods=4
     cat >out/intercomd.toml <<TOML
 [audio]
 capture_device = "$1"
 playback_device = "$1"
+buffer_periods = $periods
 [log]
 stats_interval_s = 2
 TOML
@@ -52,9 +57,20 @@ else
     bash scripts/rig.sh run --dir "$PWD/.rig" --rooms roomA -- bash -c "$(declare -f run_daemon); SECONDS_TO_RUN=$SECONDS_TO_RUN; run_daemon roomA"
 fi
 
+level() { # FILE START LENGTH -> RMS dBFS of that span
+    sox "$1" -n trim "$2" "$3" stats 2>&1 | awk '/RMS lev dB/ {print $4}'
+}
 echo
-echo "run: levels (RMS) of the microphone before and after echo cancellation:"
-for f in raw processed; do
-    printf '  %-10s %s dBFS\n' "$f" "$(sox out/$f.wav -n stats 2>&1 | awk '/RMS lev dB/ {print $4}')"
-done
+if [[ -z $DEVICE ]]; then
+    # Far end only: from 3 s (echo canceller converged) until shortly before the talker, who
+    # starts about half-way (the recording begins once the devices are open, a little late).
+    span=$(awk -v h="$SECONDS_TO_RUN" 'BEGIN { print h / 2 - 4.5 }')
+    raw=$(level out/raw.wav 3 "$span"); processed=$(level out/processed.wav 3 "$span")
+    echo "run: far-end echo in the microphone for $span s from 3 s: raw $raw dBFS, processed $processed dBFS"
+    echo "run: echo reduction (ERLE incl. pauses) $(awk -v a="$raw" -v b="$processed" 'BEGIN { printf "%.1f dB", a - b }')"
+    echo "run: the talker from $((SECONDS_TO_RUN / 2)) s on should be as loud in processed.wav as in raw.wav:"
+    echo "     raw $(level out/raw.wav $((SECONDS_TO_RUN / 2)) 4) dBFS, processed $(level out/processed.wav $((SECONDS_TO_RUN / 2)) 4) dBFS"
+else
+    echo "run: microphone levels: raw $(level out/raw.wav 0 "$SECONDS_TO_RUN") dBFS, processed $(level out/processed.wav 0 "$SECONDS_TO_RUN") dBFS"
+fi
 echo "run: listen to out/raw.wav and out/processed.wav; the log is out/intercomd.log"
