@@ -38,6 +38,8 @@ let package = Package(
         .executableTarget(name: "impairment-relay", dependencies: [
             "Impairment", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
+        // UDP sockets (unicast, multicast, DSCP) and the media sender: microphone frame → Opus → RTP.
+        .target(name: "Transport", dependencies: ["RTP", "AudioPipeline", "RealTime"]),
         // Adaptive jitter buffer (issue 3).
         .target(name: "Jitter", dependencies: ["RealTime"]),
         // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
@@ -57,7 +59,7 @@ let package = Package(
 
         .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "RTP", "Impairment", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
+            "RTP", "Impairment", "Transport", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "CAllocCounter",
