@@ -62,7 +62,7 @@ let package = Package(
             "RTP", "Impairment", "Transport", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
         ]),
         .testTarget(name: "RigTests", dependencies: [
-            "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "CAllocCounter",
+            "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "CAllocCounter",
         ]),
     ]
 )

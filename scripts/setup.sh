@@ -7,6 +7,7 @@ PACKAGES=(
     alsa-utils libasound2-plugins                # aplay/arecord; ALSA's pulse PCM for the virtual rig
     pulseaudio pulseaudio-utils                  # the virtual audio rig (null sinks as rooms)
     espeak-ng sox                                # speech clips and level measurements for tests
+    gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good  # an RTP/Opus peer nobody here wrote
     pkg-config
 )
 
