@@ -1,19 +1,9 @@
 import Foundation
 import RTP
 import TestSupport
+import SignalTools
 import XCTest
 
-/// Deterministic generator (SplitMix64) so that randomized tests repeat exactly.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 private func parse(_ bytes: [UInt8], expectedPayloadType: UInt8? = nil) -> Result<RTPPacket, RTPParseError> {
     bytes.withUnsafeBytes { RTPParser.parse($0, expectedPayloadType: expectedPayloadType) }
@@ -87,7 +77,7 @@ final class RTPTests: XCTestCase {
     // MARK: sender state
 
     func testSenderAdvancesSequenceAndTimestampWithWrapAround() throws {
-        var generator = SeededGenerator(state: 1)
+        var generator = SplitMix64(seed: 1)
         var sender = try RTPSender(payloadType: 100, using: &generator)
         let first = sender.next(frameSamples: 960, marker: true)
         XCTAssertTrue(first.marker)
@@ -109,8 +99,8 @@ final class RTPTests: XCTestCase {
     }
 
     func testSenderIsSeededDeterministicallyAndRandomByDefault() throws {
-        var g1 = SeededGenerator(state: 99)
-        var g2 = SeededGenerator(state: 99)
+        var g1 = SplitMix64(seed: 99)
+        var g2 = SplitMix64(seed: 99)
         let a = try RTPSender(using: &g1)
         let b = try RTPSender(using: &g2)
         XCTAssertEqual([a.ssrc, UInt32(a.sequence), a.timestamp], [b.ssrc, UInt32(b.sequence), b.timestamp])
@@ -301,7 +291,7 @@ final class RTPTests: XCTestCase {
     /// Mutates valid packets 100,000 times (seeded): parsing must never trap, and whatever it
     /// accepts must describe a payload inside the buffer, consistent with the header.
     func testMutatedPacketsNeverEscapeTheBuffer() {
-        var rng = SeededGenerator(state: 0x5EED)
+        var rng = SplitMix64(seed: 0x5EED)
         let seeds: [[UInt8]] = [
             plainHeader + [0x78, 1, 2, 3],
             [0xB1, 0x6F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xF0, 1, 2, 3, 4, 10, 11, 12, 13,
@@ -364,7 +354,7 @@ final class RTPTests: XCTestCase {
         let thread = Thread {
             AllocationCounter.trackCurrentThread()
             // Set-up may allocate; only the loop is measured.
-            var generator = SeededGenerator(state: 7)
+            var generator = SplitMix64(seed: 7)
             var sender = try! RTPSender(payloadType: 111, using: &generator)
             let packet = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 1)
             let payload = UnsafeMutableRawBufferPointer.allocate(byteCount: 160, alignment: 1)

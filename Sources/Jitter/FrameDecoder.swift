@@ -1,0 +1,13 @@
+/// The audio decoder a `JitterBuffer` drives (the Opus wrapper conforms elsewhere).
+///
+/// Every method runs on the audio thread: it must not allocate, lock, log or block.
+/// Each writes `frameSize` mono 16-bit samples into `output` and returns the number of samples
+/// written; a negative value is an error (the jitter buffer then plays silence for that frame).
+public protocol FrameDecoder: AnyObject {
+    /// Decodes one packet's payload.
+    func decode(_ payload: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int
+    /// Recovers the frame *before* `next` from `next`'s in-band forward error correction data.
+    func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int
+    /// Packet loss concealment: synthesises a plausible frame when no data is available.
+    func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int
+}

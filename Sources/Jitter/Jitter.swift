@@ -1,1 +1,0 @@
-// Adaptive jitter buffer: comes with issue 3 (network media).

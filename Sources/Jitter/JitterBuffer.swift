@@ -1,0 +1,434 @@
+import RealTime
+
+/// Audio-thread side of one remote stream: reorders received packets by sequence number,
+/// decodes one frame per call and adapts its delay to the measured network jitter.
+///
+/// Threads: the network thread only pushes into `queue`; every other method runs on the audio
+/// thread and neither allocates, locks nor logs (all storage is allocated in `init`).
+/// `statistics` may be read from any thread.
+///
+/// One packet carries one frame of `settings.frameSize` samples.
+///
+/// Delay model. Each packet's transit `arrival - timestamp` (ns, unknown offset included) goes into a
+/// window of the last ~2 s of packets (`DelayEstimator`). The *current delay* is how late the frame
+/// being played is compared with the fastest transit in the window:
+/// `now - (playoutTimestamp in ns + minimum transit)`. A packet arrives in time iff its relative
+/// transit is at most the current delay, so the current delay is steered to the target.
+///
+/// Adaptation policy:
+/// - desired = clamp(95th percentile of relative transit + one frame, minDelay, maxDelay);
+/// - the target grows to `desired` immediately; it shrinks only when `desired` is at least half a
+///   frame below it, by at most one frame per `shrinkIntervalMs` (3 s), towards `desired`;
+/// - current delay below target - frame/2: one frame is inserted at once (silence during a silence
+///   gap, concealment during speech; nothing consumed). An underrun (overdue packet, nothing
+///   buffered) also grows the delay: the frame is concealed and the packet played when it comes;
+/// - current delay above target + one frame: a frame is dropped where it costs nothing audible: a
+///   silence frame of a DTX gap (i.e. at the start of a talk spurt), or a missing packet that
+///   would otherwise be concealed (skipped instead). If continuous speech offers neither for
+///   `shrinkIntervalMs`, one decoded frame is dropped (`dropInSpeech`), at most one per interval.
+///   Fine, inaudible steering is left to the drift controller (`bufferLevelMs`, `currentDelayMs`).
+public final class JitterBuffer: @unchecked Sendable {
+    // @unchecked: all mutable state is touched by the audio thread only (the queue is SPSC).
+    public let settings: JitterSettings
+    public let queue: PacketQueue
+    public let statistics = JitterStatistics()
+    /// Effective reorder capacity (power of two).
+    public let capacity: Int
+
+    private let decoder: FrameDecoder
+    private let clock: @Sendable () -> UInt64
+    private let frameSize: Int
+    private let frameNs: Int64
+    private let minDelayNs: Int64
+    private let maxDelayNs: Int64
+    private let shrinkIntervalNs: Int64
+    private let resetGapNs: Int64
+    private let underrunConcealFrames: Int
+    private let estimator: DelayEstimator
+
+    // Reorder store: slot = sequence & mask.
+    private let mask: Int
+    private let maxPayload: Int
+    private let payloads: UnsafeMutableRawPointer
+    private let lengths: UnsafeMutablePointer<Int>
+    private let states: UnsafeMutablePointer<UInt8>  // 0 empty, 1 filled, 2 played
+    private let sequences: UnsafeMutablePointer<UInt16>
+    private let timestamps: UnsafeMutablePointer<Int64>  // extended (64-bit) RTP timestamps
+    private let markers: UnsafeMutablePointer<Bool>
+
+    private enum Mode { case buffering, playing }
+    private var mode = Mode.buffering
+    /// Any packet in the store (buffering) / `highest` valid.
+    private var haveAny = false
+    private var lowest: UInt16 = 0    // buffering: oldest sequence stored
+    private var highest: UInt16 = 0   // newest sequence stored
+    private var nextSeq: UInt16 = 0   // playing: the sequence to play next
+    /// Playing: extended timestamp of the frame about to be played.
+    private var playout: Int64 = 0
+    private var underrunRun = 0
+    /// When the current delay started to exceed target + frame in continuous speech (-1: it does not).
+    private var excessSince: Int64 = -1
+    private let scratch: UnsafeMutablePointer<Int16>
+
+    // Timestamp extension (relative to the first packet ever).
+    private var haveOrigin = false
+    private var origin: UInt32 = 0
+    private var newestExtended: Int64 = 0
+    private var lastAcceptedArrival: Int64 = 0
+
+    private var targetNs: Int64
+    private var lastTargetChange: Int64 = 0
+    private var currentDelayNs: Int64 = 0
+
+    /// - Parameter clock: monotonic nanoseconds, the clock the network thread stamps arrivals with
+    ///   (tests pass a simulated one).
+    public init(settings: JitterSettings, decoder: FrameDecoder, queue: PacketQueue? = nil,
+                clock: @escaping @Sendable () -> UInt64 = { monotonicNanos() }) {
+        precondition(settings.frameSize > 0 && settings.sampleRate > 0)
+        precondition(settings.minDelayMs >= 0 && settings.maxDelayMs >= settings.minDelayMs)
+        self.settings = settings
+        self.decoder = decoder
+        self.clock = clock
+        frameSize = settings.frameSize
+        frameNs = Int64(settings.frameSize) * 1_000_000_000 / Int64(settings.sampleRate)
+        minDelayNs = Int64(settings.minDelayMs * 1e6)
+        maxDelayNs = Int64(settings.maxDelayMs * 1e6)
+        shrinkIntervalNs = Int64(settings.shrinkIntervalMs * 1e6)
+        resetGapNs = Int64(settings.resetGapMs * 1e6)
+        underrunConcealFrames = max(1, Int((settings.underrunConcealMs / settings.frameMs).rounded(.up)))
+        let windowCount = max(16, Int((settings.windowMs / settings.frameMs).rounded(.up)))
+        estimator = DelayEstimator(windowCount: windowCount, percentile: settings.percentile)
+
+        let delayFrames = Int((settings.maxDelayMs / settings.frameMs).rounded(.up))
+        var n = 1
+        while n < max(settings.capacity, 2 * delayFrames + 8) { n <<= 1 }
+        precondition(n <= 16_384, "capacity too large for 16-bit sequence arithmetic")
+        capacity = n
+        mask = n - 1
+        maxPayload = settings.maxPayloadBytes
+        self.queue = queue ?? PacketQueue(slots: 64, maxPayloadBytes: settings.maxPayloadBytes)
+        payloads = .allocate(byteCount: n * settings.maxPayloadBytes, alignment: 16)
+        payloads.initializeMemory(as: UInt8.self, repeating: 0, count: n * settings.maxPayloadBytes)
+        lengths = .allocate(capacity: n); lengths.initialize(repeating: 0, count: n)
+        states = .allocate(capacity: n); states.initialize(repeating: 0, count: n)
+        sequences = .allocate(capacity: n); sequences.initialize(repeating: 0, count: n)
+        timestamps = .allocate(capacity: n); timestamps.initialize(repeating: 0, count: n)
+        markers = .allocate(capacity: n); markers.initialize(repeating: false, count: n)
+        scratch = .allocate(capacity: settings.frameSize); scratch.initialize(repeating: 0, count: settings.frameSize)
+        targetNs = max(minDelayNs, min(maxDelayNs, frameNs))
+        statistics.targetDelayMs.store(Double(targetNs) / 1e6)
+    }
+
+    deinit {
+        payloads.deallocate(); lengths.deallocate(); states.deallocate()
+        sequences.deallocate(); timestamps.deallocate(); markers.deallocate(); scratch.deallocate()
+    }
+
+    // MARK: audio-thread state readable by the owner (audio thread)
+
+    /// True once playout has started (false while buffering).
+    public var isPlaying: Bool { mode == .playing }
+    /// Target delay, ms.
+    public var targetDelayMs: Double { Double(targetNs) / 1e6 }
+    /// Delay of the last frame played beyond the fastest transit, ms (see the type's comment).
+    public var currentDelayMs: Double { Double(currentDelayNs) / 1e6 }
+    /// Audio buffered beyond the playout point, ms: the drift controller's input.
+    public var bufferLevelMs: Double {
+        guard mode == .playing, haveAny else { return 0 }
+        let ts = timestamps[Int(highest) & mask]
+        return Double(max(0, ts + Int64(frameSize) - playout)) * 1000 / Double(settings.sampleRate)
+    }
+
+    // MARK: the frame source
+
+    /// Produces exactly one frame (the signature of AudioPipeline's `FrameSource`).
+    /// Returns false when the frame is silence (buffering, DTX gap, long underrun).
+    @discardableResult
+    public func readFrame(into buffer: UnsafeMutablePointer<Int16>, count: Int) -> Bool {
+        guard count == frameSize else {
+            buffer.update(repeating: 0, count: count)
+            return false
+        }
+        let now = Int64(bitPattern: clock())
+        drain()
+        if estimator.refresh() { updateTarget(now: now) }
+        let audible = produce(into: buffer, now: now)
+        statistics.currentDelayMs.store(Double(currentDelayNs) / 1e6)
+        statistics.bufferLevelMs.store(bufferLevelMs)
+        return audible
+    }
+
+    // MARK: ingest
+
+    private func drain() {
+        while let packet = queue.peek() {
+            ingest(packet)
+            queue.pop()
+        }
+    }
+
+    private func extend(_ ts: UInt32) -> Int64 {
+        if !haveOrigin { haveOrigin = true; origin = ts; newestExtended = 0; return 0 }
+        let rel = ts &- origin
+        let delta = Int32(bitPattern: rel &- UInt32(truncatingIfNeeded: newestExtended))
+        let ext = newestExtended + Int64(delta)
+        if ext > newestExtended { newestExtended = ext }
+        return ext
+    }
+
+    @inline(__always)
+    private func nanos(_ samples: Int64) -> Int64 {
+        let rate = Int64(settings.sampleRate)
+        return samples / rate * 1_000_000_000 + samples % rate * 1_000_000_000 / rate
+    }
+
+    @inline(__always) private func distance(_ a: UInt16, _ b: UInt16) -> Int { Int(Int16(bitPattern: a &- b)) }
+
+    private func ingest(_ p: QueuedPacket) {
+        statistics.received.increment()
+        let slot = Int(p.sequence) & mask
+        let sameSeq = sequences[slot] == p.sequence
+        if sameSeq && states[slot] == 1 { statistics.duplicates.increment(); return }
+        guard p.payload.count <= maxPayload else { statistics.overflow.increment(); return }
+
+        switch mode {
+        case .playing:
+            let d = distance(p.sequence, nextSeq)
+            if d < 0 {
+                if sameSeq && states[slot] == 2 { statistics.duplicates.increment(); return }
+                statistics.late.increment()
+                // A late packet's transit tells how much more delay was needed (unless it is ancient).
+                if d > -capacity { measure(p) }
+                return
+            }
+            if d >= capacity { statistics.overflow.increment(); return }
+            measure(p)
+            store(p, slot: slot)
+            if !haveAny || distance(p.sequence, highest) > 0 { highest = p.sequence; haveAny = true }
+        case .buffering:
+            if haveAny {
+                let newLow = distance(p.sequence, lowest) < 0 ? p.sequence : lowest
+                let newHigh = distance(p.sequence, highest) > 0 ? p.sequence : highest
+                if distance(newHigh, newLow) >= capacity {
+                    // A jump this large before playout: the sender restarted; start over from this packet.
+                    clearStore()
+                    lowest = p.sequence; highest = p.sequence
+                } else {
+                    lowest = newLow; highest = newHigh
+                }
+            } else {
+                lowest = p.sequence; highest = p.sequence
+            }
+            measure(p)
+            haveAny = true
+            store(p, slot: slot)
+        }
+        lastAcceptedArrival = Int64(bitPattern: p.arrivalNanos)
+    }
+
+    /// Extends the timestamp (cached in `lastExtended` for `store`) and records the packet's transit.
+    private func measure(_ p: QueuedPacket) {
+        lastExtended = extend(p.timestamp)
+        let transit = Int64(bitPattern: p.arrivalNanos) - nanos(lastExtended)
+        if mode == .buffering && !haveAny && estimator.count > 0 && abs(transit - estimator.minimum) > 2_000_000_000 {
+            // First packet after a reset with a transit seconds away from the window's: a new
+            // timestamp base (sender restart); the old measurements no longer apply.
+            estimator.reset()
+        }
+        estimator.add(transitNanos: transit)
+    }
+
+    private var lastExtended: Int64 = 0
+
+    private func store(_ p: QueuedPacket, slot: Int) {
+        if let base = p.payload.baseAddress, p.payload.count > 0 {
+            (payloads + slot * maxPayload).copyMemory(from: base, byteCount: p.payload.count)
+        }
+        lengths[slot] = p.payload.count
+        sequences[slot] = p.sequence
+        timestamps[slot] = lastExtended
+        markers[slot] = p.marker
+        states[slot] = 1
+    }
+
+    private func clearStore() {
+        states.update(repeating: 0, count: capacity)
+        haveAny = false
+    }
+
+    @inline(__always)
+    private func isFilled(_ seq: UInt16) -> Bool {
+        let slot = Int(seq) & mask
+        return states[slot] == 1 && sequences[slot] == seq
+    }
+
+    @inline(__always)
+    private func payload(_ seq: UInt16) -> UnsafeRawBufferPointer {
+        let slot = Int(seq) & mask
+        return UnsafeRawBufferPointer(start: payloads + slot * maxPayload, count: lengths[slot])
+    }
+
+    // MARK: adaptation
+
+    private func updateTarget(now: Int64) {
+        let p = estimator.percentileRelative
+        statistics.jitterPercentileMs.store(Double(p) / 1e6)
+        let desired = max(minDelayNs, min(maxDelayNs, p + frameNs))
+        if desired > targetNs {
+            targetNs = desired
+            lastTargetChange = now
+        } else if desired < targetNs, now - lastTargetChange >= shrinkIntervalNs {
+            targetNs = max(desired, targetNs - frameNs)
+            lastTargetChange = now
+        }
+        statistics.targetDelayMs.store(Double(targetNs) / 1e6)
+    }
+
+    @inline(__always)
+    private func delay(now: Int64) -> Int64 { now - (nanos(playout) + estimator.minimum) }
+
+    // MARK: playout
+
+    private func silence(_ out: UnsafeMutablePointer<Int16>) -> Bool {
+        out.update(repeating: 0, count: frameSize)
+        statistics.silenceFrames.increment()
+        return false
+    }
+
+    /// Runs a decoder call's result: on error the frame becomes silence.
+    private func finish(_ result: Int, _ out: UnsafeMutablePointer<Int16>) -> Bool {
+        if result < 0 {
+            statistics.decodeErrors.increment()
+            out.update(repeating: 0, count: frameSize)
+            return false
+        }
+        if result < frameSize { (out + result).update(repeating: 0, count: frameSize - result) }
+        return true
+    }
+
+    private func rebuffer(_ out: UnsafeMutablePointer<Int16>) -> Bool {
+        mode = .buffering
+        clearStore()
+        underrunRun = 0
+        excessSince = -1
+        statistics.rebuffers.increment()
+        return silence(out)
+    }
+
+    private func produce(into out: UnsafeMutablePointer<Int16>, now: Int64) -> Bool {
+        if mode == .buffering {
+            guard haveAny else { currentDelayNs = 0; return silence(out) }
+            let first = timestamps[Int(lowest) & mask]
+            let waited = now - (nanos(first) + estimator.minimum)
+            currentDelayNs = waited
+            guard waited >= targetNs - frameNs / 2 else { return silence(out) }
+            mode = .playing
+            nextSeq = lowest
+            playout = first
+            underrunRun = 0
+        }
+
+        var droppedThisCycle = false
+        while true {
+            if isFilled(nextSeq) {
+                underrunRun = 0
+                let slot = Int(nextSeq) & mask
+                let ts = timestamps[slot]
+                if ts > playout {
+                    // A silence gap (DTX) before this packet: play silence, grow or shrink for free.
+                    currentDelayNs = delay(now: now)
+                    if currentDelayNs < targetNs - frameNs / 2 {
+                        statistics.inserted.increment()  // playout stays: delay grows by a frame
+                    } else if currentDelayNs > targetNs + frameNs && ts - playout >= 2 * Int64(frameSize) {
+                        playout += 2 * Int64(frameSize)
+                        statistics.dropped.increment()
+                    } else {
+                        playout = min(playout + Int64(frameSize), ts)
+                    }
+                    return silence(out)
+                }
+                if ts < playout { playout = ts }  // played after an underrun: the delay has grown
+                currentDelayNs = delay(now: now)
+                if currentDelayNs < targetNs - frameNs / 2 {
+                    statistics.inserted.increment()
+                    excessSince = -1
+                    return finish(decoder.conceal(into: out, frameSize: frameSize), out)
+                }
+                if settings.dropInSpeech && !droppedThisCycle && currentDelayNs > targetNs + frameNs
+                    && isFilled(nextSeq &+ 1) {
+                    // Continuous speech too far above target: after `shrinkIntervalNs` of that,
+                    // drop one frame (decoded and discarded to keep the decoder's state continuous).
+                    if excessSince < 0 { excessSince = now }
+                    if now - excessSince >= shrinkIntervalNs {
+                        _ = decoder.decode(payload(nextSeq), into: scratch, frameSize: frameSize)
+                        states[slot] = 2
+                        nextSeq &+= 1
+                        playout = ts + Int64(frameSize)
+                        statistics.dropped.increment()
+                        droppedThisCycle = true
+                        excessSince = now
+                        continue
+                    }
+                } else if currentDelayNs <= targetNs + frameNs {
+                    excessSince = -1
+                }
+                let result = decoder.decode(payload(nextSeq), into: out, frameSize: frameSize)
+                states[slot] = 2
+                nextSeq &+= 1
+                playout = ts + Int64(frameSize)
+                statistics.played.increment()
+                return finish(result, out)
+            }
+
+            if haveAny && distance(highest, nextSeq) > 0 {
+                // Missing, with later packets buffered: lost (or late; it will be counted late).
+                underrunRun = 0
+                var first = nextSeq &+ 1
+                while !isFilled(first) && first != highest { first &+= 1 }
+                if markers[Int(first) & mask] {
+                    // The gap ends at the start of a talk spurt: it was silence, not loss.
+                    nextSeq = first
+                    continue
+                }
+                let missingTimestamp = timestamps[Int(first) & mask] - Int64(distance(first, nextSeq) * frameSize)
+                if missingTimestamp < playout {
+                    // Already covered by a frame concealed during an underrun: it is lost, not late.
+                    statistics.lost.increment()
+                    nextSeq &+= 1
+                    continue
+                }
+                currentDelayNs = delay(now: now)
+                if !droppedThisCycle && currentDelayNs > targetNs + frameNs {
+                    // Shrink while concealing: skip the missing frame instead of concealing it.
+                    statistics.dropped.increment()
+                    droppedThisCycle = true
+                    nextSeq &+= 1
+                    playout += Int64(frameSize)
+                    continue
+                }
+                let result: Int
+                let fec = first == nextSeq &+ 1
+                    ? decoder.decodeFEC(from: payload(first), into: out, frameSize: frameSize) : -1
+                if fec >= 0 {
+                    result = fec
+                    statistics.fecRecovered.increment()
+                } else {  // no next packet, or it carries no usable FEC data
+                    result = decoder.conceal(into: out, frameSize: frameSize)
+                    statistics.lost.increment()
+                }
+                nextSeq &+= 1
+                playout += Int64(frameSize)
+                return finish(result, out)
+            }
+
+            // Underrun: the next packet is overdue and nothing later has arrived.
+            if now - lastAcceptedArrival > resetGapNs { return rebuffer(out) }
+            currentDelayNs = delay(now: now)
+            statistics.underruns.increment()
+            playout += Int64(frameSize)
+            underrunRun += 1
+            if underrunRun > underrunConcealFrames { return silence(out) }
+            return finish(decoder.conceal(into: out, frameSize: frameSize), out)
+        }
+    }
+}

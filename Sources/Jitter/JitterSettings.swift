@@ -1,0 +1,88 @@
+import RealTime
+
+/// Configuration of one `JitterBuffer` (one remote stream).
+public struct JitterSettings: Sendable, Equatable {
+    /// Samples per frame and per packet (480 = 10 ms at 48 kHz; 120/240/960 for 2.5/5/20 ms).
+    public var frameSize: Int
+    /// RTP clock and output rate (48 kHz for Opus).
+    public var sampleRate: Int
+    /// Bounds of the adaptive target delay.
+    public var minDelayMs: Double
+    public var maxDelayMs: Double
+    /// Reorder slots (packets); rounded up to a power of two and to at least twice `maxDelayMs` of frames.
+    public var capacity: Int
+    /// Largest payload accepted.
+    public var maxPayloadBytes: Int
+    /// The transit-delay percentile the target covers (0.95), over the last `windowMs` of packets.
+    public var percentile: Double
+    public var windowMs: Double
+    /// The target shrinks by at most one frame per `shrinkIntervalMs`.
+    public var shrinkIntervalMs: Double
+    /// With no packet for this long and nothing buffered, the buffer starts over (buffering, silence).
+    public var resetGapMs: Double
+    /// While waiting for an overdue packet, conceal this long, then play silence until it comes.
+    public var underrunConcealMs: Double
+    /// Whether continuous speech may lose a decoded frame to shrink the delay (see `JitterBuffer`).
+    public var dropInSpeech: Bool
+
+    public init(frameSize: Int = 480, sampleRate: Int = 48_000, minDelayMs: Double = 20, maxDelayMs: Double = 200,
+                capacity: Int = 64, maxPayloadBytes: Int = 1500, percentile: Double = 0.95, windowMs: Double = 2000,
+                shrinkIntervalMs: Double = 3000, resetGapMs: Double = 200, underrunConcealMs: Double = 60,
+                dropInSpeech: Bool = true) {
+        self.frameSize = frameSize
+        self.sampleRate = sampleRate
+        self.minDelayMs = minDelayMs
+        self.maxDelayMs = maxDelayMs
+        self.capacity = capacity
+        self.maxPayloadBytes = maxPayloadBytes
+        self.percentile = percentile
+        self.windowMs = windowMs
+        self.shrinkIntervalMs = shrinkIntervalMs
+        self.resetGapMs = resetGapMs
+        self.underrunConcealMs = underrunConcealMs
+        self.dropInSpeech = dropInSpeech
+    }
+
+    public var frameMs: Double { Double(frameSize) * 1000 / Double(sampleRate) }
+}
+
+/// Statistics of one jitter buffer: written by the audio thread, readable from any thread.
+public final class JitterStatistics: Sendable {
+    /// Packets taken from the queue (all of them, including late, duplicate and overflowing ones).
+    public let received = Counter()
+    /// Frames decoded from their own packet.
+    public let played = Counter()
+    /// Frames concealed because their packet was missing while later ones had arrived (lost).
+    public let lost = Counter()
+    /// Frames recovered from the next packet's in-band FEC.
+    public let fecRecovered = Counter()
+    /// Packets arriving after their frame was played (or skipped); dropped.
+    public let late = Counter()
+    /// Packets received twice; the copy is dropped.
+    public let duplicates = Counter()
+    /// Packets too far ahead of the playout point for the reorder store; dropped.
+    public let overflow = Counter()
+    /// Frames of silence played (buffering, DTX gaps, long underruns).
+    public let silenceFrames = Counter()
+    /// Frames played while waiting for an overdue packet with nothing buffered (concealed or silent).
+    /// Not counted as lost: the packet may still come (then the delay has grown by these frames).
+    public let underruns = Counter()
+    /// Frames inserted (concealment or silence, nothing consumed) to grow the delay to the target.
+    public let inserted = Counter()
+    /// Frames dropped (silence skipped, or a missing frame not concealed) to shrink the delay.
+    public let dropped = Counter()
+    /// Returns to the buffering state after a long gap or a stream restart.
+    public let rebuffers = Counter()
+    /// Decoder calls that returned an error (silence played instead).
+    public let decodeErrors = Counter()
+    /// Delay of the frame being played beyond the fastest transit seen in the window, ms.
+    public let currentDelayMs = Gauge()
+    /// The adaptive target for `currentDelayMs`, ms.
+    public let targetDelayMs = Gauge()
+    /// Audio buffered beyond the playout point (newest timestamp + frame - playout timestamp), ms.
+    public let bufferLevelMs = Gauge()
+    /// The transit-delay percentile over the window (relative to the window's minimum), ms.
+    public let jitterPercentileMs = Gauge()
+
+    public init() {}
+}

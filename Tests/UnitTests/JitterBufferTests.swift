@@ -1,0 +1,504 @@
+import Foundation
+import CAllocCounter
+import Jitter
+import TestSupport
+import SignalTools
+import XCTest
+
+// MARK: - Test doubles
+
+/// Writes recognisable frames: sample 0 = kind, sample 1 = sequence number (from the payload).
+private final class PatternDecoder: FrameDecoder {
+    static let decoded: Int16 = 1, fec: Int16 = 2, concealed: Int16 = 3
+
+    func decode(_ payload: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
+        output.update(repeating: 0, count: frameSize)
+        output[0] = Self.decoded
+        output[1] = Int16(bitPattern: payload.loadUnaligned(as: UInt16.self))
+        return frameSize
+    }
+
+    func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
+        output.update(repeating: 0, count: frameSize)
+        output[0] = Self.fec
+        output[1] = Int16(bitPattern: next.loadUnaligned(as: UInt16.self) &- 1)
+        return frameSize
+    }
+
+    func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
+        output.update(repeating: 0, count: frameSize)
+        output[0] = Self.concealed
+        return frameSize
+    }
+}
+
+private final class SimClock: @unchecked Sendable {
+    var now: UInt64 = 1_000_000_000
+}
+
+private struct SimPacket {
+    var sequence: UInt16
+    var timestamp: UInt32
+    var marker = false
+    var arrival: UInt64
+}
+
+private enum Output: Equatable {
+    case silence, decoded(UInt16), fec(UInt16), concealed
+}
+
+private let ms: UInt64 = 1_000_000
+
+/// Feeds packets by arrival time and reads one 10 ms frame per simulated cycle.
+private final class Harness {
+    let clock = SimClock()
+    let buffer: JitterBuffer
+    let start: UInt64
+    var pending: [SimPacket] = []
+    var next = 0
+    var cycle = 0
+    var frame = [Int16](repeating: 0, count: 480)
+
+    init(settings: JitterSettings = JitterSettings()) {
+        let c = clock
+        buffer = JitterBuffer(settings: settings, decoder: PatternDecoder(), clock: { c.now })
+        start = clock.now
+    }
+
+    /// Packets to deliver (any order; sorted by arrival here).
+    func schedule(_ packets: [SimPacket]) {
+        pending.append(contentsOf: packets[...])
+        pending[next...].sort { $0.arrival < $1.arrival }
+    }
+
+    /// One audio cycle at start + cycle * 10 ms + 7 ms.
+    @discardableResult
+    func step() -> Output {
+        clock.now = start + UInt64(cycle) * 10 * ms + 7 * ms
+        cycle += 1
+        while next < pending.count, pending[next].arrival <= clock.now {
+            let p = pending[next]
+            next += 1
+            var seq = p.sequence
+            let pushed = withUnsafeBytes(of: &seq) { raw in
+                buffer.queue.push(payload: raw, sequence: p.sequence, timestamp: p.timestamp,
+                                  marker: p.marker, arrivalNanos: p.arrival)
+            }
+            precondition(pushed)
+        }
+        let audible = frame.withUnsafeMutableBufferPointer { buffer.readFrame(into: $0.baseAddress!, count: 480) }
+        switch frame[0] {
+        case 0:
+            XCTAssertFalse(audible)
+            XCTAssertTrue(frame.allSatisfy { $0 == 0 })
+            return .silence
+        case PatternDecoder.decoded: XCTAssertTrue(audible); return .decoded(UInt16(bitPattern: frame[1]))
+        case PatternDecoder.fec: XCTAssertTrue(audible); return .fec(UInt16(bitPattern: frame[1]))
+        default: XCTAssertTrue(audible); return .concealed
+        }
+    }
+
+    func run(_ cycles: Int) -> [Output] { (0..<cycles).map { _ in step() } }
+
+    /// Packet k sent at start + k * 10 ms, timestamps from `ts0`, sequence from `seq0`.
+    func packet(_ k: Int, seq0: UInt16 = 1000, ts0: UInt32 = 90_000, transit: UInt64 = 5 * ms) -> SimPacket {
+        SimPacket(sequence: seq0 &+ UInt16(truncatingIfNeeded: k), timestamp: ts0 &+ UInt32(truncatingIfNeeded: k * 480),
+                  arrival: start + UInt64(k) * 10 * ms + transit)
+    }
+
+    var stats: JitterStatistics { buffer.statistics }
+}
+
+private func decodedSequences(_ outputs: [Output]) -> [UInt16] {
+    outputs.compactMap { if case let .decoded(s) = $0 { s } else { nil } }
+}
+
+
+// MARK: - Tests
+
+final class JitterBufferTests: XCTestCase {
+    func testPacketQueueIsFIFOCopiesPayloadsAndCountsFullAndOversize() {
+        let q = PacketQueue(slots: 3, maxPayloadBytes: 8)  // rounds up to 4
+        XCTAssertEqual(q.slotCount, 4)
+        for i in 0..<4 {
+            var bytes: [UInt8] = [UInt8(i), 1, 2]
+            XCTAssertTrue(bytes.withUnsafeBytes {
+                q.push(payload: $0, sequence: UInt16(i), timestamp: UInt32(i * 480), marker: i == 0, arrivalNanos: UInt64(i))
+            })
+            bytes[0] = 99  // the queue holds its own copy
+        }
+        let extra: [UInt8] = [0]
+        XCTAssertFalse(extra.withUnsafeBytes { q.push(payload: $0, sequence: 9, timestamp: 0, marker: false, arrivalNanos: 0) })
+        XCTAssertEqual(q.full.load, 1)
+        let big = [UInt8](repeating: 0, count: 9)
+        XCTAssertFalse(big.withUnsafeBytes { q.push(payload: $0, sequence: 9, timestamp: 0, marker: false, arrivalNanos: 0) })
+        XCTAssertEqual(q.oversize.load, 1)
+        for i in 0..<4 {
+            guard let p = q.peek() else { return XCTFail("queue empty at \(i)") }
+            XCTAssertEqual(p.sequence, UInt16(i))
+            XCTAssertEqual(p.timestamp, UInt32(i * 480))
+            XCTAssertEqual(p.marker, i == 0)
+            XCTAssertEqual(p.arrivalNanos, UInt64(i))
+            XCTAssertEqual(Array(p.payload), [UInt8(i), 1, 2])
+            q.pop()
+        }
+        XCTAssertNil(q.peek())
+        XCTAssertTrue(extra.withUnsafeBytes { q.push(payload: $0, sequence: 5, timestamp: 0, marker: false, arrivalNanos: 0) })
+        XCTAssertEqual(q.count, 1)
+    }
+
+    func testDelayEstimatorPercentileOverSlidingWindow() {
+        let e = DelayEstimator(windowCount: 100, percentile: 0.95)
+        for i in 0..<100 { e.add(transitNanos: 1_000 + Int64((i * 37) % 100)) }  // 1000...1099, shuffled
+        XCTAssertTrue(e.refresh())
+        XCTAssertEqual(e.minimum, 1_000)
+        XCTAssertEqual(e.percentileRelative, 94)
+        XCTAssertFalse(e.refresh(), "nothing new")
+        for _ in 0..<100 { e.add(transitNanos: 5_000) }  // the old values slide out
+        e.refresh()
+        XCTAssertEqual(e.minimum, 5_000)
+        XCTAssertEqual(e.percentileRelative, 0)
+    }
+
+    func testInOrderStreamPlaysEveryPacketAcrossSequenceAndTimestampWrapWithDelayNearMinimum() {
+        let h = Harness()
+        h.schedule((0..<300).map { h.packet($0, seq0: 65_400, ts0: UInt32.max - 100 * 480) })
+        let out = h.run(300)
+        let played = decodedSequences(out)
+        XCTAssertEqual(played, (0..<played.count).map { 65_400 &+ UInt16($0) })
+        XCTAssertGreaterThanOrEqual(played.count, 297)
+        XCTAssertFalse(out.contains(.concealed))
+        XCTAssertEqual(h.stats.received.load, 300)
+        XCTAssertEqual(h.stats.lost.load + h.stats.fecRecovered.load + h.stats.late.load + h.stats.inserted.load, 0)
+        XCTAssertEqual(h.stats.targetDelayMs.load, 20, accuracy: 0.01)
+        // Leading silence (buffering) is about the minimum delay.
+        let leading = out.prefix { $0 == .silence }.count
+        XCTAssertTrue((2...3).contains(leading), "\(leading) frames of buffering")
+        XCTAssertEqual(h.stats.currentDelayMs.load, 20, accuracy: 5.01)
+    }
+
+    func testInOrderCurrentDelayIsNearMinDelay() {
+        let h = Harness()
+        h.schedule((0..<200).map { h.packet($0) })
+        _ = h.run(150)
+        XCTAssertEqual(h.stats.currentDelayMs.load, 20, accuracy: 5.01)
+        XCTAssertGreaterThan(h.buffer.bufferLevelMs, 0)
+        XCTAssertLessThanOrEqual(h.buffer.bufferLevelMs, 30)
+    }
+
+    func testReorderingWithinTheWindowIsFixed() {
+        let h = Harness()
+        // Every even packet is overtaken by the next one (arrives 8 ms late).
+        h.schedule((0..<200).map { k in
+            var p = h.packet(k)
+            if k % 2 == 0 && k > 0 { p.arrival += 8 * ms }
+            return p
+        })
+        let out = h.run(210)
+        let played = decodedSequences(out)
+        XCTAssertEqual(played, (0..<played.count).map { 1000 + UInt16($0) })
+        XCTAssertGreaterThanOrEqual(played.count, 195)
+        XCTAssertEqual(h.stats.late.load + h.stats.lost.load + h.stats.fecRecovered.load, 0)
+    }
+
+    func testDuplicatesAreCountedAndPlayedOnce() {
+        let h = Harness()
+        var packets = (0..<100).map { h.packet($0) }
+        for k in stride(from: 10, to: 90, by: 10) {
+            var d = h.packet(k); d.arrival += 3 * ms; packets.append(d)          // before it is played
+            var e = h.packet(k + 1); e.arrival += 60 * ms; packets.append(e)     // after it was played
+        }
+        h.schedule(packets)
+        let played = decodedSequences(h.run(110))
+        XCTAssertEqual(played, (0..<played.count).map { 1000 + UInt16($0) })
+        XCTAssertGreaterThanOrEqual(played.count, 97)
+        XCTAssertEqual(h.stats.duplicates.load, 16)
+        XCTAssertEqual(h.stats.late.load, 0)
+        XCTAssertEqual(h.stats.received.load, 116)
+    }
+
+    func testSingleLossWithNextPacketPresentIsRecoveredByFEC() {
+        let h = Harness()
+        h.schedule((0..<100).filter { $0 != 50 }.map { h.packet($0) })
+        let out = h.run(100)
+        let i = out.firstIndex(of: .fec(1050))
+        XCTAssertNotNil(i)
+        if let i {
+            XCTAssertEqual(out[i - 1], .decoded(1049))
+            XCTAssertEqual(out[i + 1], .decoded(1051))
+        }
+        XCTAssertEqual(h.stats.fecRecovered.load, 1)
+        XCTAssertEqual(h.stats.lost.load, 0)
+        XCTAssertFalse(out.contains(.concealed))
+    }
+
+    func testBurstLossIsConcealedThenTheLastOneRecoveredByFEC() {
+        let h = Harness()
+        h.schedule((0..<100).filter { !(50...52).contains($0) }.map { h.packet($0) })
+        let out = h.run(100)
+        guard let i = out.firstIndex(of: .decoded(1049)) else { return XCTFail("1049 not played") }
+        XCTAssertEqual(Array(out[(i + 1)...(i + 4)]), [.concealed, .concealed, .fec(1052), .decoded(1053)])
+        XCTAssertEqual(h.stats.lost.load, 2)
+        XCTAssertEqual(h.stats.fecRecovered.load, 1)
+        XCTAssertEqual(h.stats.currentDelayMs.load, 20, accuracy: 5.01, "a loss must not grow the delay")
+    }
+
+    /// The sender stops during silence (DTX) and resumes with a marker bit and a timestamp jump.
+    private func dtx(gapFrames: Int, lossBeforeSpurt: Bool) -> Harness {
+        let h = Harness()
+        var packets: [SimPacket] = (0..<100).map { h.packet($0) }
+        if lossBeforeSpurt { packets.removeLast() }
+        for k in 100..<200 {
+            var p = h.packet(k + gapFrames)  // sent and stamped after the gap
+            p.sequence = 1000 + UInt16(k)    // sequence numbers stay contiguous
+            p.marker = k == 100
+            packets.append(p)
+        }
+        h.schedule(packets)
+        let out = h.run(210 + gapFrames)
+        let played = decodedSequences(out)
+        let expected = (0..<200).map { 1000 + UInt16($0) }.filter { !(lossBeforeSpurt && $0 == 1099) }
+        XCTAssertEqual(played, expected)
+        XCTAssertEqual(h.stats.lost.load, 0, "silence is not loss")
+        XCTAssertEqual(h.stats.fecRecovered.load, 0)
+        XCTAssertEqual(h.stats.late.load, 0)
+        XCTAssertFalse(out.contains(.fec(1099)))
+        // Between the spurts: at most the underrun concealment (60 ms), then silence.
+        guard let a = out.firstIndex(of: .decoded(lossBeforeSpurt ? 1098 : 1099)),
+              let b = out.firstIndex(of: .decoded(1100)) else { XCTFail("spurt boundaries not played"); return h }
+        let between = out[(a + 1)..<b]
+        XCTAssertLessThanOrEqual(between.filter { $0 == .concealed }.count, 6)
+        XCTAssertGreaterThanOrEqual(between.filter { $0 == .silence }.count, gapFrames - 8)
+        XCTAssertEqual(between.count, gapFrames + (lossBeforeSpurt ? 1 : 0), accuracy: 2)
+        return h
+    }
+
+    func testShortDTXGapPlaysSilenceWithoutCountingLoss() {
+        let h = dtx(gapFrames: 15, lossBeforeSpurt: false)
+        XCTAssertEqual(h.stats.rebuffers.load, 0)
+        XCTAssertGreaterThan(h.stats.silenceFrames.load, 5)
+    }
+
+    func testLongDTXGapRebuffersAndPlaysSilenceWithoutCountingLoss() {
+        let h = dtx(gapFrames: 100, lossBeforeSpurt: false)
+        XCTAssertEqual(h.stats.rebuffers.load, 1)
+        XCTAssertGreaterThan(h.stats.silenceFrames.load, 90)
+    }
+
+    func testPacketLostJustBeforeATalkSpurtIsSilenceNotLoss() {
+        _ = dtx(gapFrames: 15, lossBeforeSpurt: true)
+    }
+
+    func testLatePacketsAreDroppedAndCounted() {
+        let h = Harness()
+        h.schedule((0..<100).map { k in
+            var p = h.packet(k)
+            if k == 50 || k == 70 { p.arrival += 100 * ms }
+            return p
+        })
+        let played = decodedSequences(h.run(110))
+        XCTAssertFalse(played.contains(1050))
+        XCTAssertFalse(played.contains(1070))
+        XCTAssertEqual(h.stats.late.load, 2)
+        XCTAssertEqual(h.stats.fecRecovered.load, 2)
+        XCTAssertEqual(h.stats.duplicates.load, 0)
+    }
+
+    func testPacketsTooFarAheadOverflowAndAStreamRestartRebuffers() {
+        let h = Harness()
+        var packets = (0..<100).map { h.packet($0) }
+        var far = h.packet(60); far.sequence = 1060 + 5_000; packets.append(far)
+        // The sender restarts at 1.5 s with new sequence numbers and timestamps.
+        for k in 150..<250 { packets.append(h.packet(k, seq0: 40_000, ts0: 7_000_000)) }
+        h.schedule(packets)
+        let out = h.run(260)
+        XCTAssertEqual(h.stats.overflow.load, 1)
+        XCTAssertEqual(h.stats.rebuffers.load, 1)
+        let played = decodedSequences(out)
+        XCTAssertTrue(played.contains(1099))
+        XCTAssertTrue(played.contains(40_000 &+ 200))
+        XCTAssertEqual(h.stats.targetDelayMs.load, 20, accuracy: 0.01, "the restart must not look like jitter")
+    }
+
+    func testFrameSizeMismatchPlaysSilence() {
+        let h = Harness()
+        var small = [Int16](repeating: 5, count: 100)
+        XCTAssertFalse(h.buffer.readFrame(into: &small, count: 100))
+        XCTAssertTrue(small.allSatisfy { $0 == 0 })
+    }
+
+    /// 10 simulated minutes of uniform 0...30 ms jitter, then a minute without jitter.
+    func testTargetFollowsJitterPercentileAndShrinksSlowly() {
+        let h = Harness()
+        var rng = SplitMix64(seed: 42)
+        let jitterPackets = 60_000  // 10 minutes
+        var jitters: [UInt64] = []
+        var packets: [SimPacket] = []
+        for k in 0..<jitterPackets {
+            let j = UInt64.random(in: 0...(30 * ms), using: &rng)
+            jitters.append(j)
+            packets.append(h.packet(k, transit: 5 * ms + j))
+        }
+        for k in jitterPackets..<(jitterPackets + 6_000) { packets.append(h.packet(k)) }
+        h.schedule(packets)
+        let p95 = Double(jitters.sorted()[jitters.count * 95 / 100]) / 1e6
+
+        var maxTarget = 0.0
+        var targetSum = 0.0, delaySum = 0.0, samples = 0
+        for c in 0..<jitterPackets {
+            h.step()
+            maxTarget = max(maxTarget, h.stats.targetDelayMs.load)
+            if c >= 12_000 {  // after 2 minutes
+                targetSum += h.stats.targetDelayMs.load
+                delaySum += h.stats.currentDelayMs.load
+                samples += 1
+            }
+        }
+        let meanTarget = targetSum / Double(samples)
+        let meanDelay = delaySum / Double(samples)
+        let received = Double(h.stats.received.load)
+        let lateRate = Double(h.stats.late.load) / received
+        let notPlayed = Double(h.stats.fecRecovered.load + h.stats.lost.load + h.stats.underruns.load + h.stats.dropped.load)
+        let glitchRate = notPlayed / received
+        print(String(format: "jitter trace: p95 jitter %.1f ms, mean target %.1f ms, max target %.1f ms, "
+                     + "mean current delay %.1f ms, late %.2f %%, frames not from their own packet %.2f %% "
+                     + "(fec %d, lost %d, underruns %d, dropped %d, inserted %d)",
+                     p95, meanTarget, maxTarget, meanDelay, lateRate * 100, glitchRate * 100,
+                     h.stats.fecRecovered.load, h.stats.lost.load, h.stats.underruns.load,
+                     h.stats.dropped.load, h.stats.inserted.load))
+        XCTAssertEqual(meanTarget, p95 + 10, accuracy: 5)
+        XCTAssertLessThanOrEqual(maxTarget, 200)
+        XCTAssertLessThan(lateRate, 0.02)
+        XCTAssertLessThan(glitchRate, 0.04)
+
+        // Jitter gone: the target shrinks by at most one frame per 3 s, down to the minimum.
+        var last = h.stats.targetDelayMs.load
+        var lastChangeCycle = -1_000
+        var changes: [(Int, Double)] = []
+        for c in 0..<5_900 {
+            h.step()
+            let t = h.stats.targetDelayMs.load
+            if t < last - 0.001 {
+                XCTAssertLessThanOrEqual(last - t, 10.001, "at most one frame at a time")
+                XCTAssertGreaterThanOrEqual(c - lastChangeCycle, 300, "at most one frame per 3 s")
+                lastChangeCycle = c
+                changes.append((c, t))
+            }
+            XCTAssertLessThanOrEqual(t, last + 0.001, "no growth without jitter")
+            last = t
+        }
+        print("shrink after jitter: \(changes.map { String(format: "%.1f s -> %.1f ms", Double($0.0) / 100, $0.1) })")
+        XCTAssertEqual(last, 20, accuracy: 0.01)
+        XCTAssertGreaterThanOrEqual(changes.first?.0 ?? 0, 150, "not before the jittery packets left the window")
+        print(String(format: "after a minute without jitter: target %.1f ms, current delay %.1f ms",
+                     h.stats.targetDelayMs.load, h.stats.currentDelayMs.load))
+    }
+    /// Heavier tail: exponential jitter (mean 10 ms, so its 95th percentile is ~30 ms) for 10 minutes.
+    func testExponentialJitterTraceKeepsLateLossNearTwoPercent() {
+        let h = Harness()
+        var rng = SplitMix64(seed: 7)
+        var jitters: [UInt64] = []
+        var packets: [SimPacket] = []
+        for k in 0..<60_000 {
+            let u = Double.random(in: Double.ulpOfOne..<1, using: &rng)
+            let j = UInt64(min(300.0, -10.0 * log(u)) * 1e6)
+            jitters.append(j)
+            packets.append(h.packet(k, transit: 5 * ms + j))
+        }
+        h.schedule(packets)
+        let p95 = Double(jitters.sorted()[jitters.count * 95 / 100]) / 1e6
+        var maxTarget = 0.0, targetSum = 0.0, samples = 0
+        for c in 0..<60_000 {
+            h.step()
+            maxTarget = max(maxTarget, h.stats.targetDelayMs.load)
+            if c >= 12_000 { targetSum += h.stats.targetDelayMs.load; samples += 1 }
+        }
+        let received = Double(h.stats.received.load)
+        let lateRate = Double(h.stats.late.load) / received
+        let notOwn = Double(h.stats.fecRecovered.load + h.stats.lost.load + h.stats.underruns.load + h.stats.dropped.load)
+        print(String(format: "exponential jitter trace: p95 jitter %.1f ms, mean target %.1f ms, max target %.1f ms, "
+                     + "late %.2f %%, frames not from their own packet %.2f %% (fec %d, lost %d, underruns %d, "
+                     + "dropped %d, inserted %d)",
+                     p95, targetSum / Double(samples), maxTarget, lateRate * 100, notOwn / received * 100,
+                     h.stats.fecRecovered.load, h.stats.lost.load, h.stats.underruns.load,
+                     h.stats.dropped.load, h.stats.inserted.load))
+        XCTAssertEqual(targetSum / Double(samples), p95 + 10, accuracy: 8)
+        XCTAssertLessThanOrEqual(maxTarget, 200)
+        XCTAssertLessThan(lateRate, 0.025)
+    }
+
+    func testTargetGrowsAtOnceWhenJitterRises() {
+        let h = Harness()
+        var rng = SplitMix64(seed: 3)
+        let packets = (0..<3_000).map { k -> SimPacket in
+            let j = k < 2_000 ? 0 : UInt64.random(in: 0...(60 * ms), using: &rng)
+            return h.packet(k, transit: 5 * ms + j)
+        }
+        h.schedule(packets)
+        _ = h.run(2_000)
+        XCTAssertEqual(h.stats.targetDelayMs.load, 20, accuracy: 0.01)
+        _ = h.run(100)  // one second of 60 ms jitter
+        XCTAssertGreaterThan(h.stats.targetDelayMs.load, 60)
+        _ = h.run(100)
+        XCTAssertGreaterThan(h.stats.currentDelayMs.load, 55, "the delay follows the target")
+        XCTAssertLessThanOrEqual(h.stats.targetDelayMs.load, 75)
+    }
+    /// The audio-thread path (drain, reorder, decode/FEC/conceal, DTX, adaptation) and the producer's
+    /// `push` allocate nothing once constructed.
+    func testReadFrameAndPushDoNotAllocate() throws {
+        try XCTSkipUnless(alloc_counter_is_active() == 1, "malloc is not routed through the counter")
+        final class Box: @unchecked Sendable { var count: UInt64 = 99 }
+        let box = Box()
+        let driver = AllocationDriver()
+        for k in 0..<1_000 { driver.cycle(k) }  // warm-up outside the measurement
+        let thread = Thread {
+            AllocationCounter.trackCurrentThread()
+            let before = AllocationCounter.count
+            for k in 1_000..<6_000 { driver.cycle(k) }
+            box.count = AllocationCounter.count - before
+        }
+        AllocationCounter.arm()
+        thread.start()
+        while !thread.isFinished { usleep(1000) }
+        AllocationCounter.disarm()
+        XCTAssertEqual(box.count, 0, "allocations on the audio path: \(AllocationCounter.callers)")
+        let stats = driver.buffer.statistics
+        XCTAssertGreaterThan(stats.played.load, 4_000)
+        XCTAssertGreaterThan(stats.fecRecovered.load + stats.lost.load, 50)
+        XCTAssertGreaterThan(stats.duplicates.load, 50)
+        XCTAssertGreaterThan(stats.silenceFrames.load, 10)
+    }
+}
+
+/// Pushes and reads one cycle at a time with losses, duplicates, jitter and DTX; nothing allocated per cycle.
+private final class AllocationDriver: @unchecked Sendable {
+    let clock = SimClock()
+    let buffer: JitterBuffer
+    let payload = UnsafeMutableRawBufferPointer.allocate(byteCount: 64, alignment: 8)
+    let frame = UnsafeMutablePointer<Int16>.allocate(capacity: 480)
+    let t0: UInt64
+
+    init() {
+        let c = clock
+        buffer = JitterBuffer(settings: JitterSettings(), decoder: PatternDecoder(), clock: { c.now })
+        t0 = clock.now
+    }
+
+    deinit { payload.deallocate(); frame.deallocate() }
+
+    func cycle(_ k: Int) {
+        clock.now = t0 + UInt64(k) * 10 * ms + 7 * ms
+        if k % 37 != 5 && k % 500 < 440 {  // losses; DTX at the end of each 5 s
+            let spurt = k / 500
+            let seq = UInt16(truncatingIfNeeded: k - spurt * 60)
+            payload.storeBytes(of: seq, as: UInt16.self)
+            let jitter = UInt64((k * 7919) % 25) * ms
+            for _ in 0..<(k % 53 == 0 ? 2 : 1) {  // duplicates
+                buffer.queue.push(payload: UnsafeRawBufferPointer(payload), sequence: seq,
+                                  timestamp: UInt32(truncatingIfNeeded: k * 480),
+                                  marker: k % 500 == 0, arrivalNanos: clock.now - 2 * ms + jitter / 10)
+            }
+        }
+        buffer.readFrame(into: frame, count: 480)
+    }
+}
