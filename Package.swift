@@ -29,7 +29,7 @@ let package = Package(
         // Measurement helpers and WAV files: used by the daemon's local mode, tests and benchmarks.
         .target(name: "SignalTools"),
         // ALSA devices, mixer, the audio engine (capture -> AEC -> rings -> mix -> playback).
-        .target(name: "AudioPipeline", dependencies: ["CALSA", "COpus", "RealTime", "EchoCancel"]),
+        .target(name: "AudioPipeline", dependencies: ["CALSA", "COpus", "RealTime", "EchoCancel", "Jitter"]),
         // RTP (RFC 3550) with the Opus payload format (RFC 7587): packet building and strict parsing.
         .target(name: "RTP"),
         // Seeded, deterministic network impairment (delay, jitter, loss, reordering, duplication)

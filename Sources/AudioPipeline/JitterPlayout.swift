@@ -1,0 +1,21 @@
+import Jitter
+
+// Glue between the jitter buffer (which knows nothing of Opus or the mixer) and this module.
+
+/// The jitter buffer decodes with Opus: FEC from the next packet, Opus's own loss concealment.
+extension OpusDecoder: FrameDecoder {
+    public func decode(_ payload: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
+        decode(payload.baseAddress?.assumingMemoryBound(to: UInt8.self), length: payload.count, into: output, frameSize: frameSize)
+    }
+
+    public func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
+        decode(next.baseAddress?.assumingMemoryBound(to: UInt8.self), length: next.count, into: output, frameSize: frameSize, fec: true)
+    }
+
+    public func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
+        decode(nil, length: 0, into: output, frameSize: frameSize)
+    }
+}
+
+/// A remote stream's jitter buffer is a mixer input.
+extension JitterBuffer: FrameSource {}
