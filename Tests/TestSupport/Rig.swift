@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 public struct RigError: Error, CustomStringConvertible {
     public let description: String
@@ -12,6 +13,23 @@ public enum Rig {
     public static func require() throws {
         guard directory != nil else {
             throw RigError(description: "the virtual audio rig is not running: run the tests with scripts/test.sh (or scripts/rig.sh run -- swift test)")
+        }
+    }
+
+    /// Stops and starts the rig again (same folder, same rooms): a fresh sound server.
+    public static func restart() throws {
+        guard let dir = directory else { throw RigError(description: "no rig to restart") }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../scripts/rig.sh").standardizedFileURL.path
+        let rooms = ProcessInfo.processInfo.environment["INTERCOM_RIG_ROOMS"] ?? "roomA,roomB,roomC,roomD"
+        // system(), output to a file: the rig leaves background processes behind, which would hold
+        // a pipe open, and Foundation's Process did not notice this script's exit.
+        let log = dir + "/restart.log"
+        for command in ["down --dir '\(dir)'", "up --dir '\(dir)' --rooms '\(rooms)'"] {
+            let status = system("/bin/bash '\(script)' \(command) >>'\(log)' 2>&1 </dev/null")
+            guard status == 0 else {
+                throw RigError(description: "rig.sh \(command) failed (\(status)): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+            }
         }
     }
 
