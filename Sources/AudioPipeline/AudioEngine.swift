@@ -28,6 +28,7 @@ public final class AudioEngine: @unchecked Sendable {
     private let speaker: UnsafeMutablePointer<Int16>
     private let silence: UnsafeMutablePointer<Int16>
     private var primePeriods = 2
+    private var lastMixNanos = 0
 
     public init(frameSize: Int, mixer: Mixer, canceller: EchoCanceller, ringFrames: Int = 32,
                 recordRaw: Bool = false, onAudioThreadStart: (@Sendable () -> Void)? = nil) {
@@ -136,21 +137,31 @@ public final class AudioEngine: @unchecked Sendable {
     private func fillPlayback(_ d: AudioDevices) -> SessionEnd? {
         var space = d.playback.available()
         if space < 0 { return recoverXrun(d, failed: d.playback, code: Int32(space)) }
+        var mixNanos = 0
         while space >= frameSize {
             let t0 = monotonicNanos()
             mixer.mix(into: speaker)
-            noteCPU(since: t0)
-            let n = writeFrame(d.playback, speaker)
+            mixNanos += Int(monotonicNanos() - t0)
+            // The device reported room for the frame, so this write takes all of it without waiting.
+            let n = d.playback.write(speaker, frames: frameSize)
+            if n == -Int(EAGAIN) { stats.playbackShortWrites.increment(); break }
             if n < 0 { return recoverXrun(d, failed: d.playback, code: Int32(n)) }
+            if n < frameSize {
+                // Part of a frame played: stream positions no longer line up with the echo reference.
+                stats.playbackShortWrites.increment()
+                return restart(d)
+            }
             canceller.played(speaker)
             space -= frameSize
         }
+        lastMixNanos = mixNanos > 0 ? mixNanos : lastMixNanos
         if let p = d.playback.delay() { stats.playbackDelayFrames.store(p) }
         return nil
     }
 
+    /// CPU of one frame: the microphone half just measured plus the most recent mix.
     private func noteCPU(since t0: UInt64) {
-        let spent = Int(monotonicNanos() - t0)
+        let spent = Int(monotonicNanos() - t0) + lastMixNanos
         stats.processNanos.store(spent)
         if spent > stats.processNanosMax.load { stats.processNanosMax.store(spent) }
     }
@@ -167,9 +178,9 @@ public final class AudioEngine: @unchecked Sendable {
         return done
     }
 
-    /// Writes one whole frame; called only when the device reported room for it (or, priming,
-    /// into an empty buffer), so the non-blocking write rarely has to wait for a sound server.
-    private func writeFrame(_ pcm: ALSAPCM, _ buffer: UnsafePointer<Int16>) -> Int {
+    /// Priming only, before the streams start: a sound server may need a moment to accept the
+    /// first frames, so this waits (bounded). The steady-state path never waits.
+    private func primeFrame(_ pcm: ALSAPCM, _ buffer: UnsafePointer<Int16>) -> Int {
         var done = 0, waits = 0
         while done < frameSize {
             let n = pcm.write(buffer + done, frames: frameSize - done)
@@ -221,7 +232,7 @@ public final class AudioEngine: @unchecked Sendable {
 
     private func primePlayback(_ d: AudioDevices) -> SessionEnd? {
         for _ in 0..<primePeriods {
-            let put = writeFrame(d.playback, silence)
+            let put = primeFrame(d.playback, silence)
             if put < 0 { return .deviceFailed(device: d.playback.name, operation: "prime", code: Int32(put)) }
             canceller.played(silence)
         }

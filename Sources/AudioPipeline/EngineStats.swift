@@ -8,12 +8,14 @@ public final class EngineStats: Sendable {
     public let playbackXruns = Counter()
     /// Processed microphone frames lost because the consumer fell behind.
     public let micDrops = Counter()
+    /// Playback writes that took less than the frame the device had room for (should stay 0).
+    public let playbackShortWrites = Counter()
     /// Polls that timed out: the device stopped delivering.
     public let pollTimeouts = Counter()
     /// Capture + playback delay reported by snd_pcm_delay, in frames.
     public let captureDelayFrames = Counter()
     public let playbackDelayFrames = Counter()
-    /// CPU time of the last frame's processing (AEC, mix), and the maximum since start, in ns.
+    /// CPU time of one frame's processing (echo cancellation + mix), last and maximum, in ns.
     public let processNanos = Counter()
     public let processNanosMax = Counter()
     /// Set while a session runs the loop (the systemd watchdog follows it later).
@@ -25,19 +27,10 @@ public final class EngineStats: Sendable {
 }
 
 /// Why an engine session ended.
-public enum SessionEnd: Sendable, Equatable {
+public enum SessionEnd: Sendable {
     case stopped
     /// A device failed in a way xrun recovery cannot fix (unplugged, server gone, ...).
     case deviceFailed(device: String, operation: StaticString, code: Int32)
-
-    public static func == (a: SessionEnd, b: SessionEnd) -> Bool {
-        switch (a, b) {
-        case (.stopped, .stopped): true
-        case let (.deviceFailed(d1, o1, c1), .deviceFailed(d2, o2, c2)):
-            d1 == d2 && o1.description == o2.description && c1 == c2
-        default: false
-        }
-    }
 }
 
 extension SessionEnd: CustomStringConvertible {

@@ -22,8 +22,6 @@ public final class EchoCanceller: @unchecked Sendable {
     /// Captured frames whose reference had not been played yet or was already overwritten.
     public let referenceMisses = Counter()
     public let resets = Counter()
-    /// Bulk echo delay in samples the reference is aligned to (0 until measured).
-    public let echoDelaySamples = Counter()
     /// How far the reference is currently shifted, in samples.
     public let referenceShift = Counter()
     /// The raw microphone and the played samples at the same positions, for an `EchoDelayEstimator`.
@@ -134,7 +132,6 @@ public final class EchoCanceller: @unchecked Sendable {
         referenceShift.store(shift)
         speex.reset()
         erle = ERLETracker()
-        echoDelaySamples.store(samples)
     }
 }
 

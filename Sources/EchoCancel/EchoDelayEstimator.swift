@@ -13,9 +13,8 @@ public final class EchoDelayEstimator: @unchecked Sendable {
     /// Estimates are made at 8 kHz: enough for speech, and 36 times cheaper to correlate.
     static let decimation = 6
     public let maxDelaySamples: Int
-    /// The last measured delay in samples at the full rate (-1: none yet), and how often the reference was moved.
+    /// The last measured delay in samples at the full rate (-1: none yet).
     public let estimate = Counter()
-    public let updates = Counter()
 
     private let canceller: EchoCanceller
     private let window: Int      // decimated samples correlated per estimate
@@ -112,7 +111,6 @@ public final class EchoDelayEstimator: @unchecked Sendable {
         guard jumped || !covered.contains(relative) else { return }
         if let a = applied, abs(a - delay) <= rate / 500 { return }
         applied = delay
-        updates.increment()
         canceller.requestEchoDelay(samples: delay)
     }
 }

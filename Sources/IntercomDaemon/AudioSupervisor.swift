@@ -23,19 +23,14 @@ public final class AudioSupervisor: @unchecked Sendable {
     public let settings: DeviceSettings
     public let priority: Int32
     public let retry: Retry
-    /// Device opens that failed; exposed for status and tests.
-    public let openFailures = Counter()
     /// Set when the supervisor gave up (retry disabled); the daemon exits non-zero.
     public let gaveUp = Flag(false)
-    public private(set) var lastError: String?
 
     private let log: Logger
     private let wake = DispatchSemaphore(value: 0)
     private let stopping = Flag(false)
     private var thread: Thread?
     private let finished = DispatchSemaphore(value: 0)
-    /// Called (on the supervisor thread) when the supervisor ends on its own.
-    public var onGiveUp: (@Sendable () -> Void)?
 
     public init(engine: AudioEngine, settings: DeviceSettings, priority: Int32, retry: Retry, logger: Logger) {
         self.engine = engine
@@ -71,12 +66,9 @@ public final class AudioSupervisor: @unchecked Sendable {
             do {
                 devices = try AudioDevices(settings)
             } catch {
-                openFailures.increment()
-                lastError = "\(error)"
                 guard retry.enabled else {
                     log.critical("cannot open audio devices: \(error); retry is disabled, giving up")
                     gaveUp.set(true)
-                    onGiveUp?()
                     return
                 }
                 log.error("cannot open audio devices: \(error); retrying in \(backoff) ms")
@@ -92,7 +84,6 @@ public final class AudioSupervisor: @unchecked Sendable {
                 log.info("audio stopped")
                 return
             case .deviceFailed:
-                lastError = end.description
                 // A session that ran a while resets the back-off: this is a new fault, not the old one.
                 if Date().timeIntervalSince(started) > 10 { backoff = retry.initialMilliseconds }
                 log.error("audio failed: \(end); reopening in \(backoff) ms")

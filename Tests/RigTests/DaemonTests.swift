@@ -44,6 +44,19 @@ final class DaemonTests: XCTestCase {
         XCTAssertGreaterThan(frames, 100, "audio ran: \(log)")
     }
 
+    /// Ctrl-C (SIGINT) stops the daemon as cleanly as SIGTERM: audio stops, final statistics, status 0.
+    func testSIGINTStopsCleanly() throws {
+        try Rig.require()
+        let d = try DaemonProcess(arguments: ["--config", try DaemonProcess.writeRoomConfig("roomC")])
+        XCTAssertTrue(d.waitForLog("audio thread", timeout: 10), d.log)
+        Thread.sleep(forTimeInterval: 0.5)
+        kill(d.process.processIdentifier, SIGINT)
+        XCTAssertEqual(d.wait(timeout: 5), 0, d.log)
+        XCTAssertTrue(d.log.contains("signal \(SIGINT): stopping"), d.log)
+        XCTAssertTrue(d.log.contains("audio stopped"), d.log)
+        XCTAssertTrue(d.log.contains("final stats: frames="), d.log)
+    }
+
     /// A terminal whose sound card is not there yet keeps retrying, names the device, starts
     /// audio as soon as the device appears, survives its disappearance, and stops cleanly.
     func testMissingDeviceIsNamedRetriedAndPickedUpWhenItAppears() throws {

@@ -2,6 +2,7 @@ import AudioPipeline
 import EchoCancel
 import Foundation
 import RealTime
+import SignalTools
 import TestSupport
 
 /// Runs the real engine on a rig room, in this process, with a far-end noise feeder.
@@ -32,11 +33,11 @@ final class EngineHarness: @unchecked Sendable {
         let ring = farEnd, stop = feederStop, frame = engine.frameSize
         let f = Thread {
             // Quiet noise as far-end signal, so mixing and echo cancellation do real work.
-            var rng = SplitMixNoise(seed: 7)
+            var rng = SplitMix64(seed: 7)
             var chunk = [Int16](repeating: 0, count: frame)
             while !stop.isSet {
                 while ring.availableToWrite >= frame {
-                    for i in 0..<frame { chunk[i] = rng.sample(amplitude: 2000) }
+                    for i in 0..<frame { chunk[i] = Int16((rng.nextUnit() * 2 - 1) * 2000) }
                     ring.write(chunk, count: frame)
                 }
                 usleep(2000)
@@ -55,18 +56,5 @@ final class EngineHarness: @unchecked Sendable {
         thread.join()
         feederStop.set(true)
         while let f = feeder, !f.isFinished { usleep(1000) }
-    }
-}
-
-struct SplitMixNoise {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func sample(amplitude: Int) -> Int16 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        z ^= z >> 31
-        return Int16(Int(z % UInt64(2 * amplitude + 1)) - amplitude)
     }
 }
