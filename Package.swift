@@ -24,8 +24,10 @@ let package = Package(
 
         // Lock-free rings and the real-time thread: no dependency on audio.
         .target(name: "RealTime", dependencies: [.product(name: "Atomics", package: "swift-atomics")]),
-        // speexdsp echo canceller + preprocessor.
-        .target(name: "EchoCancel", dependencies: ["CSpeexDSP", "RealTime", "SignalTools"]),
+        // speexdsp (echo canceller, preprocessor, resampler, its jitter buffer for comparison): one wrapper file.
+        .target(name: "SpeexDSP", dependencies: ["CSpeexDSP"]),
+        // Echo cancellation around speexdsp: reference alignment, delay estimation, ERLE.
+        .target(name: "EchoCancel", dependencies: ["SpeexDSP", "RealTime", "SignalTools"]),
         // Measurement helpers and WAV files: used by the daemon's local mode, tests and benchmarks.
         .target(name: "SignalTools"),
         // ALSA devices, mixer, the audio engine (capture -> AEC -> rings -> mix -> playback).

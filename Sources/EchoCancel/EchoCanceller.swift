@@ -1,5 +1,6 @@
 import Glibc
 import RealTime
+import SpeexDSP
 
 /// Acoustic echo cancellation for the audio thread.
 ///
@@ -46,7 +47,14 @@ public final class EchoCanceller: @unchecked Sendable {
     /// - Parameter maxEchoDelayMilliseconds: longest bulk delay the reference can be aligned to.
     public init(_ settings: EchoCancelSettings, maxEchoDelayMilliseconds: Int = 400) throws {
         self.settings = settings
-        speex = try SpeexEcho(settings)
+        do {
+            speex = try SpeexEcho(
+                frameSize: settings.frameSize, tailSamples: settings.tailSamples, sampleRate: settings.sampleRate,
+                noiseSuppressDB: settings.noiseSuppressDB, echoSuppressDB: settings.echoSuppressDB,
+                echoSuppressActiveDB: settings.echoSuppressActiveDB, agc: settings.agc)
+        } catch let error as SpeexError {
+            throw EchoCancelError(description: error.description)
+        }
         frame = settings.frameSize
         // History covers the longest delay plus a generous playback lead.
         historySize = settings.sampleRate * (maxEchoDelayMilliseconds + 500) / 1000
