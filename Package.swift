@@ -40,13 +40,14 @@ let package = Package(
         .executableTarget(name: "impairment-relay", dependencies: [
             "Impairment", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
-        // UDP sockets (unicast, multicast, DSCP) and the media sender: microphone frame → Opus → RTP.
-        .target(name: "Transport", dependencies: ["RTP", "AudioPipeline", "RealTime"]),
+        // UDP sockets (unicast, multicast, DSCP), the network thread: microphone frame → Opus → RTP
+        // → peers, and datagram → RTP parse → per-stream jitter buffer (a mixer slot).
+        .target(name: "Transport", dependencies: ["RTP", "AudioPipeline", "Jitter", "RealTime"]),
         // Adaptive jitter buffer (issue 3).
         .target(name: "Jitter", dependencies: ["RealTime"]),
         // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
-            "AudioPipeline", "EchoCancel", "RealTime", "SignalTools",
+            "AudioPipeline", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),

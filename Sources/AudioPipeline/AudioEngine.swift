@@ -20,6 +20,8 @@ public final class AudioEngine: @unchecked Sendable {
     public let stopRequest = Flag(false)
     /// Test hook: microseconds the audio thread sleeps once, to force an xrun.
     public let stallRequest = Request()
+    /// Rung after each processed microphone frame, to wake the network sender at once.
+    public let microphoneReady: Doorbell?
     /// Called once on the audio thread when a session starts (tests mark the thread here).
     public let onAudioThreadStart: (@Sendable () -> Void)?
 
@@ -31,7 +33,7 @@ public final class AudioEngine: @unchecked Sendable {
     private var lastMixNanos = 0
 
     public init(frameSize: Int, mixer: Mixer, canceller: EchoCanceller, ringFrames: Int = 32,
-                recordRaw: Bool = false, onAudioThreadStart: (@Sendable () -> Void)? = nil) {
+                recordRaw: Bool = false, microphoneReady: Doorbell? = nil, onAudioThreadStart: (@Sendable () -> Void)? = nil) {
         precondition(canceller.settings.frameSize == frameSize, "echo canceller frame must equal the period")
         self.frameSize = frameSize
         self.mixer = mixer
@@ -39,6 +41,7 @@ public final class AudioEngine: @unchecked Sendable {
         microphone = SampleRing(minimumCapacity: frameSize * ringFrames)
         rawMicrophone = recordRaw ? SampleRing(minimumCapacity: frameSize * ringFrames) : nil
         self.onAudioThreadStart = onAudioThreadStart
+        self.microphoneReady = microphoneReady
         mic = .allocate(capacity: frameSize)
         cleaned = .allocate(capacity: frameSize)
         speaker = .allocate(capacity: frameSize)
@@ -126,6 +129,7 @@ public final class AudioEngine: @unchecked Sendable {
         canceller.process(capture: mic, output: cleaned)
         mixer.applyMicrophone(cleaned)
         if !microphone.write(cleaned, count: frameSize) { stats.micDrops.increment() }
+        microphoneReady?.ring()
         stats.frames.increment()
         noteCPU(since: t0)
     }

@@ -7,13 +7,18 @@ public final class MixerInput: Sendable {
     public let gain: Gauge
     /// Frames this input had nothing for (silence was mixed instead).
     public let underruns = Counter()
-    public init(source: any FrameSource, gain: Double = 1) {
+    /// nil: always mixed (a fixed input). Otherwise the slot is mixed only while a control thread
+    /// has activated it; streams come and go at run time without a lock (see `SlotHandOff`).
+    public let handOff: SlotHandOff?
+
+    public init(source: any FrameSource, gain: Double = 1, handOff: SlotHandOff? = nil) {
         self.source = source
         self.gain = Gauge(gain)
+        self.handOff = handOff
     }
 }
 
-/// Sums N incoming streams with per-stream gain into one speaker frame, saturating at full scale,
+/// Sums N incoming streams (a fixed set of slots, each switched on and off at run time) with per-stream gain into one speaker frame, saturating at full scale,
 /// and applies the microphone's gain and mute. Its speaker output is both what is played and
 /// the echo canceller's reference, so muting the speaker also mutes the reference.
 public final class Mixer: @unchecked Sendable {
@@ -54,6 +59,7 @@ public final class Mixer: @unchecked Sendable {
         accumulator.update(repeating: 0, count: frame)
         for n in 0..<slots.count {
             let input = slots[n]
+            if let h = input.handOff, !h.audioThreadMayRead() { continue }
             guard input.source.readFrame(into: scratch, count: frame) else {
                 input.underruns.increment()
                 continue

@@ -31,6 +31,8 @@ public final class OpusEncoder: @unchecked Sendable {
     // @unchecked: one owner thread at a time; the C state is not shared.
     private let state: OpaquePointer
     public let sampleRate: Int
+    /// Discontinuous transmission: silent frames encode to 1-2 bytes that need not be sent.
+    public let dtx: Bool
 
     public init(sampleRate: Int = 48000, application: OpusApplication = .voip, bitrate: Int = 32000,
                 complexity: Int = 8, fec: Bool = true, expectedLossPercent: Int = 5, dtx: Bool = false) throws {
@@ -40,6 +42,7 @@ public final class OpusEncoder: @unchecked Sendable {
         }
         state = s
         self.sampleRate = sampleRate
+        self.dtx = dtx && application == .voip
         // From here a throw runs deinit, which frees the state.
         try check(copus_set_bitrate(s, Int32(bitrate)), "set bitrate \(bitrate)")
         try check(copus_set_complexity(s, Int32(complexity)), "set complexity \(complexity)")

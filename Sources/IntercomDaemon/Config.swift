@@ -1,5 +1,6 @@
 import Logging
 import TOMLKit
+import Transport
 
 #if canImport(Glibc)
     import Glibc
@@ -25,6 +26,9 @@ public struct DaemonConfig: Sendable, Equatable {
     public var retry = RetrySection()
     public var log = LogSection()
     public var local = LocalSection()
+    public var network = NetworkSection()
+    public var opus = OpusSection()
+    public var jitter = JitterSection()
 
     /// All defaults.
     public init() {}
@@ -150,6 +154,81 @@ public struct LocalSection: Sendable, Equatable {
     public var durationS: Double = 0
 
     public init() {}
+}
+
+/// `[network]`: media to and from the connected rooms (RTP/Opus over UDP).
+public struct NetworkSection: Sendable, Equatable {
+    /// UDP port media is received on; 0 = receive nothing.
+    public var listenPort: Int = 5004
+    /// Local IPv4 address the media socket is bound to.
+    public var bindAddress: String = "0.0.0.0"
+    /// Where this room's microphone is sent: "a.b.c.d:port" each, unicast or multicast.
+    public var peers: [String] = []
+    /// Multicast groups ("a.b.c.d") received on `listenPort`.
+    public var multicastGroups: [String] = []
+    /// Address of the interface multicast is sent and received on; 0.0.0.0 = the kernel's choice.
+    public var multicastInterface: String = "0.0.0.0"
+    /// Hops multicast may cross (1 = this network only).
+    public var multicastTtl: Int = 1
+    /// Whether this host receives its own multicast (only for several rooms on one host, e.g. tests).
+    public var multicastLoopback: Bool = false
+    /// DiffServ code point of media packets (46 = EF, expedited forwarding for voice).
+    public var dscp: Int = 46
+    /// RTP payload type of Opus, 96...127.
+    public var payloadType: Int = 96
+    /// Remote streams mixed at once; more are refused until one goes idle.
+    public var maxStreams: Int = 8
+    /// A remote stream silent this long (ms) is dropped from the mix.
+    public var streamTimeoutMs: Int = 3000
+    /// SCHED_FIFO priority of the network thread; 0 = normal. Below the audio thread's.
+    public var priority: Int = 60
+
+    public init() {}
+
+    public static let maxStreamsRange = 1...32
+    public static let streamTimeoutMsRange = 200...60000
+    public static let multicastTtlRange = 0...255
+    public static let dscpRange = 0...63
+    public static let payloadTypeRange = 96...127
+
+    /// Whether this room sends or receives anything.
+    public var isEnabled: Bool { !peers.isEmpty || listenPort > 0 }
+}
+
+/// `[opus]`: the codec.
+public struct OpusSection: Sendable, Equatable {
+    /// "voip" (speech, FEC and DTX available) or "restricted_lowdelay" (CELT only, 2.5 ms less delay, no FEC).
+    public var application: String = "voip"
+    /// Bits per second, 6000...510000.
+    public var bitrate: Int = 32000
+    /// Encoder effort 0...10 (more = better quality for the bits, more CPU).
+    public var complexity: Int = 8
+    /// In-band forward error correction: the next packet carries a coarse copy of this one.
+    public var fec: Bool = true
+    /// Loss the encoder prepares FEC for, percent.
+    public var expectedLossPercent: Int = 5
+    /// Discontinuous transmission: send almost nothing while the room is silent.
+    public var dtx: Bool = false
+
+    public init() {}
+
+    public static let applications = ["voip", "restricted_lowdelay"]
+    public static let bitrateRange = 6000...510_000
+    public static let complexityRange = 0...10
+    public static let expectedLossRange = 0...100
+}
+
+/// `[jitter]`: the receive buffer of each remote stream.
+public struct JitterSection: Sendable, Equatable {
+    /// Smallest and largest delay the adaptive buffer may choose, ms.
+    public var minDelayMs: Double = 20
+    public var maxDelayMs: Double = 200
+    /// Follow the remote sound card's clock by resampling (±1000 ppm at most).
+    public var driftCorrection: Bool = true
+
+    public init() {}
+
+    public static let delayRange: ClosedRange<Double> = 0...1000
 }
 
 // MARK: - Loading, parsing, validating, rendering
@@ -427,6 +506,21 @@ extension SchemaKey {
             render: { TOMLWrite.string($0[keyPath: path] ?? "") })
     }
 
+    /// An array of strings, each checked by `element` (nil = fine).
+    static func strings(_ name: String, _ path: Path<[String]>, _ comment: String, allowed: String,
+                        _ element: @escaping @Sendable (String) -> String?) -> SchemaKey {
+        SchemaKey(
+            name: name, comment: comment, allowed: allowed,
+            read: { value, config throws(ValueProblem) in config[keyPath: path] = try TOMLRead.strings(value) },
+            check: { c in
+                for (i, v) in c[keyPath: path].enumerated() {
+                    if let p = element(v) { return "element \(i + 1) \(TOMLWrite.string(v)): \(p)" }
+                }
+                return nil
+            },
+            render: { "[" + $0[keyPath: path].map(TOMLWrite.string).joined(separator: ", ") + "]" })
+    }
+
     static func bool(_ name: String, _ path: Path<Bool>, _ comment: String) -> SchemaKey {
         SchemaKey(
             name: name, comment: comment, allowed: "true or false",
@@ -541,5 +635,73 @@ extension DaemonConfig {
                             ? nil : "\(formatNumber(v)) is neither 0 (until stopped) nor a positive number of seconds"
                     }),
         ]),
+        SchemaSection(name: "network", comment: "Media to and from the connected rooms (Opus in RTP over UDP).", keys: [
+            .int("listen_port", \.network.listenPort, "UDP port media is received on",
+                 Rule(allowed: "0 = receive nothing, else 1...65535") { v in
+                     (0...65535).contains(v) ? nil : "\(v) is not a port (0...65535)"
+                 }),
+            .string("bind_address", \.network.bindAddress, "Local IPv4 address the media socket is bound to",
+                    Rule(allowed: "an IPv4 address") { ipv4Problem($0) }),
+            .strings("peers", \.network.peers, "Where this room's microphone is sent, unicast or multicast",
+                     allowed: "\"a.b.c.d:port\" each; [] = send nothing") { endpointProblem($0) },
+            .strings("multicast_groups", \.network.multicastGroups, "Multicast groups received on listen_port",
+                     allowed: "\"a.b.c.d\" each, 224.0.0.0...239.255.255.255") { v in
+                         if let p = ipv4Problem(v) { return p }
+                         return UDPEndpoint("\(v):1")!.isMulticast ? nil : "is not a multicast address (224...239.x.x.x)"
+                     },
+            .string("multicast_interface", \.network.multicastInterface,
+                    "Address of the interface multicast goes through; 0.0.0.0 = the kernel's choice",
+                    Rule(allowed: "an IPv4 address") { ipv4Problem($0) }),
+            .int("multicast_ttl", \.network.multicastTtl, "Hops multicast may cross (1 = this network only)",
+                 .range(NetworkSection.multicastTtlRange)),
+            .bool("multicast_loopback", \.network.multicastLoopback,
+                  "Deliver our own multicast to this host too (only for several rooms on one host)"),
+            .int("dscp", \.network.dscp, "DiffServ code point of media packets (46 = EF, for voice)",
+                 .range(NetworkSection.dscpRange)),
+            .int("payload_type", \.network.payloadType, "RTP payload type of Opus (dynamic)",
+                 .range(NetworkSection.payloadTypeRange)),
+            .int("max_streams", \.network.maxStreams, "Remote streams mixed at once; more are refused until one goes idle",
+                 .range(NetworkSection.maxStreamsRange)),
+            .int("stream_timeout_ms", \.network.streamTimeoutMs, "A remote stream silent this long (ms) leaves the mix",
+                 .range(NetworkSection.streamTimeoutMsRange)),
+            .int("priority", \.network.priority, "SCHED_FIFO priority of the network thread (0 = normal); keep it below realtime.priority",
+                 .range(RealtimeSection.priorityRange)),
+        ]),
+        SchemaSection(name: "opus", comment: "The codec (Opus).", keys: [
+            .string("application", \.opus.application,
+                    "voip: speech, FEC and DTX available; restricted_lowdelay: CELT only, 2.5 ms less delay, no FEC",
+                    .oneOf(OpusSection.applications)),
+            .int("bitrate", \.opus.bitrate, "Bits per second", .range(OpusSection.bitrateRange)),
+            .int("complexity", \.opus.complexity, "Encoder effort (more = better sound for the bits, more CPU)",
+                 .range(OpusSection.complexityRange)),
+            .bool("fec", \.opus.fec, "In-band forward error correction (voip, 10 and 20 ms frames only)"),
+            .int("expected_loss_percent", \.opus.expectedLossPercent, "Packet loss the FEC is prepared for, percent",
+                 .range(OpusSection.expectedLossRange)),
+            .bool("dtx", \.opus.dtx, "Discontinuous transmission: send almost nothing while the room is silent"),
+        ]),
+        SchemaSection(name: "jitter", comment: "Receive buffer of each remote stream.", keys: [
+            .double("min_delay_ms", \.jitter.minDelayMs, "Smallest delay the adaptive jitter buffer may choose, ms",
+                    .range(JitterSection.delayRange)),
+            .double("max_delay_ms", \.jitter.maxDelayMs, "Largest delay the adaptive jitter buffer may choose, ms",
+                    Rule(allowed: ">= min_delay_ms, <= 1000") { v in
+                        JitterSection.delayRange.contains(v) ? nil : "\(formatNumber(v)) is not in range 0...1000"
+                    })
+                .alsoChecking { c in
+                    c.jitter.maxDelayMs >= c.jitter.minDelayMs
+                        ? nil : "\(formatNumber(c.jitter.maxDelayMs)) is less than jitter.min_delay_ms (\(formatNumber(c.jitter.minDelayMs)))"
+                },
+            .bool("drift_correction", \.jitter.driftCorrection, "Follow the remote sound card's clock by resampling"),
+        ]),
     ]
+}
+
+/// Problem with an IPv4 address in dotted form, or nil.
+func ipv4Problem(_ text: String) -> String? {
+    UDPEndpoint("\(text):1") == nil ? "is not an IPv4 address (a.b.c.d)" : nil
+}
+
+/// Problem with "a.b.c.d:port", or nil.
+func endpointProblem(_ text: String) -> String? {
+    guard let e = UDPEndpoint(text) else { return "is not an IPv4 address and port (a.b.c.d:port)" }
+    return e.port == 0 ? "port 0 cannot be sent to" : nil
 }

@@ -21,6 +21,7 @@ public final class Daemon: @unchecked Sendable {
     public let engine: AudioEngine
     public let supervisor: AudioSupervisor
     private let local: LocalMode
+    private let network: NetworkMedia?
     private let delayEstimator: EchoDelayEstimator
     private let log: Logger
     private var reporter: StatsReporter?
@@ -38,9 +39,11 @@ public final class Daemon: @unchecked Sendable {
         canceller.bypass.set(!config.echo.enabled)
         delayEstimator = EchoDelayEstimator(canceller: canceller)
 
-        // Local mode's far end is one mixer input; the network streams join here in a later version.
+        // Mixer inputs: local mode's far end (a fixed input) and one slot per possible remote stream.
         let farEndRing = config.local.farEndWav.map { _ in SampleRing(minimumCapacity: frame * 8) }
-        let inputs = farEndRing.map { [MixerInput(source: $0)] } ?? []
+        let network = config.network.isEnabled ? try NetworkMedia(config: config, logger: logger) : nil
+        self.network = network
+        let inputs = (farEndRing.map { [MixerInput(source: $0)] } ?? []) + (network?.mixerInputs ?? [])
         let mixer = Mixer(inputs: inputs, frameSize: frame)
         mixer.micMuted.set(config.mixer.micMuted)
         mixer.speakerMuted.set(config.mixer.speakerMuted)
@@ -48,7 +51,7 @@ public final class Daemon: @unchecked Sendable {
         mixer.speakerGain.store(decibelsToGain(config.mixer.speakerGainDb))
 
         engine = AudioEngine(frameSize: frame, mixer: mixer, canceller: canceller,
-                             recordRaw: config.local.recordRawWav != nil)
+                             recordRaw: config.local.recordRawWav != nil, microphoneReady: network?.doorbell)
         let devices = DeviceSettings(captureDevice: a.captureDevice, playbackDevice: a.playbackDevice,
                                      sampleRate: a.sampleRate, periodFrames: frame,
                                      bufferPeriods: a.bufferPeriods, link: a.linkDevices)
@@ -57,11 +60,18 @@ public final class Daemon: @unchecked Sendable {
             retry: .init(enabled: config.retry.enabled, initialMilliseconds: config.retry.initialMs,
                          maxMilliseconds: config.retry.maxMs),
             logger: logger)
-        // Until the network sender consumes the microphone, local mode always drains it
-        // (recording it when asked), so a full ring is never mistaken for a lost frame.
+        // The microphone ring has one reader: the network thread when there is a network (it
+        // copies frames to a second ring when they are to be recorded), else local mode, which
+        // always drains it so that a full ring is never mistaken for a lost frame.
         let l = config.local
+        var recorded = engine.microphone
+        if let network {
+            let tee = l.recordWav.map { _ in SampleRing(minimumCapacity: frame * 32) }
+            try network.open(engine: engine, tee: tee)
+            recorded = tee ?? SampleRing(minimumCapacity: frame)
+        }
         local = try LocalMode(farEndPath: l.farEndWav, farEndRing: farEndRing, recordPath: l.recordWav,
-                              rawPath: l.recordRawWav, engine: engine, sampleRate: a.sampleRate)
+                              rawPath: l.recordRawWav, microphone: recorded, engine: engine, sampleRate: a.sampleRate)
     }
 
     /// Runs until SIGTERM/SIGINT (or the configured duration) and returns the exit code.
@@ -77,11 +87,13 @@ public final class Daemon: @unchecked Sendable {
             }
         }
         local.start()
+        network?.start()
         delayEstimator.start()
         supervisor.start()
         if config.log.statsIntervalS > 0 {
+            let network = network
             reporter = StatsReporter(engine: engine, echoDelay: delayEstimator.estimate, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate,
-                                     interval: config.log.statsIntervalS, logger: log)
+                                     interval: config.log.statsIntervalS, logger: log, extra: { network?.summary() })
             reporter?.start()
         }
         let deadline = config.local.durationS > 0 ? Date().addingTimeInterval(config.local.durationS) : nil
@@ -99,6 +111,7 @@ public final class Daemon: @unchecked Sendable {
             if let deadline, Date() >= deadline { log.info("duration reached: stopping"); break }
         }
         supervisor.stop()
+        network?.stop()
         delayEstimator.stop()
         reporter?.stop()
         do {
@@ -108,6 +121,7 @@ public final class Daemon: @unchecked Sendable {
             code = .software
         }
         log.info("final stats: \(StatsReporter.summary(engine, echoDelayEstimate: delayEstimator.estimate, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate))")
+        if let network { log.info("final \(network.summary())") }
         return code
     }
 

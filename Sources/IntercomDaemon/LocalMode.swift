@@ -21,10 +21,11 @@ public final class LocalMode: @unchecked Sendable {
     public let framesRecorded = Counter()
 
     /// - Parameter farEndRing: the mixer input the far-end WAV is fed into (nil: none).
+    /// - Parameter microphone: the ring of processed microphone frames this mode drains (and records).
     public init(farEndPath: String?, farEndRing: SampleRing?, recordPath: String?, rawPath: String?,
-                engine: AudioEngine, sampleRate: Int) throws {
+                microphone: SampleRing, engine: AudioEngine, sampleRate: Int) throws {
         frame = engine.frameSize
-        microphone = engine.microphone
+        self.microphone = microphone
         rawMicrophone = engine.rawMicrophone
         self.farEndRing = farEndRing
         if let farEndPath {

@@ -15,8 +15,12 @@ final class StatsReporter: @unchecked Sendable {
     private let wake = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
     private let stopping = Flag()
+    private let extra: @Sendable () -> String?
 
-    init(engine: AudioEngine, echoDelay: Counter, frameSize: Int, sampleRate: Int, interval: Double, logger: Logger) {
+    /// - Parameter extra: a further line to log each time (the network's), if any.
+    init(engine: AudioEngine, echoDelay: Counter, frameSize: Int, sampleRate: Int, interval: Double, logger: Logger,
+         extra: @escaping @Sendable () -> String? = { nil }) {
+        self.extra = extra
         self.engine = engine
         self.echoDelay = echoDelay
         self.frameSize = frameSize
@@ -29,6 +33,7 @@ final class StatsReporter: @unchecked Sendable {
         let t = Thread { [self] in
             while wake.wait(timeout: .now() + interval) == .timedOut, !stopping.isSet {
                 log.info("stats: \(Self.summary(engine, echoDelayEstimate: echoDelay, frameSize: frameSize, sampleRate: sampleRate))")
+                if let line = extra() { log.info("stats: \(line)") }
             }
             done.signal()
         }

@@ -36,6 +36,21 @@ enum TOMLRead {
         throw ValueProblem("expected an integer, got \(describe(value))")
     }
 
+    /// An array of strings (`["a", "b"]`); a single string is not accepted, to keep files uniform.
+    static func strings(_ value: TOMLValueConvertible) throws(ValueProblem) -> [String] {
+        guard let array = value.array else {
+            throw ValueProblem("expected an array of strings ([\"...\", ...]), got \(describe(value))")
+        }
+        var out: [String] = []
+        for (i, element) in array.enumerated() {
+            guard let s = element.string else {
+                throw ValueProblem("element \(i + 1) is \(describe(element)), expected a string")
+            }
+            out.append(s)
+        }
+        return out
+    }
+
     /// A number; integers are accepted (`period_ms = 10`).
     static func double(_ value: TOMLValueConvertible) throws(ValueProblem) -> Double {
         if let d = value.double { return d }

@@ -56,4 +56,10 @@ public struct RTPSender: Sendable {
         timestamp &+= frameSamples
         return header
     }
+
+    /// A frame that is not sent (DTX silence): time advances, the sequence does not, so the
+    /// receiver sees a timestamp gap (silence) rather than a sequence gap (loss).
+    public mutating func skip(frameSamples: UInt32) {
+        timestamp &+= frameSamples
+    }
 }

@@ -2,8 +2,8 @@ import AudioPipeline
 import RealTime
 import RTP
 
-/// One microphone frame in, one RTP/Opus packet out to every peer (unicast addresses, or one
-/// multicast group). Runs on the network send thread; buffers are allocated once.
+/// One microphone frame in, one RTP/Opus packet out to every peer (unicast addresses and/or
+/// multicast groups). Runs on the network thread; buffers are allocated once.
 public final class MediaSender: @unchecked Sendable {
     // @unchecked: used by one sending thread; statistics are atomics.
     public let frameSize: Int
@@ -12,10 +12,12 @@ public final class MediaSender: @unchecked Sendable {
     public let bytesSent = Counter()
     public let sendErrors = Counter()
     public let encodeErrors = Counter()
+    /// Frames not sent because the encoder found silence (DTX).
+    public let silentFrames = Counter()
 
     private let encoder: OpusEncoder
     private let socket: UDPSocket
-    private let peers: [UDPEndpoint]
+    private let peers: UnsafeMutableBufferPointer<UDPEndpoint>
     private let packet: UnsafeMutableRawBufferPointer
     private var talking = false
 
@@ -23,28 +25,42 @@ public final class MediaSender: @unchecked Sendable {
         self.encoder = encoder
         self.rtp = rtp
         self.socket = socket
-        self.peers = peers
+        self.peers = .allocate(capacity: peers.count)
+        _ = self.peers.initialize(from: peers)
         self.frameSize = frameSize
         packet = .allocate(byteCount: 1500, alignment: 4)
     }
 
-    deinit { packet.deallocate() }
+    deinit {
+        packet.deallocate()
+        peers.deallocate()
+    }
+
+    public var hasPeers: Bool { peers.count > 0 }
 
     /// Encodes and sends one frame. The first packet of a talk spurt carries the marker bit.
-    /// Returns the packet length, or a negative Opus error code.
+    /// Returns the packet length, 0 for a DTX frame not sent, or a negative Opus error code.
     @discardableResult
     public func send(_ pcm: UnsafePointer<Int16>) -> Int {
-        let header = rtp.next(frameSamples: UInt32(frameSize), marker: !talking)
-        talking = true
-        guard case let .success(headerLength) = RTPWriter.writeHeader(header, into: packet) else {
-            encodeErrors.increment()
-            return -1
-        }
+        let headerLength = RTPHeader.fixedLength  // no CSRCs, no extension
         let payload = packet.baseAddress!.assumingMemoryBound(to: UInt8.self) + headerLength
         let encoded = encoder.encode(pcm, frameSize: frameSize, into: payload, capacity: packet.count - headerLength)
         guard encoded > 0 else {
             encodeErrors.increment()
             return encoded
+        }
+        if encoded <= 2 && encoder.dtx {
+            // With DTX the encoder says "nothing worth sending" with a 1-2 byte packet (RFC 7587 3.1.3).
+            rtp.skip(frameSamples: UInt32(frameSize))
+            talking = false
+            silentFrames.increment()
+            return 0
+        }
+        let header = rtp.next(frameSamples: UInt32(frameSize), marker: !talking)
+        talking = true
+        guard case .success(headerLength) = RTPWriter.writeHeader(header, into: packet) else {
+            encodeErrors.increment()
+            return -1
         }
         let datagram = UnsafeRawBufferPointer(start: packet.baseAddress, count: headerLength + encoded)
         for i in 0..<peers.count {
@@ -54,6 +70,6 @@ public final class MediaSender: @unchecked Sendable {
         return datagram.count
     }
 
-    /// The next packet starts a new talk spurt (after mute or silence).
+    /// The next packet starts a new talk spurt.
     public func endTalkSpurt() { talking = false }
 }

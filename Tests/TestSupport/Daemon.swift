@@ -62,7 +62,8 @@ public final class DaemonProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
-    /// A configuration for one room's device, statistics logging off unless `extra` sets it.
+    /// A configuration for one room's device, statistics logging off and the network off
+    /// unless `extra` sets them.
     public static func writeRoomConfig(_ room: String, extra: String = "", audio: String = "") throws -> String {
         try writeConfig("""
             [audio]
@@ -70,6 +71,7 @@ public final class DaemonProcess: @unchecked Sendable {
             playback_device = "\(room)"
             \(audio)
             \(extra.contains("[log]") ? "" : "[log]\nstats_interval_s = 0")
+            \(extra.contains("[network]") ? "" : "[network]\nlisten_port = 0")
             \(extra)
             """)
     }

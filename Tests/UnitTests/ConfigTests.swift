@@ -321,8 +321,8 @@ final class ConfigTests: XCTestCase {
             issue("[audio]\nperiod_ms = 5\n[audoi]\nperiod_ms = 5\n"),
             ConfigIssue(key: "audoi", problem: "unknown section (did you mean [audio]?)", line: 3))
         XCTAssertEqual(
-            issue("[network]\nport = 5000\n"),
-            ConfigIssue(key: "network", problem: "unknown section", line: 1))
+            issue("[calls]\nport = 5000\n"),
+            ConfigIssue(key: "calls", problem: "unknown section", line: 1))
     }
 
     func testSyntaxErrorGivesLineColumnAndTOMLMessage() throws {
@@ -350,6 +350,22 @@ final class ConfigTests: XCTestCase {
         XCTAssertTrue(unquoted?.problem.hasSuffix("(text values need double quotes: key = \"value\")") ?? false)
     }
 
+    func testNetworkAddressesAreCheckedPerElement() {
+        XCTAssertEqual(
+            issue("[network]\npeers = [\"10.0.0.2:5004\", \"10.0.0.300:5004\"]\n"),
+            ConfigIssue(key: "network.peers", problem: "element 2 \"10.0.0.300:5004\": is not an IPv4 address and port (a.b.c.d:port)", line: 2))
+        XCTAssertEqual(
+            issue("[network]\nmulticast_groups = [\"10.0.0.1\"]\n")?.problem,
+            "element 1 \"10.0.0.1\": is not a multicast address (224...239.x.x.x)")
+        XCTAssertEqual(issue("[network]\npeers = \"10.0.0.2:5004\"\n")?.problem,
+                       "expected an array of strings ([\"...\", ...]), got a string (\"10.0.0.2:5004\")")
+        XCTAssertEqual(issue("[jitter]\nmin_delay_ms = 50\nmax_delay_ms = 40\n")?.key, "jitter.max_delay_ms")
+        XCTAssertEqual(issue("[opus]\napplication = \"lowdelay\"\n")?.key, "opus.application")
+        XCTAssertEqual(
+            try DaemonConfig.parse("[network]\npeers = [\"239.255.0.1:5004\"]\nmulticast_groups = [\"239.255.0.1\"]\n").network.multicastGroups,
+            ["239.255.0.1"])
+    }
+
     func testAllErrorsAreCollectedInFileOrder() throws {
         let text = """
             [realtime]
@@ -368,9 +384,9 @@ final class ConfigTests: XCTestCase {
         let found = issues(text)
         XCTAssertEqual(found.map(\.key), [
             "realtime.priority", "audio.perod_ms", "audio.buffer_periods", "audio.sample_rate", "echo.tail_ms",
-            "network", "log.level",
+            "network.port", "log.level",
         ])
-        XCTAssertEqual(found.map(\.line), [2, 4, 5, 6, 8, 9, 12])
+        XCTAssertEqual(found.map(\.line), [2, 4, 5, 6, 8, 10, 12])
         do {
             _ = try DaemonConfig.parse(text, source: "room.toml")
         } catch let error as ConfigError {
@@ -431,10 +447,12 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(example.audio.captureDevice, "roomA")
         XCTAssertEqual(example.audio.playbackDevice, "roomA")
 
-        // Apart from the device names, the example shows the defaults.
+        // Apart from the device names and the peer, the example shows the defaults.
         var backToDefaults = example
         backToDefaults.audio.captureDevice = DaemonConfig.default.audio.captureDevice
         backToDefaults.audio.playbackDevice = DaemonConfig.default.audio.playbackDevice
+        XCTAssertEqual(example.network.peers, ["192.168.10.12:5004"])
+        backToDefaults.network.peers = DaemonConfig.default.network.peers
         XCTAssertEqual(backToDefaults, DaemonConfig.default)
 
         let locator = KeyLocator(try String(contentsOfFile: path, encoding: .utf8))

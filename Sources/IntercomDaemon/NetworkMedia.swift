@@ -1,0 +1,117 @@
+import AudioPipeline
+import Foundation
+import Jitter
+import Logging
+import RealTime
+import RTP
+import Transport
+
+/// The daemon's network side, built from `[network]`, `[opus]` and `[jitter]`: the media socket,
+/// the sender, one remote-stream slot per `max_streams` (each a mixer input), and the network
+/// thread that drives them.
+final class NetworkMedia: @unchecked Sendable {
+    // @unchecked: built on the main thread; afterwards the loop's state is the network thread's.
+    let streams: [RemoteStream]
+    let doorbell: Doorbell
+    private(set) var loop: NetworkLoop?
+    private(set) var socket: UDPSocket?
+    private var thread: RealtimeThread?
+    private let config: DaemonConfig
+    private let log: Logger
+
+    /// Creates the stream slots; their mixer inputs must go into the mixer before `open`.
+    init(config: DaemonConfig, logger: Logger) throws {
+        self.config = config
+        log = logger
+        doorbell = try Doorbell()
+        let frame = config.audio.framesPerPeriod
+        let settings = JitterSettings(frameSize: frame, sampleRate: config.audio.sampleRate,
+                                      minDelayMs: config.jitter.minDelayMs, maxDelayMs: config.jitter.maxDelayMs)
+        streams = try (0..<config.network.maxStreams).map { _ in
+            let decoder = try OpusDecoder(sampleRate: config.audio.sampleRate)
+            let jitter = JitterBuffer(settings: settings, decoder: decoder)
+            // TODO(drift): DriftCorrector as the source once it lands; reset both.
+            return RemoteStream(jitter: jitter, source: jitter, reset: {})
+        }
+    }
+
+    var mixerInputs: [MixerInput] { streams.map(\.input) }
+
+    /// Opens the socket and the encoder; `tee` receives a copy of each microphone frame.
+    func open(engine: AudioEngine, tee: SampleRing?) throws {
+        let n = config.network, o = config.opus, a = config.audio
+        let peers = n.peers.compactMap(UDPEndpoint.init)
+        let groups = n.multicastGroups.compactMap { UDPEndpoint("\($0):\(n.listenPort)") }
+        let interface = UDPEndpoint("\(n.multicastInterface):0")!.address
+        let bind = UDPEndpoint("\(n.bindAddress):\(n.listenPort)")!
+        let socket = try UDPSocket(bind: bind, reuse: !groups.isEmpty)
+        try socket.setDSCP(UInt8(n.dscp))
+        if peers.contains(where: \.isMulticast) || !groups.isEmpty {
+            try socket.configureMulticastSending(interface: interface, ttl: UInt8(n.multicastTtl), loopback: n.multicastLoopback)
+        }
+        for g in groups { try socket.joinMulticast(group: g.address, interface: interface) }
+
+        let encoder = try OpusEncoder(
+            sampleRate: a.sampleRate, application: o.application == "voip" ? .voip : .restrictedLowDelay,
+            bitrate: o.bitrate, complexity: o.complexity, fec: o.fec, expectedLossPercent: o.expectedLossPercent, dtx: o.dtx)
+        let rtp = try RTPSender(payloadType: UInt8(n.payloadType))
+        let sender = MediaSender(encoder: encoder, rtp: rtp, socket: socket, peers: peers, frameSize: a.framesPerPeriod)
+        let receiver = n.listenPort > 0
+            ? MediaReceiver(table: StreamTable(streams: streams, idleTimeoutNanos: UInt64(n.streamTimeoutMs) * 1_000_000),
+                            payloadType: UInt8(n.payloadType), ownSSRC: rtp.ssrc)
+            : nil
+        loop = NetworkLoop(socket: socket, sender: sender, receiver: receiver, microphone: engine.microphone,
+                           doorbell: doorbell, frameSize: a.framesPerPeriod, tee: tee)
+        self.socket = socket
+        log.info("""
+            network: receiving on \(socket.local)\(groups.isEmpty ? "" : " and groups \(n.multicastGroups.joined(separator: ","))"), \
+            sending to \(peers.isEmpty ? "nobody" : peers.map(\.description).joined(separator: ",")) as SSRC \(String(format: "%08x", rtp.ssrc)), \
+            opus \(o.application) \(o.bitrate) bit/s\(o.fec ? " FEC" : "")\(o.dtx ? " DTX" : ""), \
+            encoder look-ahead \(String(format: "%.1f", Double(encoder.lookahead) * 1000 / Double(a.sampleRate))) ms, \
+            jitter \(formatNumber(config.jitter.minDelayMs))-\(formatNumber(config.jitter.maxDelayMs)) ms, up to \(n.maxStreams) streams
+            """)
+    }
+
+    func start() {
+        guard let loop else { return }
+        let t = RealtimeThread(name: "intercom-net") { loop.run() }
+        do {
+            try t.start(priority: Int32(config.network.priority))
+        } catch {
+            log.critical("cannot start the network thread: \(error)")
+            return
+        }
+        if case let .normal(reason) = t.scheduling, config.network.priority > 0 {
+            log.warning("network thread: real-time priority \(config.network.priority) refused (\(reason)); normal scheduling")
+        }
+        thread = t
+    }
+
+    func stop() {
+        loop?.stopRequest.set(true)
+        thread?.join()
+        thread = nil
+    }
+
+    /// One line for the statistics log: sending, receiving, and each active stream.
+    func summary() -> String {
+        guard let loop else { return "network: off" }
+        var parts: [String] = []
+        if let s = loop.sender {
+            parts.append("sent=\(s.packetsSent.load) (\(s.bytesSent.load) B, dtx_silent=\(s.silentFrames.load), errors=\(s.sendErrors.load))")
+        }
+        if let r = loop.receiver {
+            let st = r.statistics, t = r.table
+            parts.append("received=\(st.accepted.load)/\(st.datagrams.load) malformed=\(st.malformedTotal)[\(st.malformedSummary)] own=\(st.ownPackets.load) queue_full=\(st.queueFull.load)")
+            parts.append("streams active=\(t.active.load) started=\(t.started.load) evicted=\(t.evicted.load) refused=\(t.refused.load)")
+            for s in streams where s.input.handOff?.isActive == true {
+                let j = s.jitter.statistics
+                parts.append(String(
+                    format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d concealed=%d fec=%d late=%d underruns=%d drift=%.0fppm]",
+                    s.currentSSRC.load, s.sourceDescription, j.currentDelayMs.load, j.targetDelayMs.load,
+                    j.received.load, j.lost.load, j.fecRecovered.load, j.late.load, j.underruns.load, 0.0))
+            }
+        }
+        return "network: " + parts.joined(separator: " ")
+    }
+}

@@ -1,0 +1,95 @@
+import Jitter
+import RealTime
+import RTP
+
+/// Counters of the receiving side, readable from any thread.
+public final class ReceiveStatistics: Sendable {
+    /// Datagrams read from the socket.
+    public let datagrams = Counter()
+    /// Packets handed to a stream's jitter buffer.
+    public let accepted = Counter()
+    /// Datagrams dropped as malformed, one counter per `RTPParseError` (in `allCases` order).
+    public let malformed: [Counter] = RTPParseError.allCases.map { _ in Counter() }
+    /// Our own packets coming back (multicast loopback, or a routing loop).
+    public let ownPackets = Counter()
+    /// Packets of a stream whose jitter-buffer queue was full (the audio thread fell behind).
+    public let queueFull = Counter()
+
+    public init() {}
+
+    /// All malformed datagrams.
+    public var malformedTotal: Int { malformed.reduce(0) { $0 + $1.load } }
+
+    /// "reason=count" for each reason seen, for logs.
+    public var malformedSummary: String {
+        zip(RTPParseError.allCases, malformed).filter { $0.1.load > 0 }
+            .map { "\($0.0.statName)=\($0.1.load)" }.joined(separator: ",")
+    }
+}
+
+extension RTPParseError {
+    /// Position in `allCases`, without the generic search (this runs per packet).
+    var statIndex: Int {
+        switch self {
+        case .truncatedHeader: 0
+        case .unsupportedVersion: 1
+        case .csrcPastEnd: 2
+        case .extensionHeaderPastEnd: 3
+        case .extensionPastEnd: 4
+        case .zeroPadding: 5
+        case .paddingTooLarge: 6
+        case .emptyPayload: 7
+        case .unexpectedPayloadType: 8
+        }
+    }
+
+    var statName: String {
+        switch self {
+        case .truncatedHeader: "truncated"
+        case .unsupportedVersion: "version"
+        case .csrcPastEnd: "csrc"
+        case .extensionHeaderPastEnd, .extensionPastEnd: "extension"
+        case .zeroPadding, .paddingTooLarge: "padding"
+        case .emptyPayload: "empty"
+        case .unexpectedPayloadType: "payload_type"
+        }
+    }
+}
+
+/// Datagram in, jitter buffer out: parses RTP strictly, drops and counts what is malformed or
+/// ours, finds (or starts) the sender's stream and queues the payload for the audio thread.
+/// Network thread only; allocates nothing per packet.
+public final class MediaReceiver: @unchecked Sendable {
+    // @unchecked: used by the network thread only; statistics are atomics.
+    public let table: StreamTable
+    public let statistics = ReceiveStatistics()
+    public let payloadType: UInt8
+    /// Our own sender's SSRC: packets carrying it are our own coming back.
+    public let ownSSRC: UInt32?
+
+    public init(table: StreamTable, payloadType: UInt8, ownSSRC: UInt32?) {
+        precondition(RTPParseError.allCases.count == 9, "update statIndex")
+        self.table = table
+        self.payloadType = payloadType
+        self.ownSSRC = ownSSRC
+    }
+
+    @inline(__always)
+    public func handle(_ datagram: UnsafeRawBufferPointer, from source: UDPEndpoint, arrival: UInt64) {
+        statistics.datagrams.increment()
+        let packet: RTPPacket
+        switch RTPParser.parse(datagram, expectedPayloadType: payloadType) {
+        case .success(let p): packet = p
+        case .failure(let reason):
+            statistics.malformed[reason.statIndex].increment()
+            return
+        }
+        let h = packet.header
+        if h.ssrc == ownSSRC { statistics.ownPackets.increment(); return }
+        guard let stream = table.route(ssrc: h.ssrc, source: source, now: arrival) else { return }
+        let queued = stream.jitter.queue.push(
+            payload: packet.payload(in: datagram), sequence: h.sequence, timestamp: h.timestamp,
+            marker: h.marker, arrivalNanos: arrival)
+        if queued { statistics.accepted.increment() } else { statistics.queueFull.increment() }
+    }
+}
