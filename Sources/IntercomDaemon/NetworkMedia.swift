@@ -103,7 +103,7 @@ final class NetworkMedia: @unchecked Sendable {
         if let r = loop.receiver {
             let st = r.statistics, t = r.table
             parts.append("received=\(st.accepted.load)/\(st.datagrams.load) malformed=\(st.malformedTotal)[\(st.malformedSummary)] own=\(st.ownPackets.load) queue_full=\(st.queueFull.load)")
-            parts.append("streams active=\(t.active.load) started=\(t.started.load) evicted=\(t.evicted.load) refused=\(t.refused.load)")
+            parts.append("streams active=\(t.active.load) started=\(t.started.load) evicted=\(t.evicted.load) refused=\(t.refused.load) probation=\(t.probation.load)")
             for s in streams where s.input.handOff?.isActive == true {
                 let j = s.jitter.statistics
                 parts.append(String(

@@ -86,7 +86,7 @@ public final class MediaReceiver: @unchecked Sendable {
         }
         let h = packet.header
         if h.ssrc == ownSSRC { statistics.ownPackets.increment(); return }
-        guard let stream = table.route(ssrc: h.ssrc, source: source, now: arrival) else { return }
+        guard let stream = table.route(ssrc: h.ssrc, source: source, sequence: h.sequence, now: arrival) else { return }
         let queued = stream.jitter.queue.push(
             payload: packet.payload(in: datagram), sequence: h.sequence, timestamp: h.timestamp,
             marker: h.marker, arrivalNanos: arrival)

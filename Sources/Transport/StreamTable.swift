@@ -3,10 +3,13 @@ import RealTime
 
 /// Remote streams told apart by SSRC and source address, in a fixed number of slots.
 ///
-/// Network thread only. A packet of an unknown stream takes a free slot (reset, then handed to
-/// the audio thread); with every slot taken it is refused and counted, so hostile SSRC floods
-/// cost neither memory nor other streams' slots. A stream silent for `idleTimeoutNanos` is
-/// evicted: the audio thread is asked to let go, and the slot is free again once it has.
+/// Network thread only. An unknown stream is on probation until two packets with consecutive
+/// sequence numbers arrived (RFC 3550 A.1), so stray or forged one-off packets (an SSRC flood)
+/// never reach the speaker; probation entries are few and recycled oldest first. A stream that
+/// passes takes a free slot (reset, then handed to the audio thread); with every slot taken it is
+/// refused and counted. So floods cost neither memory nor other streams' slots. A stream silent
+/// for `idleTimeoutNanos` is evicted: the audio thread is asked to let go, and the slot is free
+/// again once it has.
 public final class StreamTable: @unchecked Sendable {
     // @unchecked: used by the network thread only; statistics are atomics.
     public let streams: [RemoteStream]
@@ -16,22 +19,39 @@ public final class StreamTable: @unchecked Sendable {
     public let evicted = Counter()
     public let refused = Counter()
     public let active = Counter()
+    /// Packets of streams still on probation (dropped).
+    public let probation = Counter()
 
     // The streams again as a plain buffer: Array iteration may allocate in debug builds.
     private let slots: UnsafeMutableBufferPointer<RemoteStream>
+    private let candidates: UnsafeMutableBufferPointer<Candidate>
 
-    public init(streams: [RemoteStream], idleTimeoutNanos: UInt64) {
+    /// A stream on probation: its last sequence number and when it was last seen.
+    private struct Candidate {
+        var ssrc: UInt32 = 0
+        var source = UDPEndpoint(address: 0, port: 0)
+        var sequence: UInt16 = 0
+        var seen: UInt64 = 0
+        var used = false
+    }
+
+    public init(streams: [RemoteStream], idleTimeoutNanos: UInt64, probationEntries: Int = 16) {
         self.streams = streams
         self.idleTimeoutNanos = idleTimeoutNanos
         slots = .allocate(capacity: streams.count)
         _ = slots.initialize(from: streams)
+        candidates = .allocate(capacity: probationEntries)
+        candidates.initialize(repeating: Candidate())
     }
 
-    deinit { slots.deinitialize().deallocate() }
+    deinit {
+        slots.deinitialize().deallocate()
+        candidates.deallocate()
+    }
 
-    /// The slot of the stream (`ssrc`, `source`), started if new; nil when refused.
+    /// The slot of the stream (`ssrc`, `source`); nil while it is on probation or when refused.
     @inline(__always)
-    public func route(ssrc: UInt32, source: UDPEndpoint, now: UInt64) -> RemoteStream? {
+    public func route(ssrc: UInt32, source: UDPEndpoint, sequence: UInt16, now: UInt64) -> RemoteStream? {
         for i in 0..<slots.count {
             let s = slots[i]
             if s.phase == .active && s.ssrc == ssrc && s.source == source {
@@ -39,6 +59,33 @@ public final class StreamTable: @unchecked Sendable {
                 return s
             }
         }
+        guard passesProbation(ssrc: ssrc, source: source, sequence: sequence, now: now) else {
+            probation.increment()
+            return nil
+        }
+        return start(ssrc: ssrc, source: source, now: now)
+    }
+
+    /// True when this packet follows the candidate's previous one; records it otherwise.
+    private func passesProbation(ssrc: UInt32, source: UDPEndpoint, sequence: UInt16, now: UInt64) -> Bool {
+        var oldest = 0
+        for i in 0..<candidates.count {
+            if candidates[i].used && candidates[i].ssrc == ssrc && candidates[i].source == source {
+                if sequence == candidates[i].sequence &+ 1 {
+                    candidates[i].used = false
+                    return true
+                }
+                candidates[i].sequence = sequence
+                candidates[i].seen = now
+                return false
+            }
+            if !candidates[i].used || (candidates[oldest].used && candidates[i].seen < candidates[oldest].seen) { oldest = i }
+        }
+        candidates[oldest] = Candidate(ssrc: ssrc, source: source, sequence: sequence, seen: now, used: true)
+        return false
+    }
+
+    private func start(ssrc: UInt32, source: UDPEndpoint, now: UInt64) -> RemoteStream? {
         reclaimReleased()
         for i in 0..<slots.count where slots[i].phase == .free {
             let s = slots[i]
