@@ -15,6 +15,8 @@ extension OpusDecoder: FrameDecoder {
     public func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
         decode(nil, length: 0, into: output, frameSize: frameSize)
     }
+
+    // `reset()` (OPUS_RESET_STATE) is declared in Opus.swift and satisfies `FrameDecoder.reset()`.
 }
 
 /// A remote stream's jitter buffer is a mixer input.

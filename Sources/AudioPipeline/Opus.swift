@@ -96,6 +96,9 @@ public final class OpusDecoder: @unchecked Sendable {
         Int(opus_decode(state, packet, Int32(length), pcm, Int32(frameSize), fec ? 1 : 0))
     }
 
+    /// Forgets the decoder's history (OPUS_RESET_STATE): a new stream in a reused slot. Does not allocate.
+    public func reset() { _ = copus_decoder_reset(state) }
+
     /// Text for a negative code returned by `encode`/`decode`.
     public static func errorText(_ code: Int) -> String { String(cString: opus_strerror(Int32(code))) }
 }

@@ -32,7 +32,7 @@ public final class DelayEstimator {
         dirty = true
     }
 
-    public func reset() { next = 0; count = 0; dirty = false; percentileCache = 0 }
+    public func reset() { next = 0; count = 0; dirty = false; percentileCache = 0; minimum = 0 }
 
     /// Recomputes the minimum and the percentile if packets were added since the last call.
     /// Returns true when it recomputed.

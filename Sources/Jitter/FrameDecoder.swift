@@ -10,4 +10,7 @@ public protocol FrameDecoder: AnyObject {
     func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int
     /// Packet loss concealment: synthesises a plausible frame when no data is available.
     func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int
+    /// Forgets all history, as if newly created (a new stream reuses the slot). Called by
+    /// `JitterBuffer.reset()`, i.e. while no other method of the decoder runs.
+    func reset()
 }

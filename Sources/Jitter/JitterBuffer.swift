@@ -35,8 +35,10 @@ public final class JitterBuffer: @unchecked Sendable {
     /// Effective reorder capacity (power of two).
     public let capacity: Int
 
+    /// Monotonic nanoseconds: the clock arrivals are stamped with (the drift corrector reads it too).
+    public let clock: @Sendable () -> UInt64
+
     private let decoder: FrameDecoder
-    private let clock: @Sendable () -> UInt64
     private let frameSize: Int
     private let frameNs: Int64
     private let minDelayNs: Int64
@@ -76,6 +78,7 @@ public final class JitterBuffer: @unchecked Sendable {
     private var newestExtended: Int64 = 0
     private var lastAcceptedArrival: Int64 = 0
 
+    private let initialTargetNs: Int64
     private var targetNs: Int64
     private var lastTargetChange: Int64 = 0
     private var currentDelayNs: Int64 = 0
@@ -115,13 +118,43 @@ public final class JitterBuffer: @unchecked Sendable {
         timestamps = .allocate(capacity: n); timestamps.initialize(repeating: 0, count: n)
         markers = .allocate(capacity: n); markers.initialize(repeating: false, count: n)
         scratch = .allocate(capacity: settings.frameSize); scratch.initialize(repeating: 0, count: settings.frameSize)
-        targetNs = max(minDelayNs, min(maxDelayNs, frameNs))
+        initialTargetNs = max(minDelayNs, min(maxDelayNs, frameNs))
+        targetNs = initialTargetNs
         statistics.targetDelayMs.store(Double(targetNs) / 1e6)
     }
 
     deinit {
         payloads.deallocate(); lengths.deallocate(); states.deallocate()
         sequences.deallocate(); timestamps.deallocate(); markers.deallocate(); scratch.deallocate()
+    }
+
+    /// Returns to the freshly initialised state for a new stream in the same slot: empties the queue
+    /// and the reorder store, forgets the transit window, the timestamp base and the target, resets
+    /// the gauges and the decoder. Counters keep counting.
+    ///
+    /// Precondition: neither the network thread (`queue.push`) nor the audio thread (`readFrame`)
+    /// runs during the call; the caller hands the buffer over with atomics before and after.
+    public func reset() {
+        queue.reset()
+        decoder.reset()
+        estimator.reset()
+        states.update(repeating: 0, count: capacity)
+        sequences.update(repeating: 0, count: capacity)
+        mode = .buffering
+        haveAny = false
+        lowest = 0; highest = 0; nextSeq = 0
+        playout = 0
+        underrunRun = 0
+        excessSince = -1
+        haveOrigin = false; origin = 0; newestExtended = 0; lastExtended = 0
+        lastAcceptedArrival = 0
+        targetNs = initialTargetNs
+        lastTargetChange = 0
+        currentDelayNs = 0
+        statistics.currentDelayMs.store(0)
+        statistics.targetDelayMs.store(Double(targetNs) / 1e6)
+        statistics.bufferLevelMs.store(0)
+        statistics.jitterPercentileMs.store(0)
     }
 
     // MARK: audio-thread state readable by the owner (audio thread)

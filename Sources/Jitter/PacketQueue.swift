@@ -93,6 +93,14 @@ public final class PacketQueue: @unchecked Sendable {
             payload: UnsafeRawBufferPointer(start: bytes + i * maxPayloadBytes, count: lengths[i]))
     }
 
+    /// Empties the queue (a new stream reuses the slot); `full`/`oversize` keep counting.
+    /// Precondition: neither producer nor consumer runs during the call; the caller hands the
+    /// queue over with its own atomics before and after.
+    public func reset() {
+        written.store(0, ordering: .releasing)
+        consumed.store(0, ordering: .releasing)
+    }
+
     /// Consumer side: releases the slot returned by the last `peek()`.
     @inline(__always)
     public func pop() {

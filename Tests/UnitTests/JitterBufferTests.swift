@@ -30,6 +30,7 @@ private final class PatternDecoder: FrameDecoder {
         output[0] = Self.concealed
         return frameSize
     }
+    func reset() {}  // stateless
 }
 
 private final class SimClock: @unchecked Sendable {
