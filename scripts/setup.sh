@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing intercomd need on Debian 12, only what is missing.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 PACKAGES=(
     libasound2-dev libopus-dev libspeexdsp-dev   # the C libraries intercomd links
@@ -9,6 +10,7 @@ PACKAGES=(
     espeak-ng sox                                # speech clips and level measurements for tests
     gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good  # an RTP/Opus peer nobody here wrote
     pkg-config
+    python3-venv python3-dev gcc                 # .venv for speech quality measures (pesq builds a C extension)
 )
 
 missing=()
@@ -22,3 +24,20 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 command -v swift >/dev/null || { echo "setup: swift is not on PATH (expected Swift 6 in /opt/swift/usr/bin)" >&2; exit 1; }
+
+# Speech quality measures (STOI, PESQ) for scripts/quality.py, in a project venv of Debian's
+# python3; reinstalled only when scripts/quality-requirements.txt changes.
+VENV=.venv
+REQUIREMENTS=scripts/quality-requirements.txt
+stamp=$(sha256sum "$REQUIREMENTS" | cut -c1-16)
+if [[ ! -x $VENV/bin/python || $(cat "$VENV/.installed" 2>/dev/null) != "$stamp" ]]; then
+    echo "setup: installing the speech quality measures into $VENV (pystoi, pesq)" >&2
+    [[ -x $VENV/bin/python ]] || /usr/bin/python3 -m venv "$VENV"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-input wheel >/dev/null
+    # numpy first: pesq's build imports it.
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-input \
+        "$(grep '^numpy==' "$REQUIREMENTS")" >/dev/null
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-input -r "$REQUIREMENTS" >/dev/null
+    "$VENV/bin/python" -c "import pystoi, pesq" || { echo "setup: the quality measures do not import" >&2; exit 1; }
+    echo "$stamp" >"$VENV/.installed"
+fi

@@ -24,4 +24,10 @@ public enum Speech {
 
     public static func farEnd() throws -> String { try clip("far-end", text: farEndText, voice: "en-us") }
     public static func nearEnd() throws -> String { try clip("near-end", text: nearEndText, voice: "en+f3", gainDB: -6) }
+
+    /// About 5 s each: one talker per room for the network tests (different voices and words, so
+    /// one can never be mistaken for the other).
+    public static let roomAText = "Room one calling. The delivery for the pharmacy has arrived at the back entrance."
+    public static func roomA() throws -> String { try clip("room-a", text: roomAText, voice: "en-us", gainDB: -3) }
+    public static func roomB() throws -> String { try nearEnd() }
 }

@@ -1,0 +1,213 @@
+import Foundation
+import Glibc
+
+/// Paths inside the repository (this file lives in Tests/TestSupport).
+public enum Repo {
+    public static let root: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../..").standardizedFileURL.path
+
+    /// A program built next to intercomd (swift build puts every product in .build/<config>/).
+    public static func builtProgram(_ name: String) -> String {
+        URL(fileURLWithPath: DaemonProcess.binary).deletingLastPathComponent().appendingPathComponent(name).path
+    }
+
+    /// A fresh folder for one test's files (recordings, logs, configurations).
+    public static func scratchFolder(_ name: String) throws -> String {
+        let dir = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        return dir
+    }
+}
+
+/// Free UDP ports, found by binding port 0 and releasing it again (racy in theory; the kernel
+/// hands out ephemeral ports round-robin, so the same port does not come back at once).
+public enum FreePort {
+    public static func udp(address: String = "127.0.0.1") throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { throw RigError(description: "socket: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_port = 0
+        a.sin_addr.s_addr = inet_addr(address)
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &a) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Int32 in
+                guard bind(fd, p, len) == 0 else { return -1 }
+                return getsockname(fd, p, &len)
+            }
+        }
+        guard bound == 0 else { throw RigError(description: "bind/getsockname: \(String(cString: strerror(errno)))") }
+        return Int(UInt16(bigEndian: a.sin_port))
+    }
+}
+
+/// Speech quality of a recording against the clip that was played: scripts/quality.py in the
+/// project's venv (scripts/setup.sh makes it), which aligns them by cross-correlation (the whole
+/// clip, and each 0.5 s piece on its own, since a jitter buffer may move its delay mid-talk) and
+/// computes STOI (pystoi) and wide-band PESQ (pesq).
+public struct Quality: Decodable, Sendable, CustomStringConvertible {
+    /// Where the whole clip best matches the recording, ms.
+    public let lagMs: Double
+    /// `lagMs` minus the reference offset given.
+    public let delayMs: Double
+    /// The smallest and largest delay of the pieces (minus the reference offset), ms.
+    public let delayMinMs: Double
+    public let delayMaxMs: Double
+    /// Normalised cross-correlation of the whole clip at `lagMs` (1 = the same waveform).
+    public let peak: Double
+    /// Short-Time Objective Intelligibility, 0...1, of the piecewise-aligned recording.
+    public let stoi: Double
+    /// STOI with the single whole-clip alignment (falls when the delay moved mid-clip).
+    public let stoiFixed: Double
+    /// PESQ wide band (MOS-LQO), nil when not asked for or when it failed.
+    public let pesqWb: Double?
+    /// RMS level of the aligned recording, dBFS.
+    public let levelDb: Double
+
+    enum CodingKeys: String, CodingKey {
+        case lagMs = "lag_ms", delayMs = "delay_ms", delayMinMs = "delay_min_ms", delayMaxMs = "delay_max_ms", peak
+        case stoi, stoiFixed = "stoi_fixed", pesqWb = "pesq_wb", levelDb = "level_db"
+    }
+
+    public var description: String {
+        String(format: "STOI %.3f (one alignment: %.3f), PESQ-WB %@, whole-clip correlation %.3f, level %.1f dBFS, at %.0f ms in the recording (pieces %.0f-%.0f ms)",
+               stoi, stoiFixed, pesqWb.map { String(format: "%.2f", $0) } ?? "-", peak, levelDb, lagMs,
+               delayMinMs + (lagMs - delayMs), delayMaxMs + (lagMs - delayMs))
+    }
+
+    public static var python: String { Repo.root + "/.venv/bin/python" }
+
+    /// Measures one recording against its clip.
+    public static func measure(reference: String, recording: String, referenceOffsetMs: Double = 0, pesq: Bool = true) throws -> Quality {
+        try measure([(reference, recording)], referenceOffsetMs: referenceOffsetMs, pesq: pesq)[0]
+    }
+
+    /// Measures several (clip, recording) pairs in one run of the script (it takes ~1.5 s to start).
+    public static func measure(_ pairs: [(reference: String, recording: String)], referenceOffsetMs: Double = 0, pesq: Bool = true) throws -> [Quality] {
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            throw RigError(description: "\(python) is missing: run scripts/setup.sh (it installs pystoi and pesq into .venv)")
+        }
+        var args = [Repo.root + "/scripts/quality.py"] + pairs.flatMap { [$0.reference, $0.recording] }
+        args += ["--reference-offset-ms", "\(referenceOffsetMs)"]
+        if !pesq { args.append("--no-pesq") }
+        let output = try Command.run(python, args)
+        let lines = output.split(separator: "\n").filter { $0.hasPrefix("{") }
+        guard lines.count == pairs.count else {
+            throw RigError(description: "quality.py printed \(lines.count) results for \(pairs.count) pairs: \(output)")
+        }
+        return try lines.map { try JSONDecoder().decode(Quality.self, from: Data($0.utf8)) }
+    }
+}
+
+/// The `network:` statistics line intercomd logs (`final network: ...` at exit).
+public struct NetworkStats: Sendable, CustomStringConvertible {
+    public struct Stream: Sendable {
+        public var delayMs = 0.0, targetMs = 0.0
+        public var received = 0, concealed = 0, fec = 0, late = 0, underruns = 0
+    }
+
+    public var sent = 0
+    public var accepted = 0, datagrams = 0, malformed = 0
+    public var streams: [Stream] = []
+    public let line: String
+
+    public var description: String { line }
+
+    /// Parses the last line of `log` containing `marker` (default: the final statistics).
+    public init?(log: String, marker: String = "final network:") {
+        guard let found = log.split(separator: "\n").last(where: { $0.contains(marker) }) else { return nil }
+        line = String(found)
+        func int(_ key: String, in text: Substring) -> Int? {
+            guard let r = text.range(of: " \(key)=") ?? text.range(of: "[\(key)=") else { return nil }
+            return Int(text[r.upperBound...].prefix { $0.isNumber })
+        }
+        func double(_ key: String, in text: Substring) -> Double? {
+            guard let r = text.range(of: " \(key)=") else { return nil }
+            return Double(text[r.upperBound...].prefix { $0.isNumber || $0 == "." || $0 == "-" })
+        }
+        let text = found
+        sent = int("sent", in: text) ?? 0
+        if let r = text.range(of: " received=") {
+            let parts = text[r.upperBound...].prefix { $0.isNumber || $0 == "/" }.split(separator: "/")
+            accepted = parts.first.flatMap { Int($0) } ?? 0
+            datagrams = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+        }
+        malformed = int("malformed", in: text) ?? 0
+        // Per stream: "[ssrc from addr: delay=.. target=.. ms received=.. concealed=.. fec=.. late=.. underruns=.. drift=..]"
+        for chunk in text.split(separator: "[").dropFirst() where chunk.contains("delay=") {
+            let body = chunk.prefix { $0 != "]" }
+            var s = Stream()
+            s.delayMs = double("delay", in: body) ?? 0
+            s.targetMs = double("target", in: body) ?? 0
+            s.received = int("received", in: body) ?? 0
+            s.concealed = int("concealed", in: body) ?? 0
+            s.fec = int("fec", in: body) ?? 0
+            s.late = int("late", in: body) ?? 0
+            s.underruns = int("underruns", in: body) ?? 0
+            streams.append(s)
+        }
+    }
+}
+
+/// Records a rig room's speaker (its sink's monitor) to a WAV file with parec.
+public final class RoomRecorder: @unchecked Sendable {
+    public let path: String
+    private let process: Process
+
+    public init(room: String, path: String) throws {
+        self.path = path
+        process = try Command.start("/usr/bin/parec", [
+            "--device=\(room).monitor", "--rate=48000", "--channels=1", "--format=s16le",
+            "--latency-msec=10", "--file-format=wav", path,
+        ])
+    }
+
+    /// Stops the recorder (SIGINT: parec finishes the WAV header) and waits for it.
+    public func stop() {
+        if process.isRunning { process.interrupt() }
+        let deadline = Date().addingTimeInterval(3)
+        while process.isRunning, Date() < deadline { usleep(10_000) }
+        if process.isRunning { process.terminate(); process.waitUntilExit() }
+    }
+}
+
+/// The impairment relay (Sources/impairment-relay) as a child process on loopback.
+public final class ImpairmentRelayProcess: @unchecked Sendable {
+    public let process: Process
+    public let port: Int
+    public let logPath: String
+
+    /// Starts `impairment-relay --listen 127.0.0.1:0 --target 127.0.0.1:<targetPort> <options>`
+    /// and waits until it says which port it listens on.
+    public init(targetPort: Int, options: [String]) throws {
+        logPath = NSTemporaryDirectory() + "impairment-relay-\(UUID().uuidString.prefix(8)).log"
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process = try Command.start(Repo.builtProgram("impairment-relay"),
+                                    ["--listen", "127.0.0.1:0", "--target", "127.0.0.1:\(targetPort)"] + options,
+                                    stdout: handle, stderr: handle)
+        let deadline = Date().addingTimeInterval(5)
+        var found: Int?
+        while found == nil, Date() < deadline, process.isRunning {
+            let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            if let r = text.range(of: "(port ") { found = Int(text[r.upperBound...].prefix { $0.isNumber }) }
+            if found == nil { usleep(20_000) }
+        }
+        guard let found else {
+            if process.isRunning { process.terminate() }
+            throw RigError(description: "impairment-relay did not start: \((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "")")
+        }
+        port = found
+    }
+
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// SIGTERM; the relay prints its statistics and exits. Returns its exit status.
+    @discardableResult
+    public func stop() -> Int32 {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Speech quality of a recording against its source: alignment, STOI, PESQ.
+
+    .venv/bin/python scripts/quality.py REFERENCE.wav DEGRADED.wav [REFERENCE2.wav DEGRADED2.wav ...]
+                                        [--reference-offset-ms MS] [--no-pesq]
+
+REFERENCE is the clean clip that was played; DEGRADED is a recording (usually longer) that
+contains it somewhere. The clip is found in the recording by cross-correlation (FFT, over every
+lag at which the clip starts inside the recording). A receiver's jitter buffer may change its
+delay mid-talk (it drops or inserts frames), after which one alignment fits only part of the
+clip; so each 0.5 s piece of the clip is also aligned on its own (within 600 ms of the whole
+clip's lag; quiet pieces keep the previous lag), the aligned pieces are put together, both are
+resampled to 16 kHz, and one JSON object per pair is printed, one per line:
+
+    lag_ms        where the whole clip best matches the recording
+    delay_ms      lag_ms minus --reference-offset-ms (where the clip started in the player's own
+                  timeline: its lead-in and buffering), so it is the path's delay
+    delay_min_ms, delay_max_ms   the same for the pieces: how much the delay moved during the clip
+    peak          normalised cross-correlation of the whole clip at lag_ms, 0..1 (1 = same waveform)
+    stoi          Short-Time Objective Intelligibility (pystoi, Taal et al. 2011), 0..1, of the
+                  piecewise-aligned recording: intelligibility, not the constancy of the delay
+    stoi_fixed    STOI with the one whole-clip alignment (low when the delay moved mid-clip)
+    pesq_wb       PESQ wide band (ITU-T P.862.2, MOS-LQO 1..4.5) of the piecewise-aligned
+                  recording, or null (--no-pesq, or it failed)
+    level_db      RMS level of the aligned recording, dBFS
+
+Digital silence would make STOI undefined (0/0): the recording gets a seeded dither at
+-100 dBFS, far below a 16-bit step, so a silent room measures as what it is, unintelligible.
+Needs numpy, scipy, pystoi, pesq: scripts/setup.sh installs them into .venv.
+"""
+import argparse
+import json
+import sys
+
+import numpy as np
+from scipy.io import wavfile
+from scipy.signal import fftconvolve, resample_poly
+
+STOI_RATE = 16000
+PIECE_S = 0.5          # pieces aligned on their own
+SEARCH_MS = 600        # how far a piece may sit from the whole clip's lag
+QUIET_DBFS = -45       # pieces quieter than this keep the previous piece's lag
+
+
+def read_mono(path):
+    rate, data = wavfile.read(path)
+    x = data.astype(np.float64)
+    if data.dtype == np.int16:
+        x /= 32768.0
+    elif data.dtype == np.int32:
+        x /= 2147483648.0
+    elif data.dtype == np.uint8:
+        x = (x - 128.0) / 128.0
+    if x.ndim == 2:
+        x = x.mean(axis=1)
+    return rate, x
+
+
+def find_lag(ref, sig):
+    """Lag k >= 0 maximising |sum ref[i] * sig[i + k]| with the whole clip inside sig (or, if
+    sig is shorter, every partial overlap from k = 0); returns (lag, normalised peak)."""
+    n = len(ref)
+    corr = fftconvolve(sig, ref[::-1], mode="full")  # corr[n - 1 + k] = sum ref[i] sig[i + k]
+    last = max(0, len(sig) - n)
+    window = corr[n - 1:n - 1 + last + 1]
+    k = int(np.argmax(np.abs(window)))
+    seg = sig[k:k + n]
+    r = ref[:len(seg)]
+    denom = np.sqrt(np.dot(r, r) * np.dot(seg, seg))
+    peak = float(abs(np.dot(r, seg)) / denom) if denom > 0 else 0.0
+    return k, peak
+
+
+def piecewise(ref, deg, lag, rate, rng):
+    """The recording re-aligned piece by piece to the clip; returns (aligned, lags)."""
+    piece, search = int(PIECE_S * rate), int(SEARCH_MS * rate / 1000)
+    aligned = np.empty(len(ref))
+    lags = []
+    current = lag
+    for start in range(0, len(ref), piece):
+        r = ref[start:start + piece]
+        if 10 * np.log10(max(np.mean(r ** 2), 1e-20)) > QUIET_DBFS:
+            lo = max(0, lag + start - search)
+            hi = min(len(deg) - len(r), lag + start + search)
+            if hi >= lo:
+                k, peak = find_lag(r, deg[lo:hi + len(r)])
+                if peak >= 0.3:
+                    current = lo + k - start
+                    lags.append(current)
+        seg = deg[max(0, current + start):current + start + len(r)]
+        if len(seg) < len(r):
+            seg = np.concatenate([seg, rng.standard_normal(len(r) - len(seg)) * 1e-5])
+        aligned[start:start + len(r)] = seg
+    return aligned, lags
+
+
+def measure(reference, degraded, offset_ms, with_pesq, stoi):
+    rate_r, ref = read_mono(reference)
+    rate_d, deg = read_mono(degraded)
+    if rate_r != rate_d:
+        sys.exit(f"quality: sample rates differ: {rate_r} Hz and {rate_d} Hz")
+    rng = np.random.default_rng(12345)
+    deg = deg + rng.standard_normal(len(deg)) * 1e-5
+
+    lag, peak = find_lag(ref, deg)
+    fixed = deg[lag:lag + len(ref)]
+    if len(fixed) < len(ref):  # the recording ended early: compare what is there, pad the rest
+        fixed = np.concatenate([fixed, rng.standard_normal(len(ref) - len(fixed)) * 1e-5])
+    aligned, lags = piecewise(ref, deg, lag, rate_r, rng)
+    g = np.gcd(rate_r, STOI_RATE)
+    def down(x):
+        return resample_poly(x, STOI_RATE // g, rate_r // g)
+    ref16, aligned16, fixed16 = down(ref), down(aligned), down(fixed)
+    ms = 1000.0 / rate_r
+    result = {
+        "lag_ms": round(lag * ms, 2),
+        "delay_ms": round(lag * ms - offset_ms, 2),
+        "delay_min_ms": round(min(lags, default=lag) * ms - offset_ms, 2),
+        "delay_max_ms": round(max(lags, default=lag) * ms - offset_ms, 2),
+        "peak": round(peak, 4),
+        "stoi": round(float(stoi(ref16, aligned16, STOI_RATE, extended=False)), 4),
+        "stoi_fixed": round(float(stoi(ref16, fixed16, STOI_RATE, extended=False)), 4),
+        "pesq_wb": None,
+        "level_db": round(float(10 * np.log10(max(np.mean(aligned ** 2), 1e-20))), 1),
+    }
+    if with_pesq:
+        try:
+            from pesq import pesq
+            result["pesq_wb"] = round(float(pesq(STOI_RATE, ref16, aligned16, "wb")), 3)
+        except Exception as e:  # PESQ refuses e.g. a recording without any utterance
+            result["pesq_error"] = str(e)
+    return result
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("files", nargs="+", metavar="REFERENCE DEGRADED", help="pairs of WAV files")
+    p.add_argument("--reference-offset-ms", type=float, default=0.0,
+                   help="where the clip starts in the player's own timeline; subtracted from lags")
+    p.add_argument("--no-pesq", action="store_true", help="skip PESQ (STOI only)")
+    a = p.parse_args()
+    if len(a.files) % 2:
+        p.error("give WAV files in pairs: REFERENCE DEGRADED [REFERENCE DEGRADED ...]")
+
+    from pystoi import stoi
+
+    for i in range(0, len(a.files), 2):
+        print(json.dumps(measure(a.files[i], a.files[i + 1], a.reference_offset_ms, not a.no_pesq, stoi)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
