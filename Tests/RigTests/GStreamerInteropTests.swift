@@ -1,51 +1,103 @@
-import AudioPipeline
 import Foundation
-import RTP
 import SignalTools
 import TestSupport
-import Transport
 import XCTest
 
-/// Interoperability with an RTP/Opus implementation nobody here wrote: GStreamer from Debian.
+/// Interoperability with an RTP/Opus implementation nobody here wrote: GStreamer from Debian,
+/// against the real daemon on the rig, both ways. Same quality measure and threshold as
+/// NetworkMediaTests (STOI of the speech clip, scripts/quality.py).
 final class GStreamerInteropTests: XCTestCase {
-    func testGStreamerDecodesTheOpusRTPStreamIntercomdSends() throws {
-        let port = try UDPSocket(bind: .loopback(port: 0)).local.port  // a free port, released again
-        let wav = NSTemporaryDirectory() + "gst-\(UUID().uuidString.prefix(8)).wav"
-        let gst = Process()
-        gst.executableURL = URL(fileURLWithPath: "/usr/bin/gst-launch-1.0")
-        gst.arguments = ["-e", "udpsrc", "address=127.0.0.1", "port=\(port)",
-                         "caps=application/x-rtp,media=audio,clock-rate=48000,encoding-name=OPUS,payload=96",
-                         "!", "rtpjitterbuffer", "latency=50", "!", "rtpopusdepay", "!", "opusdec", "!", "audioconvert", "!",
-                         "audio/x-raw,format=S16LE,channels=1,rate=48000", "!", "wavenc", "!", "filesink", "location=\(wav)"]
-        let log = Pipe()
-        gst.standardOutput = log
-        gst.standardError = log
-        try gst.run()
-        Thread.sleep(forTimeInterval: 1.0)  // let the pipeline bind its port
+    static let minSTOI = NetworkMediaTests.minSTOI
+    static let gst = "/usr/bin/gst-launch-1.0"
 
-        let frame = 480
-        let chirp = Signals.toInt16(Signals.chirp(from: 200, to: 4000, duration: 1.5, sampleRate: 48000, amplitude: 0.5))
-        let sender = MediaSender(encoder: try OpusEncoder(), rtp: try RTPSender(payloadType: 96),
-                                 socket: try UDPSocket(bind: .loopback(port: 0)), peers: [.loopback(port: port)], frameSize: frame)
-        chirp.withUnsafeBufferPointer { pcm in
-            for f in 0..<(chirp.count / frame) {
-                sender.send(pcm.baseAddress! + f * frame)
-                usleep(10_000)  // real-time pacing, as the audio thread would produce frames
+    /// Fails clearly when a GStreamer element is missing (scripts/setup.sh installs them).
+    private func requireElements(_ names: [String]) throws {
+        for name in names {
+            do {
+                try Command.run("/usr/bin/gst-inspect-1.0", [name])
+            } catch {
+                XCTFail("GStreamer element '\(name)' is missing (gstreamer1.0-plugins-base/-good; scripts/setup.sh): \(error)")
+                throw error
             }
         }
-        Thread.sleep(forTimeInterval: 0.5)
-        gst.interrupt()  // SIGINT: with -e the pipeline sends EOS and wavenc finishes the file
+    }
+
+    private func stopGStreamer(_ p: Process) {
+        // SIGINT: with -e the pipeline sends EOS first, so wavenc finishes the file.
+        if p.isRunning { p.interrupt() }
         let deadline = Date().addingTimeInterval(5)
-        while gst.isRunning, Date() < deadline { usleep(20_000) }
-        if gst.isRunning { gst.terminate() }
-        let output = String(decoding: log.fileHandleForReading.availableData, as: UTF8.self)
+        while p.isRunning, Date() < deadline { usleep(20_000) }
+        if p.isRunning { p.terminate(); p.waitUntilExit() }
+    }
+
+    /// intercomd on room A sends its microphone (a talker in room A's air) to GStreamer
+    /// (udpsrc ! rtpjitterbuffer ! rtpopusdepay ! opusdec ! wavenc), which must decode the speech.
+    func testGStreamerDecodesTheSpeechIntercomdSends() throws {
+        try Rig.require()
+        try requireElements(["udpsrc", "rtpjitterbuffer", "rtpopusdepay", "opusdec", "wavenc"])
+        let dir = try Repo.scratchFolder("gst-receives")
+        let port = try FreePort.udp()
+        let wav = "\(dir)/gstreamer-decoded.wav"
+        let log = FileHandle(forWritingAtPath: "/dev/null")
+        let gst = try Command.start(Self.gst, [
+            "-e", "udpsrc", "address=127.0.0.1", "port=\(port)",
+            "caps=application/x-rtp,media=audio,clock-rate=48000,encoding-name=OPUS,payload=96",
+            "!", "rtpjitterbuffer", "latency=50", "!", "rtpopusdepay", "!", "opusdec", "!", "audioconvert", "!",
+            "audio/x-raw,format=S16LE,channels=1,rate=48000", "!", "wavenc", "!", "filesink", "location=\(wav)",
+        ], stdout: log, stderr: log)
+        defer { stopGStreamer(gst) }
+        let config = try DaemonProcess.writeRoomConfig("roomA", extra: "[network]\nlisten_port = 0\npeers = [\"127.0.0.1:\(port)\"]")
+        let a = try DaemonProcess(arguments: ["--config", config], name: "intercomd-roomA")
+        defer { a.terminate() }
+        XCTAssertTrue(a.waitForLog("audio thread", timeout: 10), a.log)
+        Thread.sleep(forTimeInterval: 0.5)
+
+        let clip = try Speech.roomA()
+        let talker = try Rig.startTalker(room: "roomA", wav: clip)
+        talker.waitUntilExit()
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertEqual(a.terminate(), 0, a.log)
+        stopGStreamer(gst)
 
         let decoded = try WAVAudio.read(path: wav)
-        XCTAssertEqual(decoded.sampleRate, 48000, output)
-        let found = try XCTUnwrap(Correlation.findDelay(reference: Signals.toFloat(chirp), in: decoded.floats(), maxLag: 48000),
-                                  "the chirp must be in GStreamer's output: \(output)")
-        XCTAssertGreaterThan(found.peak, 0.9, "GStreamer decodes what intercomd sent")
-        print(String(format: "gstreamer interop: decoded %.2f s, chirp found at %.1f ms with correlation %.3f",
-                     decoded.duration, Double(found.lagSamples) / 48, found.peak))
+        XCTAssertEqual(decoded.sampleRate, 48000)
+        let q = try Quality.measure(reference: clip, recording: wav)
+        XCTAssertGreaterThanOrEqual(q.stoi, Self.minSTOI, "GStreamer decodes intelligible speech from intercomd: \(q); \(a.logPath)")
+        print(String(format: "gstreamer interop: intercomd → GStreamer: decoded %.1f s; %@ (%@)", decoded.duration, q.description, wav))
+    }
+
+    /// GStreamer encodes a speech file (opusenc ! rtpopuspay) and sends it to intercomd on room B,
+    /// whose speaker must play it. Opus frames of 10 ms, intercomd's period: GStreamer's default
+    /// of 20 ms is not decoded by intercomd yet (each packet fails to decode into one 10 ms frame:
+    /// silence), a known gap reported with this test.
+    func testIntercomdPlaysTheSpeechGStreamerSends() throws {
+        try Rig.require()
+        try requireElements(["filesrc", "wavparse", "audioresample", "opusenc", "rtpopuspay", "udpsink"])
+        let dir = try Repo.scratchFolder("gst-sends")
+        let port = try FreePort.udp()
+        let config = try DaemonProcess.writeRoomConfig("roomB", extra: "[network]\nlisten_port = \(port)\n[log]\nstats_interval_s = 1")
+        let b = try DaemonProcess(arguments: ["--config", config], name: "intercomd-roomB")
+        defer { b.terminate() }
+        XCTAssertTrue(b.waitForLog("audio thread", timeout: 10), b.log)
+        let speaker = try RoomRecorder(room: "roomB", path: "\(dir)/roomB-speaker.wav")
+        defer { speaker.stop() }
+        Thread.sleep(forTimeInterval: 0.3)
+
+        let clip = try Speech.roomB()
+        try Command.run(Self.gst, [
+            "-q", "filesrc", "location=\(clip)", "!", "wavparse", "!", "audioconvert", "!", "audioresample", "!",
+            "audio/x-raw,rate=48000,channels=1", "!", "opusenc", "frame-size=10", "!", "rtpopuspay", "pt=96", "!",
+            "udpsink", "host=127.0.0.1", "port=\(port)",
+        ])  // udpsink syncs to the clock: the file goes out in real time, and gst-launch ends with it
+        Thread.sleep(forTimeInterval: 0.8)
+        speaker.stop()
+        XCTAssertEqual(b.terminate(), 0, b.log)
+        let stats = try XCTUnwrap(NetworkStats(log: b.log), b.log)
+        XCTAssertGreaterThan(stats.accepted, 200, "intercomd accepted GStreamer's packets: \(stats.line)")
+        XCTAssertEqual(stats.malformed, 0, stats.line)
+
+        let q = try Quality.measure(reference: clip, recording: speaker.path)
+        XCTAssertGreaterThanOrEqual(q.stoi, Self.minSTOI, "room B's speaker plays GStreamer's speech: \(q); \(b.logPath)")
+        print("gstreamer interop: GStreamer → intercomd: \(q) (\(speaker.path)); \(stats.line)")
     }
 }
