@@ -44,7 +44,7 @@ let package = Package(
         // → peers, and datagram → RTP parse → per-stream jitter buffer (a mixer slot).
         .target(name: "Transport", dependencies: ["RTP", "AudioPipeline", "Jitter", "RealTime"]),
         // Adaptive jitter buffer (issue 3).
-        .target(name: "Jitter", dependencies: ["RealTime"]),
+        .target(name: "Jitter", dependencies: ["RealTime", "SpeexDSP"]),
         // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "AudioPipeline", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",

@@ -19,5 +19,6 @@ extension OpusDecoder: FrameDecoder {
     // `reset()` (OPUS_RESET_STATE) is declared in Opus.swift and satisfies `FrameDecoder.reset()`.
 }
 
-/// A remote stream's jitter buffer is a mixer input.
+/// A remote stream's jitter buffer is a mixer input, or its drift corrector is.
 extension JitterBuffer: FrameSource {}
+extension DriftCorrector: FrameSource {}

@@ -155,12 +155,16 @@ public final class JitterBuffer: @unchecked Sendable {
         statistics.targetDelayMs.store(Double(targetNs) / 1e6)
         statistics.bufferLevelMs.store(0)
         statistics.jitterPercentileMs.store(0)
+        statistics.driftPPM.store(0)
     }
 
     // MARK: audio-thread state readable by the owner (audio thread)
 
     /// True once playout has started (false while buffering).
     public var isPlaying: Bool { mode == .playing }
+    /// Playing: the (extended) RTP timestamp of the next frame. It advances one frame per frame
+    /// played; any other jump is a delay step (insert, drop, an underrun's late packet).
+    public var playoutTimestamp: Int64 { playout }
     /// Target delay, ms.
     public var targetDelayMs: Double { Double(targetNs) / 1e6 }
     /// Delay of the last frame played beyond the fastest transit, ms (see the type's comment).

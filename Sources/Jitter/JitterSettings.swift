@@ -83,6 +83,9 @@ public final class JitterStatistics: Sendable {
     public let bufferLevelMs = Gauge()
     /// The transit-delay percentile over the window (relative to the window's minimum), ms.
     public let jitterPercentileMs = Gauge()
+    /// The sender's clock rate relative to ours as estimated by the `DriftCorrector`, ppm (positive:
+    /// the sender is fast); 0 without a corrector.
+    public let driftPPM = Gauge()
 
     public init() {}
 }

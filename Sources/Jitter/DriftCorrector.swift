@@ -1,0 +1,192 @@
+import RealTime
+import SpeexDSP
+
+/// Clock-drift correction for one stream: pulls frames from a `JitterBuffer` and resamples them
+/// (speexdsp) at a ratio trimmed by `DriftController`, so that a sender whose clock is a few hundred
+/// ppm off ours never makes the jitter buffer insert or drop a frame.
+///
+/// Control. The reading is the age of the newest sample handed to the resampler: the buffer's delay
+/// at the last pull plus the time since, minus what was consumed of that frame. Frames are pulled
+/// whole and only when needed, so the buffer sees delays from that age to one frame more. It neither
+/// inserts nor drops while its delay stays in [target - frame/2, target + frame]; the setpoint
+/// `target - frame/4` centres the one-frame spread in that band (2.5 ms margin each side at 10 ms
+/// frames). Discrete changes (the buffer inserting or dropping, an underrun's late packet, the target
+/// moving) are taken up by the controller's offset and worked off smoothly; the buffer's own
+/// insert/drop stays the coarse control for what the trim cannot follow.
+///
+/// Added delay. The newest sample played is `target - frame/4` old, plus the resampler's filter,
+/// `resamplerDelaySamples` (half its length: 24 samples = 0.5 ms at quality 3, 48 kHz). Pulled
+/// directly it is `d - frame` old, the buffer's delay d being anywhere in the band (without drift it
+/// stays where playout started, in [target - frame/2, target + frame/2)): on average the corrector
+/// adds 3/4 frame + 0.5 ms (8 ms at 10 ms frames), the price of keeping away from the band's edges.
+///
+/// Threads: `readFrame` runs on the audio thread and neither allocates (everything, including
+/// speexdsp's filter tables for every ratio within the clamp, is allocated in `init`), locks nor
+/// logs. `reset()` has the jitter buffer's precondition: nobody reads or pushes meanwhile.
+public final class DriftCorrector: @unchecked Sendable {
+    // @unchecked: all mutable state is touched by the audio thread only (or by `reset` when it is not running).
+
+    /// The ratio is (2^16 + steps) / 2^16, i.e. 15.3 ppm steps; the loop dithers between them.
+    /// speexdsp rescales its phase by new/old denominator in 32 bits: with denominators near 10^6
+    /// that overflows, `set_rate_frac` fails half-way and the next `process` reads out of bounds.
+    static let ratioDenominator: Int = 1 << 16
+    /// The resolution of the trim, ppm.
+    public static let ratioStepPPM = 1e6 / Double(ratioDenominator)
+
+    public let buffer: JitterBuffer
+    public let settings: DriftSettings
+
+    private let frameSize: Int
+    private let frameMs: Double
+    private let samplesPerMs: Double
+    private let resampler: SpeexResampler
+    private var controller: DriftController
+    /// The last frame pulled, consumed from `head` (`head == frameSize`: empty).
+    private let pending: UnsafeMutablePointer<Int16>
+    private var head = 0
+    /// The trim the resampler runs at, in steps of 1/`ratioDenominator`.
+    private var appliedSteps = 0
+    private var latency = 0
+    private var pulled = false
+    private var delayAtPullMs = 0.0
+    private var pullNanos: Int64 = 0
+    /// Delay steps of the jitter buffer during this frame's pulls, samples.
+    private var stepSamples = 0
+    private var lastTargetMs = 0.0
+    /// Input positions (samples pulled since reset): end of the newest audible frame.
+    private var pulledSamples = 0
+    private var audibleUntil = Int.min / 2
+
+    public init(buffer: JitterBuffer, settings: DriftSettings = DriftSettings()) throws {
+        precondition(settings.maxTrimPPM < 100_000, "a trim beyond 10 % is not drift")
+        self.buffer = buffer
+        self.settings = settings
+        frameSize = buffer.settings.frameSize
+        frameMs = buffer.settings.frameMs
+        samplesPerMs = Double(buffer.settings.sampleRate) / 1000
+        controller = DriftController(settings: settings, frameMs: frameMs)
+        resampler = try SpeexResampler(rate: buffer.settings.sampleRate, quality: settings.resamplerQuality)
+        // speexdsp grows its filter table and memory on ratio changes but never shrinks them: visiting
+        // both ends of the clamp here makes every later change allocation-free.
+        let extreme = Self.steps(settings.maxTrimPPM) + 1
+        for steps in [extreme, -extreme] {
+            let rc = resampler.setRatio(numerator: UInt32(Self.ratioDenominator + steps), denominator: UInt32(Self.ratioDenominator))
+            precondition(rc == 0, "speexdsp refused the ratio for \(settings.maxTrimPPM) ppm")
+        }
+        pending = .allocate(capacity: frameSize)
+        pending.initialize(repeating: 0, count: frameSize)
+        restart()
+    }
+
+    deinit { pending.deallocate() }
+
+    /// Smoothed delay error, ms (the loop's input).
+    public var errorMs: Double { controller.errorMs }
+    /// The drift estimate, ppm (also `buffer.statistics.driftPPM`).
+    public var driftPPM: Double { controller.driftPPM }
+    /// The current trim of the playout rate, ppm.
+    public var trimPPM: Double { controller.trimPPM }
+    /// Age of the newest sample played beyond the fastest transit, ms: the buffer's delay measure,
+    /// continuous instead of stepping by a frame at each pull (0 while the buffer is not playing).
+    public private(set) var delayMs = 0.0
+    /// Delay of the resampler's filter, samples.
+    public var resamplerDelaySamples: Int { latency }
+
+    /// Produces exactly one frame; returns false when it holds nothing audible (the meaning of
+    /// `JitterBuffer.readFrame`). Disabled: the jitter buffer's frame, unchanged.
+    @discardableResult
+    public func readFrame(into out: UnsafeMutablePointer<Int16>, count: Int) -> Bool {
+        guard settings.enabled else { return buffer.readFrame(into: out, count: count) }
+        guard count == frameSize else {
+            out.update(repeating: 0, count: count)
+            return false
+        }
+        let now = Int64(bitPattern: buffer.clock())
+        // The filter reaches `latency` samples either side of what it outputs.
+        let outputStart = pulledSamples - (frameSize - head) - 2 * latency
+        var produced = 0
+        var pulls = 0
+        while true {
+            if head < frameSize {
+                let r = resampler.process(pending + head, inputCount: frameSize - head,
+                                          into: out + produced, outputCapacity: count - produced)
+                head += r.consumed
+                produced += r.produced
+            }
+            if produced == count { break }
+            // Within the clamp two pulls suffice; a third would mean a stuck resampler.
+            guard pulls < 3 else {
+                (out + produced).update(repeating: 0, count: count - produced)
+                break
+            }
+            pull(now: now)
+            pulls += 1
+        }
+        steer(now: now)
+        return audibleUntil > outputStart
+    }
+
+    /// Returns corrector and jitter buffer to their freshly initialised state (a new stream in this
+    /// slot). Same precondition as `JitterBuffer.reset()`; resets the buffer, so call only this one.
+    public func reset() {
+        buffer.reset()
+        restart()
+    }
+
+    private func restart() {
+        controller.reset()
+        resampler.setRatio(numerator: 1, denominator: 1)
+        resampler.reset()
+        appliedSteps = 0
+        latency = resampler.inputLatency
+        head = frameSize
+        pulled = false
+        delayAtPullMs = 0
+        pullNanos = 0
+        stepSamples = 0
+        lastTargetMs = 0
+        delayMs = 0
+        pulledSamples = 0
+        audibleUntil = Int.min / 2
+    }
+
+    private func pull(now: Int64) {
+        let wasPlaying = buffer.isPlaying
+        let before = buffer.playoutTimestamp
+        if buffer.readFrame(into: pending, count: frameSize) { audibleUntil = pulledSamples + frameSize }
+        if wasPlaying && buffer.isPlaying {
+            // Anything but one frame of playout advance is a step of the buffer's delay.
+            stepSamples += frameSize - Int(buffer.playoutTimestamp - before)
+        }
+        pulledSamples += frameSize
+        head = 0
+        pulled = true
+        delayAtPullMs = buffer.currentDelayMs
+        pullNanos = now
+    }
+
+    private func steer(now: Int64) {
+        let trim: Double
+        if pulled && buffer.isPlaying {
+            let ageMs = delayAtPullMs + Double(now - pullNanos) / 1e6 - Double(head) / samplesPerMs
+            let target = buffer.targetDelayMs
+            delayMs = ageMs + Double(latency) / samplesPerMs
+            let stepMs = Double(stepSamples) / samplesPerMs - (target - lastTargetMs)
+            trim = controller.update(errorMs: ageMs - (target - frameMs / 4), stepMs: stepMs)
+            lastTargetMs = target
+        } else {
+            delayMs = 0
+            trim = controller.hold()
+        }
+        stepSamples = 0
+        buffer.statistics.driftPPM.store(controller.driftPPM)
+        let steps = Self.steps(trim)
+        guard steps != appliedSteps else { return }
+        // Input samples per output sample = (2^16 + steps) / 2^16: a positive trim plays faster.
+        resampler.setRatio(numerator: UInt32(Self.ratioDenominator + steps), denominator: UInt32(Self.ratioDenominator))
+        appliedSteps = steps
+        latency = resampler.inputLatency
+    }
+
+    private static func steps(_ ppm: Double) -> Int { Int((ppm * 1e-6 * Double(ratioDenominator)).rounded()) }
+}

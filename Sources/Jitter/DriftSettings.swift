@@ -1,0 +1,34 @@
+/// Configuration of one `DriftCorrector`; every default lives here.
+///
+/// The loop (see `DriftController`): trim = P·e + I·∫e dt, e = smoothed delay error in ms, trim in
+/// ppm of playout rate; a trim of x ppm moves the delay by x·1e-3 ms per second. With the defaults a
+/// 1 ms error trims 200 ppm (P alone settles in 1 / 0.2 s⁻¹ = 5 s) and I = P²·1e-3/4 makes the
+/// loop critically damped (ω = 0.1 s⁻¹): a 200 ppm sender peaks at 0.2 ms/s / (ω·e) = 0.74 ms of
+/// error while the drift estimate converges, within about a minute.
+public struct DriftSettings: Sendable, Equatable {
+    /// Off: frames pass straight from the jitter buffer (its own insert/drop handles drift).
+    public var enabled: Bool
+    /// Trim per ms of smoothed delay error, ppm/ms.
+    public var proportionalPPMPerMs: Double
+    /// Trim added per second per ms of smoothed delay error, ppm/(ms·s): the drift estimate's rate.
+    public var integralPPMPerMsSecond: Double
+    /// Largest trim either way, ppm; also bounds the drift estimate. 1000 ppm = 1 ms per second,
+    /// a 1.7-cent pitch change: inaudible, and five times the worst crystal pair (±100 ppm each).
+    public var maxTrimPPM: Double
+    /// Time constant of the error smoothing, ms: the audio thread's wake-ups make each reading jitter
+    /// by up to a period, and a 1 s average of that is well below a millisecond.
+    public var smoothingMs: Double
+    /// speexdsp resampler quality 0...10. Its filter delays the audio by half its length:
+    /// 24 samples (0.5 ms at 48 kHz) at quality 3, speexdsp's VoIP default.
+    public var resamplerQuality: Int
+
+    public init(enabled: Bool = true, proportionalPPMPerMs: Double = 200, integralPPMPerMsSecond: Double = 10,
+                maxTrimPPM: Double = 1000, smoothingMs: Double = 1000, resamplerQuality: Int = 3) {
+        self.enabled = enabled
+        self.proportionalPPMPerMs = proportionalPPMPerMs
+        self.integralPPMPerMsSecond = integralPPMPerMsSecond
+        self.maxTrimPPM = maxTrimPPM
+        self.smoothingMs = smoothingMs
+        self.resamplerQuality = resamplerQuality
+    }
+}

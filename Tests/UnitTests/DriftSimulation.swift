@@ -1,0 +1,105 @@
+import Impairment
+import Jitter
+import SignalTools
+import XCTest
+
+/// A sender whose clock runs `ppm` fast, through a seeded `ImpairmentModel`, into a `JitterBuffer`
+/// read through a `DriftCorrector` once per simulated 10 ms period (receiver clock).
+struct DriftSimulation {
+    static let ms: UInt64 = 1_000_000
+    var ppm: Double
+    var drift = DriftSettings()
+    var jitter = JitterSettings()
+    var profile: ImpairmentProfile
+    var frames: Int
+    /// The audio thread wakes up to this late (uniform), so each reading jitters by as much.
+    var wakeJitterMs: Double = 0
+
+    struct Result {
+        /// Per cycle: the jitter buffer's current delay and target, the corrector's delay, smoothed
+        /// error and drift estimate.
+        var delayMs: [Double] = []
+        var targetMs: [Double] = []
+        var correctedDelayMs: [Double] = []
+        var errorMs: [Double] = []
+        var driftPPM: [Double] = []
+        /// Per cycle: whether the buffer was playing.
+        var playing: [Bool] = []
+        /// Cumulative `dropped` and `inserted` at the end of each cycle.
+        var dropped: [Int] = []
+        var inserted: [Int] = []
+        var statistics: JitterStatistics
+        var impairment: ImpairmentCounters
+
+        static func median<S: Sequence>(_ values: S) -> Double where S.Element == Double {
+            let s = values.sorted()
+            return s[s.count / 2]
+        }
+
+        /// Cycles `first..<last` minutes.
+        func minutes(_ first: Int, _ last: Int) -> Range<Int> { (first * Self.minute)..<min(delayMs.count, last * Self.minute) }
+
+        /// Cycles per minute at 10 ms.
+        static let minute = 6_000
+
+        func events(_ cumulative: [Int], inMinute m: Int) -> Int {
+            let end = min(cumulative.count, (m + 1) * Self.minute) - 1
+            return cumulative[end] - (m == 0 ? 0 : cumulative[m * Self.minute - 1])
+        }
+    }
+
+    /// Packets as (sequence, timestamp, arrival) sorted by arrival; the sender's frame k leaves at
+    /// k·10 ms of its own clock, i.e. k·10 ms / (1 + ppm·1e-6) of ours.
+    private func packets(start: UInt64) throws -> (packets: [TracePacket], counters: ImpairmentCounters) {
+        var model = try ImpairmentModel(profile: profile)
+        var out: [TracePacket] = []
+        out.reserveCapacity(frames + frames / 50)
+        let period = 10e6 / (1 + ppm * 1e-6)
+        for k in 0..<(frames + 100) {
+            let sent = start + UInt64((Double(k) * period).rounded())
+            for arrival in model.sendTimes(arrivalNs: sent) {
+                out.append(TracePacket(sequence: UInt16(truncatingIfNeeded: k), timestamp: UInt32(truncatingIfNeeded: k * 480),
+                                       arrival: arrival))
+            }
+        }
+        // Stable: copies with equal arrival keep their order.
+        let sorted = out.enumerated().sorted { ($0.element.arrival, $0.offset) < ($1.element.arrival, $1.offset) }.map(\.element)
+        return (sorted, model.counters)
+    }
+
+    func run() throws -> Result {
+        let start: UInt64 = 1_000_000_000
+        let clock = TraceClock(start)
+        let buffer = JitterBuffer(settings: jitter, decoder: TagDecoder(), clock: { clock.now })
+        let corrector = try DriftCorrector(buffer: buffer, settings: drift)
+        let (trace, counters) = try packets(start: start)
+        var next = 0
+        let frame = UnsafeMutablePointer<Int16>.allocate(capacity: jitter.frameSize)
+        defer { frame.deallocate() }
+        var payload: UInt16 = 0
+        var wake = SplitMix64(seed: 99)
+        var r = Result(statistics: buffer.statistics, impairment: counters)
+        for c in 0..<frames {
+            clock.now = start + UInt64(c) * 10 * Self.ms + 7 * Self.ms + UInt64(wake.nextUnit() * wakeJitterMs * 1e6)
+            while next < trace.count, trace[next].arrival <= clock.now {
+                let p = trace[next]
+                payload = p.sequence
+                let ok = withUnsafeBytes(of: &payload) {
+                    buffer.queue.push(payload: $0, sequence: p.sequence, timestamp: p.timestamp, marker: false, arrivalNanos: p.arrival)
+                }
+                precondition(ok)
+                next += 1
+            }
+            corrector.readFrame(into: frame, count: jitter.frameSize)
+            r.delayMs.append(buffer.currentDelayMs)
+            r.targetMs.append(buffer.targetDelayMs)
+            r.correctedDelayMs.append(corrector.delayMs)
+            r.errorMs.append(corrector.errorMs)
+            r.driftPPM.append(corrector.driftPPM)
+            r.playing.append(buffer.isPlaying)
+            r.dropped.append(buffer.statistics.dropped.load)
+            r.inserted.append(buffer.statistics.inserted.load)
+        }
+        return r
+    }
+}

@@ -1,0 +1,106 @@
+import Impairment
+import Jitter
+import XCTest
+
+/// Ten simulated minutes of a sender whose clock is 200 ppm off ours, over a bad network, through
+/// the jitter buffer and the drift corrector; and the same trace with the correction off.
+final class DriftTraceTests: XCTestCase {
+    /// 30 ms of uniform jitter on 5 ms, 2 % random loss plus Gilbert-Elliott bursts (mean 3.3
+    /// packets), 2 % held back 20 ms (reordered), 1 % duplicated.
+    static let profile = ImpairmentProfile(baseDelayMs: 5, jitterMs: 30, lossPercent: 2, burstEnterPercent: 0.5,
+                                           burstExitPercent: 30, burstLossPercent: 80, reorderPercent: 2,
+                                           reorderDelayMs: 20, duplicatePercent: 1, seed: 11)
+    static let frames = 60_000
+
+    func testSenderClock200ppmFastIsFollowedWithoutPeriodicDrops() throws { try check(ppm: 200) }
+
+    func testSenderClock200ppmSlowIsFollowedWithoutPeriodicInsertsOrUnderruns() throws { try check(ppm: -200) }
+
+    /// Three minutes with the audio thread waking up to a whole period late: the smoothing keeps
+    /// the loop's error inside the band and the estimate on the sender's offset. (The buffer's own
+    /// insert/drop decisions read the raw delay; beyond a few ms of wake-up jitter they chatter,
+    /// drift or not, which is printed here and not the corrector's to fix.)
+    func testWakeUpJitterOfAPeriodIsSmoothedOut() throws {
+        let jitter = JitterSettings(), ppm = 200.0
+        let r = try run(ppm: ppm, corrected: true, frames: 18_000, wakeJitterMs: jitter.frameMs)
+        let warm = r.minutes(1, 3)
+        let worstError = warm.map { abs(r.errorMs[$0]) }.max() ?? .infinity
+        XCTAssertLessThan(worstError, jitter.frameMs / 4)
+        let estimates = r.minutes(2, 3).map { r.driftPPM[$0] }
+        XCTAssertEqual(DriftSimulation.Result.median(estimates), ppm, accuracy: 2 * DriftCorrector.ratioStepPPM)
+        print(String(format: "wake-up jitter %.0f ms: worst loop error %.2f ms, estimate %.1f ppm; the buffer dropped %d, inserted %d",
+                     jitter.frameMs, worstError, DriftSimulation.Result.median(estimates), r.statistics.dropped.load,
+                     r.statistics.inserted.load))
+    }
+
+    private func run(ppm: Double, corrected: Bool, frames: Int = frames, wakeJitterMs: Double = 0) throws -> DriftSimulation.Result {
+        var sim = DriftSimulation(ppm: ppm, profile: Self.profile, frames: frames)
+        sim.drift.enabled = corrected
+        sim.wakeJitterMs = wakeJitterMs
+        return try sim.run()
+    }
+
+    private func check(ppm: Double) throws {
+        let jitter = JitterSettings(), drift = DriftSettings()
+        let baseline = try run(ppm: 0, corrected: true)  // the same network without drift
+        let on = try run(ppm: ppm, corrected: true)
+        let off = try run(ppm: ppm, corrected: false)
+        typealias R = DriftSimulation.Result
+        let minutes = Self.frames / R.minute
+        // Each frame the sender's clock gains or loses ppm·1e-6 of a frame.
+        let driftFrames = Double(Self.frames) * abs(ppm) * 1e-6
+        let warm = on.minutes(1, minutes)
+
+        // The buffer's delay stays within its bounds after the first minute.
+        let outside = warm.filter { on.playing[$0] && !(jitter.minDelayMs...jitter.maxDelayMs).contains(on.delayMs[$0]) }
+        XCTAssertEqual(outside.count, 0, "cycles outside [\(jitter.minDelayMs), \(jitter.maxDelayMs)] ms")
+
+        // The loop keeps its error well inside the band where the buffer neither inserts nor drops
+        // (a quarter frame each side of the setpoint).
+        let worstError = warm.map { abs(on.errorMs[$0]) }.max() ?? .infinity
+        XCTAssertLessThan(worstError, jitter.frameMs / 4)
+
+        // No creep. The loop's peak error against a drift step is drift / (ω·e), ω = √(I·1e-3); the
+        // delay it holds may differ by twice that between two minutes, plus whatever the target did.
+        let omega = (drift.integralPPMPerMsSecond * 1e-3).squareRoot()
+        let loopError = abs(ppm) * 1e-3 / (omega * M_E)
+        let early = on.minutes(1, 2), last = on.minutes(minutes - 1, minutes)
+        let targetMove = abs(R.median(last.map { on.targetMs[$0] }) - R.median(early.map { on.targetMs[$0] }))
+        let heldCreep = abs(R.median(last.map { on.correctedDelayMs[$0] }) - R.median(early.map { on.correctedDelayMs[$0] }))
+        XCTAssertLessThanOrEqual(heldCreep, 2 * loopError + targetMove, "the corrector's delay crept")
+        // The buffer measures its delay at whole-frame pulls, so its reading sweeps one frame as the
+        // pulls slip against our periods (every frameMs / drift = 50 s): half a frame more.
+        let bufferCreep = abs(R.median(last.map { on.delayMs[$0] }) - R.median(early.map { on.delayMs[$0] }))
+        XCTAssertLessThanOrEqual(bufferCreep, jitter.frameMs / 2 + 2 * loopError + targetMove, "the buffer's delay crept")
+
+        // No periodic drops or inserts: no more than on the same network without drift.
+        let s = on.statistics, b = baseline.statistics
+        XCTAssertLessThanOrEqual(s.dropped.load, b.dropped.load + 1)
+        XCTAssertLessThanOrEqual(s.inserted.load, b.inserted.load + 1)
+
+        // The drift estimate converges (within the first two minutes) to the sender's offset, to
+        // about the ratio's resolution.
+        let estimates = on.minutes(2, minutes).map { on.driftPPM[$0] }
+        XCTAssertEqual(R.median(estimates), ppm, accuracy: DriftCorrector.ratioStepPPM)
+        XCTAssertLessThanOrEqual(estimates.map { abs($0 - ppm) }.max() ?? .infinity, 2 * DriftCorrector.ratioStepPPM)
+
+        // The same trace uncorrected: the buffer's coarse control pays for the drift, frame by frame.
+        let o = off.statistics
+        if ppm > 0 {
+            let extraDrops = o.dropped.load - b.dropped.load
+            XCTAssertGreaterThanOrEqual(Double(extraDrops), 0.75 * driftFrames, "a fast sender makes the buffer drop")
+            let minutesWithDrops = (0..<minutes).filter { off.events(off.dropped, inMinute: $0) > 0 }.count
+            XCTAssertGreaterThanOrEqual(Double(minutesWithDrops), 0.8 * Double(minutes), "periodically")
+        } else {
+            // A slow sender empties the buffer until packets come late: underruns and insertions.
+            let hits = { (t: JitterStatistics) in t.underruns.load + t.inserted.load + t.late.load }
+            XCTAssertGreaterThanOrEqual(Double(hits(o) - hits(s)), driftFrames, "a slow sender makes the buffer underrun")
+        }
+        print(String(format: "drift %+.0f ppm: estimate %.1f ppm (median from minute 2), worst loop error %.2f ms, "
+                     + "creep %.2f ms (buffer %.2f ms, target moved %.2f ms); dropped/inserted %d/%d (no drift %d/%d, "
+                     + "uncorrected %d/%d); underruns+late %d (uncorrected %d)",
+                     ppm, R.median(estimates), worstError, heldCreep, bufferCreep, targetMove, s.dropped.load,
+                     s.inserted.load, b.dropped.load, b.inserted.load, o.dropped.load, o.inserted.load,
+                     s.underruns.load + s.late.load, o.underruns.load + o.late.load))
+    }
+}
