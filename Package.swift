@@ -56,7 +56,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "intercom-bench", dependencies: [
-            "IntercomDaemon", "AudioPipeline", "EchoCancel", "SignalTools", "CAllocCounter",
+            "IntercomDaemon", "AudioPipeline", "EchoCancel", "SignalTools", "CAllocCounter", "Jitter", "RTP", "SpeexDSP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 

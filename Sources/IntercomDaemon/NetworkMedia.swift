@@ -30,8 +30,8 @@ final class NetworkMedia: @unchecked Sendable {
         streams = try (0..<config.network.maxStreams).map { _ in
             let decoder = try OpusDecoder(sampleRate: config.audio.sampleRate)
             let jitter = JitterBuffer(settings: settings, decoder: decoder)
-            // TODO(drift): DriftCorrector as the source once it lands; reset both.
-            return RemoteStream(jitter: jitter, source: jitter, reset: {})
+            let drift = try DriftCorrector(buffer: jitter, settings: DriftSettings(enabled: config.jitter.driftCorrection))
+            return RemoteStream(jitter: jitter, source: drift, reset: { drift.reset() })
         }
     }
 
@@ -58,7 +58,7 @@ final class NetworkMedia: @unchecked Sendable {
         let sender = MediaSender(encoder: encoder, rtp: rtp, socket: socket, peers: peers, frameSize: a.framesPerPeriod)
         let receiver = n.listenPort > 0
             ? MediaReceiver(table: StreamTable(streams: streams, idleTimeoutNanos: UInt64(n.streamTimeoutMs) * 1_000_000),
-                            payloadType: UInt8(n.payloadType), ownSSRC: rtp.ssrc)
+                            payloadType: UInt8(n.payloadType), ownSSRC: rtp.ssrc, audioRunning: engine.stats.running)
             : nil
         loop = NetworkLoop(socket: socket, sender: sender, receiver: receiver, microphone: engine.microphone,
                            doorbell: doorbell, frameSize: a.framesPerPeriod, tee: tee)
@@ -102,14 +102,15 @@ final class NetworkMedia: @unchecked Sendable {
         }
         if let r = loop.receiver {
             let st = r.statistics, t = r.table
-            parts.append("received=\(st.accepted.load)/\(st.datagrams.load) malformed=\(st.malformedTotal)[\(st.malformedSummary)] own=\(st.ownPackets.load) queue_full=\(st.queueFull.load)")
+            parts.append("received=\(st.accepted.load)/\(st.datagrams.load) malformed=\(st.malformedTotal)[\(st.malformedSummary)] own=\(st.ownPackets.load) queue_full=\(st.queueFull.load) audio_stopped=\(st.audioStopped.load)")
             parts.append("streams active=\(t.active.load) started=\(t.started.load) evicted=\(t.evicted.load) refused=\(t.refused.load) probation=\(t.probation.load)")
             for s in streams where s.input.handOff?.isActive == true {
                 let j = s.jitter.statistics
                 parts.append(String(
-                    format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d concealed=%d fec=%d late=%d underruns=%d drift=%.0fppm]",
+                    format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d played=%d concealed=%d fec=%d late=%d underruns=%d inserted=%d dropped=%d silence=%d rebuffers=%d drift=%.0fppm]",
                     s.currentSSRC.load, s.sourceDescription, j.currentDelayMs.load, j.targetDelayMs.load,
-                    j.received.load, j.lost.load, j.fecRecovered.load, j.late.load, j.underruns.load, 0.0))
+                    j.received.load, j.played.load, j.lost.load, j.fecRecovered.load, j.late.load, j.underruns.load,
+                    j.inserted.load, j.dropped.load, j.silenceFrames.load, j.rebuffers.load, j.driftPPM.load))
             }
         }
         return "network: " + parts.joined(separator: " ")

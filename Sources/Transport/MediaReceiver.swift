@@ -14,6 +14,8 @@ public final class ReceiveStatistics: Sendable {
     public let ownPackets = Counter()
     /// Packets of a stream whose jitter-buffer queue was full (the audio thread fell behind).
     public let queueFull = Counter()
+    /// Packets dropped because the audio engine was not running (no one would play them).
+    public let audioStopped = Counter()
 
     public init() {}
 
@@ -66,12 +68,16 @@ public final class MediaReceiver: @unchecked Sendable {
     public let payloadType: UInt8
     /// Our own sender's SSRC: packets carrying it are our own coming back.
     public let ownSSRC: UInt32?
+    /// Set while the audio thread plays. Packets queued while it does not would all be played
+    /// late at once when it (re)starts, and make the jitter buffer believe in a huge jitter.
+    private let audioRunning: Flag?
 
-    public init(table: StreamTable, payloadType: UInt8, ownSSRC: UInt32?) {
+    public init(table: StreamTable, payloadType: UInt8, ownSSRC: UInt32?, audioRunning: Flag? = nil) {
         precondition(RTPParseError.allCases.count == 9, "update statIndex")
         self.table = table
         self.payloadType = payloadType
         self.ownSSRC = ownSSRC
+        self.audioRunning = audioRunning
     }
 
     @inline(__always)
@@ -86,6 +92,7 @@ public final class MediaReceiver: @unchecked Sendable {
         }
         let h = packet.header
         if h.ssrc == ownSSRC { statistics.ownPackets.increment(); return }
+        if let audioRunning, !audioRunning.isSet { statistics.audioStopped.increment(); return }
         guard let stream = table.route(ssrc: h.ssrc, source: source, sequence: h.sequence, now: arrival) else { return }
         let queued = stream.jitter.queue.push(
             payload: packet.payload(in: datagram), sequence: h.sequence, timestamp: h.timestamp,

@@ -22,9 +22,23 @@ struct Bench: ParsableCommand {
     @Option(help: "Rig room for the round-trip measurement (needs the virtual audio rig; empty to skip).")
     var room = "roomD"
 
+    @ArgumentParser.Flag(help: "Only the mouth-to-ear delay between two intercomd processes on the rig (rooms A, B, D).")
+    var mouthToEar = false
+
     func run() throws {
+        if mouthToEar {
+            try MouthToEar().report([
+                .init(name: "10 ms frames, defaults (voip, jitter ≥ 20 ms, 3 periods)", periodMs: 10, bufferPeriods: 3, application: "voip", minJitterMs: 20),
+                .init(name: "10 ms frames, LAN tuned (jitter ≥ 10 ms)", periodMs: 10, bufferPeriods: 3, application: "voip", minJitterMs: 10),
+                .init(name: "low delay: 5 ms frames, restricted_lowdelay, jitter ≥ 5 ms, 6 periods", periodMs: 5, bufferPeriods: 6, application: "restricted_lowdelay", minJitterMs: 5),
+                .init(name: "low delay: 2.5 ms frames, restricted_lowdelay, jitter ≥ 5 ms, 8 periods", periodMs: 2.5, bufferPeriods: 8, application: "restricted_lowdelay", minJitterMs: 5),
+            ])
+            return
+        }
         print("## Audio core (measured \(ISO8601DateFormatter().string(from: Date())), \(ProcessInfo.processInfo.processorCount) cores)\n")
         try cpuAndAllocations()
+        let (far, mic) = signals(count: 480 * frames)
+        try ChainCPU(frames: frames).report(far: far, mic: mic, runs: runs)
         if !room.isEmpty, ProcessInfo.processInfo.environment["INTERCOM_RIG_DIR"] != nil {
             try rigRoundTrip()
         } else {
