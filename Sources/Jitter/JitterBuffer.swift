@@ -1,3 +1,4 @@
+import Foundation
 import RealTime
 
 /// Audio-thread side of one remote stream: reorders received packets by sequence number,
@@ -17,15 +18,18 @@ import RealTime
 ///
 /// Adaptation policy:
 /// - desired = clamp(95th percentile of relative transit + one frame, minDelay, maxDelay);
-/// - the target grows to `desired` immediately; it shrinks only when `desired` is at least half a
-///   frame below it, by at most one frame per `shrinkIntervalMs` (3 s), towards `desired`;
+/// - the target grows to `desired` immediately; it shrinks once per `shrinkIntervalMs` (3 s)
+///   by half its distance to `desired` (at least a frame);
 /// - current delay below target - frame/2: one frame is inserted at once (silence during a silence
 ///   gap, concealment during speech; nothing consumed). An underrun (overdue packet, nothing
 ///   buffered) also grows the delay: the frame is concealed and the packet played when it comes;
 /// - current delay above target + one frame: a frame is dropped where it costs nothing audible: a
-///   silence frame of a DTX gap (i.e. at the start of a talk spurt), or a missing packet that
-///   would otherwise be concealed (skipped instead). If continuous speech offers neither for
-///   `shrinkIntervalMs`, one decoded frame is dropped (`dropInSpeech`), at most one per interval.
+///   silence frame of a DTX gap (i.e. at the start of a talk spurt), a missing packet that would
+///   otherwise be concealed (skipped instead), or a decoded frame that is a pause between words
+///   (quieter than `quietLevelDBFS`; up to two per call). Speech frames are dropped too
+///   (`dropInSpeech`), one per `shrinkIntervalMs / (excess in frames)`, at least `minDropIntervalMs`
+///   apart: after a long stall (the network held packets back, or nobody read the buffer) the
+///   delay comes back in seconds, not minutes.
 ///   Fine, inaudible steering is left to the drift controller (`bufferLevelMs`, `currentDelayMs`).
 public final class JitterBuffer: @unchecked Sendable {
     // @unchecked: all mutable state is touched by the audio thread only (the queue is SPSC).
@@ -44,6 +48,9 @@ public final class JitterBuffer: @unchecked Sendable {
     private let minDelayNs: Int64
     private let maxDelayNs: Int64
     private let shrinkIntervalNs: Int64
+    private let minDropIntervalNs: Int64
+    /// Sum of squares over a frame below which it counts as a pause (from `quietLevelDBFS`).
+    private let quietEnergy: Int64
     private let resetGapNs: Int64
     private let underrunConcealFrames: Int
     private let estimator: DelayEstimator
@@ -97,6 +104,9 @@ public final class JitterBuffer: @unchecked Sendable {
         minDelayNs = Int64(settings.minDelayMs * 1e6)
         maxDelayNs = Int64(settings.maxDelayMs * 1e6)
         shrinkIntervalNs = Int64(settings.shrinkIntervalMs * 1e6)
+        minDropIntervalNs = Int64(settings.minDropIntervalMs * 1e6)
+        let quietRMS = 32768 * exp(settings.quietLevelDBFS / 20 * log(10.0))
+        quietEnergy = Int64(quietRMS * quietRMS * Double(settings.frameSize))
         resetGapNs = Int64(settings.resetGapMs * 1e6)
         underrunConcealFrames = max(1, Int((settings.underrunConcealMs / settings.frameMs).rounded(.up)))
         let windowCount = max(16, Int((settings.windowMs / settings.frameMs).rounded(.up)))
@@ -219,6 +229,13 @@ public final class JitterBuffer: @unchecked Sendable {
         return samples / rate * 1_000_000_000 + samples % rate * 1_000_000_000 / rate
     }
 
+    /// True when the frame's RMS level is below `quietLevelDBFS` (a pause between words).
+    private func isQuiet(_ frame: UnsafeMutablePointer<Int16>) -> Bool {
+        var energy: Int64 = 0
+        for i in 0..<frameSize { energy += Int64(frame[i]) * Int64(frame[i]) }
+        return energy < quietEnergy
+    }
+
     @inline(__always) private func distance(_ a: UInt16, _ b: UInt16) -> Int { Int(Int16(bitPattern: a &- b)) }
 
     private func ingest(_ p: QueuedPacket) {
@@ -315,7 +332,9 @@ public final class JitterBuffer: @unchecked Sendable {
             targetNs = desired
             lastTargetChange = now
         } else if desired < targetNs, now - lastTargetChange >= shrinkIntervalNs {
-            targetNs = max(desired, targetNs - frameNs)
+            // Half the way down (at least a frame): a target left high by one burst comes back in a
+            // few intervals, while a jitter that keeps returning still finds the delay it needs.
+            targetNs = max(desired, targetNs - max(frameNs, (targetNs - desired) / 2))
             lastTargetChange = now
         }
         statistics.targetDelayMs.store(Double(targetNs) / 1e6)
@@ -366,6 +385,7 @@ public final class JitterBuffer: @unchecked Sendable {
         }
 
         var droppedThisCycle = false
+        var quietDrops = 0
         while true {
             if isFilled(nextSeq) {
                 underrunRun = 0
@@ -391,23 +411,36 @@ public final class JitterBuffer: @unchecked Sendable {
                     excessSince = -1
                     return finish(decoder.conceal(into: out, frameSize: frameSize), out)
                 }
-                if settings.dropInSpeech && !droppedThisCycle && currentDelayNs > targetNs + frameNs
-                    && isFilled(nextSeq &+ 1) {
-                    // Continuous speech too far above target: after `shrinkIntervalNs` of that,
-                    // drop one frame (decoded and discarded to keep the decoder's state continuous).
+                let above = currentDelayNs - targetNs
+                if above <= frameNs { excessSince = -1 }
+                if settings.dropInSpeech && quietDrops < 2 && above > frameNs && isFilled(nextSeq &+ 1) {
+                    // Too far above target with the next frame at hand: decode this one aside and
+                    // drop it if it is a pause (nobody hears a pause 10 ms shorter). Speech frames go
+                    // too, one at a time, once the excess has lasted `shrinkInterval · frame / excess`
+                    // (at least `minDropInterval`): the longer the stall was, the sooner it is undone.
+                    let result = decoder.decode(payload(nextSeq), into: scratch, frameSize: frameSize)
+                    states[slot] = 2
+                    nextSeq &+= 1
+                    playout = ts + Int64(frameSize)
                     if excessSince < 0 { excessSince = now }
-                    if now - excessSince >= shrinkIntervalNs {
-                        _ = decoder.decode(payload(nextSeq), into: scratch, frameSize: frameSize)
-                        states[slot] = 2
-                        nextSeq &+= 1
-                        playout = ts + Int64(frameSize)
+                    let interval = max(minDropIntervalNs, shrinkIntervalNs / max(1, above / frameNs))
+                    // A pause goes once the excess has lasted `minDropInterval`: readings jitter by
+                    // up to a period with the audio thread's wake-ups, and a real excess persists.
+                    let quiet = result > 0 && now - excessSince >= minDropIntervalNs && isQuiet(scratch)
+                    if quiet || (!droppedThisCycle && now - excessSince >= interval) {
                         statistics.dropped.increment()
-                        droppedThisCycle = true
-                        excessSince = now
+                        if quiet {
+                            quietDrops += 1
+                            statistics.droppedQuiet.increment()
+                        } else {
+                            droppedThisCycle = true
+                            excessSince = now
+                        }
                         continue
                     }
-                } else if currentDelayNs <= targetNs + frameNs {
-                    excessSince = -1
+                    out.update(from: scratch, count: frameSize)
+                    statistics.played.increment()
+                    return finish(result, out)
                 }
                 let result = decoder.decode(payload(nextSeq), into: out, frameSize: frameSize)
                 states[slot] = 2

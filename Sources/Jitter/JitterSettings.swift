@@ -16,8 +16,15 @@ public struct JitterSettings: Sendable, Equatable {
     /// The transit-delay percentile the target covers (0.95), over the last `windowMs` of packets.
     public var percentile: Double
     public var windowMs: Double
-    /// The target shrinks by at most one frame per `shrinkIntervalMs`.
+    /// The target shrinks once per `shrinkIntervalMs`, by half its distance to the desired delay
+    /// (at least a frame). In continuous speech a frame is dropped after this long above target.
     public var shrinkIntervalMs: Double
+    /// Above target by n frames, speech frames are dropped every `shrinkIntervalMs / n`, but never
+    /// more often than this.
+    public var minDropIntervalMs: Double
+    /// A decoded frame quieter than this (RMS, dBFS) is a pause: dropped at once while the delay is
+    /// above target.
+    public var quietLevelDBFS: Double
     /// With no packet for this long and nothing buffered, the buffer starts over (buffering, silence).
     public var resetGapMs: Double
     /// While waiting for an overdue packet, conceal this long, then play silence until it comes.
@@ -28,7 +35,7 @@ public struct JitterSettings: Sendable, Equatable {
     public init(frameSize: Int = 480, sampleRate: Int = 48_000, minDelayMs: Double = 20, maxDelayMs: Double = 200,
                 capacity: Int = 64, maxPayloadBytes: Int = 1500, percentile: Double = 0.95, windowMs: Double = 2000,
                 shrinkIntervalMs: Double = 3000, resetGapMs: Double = 200, underrunConcealMs: Double = 60,
-                dropInSpeech: Bool = true) {
+                dropInSpeech: Bool = true, minDropIntervalMs: Double = 200, quietLevelDBFS: Double = -45) {
         self.frameSize = frameSize
         self.sampleRate = sampleRate
         self.minDelayMs = minDelayMs
@@ -41,6 +48,8 @@ public struct JitterSettings: Sendable, Equatable {
         self.resetGapMs = resetGapMs
         self.underrunConcealMs = underrunConcealMs
         self.dropInSpeech = dropInSpeech
+        self.minDropIntervalMs = minDropIntervalMs
+        self.quietLevelDBFS = quietLevelDBFS
     }
 
     public var frameMs: Double { Double(frameSize) * 1000 / Double(sampleRate) }
@@ -69,8 +78,11 @@ public final class JitterStatistics: Sendable {
     public let underruns = Counter()
     /// Frames inserted (concealment or silence, nothing consumed) to grow the delay to the target.
     public let inserted = Counter()
-    /// Frames dropped (silence skipped, or a missing frame not concealed) to shrink the delay.
+    /// Frames dropped (silence skipped, a missing frame not concealed, a pause or a speech frame
+    /// decoded and discarded) to shrink the delay.
     public let dropped = Counter()
+    /// Of `dropped`: decoded frames dropped because they were pauses (quieter than `quietLevelDBFS`).
+    public let droppedQuiet = Counter()
     /// Returns to the buffering state after a long gap or a stream restart.
     public let rebuffers = Counter()
     /// Decoder calls that returned an error (silence played instead).
