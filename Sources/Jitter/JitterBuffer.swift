@@ -27,8 +27,9 @@ import RealTime
 ///   silence frame of a DTX gap (i.e. at the start of a talk spurt), a missing packet that would
 ///   otherwise be concealed (skipped instead), or a decoded frame that is a pause between words
 ///   (quieter than `quietLevelDBFS`; up to two per call). Speech frames are dropped too
-///   (`dropInSpeech`), one per `shrinkIntervalMs / (excess in frames)`, at least `minDropIntervalMs`
-///   apart: after a long stall (the network held packets back, or nobody read the buffer) the
+///   (`dropInSpeech`), one per `shrinkIntervalMs / (excess in frames)`, at least
+///   `minDropIntervalFrames` apart: after a long stall (the network held packets back, or nobody
+///   read the buffer) the
 ///   delay comes back in seconds, not minutes.
 ///   Fine, inaudible steering is left to the drift controller (`bufferLevelMs`, `currentDelayMs`).
 public final class JitterBuffer: @unchecked Sendable {
@@ -104,7 +105,7 @@ public final class JitterBuffer: @unchecked Sendable {
         minDelayNs = Int64(settings.minDelayMs * 1e6)
         maxDelayNs = Int64(settings.maxDelayMs * 1e6)
         shrinkIntervalNs = Int64(settings.shrinkIntervalMs * 1e6)
-        minDropIntervalNs = Int64(settings.minDropIntervalMs * 1e6)
+        minDropIntervalNs = Int64(settings.minDropIntervalFrames) * frameNs
         let quietRMS = 32768 * exp(settings.quietLevelDBFS / 20 * log(10.0))
         quietEnergy = Int64(quietRMS * quietRMS * Double(settings.frameSize))
         resetGapNs = Int64(settings.resetGapMs * 1e6)

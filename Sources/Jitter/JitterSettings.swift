@@ -19,9 +19,9 @@ public struct JitterSettings: Sendable, Equatable {
     /// The target shrinks once per `shrinkIntervalMs`, by half its distance to the desired delay
     /// (at least a frame). In continuous speech a frame is dropped after this long above target.
     public var shrinkIntervalMs: Double
-    /// Above target by n frames, speech frames are dropped every `shrinkIntervalMs / n`, but never
-    /// more often than this.
-    public var minDropIntervalMs: Double
+    /// Above target by n frames, speech frames are dropped every `shrinkIntervalMs / n`, but at
+    /// most one in this many frames (20: 5 % faster playout, at any frame size).
+    public var minDropIntervalFrames: Int
     /// A decoded frame quieter than this (RMS, dBFS) is a pause: dropped at once while the delay is
     /// above target.
     public var quietLevelDBFS: Double
@@ -35,7 +35,7 @@ public struct JitterSettings: Sendable, Equatable {
     public init(frameSize: Int = 480, sampleRate: Int = 48_000, minDelayMs: Double = 20, maxDelayMs: Double = 200,
                 capacity: Int = 64, maxPayloadBytes: Int = 1500, percentile: Double = 0.95, windowMs: Double = 2000,
                 shrinkIntervalMs: Double = 3000, resetGapMs: Double = 200, underrunConcealMs: Double = 60,
-                dropInSpeech: Bool = true, minDropIntervalMs: Double = 200, quietLevelDBFS: Double = -45) {
+                dropInSpeech: Bool = true, minDropIntervalFrames: Int = 20, quietLevelDBFS: Double = -45) {
         self.frameSize = frameSize
         self.sampleRate = sampleRate
         self.minDelayMs = minDelayMs
@@ -48,7 +48,7 @@ public struct JitterSettings: Sendable, Equatable {
         self.resetGapMs = resetGapMs
         self.underrunConcealMs = underrunConcealMs
         self.dropInSpeech = dropInSpeech
-        self.minDropIntervalMs = minDropIntervalMs
+        self.minDropIntervalFrames = minDropIntervalFrames
         self.quietLevelDBFS = quietLevelDBFS
     }
 
