@@ -29,8 +29,7 @@ import RealTime
 ///   (quieter than `quietLevelDBFS`; up to two per call). Speech frames are dropped too
 ///   (`dropInSpeech`), one per `shrinkIntervalMs / (excess in frames)`, at least
 ///   `minDropIntervalFrames` apart: after a long stall (the network held packets back, or nobody
-///   read the buffer) the
-///   delay comes back in seconds, not minutes.
+///   read the buffer) the delay comes back in seconds, not minutes.
 ///   Fine, inaudible steering is left to the drift controller (`bufferLevelMs`, `currentDelayMs`).
 public final class JitterBuffer: @unchecked Sendable {
     // @unchecked: all mutable state is touched by the audio thread only (the queue is SPSC).
