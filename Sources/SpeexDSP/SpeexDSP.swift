@@ -179,6 +179,6 @@ public final class SpeexJitterBuffer: @unchecked Sendable {
     /// Advances the buffer's clock by one step (after each played frame).
     public func tick() { jitter_buffer_tick(state) }
 
-    /// The current delay estimate in timestamp units (speexdsp's `jitter_buffer_get_pointer_timestamp` is the playout point).
+    /// The playout point: the timestamp of the next frame `get` returns (`jitter_buffer_get_pointer_timestamp`).
     public var pointerTimestamp: UInt32 { UInt32(bitPattern: jitter_buffer_get_pointer_timestamp(state)) }
 }

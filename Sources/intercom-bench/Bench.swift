@@ -11,7 +11,8 @@ import SignalTools
 @main
 struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "intercom-bench", abstract: "Measure CPU, allocations and rig latency of the audio core.")
+        commandName: "intercom-bench", abstract: "Measure CPU, allocations and rig latency of the audio core.",
+        subcommands: [JitterBench.self])
 
     @Option(help: "Runs per CPU figure (the median is reported).")
     var runs = 7
