@@ -161,6 +161,83 @@ final class NetworkReceiveTests: XCTestCase {
         XCTAssertLessThan(rssAfter - rssBefore, 4 << 20, "memory stays bounded (grew \(rssAfter - rssBefore) bytes)")
     }
 
+    /// Two rooms talk at once to this one: both are decoded and mixed; when one stops, its stream is
+    /// evicted after the timeout and the other plays on. Real sockets, real Opus, the real loop.
+    func testTwoSendersAreMixedAndASilentOneIsEvicted() throws {
+        let streams = try makeStreams(4)
+        let table = StreamTable(streams: streams, idleTimeoutNanos: 300_000_000)
+        let socket = try UDPSocket(bind: .loopback(port: 0))
+        let loop = NetworkLoop(socket: socket, sender: nil, receiver: MediaReceiver(table: table, payloadType: 96, ownSSRC: nil),
+                               microphone: SampleRing(minimumCapacity: frame), doorbell: try Doorbell(), frameSize: frame)
+        let mixer = Mixer(inputs: streams.map(\.input), frameSize: frame)
+        let network = Thread { loop.run() }
+        network.start()
+        defer { loop.stopRequest.set(true) }
+
+        final class Recording: @unchecked Sendable { var samples: [Int16] = [] }
+        let recording = Recording()
+        let stop = Flag(false)
+        let mixing = Thread {
+            let out = UnsafeMutablePointer<Int16>.allocate(capacity: 480)
+            let start = monotonicNanos()
+            var n: UInt64 = 0
+            while !stop.isSet {
+                mixer.mix(into: out)
+                recording.samples += UnsafeBufferPointer(start: out, count: 480)
+                n += 1
+                Self.sleepUntil(start + n * 10_000_000)
+            }
+            out.deallocate()
+        }
+        mixing.start()
+
+        func talker(_ hz: Double, frames: Int) throws -> Thread {
+            let sender = MediaSender(encoder: try OpusEncoder(), rtp: try RTPSender(payloadType: 96),
+                                     socket: try UDPSocket(bind: .loopback(port: 0)), peers: [socket.local], frameSize: frame)
+            let tone = Signals.toInt16(Signals.sine(frequency: hz, duration: Double(frames) / 100, sampleRate: 48000, amplitude: 0.25))
+            return Thread {
+                let start = monotonicNanos()
+                tone.withUnsafeBufferPointer { pcm in
+                    for f in 0..<frames {
+                        sender.send(pcm.baseAddress! + f * 480)
+                        Self.sleepUntil(start + UInt64(f + 1) * 10_000_000)
+                    }
+                }
+            }
+        }
+        try talker(440, frames: 250).start()
+        try talker(1000, frames: 100).start()
+        usleep(2_700_000)
+        stop.set(true)
+        usleep(50_000)
+
+        let all = Signals.toFloat(recording.samples)
+        let both = Array(all[(30 * 480)..<(80 * 480)])  // 0.3-0.8 s: both talk
+        let one = Array(all[(160 * 480)..<(220 * 480)])   // 1.6-2.2 s: the 1000 Hz room stopped at 1 s
+        func level(_ x: [Float], _ hz: Double) -> Double {  // Goertzel power, dB relative to full scale
+            let w = 2 * Double.pi * hz / 48000, c = 2 * cos(w)
+            var s1 = 0.0, s2 = 0.0
+            for v in x { let s = Double(v) + c * s1 - s2; s2 = s1; s1 = s }
+            let power = s1 * s1 + s2 * s2 - c * s1 * s2
+            return 10 * log10(max(power, 1e-20) / Double(x.count * x.count) * 4)
+        }
+        print(String(format: "mix: both talking 440 Hz %.1f dB, 1000 Hz %.1f dB; after one stopped 440 Hz %.1f dB, 1000 Hz %.1f dB",
+                     level(both, 440), level(both, 1000), level(one, 440), level(one, 1000)))
+        XCTAssertGreaterThan(level(both, 440), -15, "the first room is heard")
+        XCTAssertGreaterThan(level(both, 1000), -15, "the second room is heard at the same time")
+        XCTAssertGreaterThan(level(one, 440), -15, "the first room plays on")
+        XCTAssertLessThan(level(one, 1000), -50, "the second room is gone")
+        XCTAssertEqual(table.started.load, 2)
+        XCTAssertEqual(table.evicted.load, 1, "the silent stream left the mix after the timeout")
+    }
+
+    /// Both ends keep real-time pace by absolute deadlines, as sound cards do (a relative sleep
+    /// per frame would run several percent slow and make the buffer underrun).
+    private static func sleepUntil(_ deadline: UInt64) {
+        let now = monotonicNanos()
+        if deadline > now { usleep(UInt32((deadline - now) / 1000)) }
+    }
+
     private func residentBytes() -> Int {
         let text = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? "0 0"
         return (Int(text.split(separator: " ")[1]) ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE)))
