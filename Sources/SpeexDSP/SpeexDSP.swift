@@ -97,7 +97,10 @@ public final class SpeexResampler: @unchecked Sendable {
     deinit { speex_resampler_destroy(state) }
 
     /// Input samples consumed per output sample = `numerator / denominator`
-    /// (e.g. 1_000_100 / 1_000_000 consumes 100 ppm faster). Returns speexdsp's code (0 = success).
+    /// (e.g. 65_543 / 65_536 consumes about 100 ppm faster). Keep denominators small (2^16): speexdsp
+    /// rescales its phase by new/old denominator in 32 bits, and denominators near 10^6 overflow,
+    /// leave the state half-updated and make the next `process` read out of bounds.
+    /// Returns speexdsp's code (0 = success).
     @discardableResult
     public func setRatio(numerator: UInt32, denominator: UInt32) -> Int32 {
         speex_resampler_set_rate_frac(state, numerator, denominator, UInt32(rate), UInt32(rate))
