@@ -371,6 +371,25 @@ public final class JitterBuffer: @unchecked Sendable {
         return silence(out)
     }
 
+    /// The delay is beyond the maximum (the consumer ran slow for a while, faster than dropping can
+    /// undo, or a long stall's backlog): skip buffered frames until it is back at the target. One
+    /// audible jump instead of an ever-growing lag; the maximum is a promise to the listener.
+    private func cutBack(now: Int64) {
+        while delay(now: now) > targetNs, haveAny, distance(highest, nextSeq) > 0 {
+            let slot = Int(nextSeq) & mask
+            if isFilled(nextSeq) {
+                states[slot] = 2
+                playout = timestamps[slot] + Int64(frameSize)
+            } else {
+                playout += Int64(frameSize)
+            }
+            nextSeq &+= 1
+            statistics.dropped.increment()
+        }
+        statistics.cutBacks.increment()
+        excessSince = -1
+    }
+
     private func produce(into out: UnsafeMutablePointer<Int16>, now: Int64) -> Bool {
         if mode == .buffering {
             guard haveAny else { currentDelayNs = 0; return silence(out) }
@@ -384,6 +403,7 @@ public final class JitterBuffer: @unchecked Sendable {
             underrunRun = 0
         }
 
+        if delay(now: now) > maxDelayNs + frameNs { cutBack(now: now) }
         var droppedThisCycle = false
         var quietDrops = 0
         while true {

@@ -83,6 +83,8 @@ public final class JitterStatistics: Sendable {
     public let dropped = Counter()
     /// Of `dropped`: decoded frames dropped because they were pauses (quieter than `quietLevelDBFS`).
     public let droppedQuiet = Counter()
+    /// Times the delay exceeded the maximum and buffered frames were skipped back to the target.
+    public let cutBacks = Counter()
     /// Returns to the buffering state after a long gap or a stream restart.
     public let rebuffers = Counter()
     /// Decoder calls that returned an error (silence played instead).
