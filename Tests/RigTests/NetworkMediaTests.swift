@@ -17,6 +17,9 @@ import XCTest
 ///   or inserts a frame mid-clip the halves no longer line up (STOI is robust to that).
 /// - Mouth-to-ear < 400 ms for now: the jitter buffer sometimes starts ~200 ms too late and
 ///   shrinks slowly (being fixed in Sources/Jitter); the measured values are printed.
+/// - Clean start and stop (status 0 on SIGTERM, final statistics) are asserted at once. The
+///   measurements are repeated (at most 3 runs) only when a daemon reported xruns, i.e. the
+///   machine starved its audio thread: see `measureWithRetries`.
 final class NetworkMediaTests: XCTestCase {
     static let minSTOI = 0.80
     static let maxSTOIOfNoSpeech = 0.60
@@ -47,7 +50,7 @@ final class NetworkMediaTests: XCTestCase {
         Thread.sleep(forTimeInterval: settle)
     }
 
-    /// Stops a daemon with SIGTERM and asserts a clean exit (status 0, final statistics logged).
+    /// Stops a daemon with SIGTERM and asserts a clean exit (status 0, final statistics logged): never repeated.
     @discardableResult
     private func stopCleanly(_ d: DaemonProcess, _ what: String) -> NetworkStats? {
         XCTAssertEqual(d.terminate(), 0, "\(what) exits cleanly on SIGTERM: \(d.log)")
@@ -56,23 +59,24 @@ final class NetworkMediaTests: XCTestCase {
         return stats
     }
 
-    /// Asserts that the probe heard the clip intelligibly with a bounded delay; returns the figures.
-    @discardableResult
-    private func assertHeard(_ r: TalkerProbe.Result, _ quality: Quality, _ what: String, maxDelayMs: Double = maxMouthToEarMs,
-                             logs: [DaemonProcess]) throws -> (delayMs: Double, quality: Quality) {
+    /// Checks that the probe heard the clip intelligibly with a bounded delay, and prints the figures.
+    private func checkHeard(_ c: Checks, _ r: TalkerProbe.Result, _ quality: Quality, _ what: String,
+                            maxDelayMs: Double = maxMouthToEarMs, logs: [DaemonProcess]) {
         let context = "\n" + logs.map { d in "\(d.logPath): \(NetworkStats(log: d.log)?.line ?? "no final network statistics")" }.joined(separator: "\n")
-        XCTAssertGreaterThanOrEqual(quality.stoi, Self.minSTOI, "\(what): intelligible (\(quality)); stretches \(r.summary)\(context)")
-        let onset = try XCTUnwrap(r.onset, "\(what): the clip's start is not in the recording (\(quality)); stretches \(r.summary)\(context)")
-        let range = try XCTUnwrap(r.delayRangeMs)
-        XCTAssertGreaterThan(onset.delayMs, 0, what)
-        XCTAssertLessThan(range.upperBound, maxDelayMs, "\(what): mouth-to-ear delay bounded; stretches \(r.summary)\(context)")
+        print(String(format: "network media: %@: mouth-to-ear %@ ms at the start of talk (%@ over the clip: %@), %@ (recording %@)",
+                     what, r.mouthToEarMs.map { String(format: "%.1f", $0) } ?? "-",
+                     r.delayRangeMs.map { String(format: "%.0f-%.0f ms", $0.lowerBound, $0.upperBound) } ?? "-",
+                     r.summary, quality.description, r.recordingPath))
+        c.check(quality.stoi >= Self.minSTOI, "\(what): STOI \(quality.stoi) < \(Self.minSTOI): not intelligible (\(quality)); stretches \(r.summary)\(context)")
+        guard let onset = c.require(r.onset, "\(what): the clip's start is not in the recording (\(quality)); stretches \(r.summary)\(context)"),
+              let range = r.delayRangeMs else { return }
+        c.check(onset.delayMs > 0, "\(what): negative delay \(onset.delayMs) ms")
+        c.check(range.upperBound < maxDelayMs, "\(what): mouth-to-ear delay up to \(range.upperBound) ms, bound \(maxDelayMs) ms; stretches \(r.summary)\(context)")
         if let found = r.found, found.peak >= TalkerProbe.minPeak {
             // Two independent alignments of the whole clip (Swift FFT correlation, numpy) agree.
-            XCTAssertEqual(quality.lagMs, Double(found.lagSamples) / 48, accuracy: 1.0, "\(what): alignments agree")
+            c.check(abs(quality.lagMs - Double(found.lagSamples) / 48) <= 1.0,
+                    "\(what): alignments disagree: \(quality.lagMs) ms and \(Double(found.lagSamples) / 48) ms")
         }
-        print(String(format: "network media: %@: mouth-to-ear %.1f ms at the start of talk (%.0f-%.0f ms over the clip: %@), %@ (recording %@)",
-                     what, onset.delayMs, range.lowerBound, range.upperBound, r.summary, quality.description, r.recordingPath))
-        return (onset.delayMs, quality)
     }
 
     // MARK: Tests
@@ -82,30 +86,33 @@ final class NetworkMediaTests: XCTestCase {
     /// a room nobody talks to, and A's clip against B's talker, both score low.
     func testSpeechInEachRoomIsHeardIntelligiblyFromTheOtherRoomsSpeaker() throws {
         try Rig.require()
-        let dir = try Repo.scratchFolder("net-two-rooms")
-        let portA = try FreePort.udp(), portB = try FreePort.udp()
-        let a = try startRoom("roomA", listen: portA, peers: ["127.0.0.1:\(portB)"])
-        let b = try startRoom("roomB", listen: portB, peers: ["127.0.0.1:\(portA)"])
-        defer { a.terminate(); b.terminate() }
-        waitUntilStreaming([a, b])
+        try measureWithRetries("A ↔ B") { c in
+            let dir = try Repo.scratchFolder("net-two-rooms")
+            let portA = try FreePort.udp(), portB = try FreePort.udp()
+            let a = try startRoom("roomA", listen: portA, peers: ["127.0.0.1:\(portB)"])
+            let b = try startRoom("roomB", listen: portB, peers: ["127.0.0.1:\(portA)"])
+            defer { a.terminate(); b.terminate() }
+            waitUntilStreaming([a, b])
 
-        let nobody = try RoomRecorder(room: "roomC", path: "\(dir)/roomC-nobody-talks.wav")
-        let ab = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: dir, name: "roomB-speaker")
-        nobody.stop()
-        let ba = try TalkerProbe(mouth: "roomB", ear: "roomA").run(clipPath: Speech.roomB(), folder: dir, name: "roomA-speaker")
-        let statsA = stopCleanly(a, "room A"), statsB = stopCleanly(b, "room B")
+            let nobody = try RoomRecorder(room: "roomC", path: "\(dir)/roomC-nobody-talks.wav")
+            let ab = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: dir, name: "roomB-speaker")
+            nobody.stop()
+            let ba = try TalkerProbe(mouth: "roomB", ear: "roomA").run(clipPath: Speech.roomB(), folder: dir, name: "roomA-speaker")
+            let statsA = stopCleanly(a, "room A"), statsB = stopCleanly(b, "room B")
+            XCTAssertEqual(statsA?.malformed, 0, statsA?.line ?? "")
+            XCTAssertEqual(statsB?.malformed, 0, statsB?.line ?? "")
 
-        let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ba.clipPath, ba.recordingPath),
-                                     (ab.clipPath, nobody.path), (ab.clipPath, ba.recordingPath)])
-        try assertHeard(ab, q[0], "A → B", logs: [a, b])
-        try assertHeard(ba, q[1], "B → A", logs: [a, b])
-        XCTAssertEqual(statsA?.malformed, 0, statsA?.line ?? "")
-        XCTAssertEqual(statsB?.malformed, 0, statsB?.line ?? "")
-
-        let silent = q[2], wrong = q[3]
-        XCTAssertLessThan(silent.stoi, Self.maxSTOIOfNoSpeech, "a room nobody talks to is not intelligible speech: \(silent)")
-        XCTAssertLessThan(wrong.stoi, Self.maxSTOIOfNoSpeech, "the other talker is not A's speech: \(wrong)")
-        print(String(format: "network media: controls: room nobody talks to STOI %.3f, other talker STOI %.3f", silent.stoi, wrong.stoi))
+            let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ba.clipPath, ba.recordingPath),
+                                         (ab.clipPath, nobody.path), (ab.clipPath, ba.recordingPath)])
+            checkHeard(c, ab, q[0], "A → B", logs: [a, b])
+            checkHeard(c, ba, q[1], "B → A", logs: [a, b])
+            let silent = q[2], wrong = q[3]
+            print(String(format: "network media: controls: room nobody talks to STOI %.3f, other talker STOI %.3f", silent.stoi, wrong.stoi))
+            // The controls do not depend on the machine's load: asserted at once.
+            XCTAssertLessThan(silent.stoi, Self.maxSTOIOfNoSpeech, "a room nobody talks to is not intelligible speech: \(silent)")
+            XCTAssertLessThan(wrong.stoi, Self.maxSTOIOfNoSpeech, "the other talker is not A's speech: \(wrong)")
+            return [a, b]
+        }
     }
 
     /// A → B through the impairment relay (30 ms jitter, 5 % random loss, seeded): the speech stays
@@ -113,60 +120,67 @@ final class NetworkMediaTests: XCTestCase {
     /// bounded by the jitter buffer's maximum, and both daemons stop cleanly.
     func testSpeechStaysIntelligibleThrough30msJitterAnd5PercentLoss() throws {
         try Rig.require()
-        let dir = try Repo.scratchFolder("net-impaired")
-        let portB = try FreePort.udp()
-        let maxJitterBufferMs = 200.0
-        let b = try startRoom("roomB", listen: portB, peers: [], other: "[jitter]\nmax_delay_ms = \(Int(maxJitterBufferMs))")
-        let relay = try ImpairmentRelayProcess(targetPort: portB, options: ["--jitter", "30", "--loss", "5", "--seed", "3"])
-        let a = try startRoom("roomA", listen: 0, peers: ["127.0.0.1:\(relay.port)"])
-        defer { a.terminate(); b.terminate(); relay.stop() }
-        waitUntilStreaming([a, b])
+        try measureWithRetries("A → relay → B") { c in
+            let dir = try Repo.scratchFolder("net-impaired")
+            let portB = try FreePort.udp()
+            let maxJitterBufferMs = 200.0
+            let b = try startRoom("roomB", listen: portB, peers: [], other: "[jitter]\nmax_delay_ms = \(Int(maxJitterBufferMs))")
+            let relay = try ImpairmentRelayProcess(targetPort: portB, options: ["--jitter", "30", "--loss", "5", "--seed", "3"])
+            let a = try startRoom("roomA", listen: 0, peers: ["127.0.0.1:\(relay.port)"])
+            defer { a.terminate(); b.terminate(); relay.stop() }
+            waitUntilStreaming([a, b])
 
-        let ab = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: dir, name: "roomB-speaker")
-        // B first, while A still sends: its stream is still active in the final statistics.
-        let stats = stopCleanly(b, "room B")
-        stopCleanly(a, "room A")
-        relay.stop()
+            let ab = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: dir, name: "roomB-speaker")
+            // B first, while A still sends: its stream is still active in the final statistics.
+            let stats = stopCleanly(b, "room B")
+            stopCleanly(a, "room A")
+            XCTAssertEqual(relay.stop(), 0, "the relay stops cleanly: \(relay.log)")
+            XCTAssertTrue(relay.log.contains("forward:"), "the relay ran: \(relay.log)")
+            print("network media: impaired: B \(stats?.line ?? "-")\nnetwork media: relay: \(relay.log.split(separator: "\n").filter { $0.contains("forward") }.joined())")
 
-        // Bound: the jitter buffer's maximum + the relay's 30 ms + A's capture period, echo
-        // canceller frame and Opus look-ahead (~27 ms) + B's 30 ms playback buffer + rig + 50 ms margin.
-        let bound = maxJitterBufferMs + 30 + 27 + 30 + 2 + 50
-        try assertHeard(ab, try Quality.measure(reference: ab.clipPath, recording: ab.recordingPath),
-                        "A → B through 30 ms jitter, 5 % loss", maxDelayMs: bound, logs: [a, b])
-        let stream = try XCTUnwrap(stats?.streams.first, "B's final statistics list A's stream: \(stats?.line ?? b.log)")
-        XCTAssertGreaterThan(stream.fec, 0, "lost packets recovered from the next packet's FEC: \(stats!.line)")
-        XCTAssertGreaterThan(stream.concealed + stream.underruns, 0, "concealment used: \(stats!.line)")
-        XCTAssertTrue(relay.log.contains("forward:"), "the relay ran: \(relay.log)")
-        print("network media: impaired: B \(stats!.line)\nnetwork media: relay: \(relay.log.split(separator: "\n").filter { $0.contains("forward") }.joined())")
+            // Bound: the jitter buffer's maximum + the relay's 30 ms + A's capture period, echo
+            // canceller frame and Opus look-ahead (~27 ms) + B's 30 ms playback buffer + rig + 50 ms margin.
+            let bound = maxJitterBufferMs + 30 + 27 + 30 + 2 + 50
+            checkHeard(c, ab, try Quality.measure(reference: ab.clipPath, recording: ab.recordingPath),
+                       "A → B through 30 ms jitter, 5 % loss", maxDelayMs: bound, logs: [a, b])
+            if let stream = c.require(stats?.streams.first, "B's final statistics list A's stream: \(stats?.line ?? b.logPath)") {
+                c.check(stream.fec > 0, "no lost packet was recovered from the next packet's FEC: \(stats!.line)")
+                c.check(stream.concealed + stream.underruns > 0, "no concealment: \(stats!.line)")
+            }
+            return [a, b]
+        }
     }
 
     /// Room A sends to a multicast group; rooms B and C join it on the same port (one host:
     /// loopback interface, SO_REUSEADDR, multicast loopback) and both play A's talker.
     func testMulticastSpeechFromOneRoomIsPlayedInTwoRooms() throws {
         try Rig.require()
-        let dir = try Repo.scratchFolder("net-multicast")
-        let group = "239.255.0.1", port = try FreePort.udp(address: "0.0.0.0")
-        let multicast = "multicast_interface = \"127.0.0.1\"\nmulticast_loopback = true"
-        let b = try startRoom("roomB", listen: port, peers: [], network: "multicast_groups = [\"\(group)\"]\n\(multicast)")
-        let c = try startRoom("roomC", listen: port, peers: [], network: "multicast_groups = [\"\(group)\"]\n\(multicast)")
-        let a = try startRoom("roomA", listen: 0, peers: ["\(group):\(port)"], network: multicast)
-        defer { a.terminate(); b.terminate(); c.terminate() }
-        waitUntilStreaming([a, b, c])
+        try measureWithRetries("A → group → B, C") { c in
+            let dir = try Repo.scratchFolder("net-multicast")
+            let group = "239.255.0.1", port = try FreePort.udp(address: "0.0.0.0")
+            let multicast = "multicast_interface = \"127.0.0.1\"\nmulticast_loopback = true"
+            let b = try startRoom("roomB", listen: port, peers: [], network: "multicast_groups = [\"\(group)\"]\n\(multicast)")
+            let cRoom = try startRoom("roomC", listen: port, peers: [], network: "multicast_groups = [\"\(group)\"]\n\(multicast)")
+            let a = try startRoom("roomA", listen: 0, peers: ["\(group):\(port)"], network: multicast)
+            defer { a.terminate(); b.terminate(); cRoom.terminate() }
+            waitUntilStreaming([a, b, cRoom])
 
-        let earC = try RoomRecorder(room: "roomC", path: "\(dir)/roomC-speaker.wav")
-        let ab = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: dir, name: "roomB-speaker")
-        earC.stop()
-        let statsB = stopCleanly(b, "room B"), statsC = stopCleanly(c, "room C")
-        stopCleanly(a, "room A")
+            let earC = try RoomRecorder(room: "roomC", path: "\(dir)/roomC-speaker.wav")
+            let ab = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: dir, name: "roomB-speaker")
+            earC.stop()
+            let statsB = stopCleanly(b, "room B"), statsC = stopCleanly(cRoom, "room C")
+            stopCleanly(a, "room A")
+            for (s, room) in [(statsB, "B"), (statsC, "C")] {
+                XCTAssertGreaterThan(s?.accepted ?? 0, 200, "room \(room) received A's packets: \(s?.line ?? "")")
+                XCTAssertEqual(s?.streams.count, 1, "room \(room) plays exactly one stream (A's): \(s?.line ?? "")")
+            }
 
-        let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ab.clipPath, earC.path)])
-        try assertHeard(ab, q[0], "A → group → B", logs: [a, b, c])
-        let qC = q[1]
-        XCTAssertGreaterThanOrEqual(qC.stoi, Self.minSTOI, "A → group → C intelligible: \(qC); \(c.logPath)")
-        for (s, room) in [(statsB, "B"), (statsC, "C")] {
-            XCTAssertGreaterThan(s?.accepted ?? 0, 200, "room \(room) received A's packets: \(s?.line ?? "")")
-            XCTAssertEqual(s?.streams.count, 1, "room \(room) plays exactly one stream (A's): \(s?.line ?? "")")
+            let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ab.clipPath, earC.path)])
+            checkHeard(c, ab, q[0], "A → group → B", logs: [a, b, cRoom])
+            let qC = q[1]
+            print("network media: A → group → C: \(qC) (recording \(earC.path))")
+            c.check(qC.stoi >= Self.minSTOI, "A → group → C: STOI \(qC.stoi) < \(Self.minSTOI): \(qC); \(cRoom.logPath)")
+            return [a, b, cRoom]
         }
-        print("network media: A → group → C: \(qC) (recording \(earC.path))")
     }
 }

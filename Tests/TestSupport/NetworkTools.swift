@@ -211,3 +211,13 @@ public final class ImpairmentRelayProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 }
+
+extension DaemonProcess {
+    /// The xruns of the daemon's audio devices in its final statistics (nil before it logged them):
+    /// above 0 means the machine starved its audio thread.
+    public var finalXruns: Int? {
+        guard let line = log.split(separator: "\n").last(where: { $0.contains("final stats: frames=") }),
+              let r = line.range(of: " xruns=") else { return nil }
+        return Int(line[r.upperBound...].prefix { $0.isNumber })
+    }
+}
