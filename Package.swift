@@ -45,6 +45,8 @@ let package = Package(
         .target(name: "Transport", dependencies: ["RTP", "AudioPipeline", "Jitter", "RealTime"]),
         // Adaptive jitter buffer (issue 3).
         .target(name: "Jitter", dependencies: ["RealTime", "SpeexDSP"]),
+        // Calls between rooms: vocabulary, signalling protocol, the call engine, history. No I/O.
+        .target(name: "Calls"),
         // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "AudioPipeline", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
@@ -62,7 +64,7 @@ let package = Package(
 
         .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
+            "Calls", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "CAllocCounter",

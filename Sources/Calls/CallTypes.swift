@@ -1,0 +1,163 @@
+// The vocabulary of calls, shared by the call engine, the signalling protocol, the history and
+// the control socket. Plain values: no I/O, no clocks, no threads.
+
+/// A room's identifier from the configuration's directory, e.g. "empfang" (lower-case ASCII
+/// letters, digits, '-' and '_', 1-32 characters; checked by `init?`).
+public struct RoomID: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+    public let value: String
+
+    public init?(_ value: String) {
+        guard (1...32).contains(value.utf8.count),
+              value.utf8.allSatisfy({ ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 45 || $0 == 95 })
+        else { return nil }
+        self.value = value
+    }
+
+    public var description: String { value }
+    public static func < (a: RoomID, b: RoomID) -> Bool { a.value < b.value }
+
+    public init(from decoder: Decoder) throws {
+        let s = try decoder.singleValueContainer().decode(String.self)
+        guard let id = RoomID(s) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "invalid room id \(s)"))
+        }
+        self = id
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(value)
+    }
+}
+
+/// Identifies one call across all rooms: chosen at random by the caller.
+public struct CallID: Hashable, Sendable, Codable, CustomStringConvertible {
+    public let value: UInt64
+    public init(_ value: UInt64) { self.value = value }
+    public static func random() -> CallID { CallID(UInt64.random(in: 1 ... .max)) }
+    public var description: String { String(value, radix: 16) }
+}
+
+/// Why a callee did not take a call.
+public enum DeclineReason: String, Sendable, Codable, CaseIterable {
+    case doNotDisturb = "do_not_disturb"
+    case busy
+    case notPermitted = "not_permitted"
+}
+
+/// A callee's state as the caller sees it.
+public enum ParticipantStatus: Sendable, Equatable, Codable {
+    /// Invited, the chime plays there; audio opens after the ring time.
+    case ringing
+    case connected
+    case declined(DeclineReason)
+    /// Offline or no answer in time.
+    case unavailable
+    /// Hung up (a callee leaving a group call).
+    case left
+}
+
+/// One room's presence as seen by this one.
+public struct Presence: Sendable, Equatable, Codable {
+    public var online: Bool
+    public var doNotDisturb: Bool
+    public var inCall: Bool
+    public init(online: Bool, doNotDisturb: Bool = false, inCall: Bool = false) {
+        self.online = online
+        self.doNotDisturb = doNotDisturb
+        self.inCall = inCall
+    }
+}
+
+/// Microphone and speaker mute of one room.
+public struct MuteState: Sendable, Equatable, Codable {
+    public var microphone: Bool
+    public var speaker: Bool
+    public init(microphone: Bool = false, speaker: Bool = false) {
+        self.microphone = microphone
+        self.speaker = speaker
+    }
+}
+
+/// What the people at this terminal (keys, control socket) ask for.
+public enum CallCommand: Sendable, Equatable {
+    /// Call the targets of a configured button (one room or several).
+    case call(button: String)
+    /// Call rooms directly (control socket; still subject to permissions).
+    case callRooms([RoomID])
+    /// Caller: end the whole call. Callee: leave it (a 1:1 call then ends for both).
+    case hangUp
+    case setMicrophoneMuted(Bool)
+    case setSpeakerMuted(Bool)
+    case toggleMicrophoneMute
+    case toggleSpeakerMute
+    case setDoNotDisturb(Bool)
+    case toggleDoNotDisturb
+}
+
+/// How a call ended or did not happen, for the history.
+public enum CallOutcome: String, Sendable, Codable {
+    /// Talked; ended normally.
+    case finished
+    /// Incoming call this room could not take or did not hear (offline, no answer).
+    case missed
+    /// Incoming call refused (do-not-disturb, busy, not permitted).
+    case declined
+    /// Outgoing call nobody took (every callee declined or unavailable).
+    case notReached = "not_reached"
+}
+
+/// A room invited to a call and its status.
+public struct Participant: Sendable, Equatable, Codable {
+    public var room: RoomID
+    public var status: ParticipantStatus
+    public init(room: RoomID, status: ParticipantStatus) {
+        self.room = room
+        self.status = status
+    }
+}
+
+/// One line of the call history, kept across restarts.
+public struct HistoryEntry: Sendable, Equatable, Codable {
+    public enum Direction: String, Sendable, Codable { case incoming, outgoing }
+    public var callID: CallID
+    public var direction: Direction
+    /// The caller (for incoming calls) or this room (outgoing).
+    public var caller: RoomID
+    /// Everyone invited, with their final status as this room knows it.
+    public var participants: [Participant]
+    public var outcome: CallOutcome
+    /// Decline reason, when `outcome` is `.declined`.
+    public var reason: DeclineReason?
+    /// Seconds since 1970 (UTC): when the call was placed, and when it ended here.
+    public var started: Double
+    public var ended: Double
+
+    public init(callID: CallID, direction: Direction, caller: RoomID, participants: [Participant],
+                outcome: CallOutcome, reason: DeclineReason? = nil, started: Double, ended: Double) {
+        self.callID = callID
+        self.direction = direction
+        self.caller = caller
+        self.participants = participants
+        self.outcome = outcome
+        self.reason = reason
+        self.started = started
+        self.ended = ended
+    }
+}
+
+/// What happened, for the control socket's subscribers (and the log).
+public enum CallEvent: Sendable, Equatable {
+    /// Another room calls this one; the chime plays; audio opens after the ring time.
+    case incomingCall(CallID, from: RoomID, participants: [RoomID])
+    /// Our outgoing call was placed.
+    case outgoingCall(CallID, to: [RoomID])
+    case participantStatus(CallID, room: RoomID, status: ParticipantStatus)
+    /// Audio flows (this room's side of the call is open).
+    case connected(CallID)
+    case callEnded(CallID, outcome: CallOutcome)
+    case muteChanged(room: RoomID, MuteState)
+    case presenceChanged(room: RoomID, Presence)
+    case doNotDisturbChanged(Bool)
+    case historyAdded(HistoryEntry)
+}
