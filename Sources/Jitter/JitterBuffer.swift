@@ -17,12 +17,15 @@ import RealTime
 /// transit is at most the current delay, so the current delay is steered to the target.
 ///
 /// Adaptation policy:
-/// - desired = clamp(95th percentile of relative transit + one frame, minDelay, maxDelay);
+/// - desired = clamp(95th percentile of relative transit + one frame, minDelay, maxDelay); the
+///   percentile leaves out a stall's backlog (see `measure`);
 /// - the target grows to `desired` immediately; it shrinks once per `shrinkIntervalMs` (3 s)
 ///   by half its distance to `desired` (at least a frame);
 /// - current delay below target - frame/2: one frame is inserted at once (silence during a silence
 ///   gap, concealment during speech; nothing consumed). An underrun (overdue packet, nothing
-///   buffered) also grows the delay: the frame is concealed and the packet played when it comes;
+///   buffered) also grows the delay: the frame is concealed and the packet played when it comes,
+///   unless that would put the delay past target + frame with later packets at hand (a stall's
+///   backlog): then it is late;
 /// - current delay above target + one frame: a frame is dropped where it costs nothing audible: a
 ///   silence frame of a DTX gap (i.e. at the start of a talk spurt), a missing packet that would
 ///   otherwise be concealed (skipped instead), or a decoded frame that is a pause between words
@@ -52,6 +55,7 @@ public final class JitterBuffer: @unchecked Sendable {
     /// Sum of squares over a frame below which it counts as a pause (from `quietLevelDBFS`).
     private let quietEnergy: Int64
     private let resetGapNs: Int64
+    private let backlogSpacingNs: Int64
     private let underrunConcealFrames: Int
     private let estimator: DelayEstimator
 
@@ -108,6 +112,7 @@ public final class JitterBuffer: @unchecked Sendable {
         let quietRMS = 32768 * exp(settings.quietLevelDBFS / 20 * log(10.0))
         quietEnergy = Int64(quietRMS * quietRMS * Double(settings.frameSize))
         resetGapNs = Int64(settings.resetGapMs * 1e6)
+        backlogSpacingNs = Int64(settings.backlogSpacingMs * 1e6)
         underrunConcealFrames = max(1, Int((settings.underrunConcealMs / settings.frameMs).rounded(.up)))
         let windowCount = max(16, Int((settings.windowMs / settings.frameMs).rounded(.up)))
         estimator = DelayEstimator(windowCount: windowCount, percentile: settings.percentile)
@@ -158,6 +163,8 @@ public final class JitterBuffer: @unchecked Sendable {
         excessSince = -1
         haveOrigin = false; origin = 0; newestExtended = 0; lastExtended = 0
         lastAcceptedArrival = 0
+        lastMeasuredArrival = .min / 2
+        inBacklog = false
         targetNs = initialTargetNs
         lastTargetChange = 0
         currentDelayNs = 0
@@ -289,8 +296,27 @@ public final class JitterBuffer: @unchecked Sendable {
             // timestamp base (sender restart); the old measurements no longer apply.
             estimator.reset()
         }
+        // A stall's backlog (the network went silent for longer than the buffer holds, then
+        // delivered everything at once) is one event, not a run of jittery packets: only its
+        // first packet counts. A stall now and then stays out of the percentile and costs its
+        // backlog once; stalls frequent enough to be the network's rhythm still reach it.
+        let arrival = Int64(bitPattern: p.arrivalNanos)
+        let gap = arrival - lastMeasuredArrival
+        lastMeasuredArrival = arrival
+        if gap > targetNs + frameNs {
+            inBacklog = true
+        } else if inBacklog && gap <= backlogSpacingNs {
+            statistics.backlogPackets.increment()
+            return
+        } else {
+            inBacklog = false
+        }
         estimator.add(transitNanos: transit)
     }
+
+    /// Arrival of the last packet measured, and whether it arrived after a silence of the network.
+    private var lastMeasuredArrival: Int64 = .min / 2
+    private var inBacklog = false
 
     private var lastExtended: Int64 = 0
 
@@ -327,6 +353,10 @@ public final class JitterBuffer: @unchecked Sendable {
     private func updateTarget(now: Int64) {
         let p = estimator.percentileRelative
         statistics.jitterPercentileMs.store(Double(p) / 1e6)
+        // A packet of relative transit r is in time iff r <= delay, and the delay never sits below
+        // the band's lower edge, target - frame/2: p + frame/2 would do for the buffer alone. Not
+        // yet: through the `DriftCorrector` the extra underruns it brings make the buffer drop
+        // every minute or so with a 200 ppm sender (DriftTraceTests), so the margin stays a frame.
         let desired = max(minDelayNs, min(maxDelayNs, p + frameNs))
         if desired > targetNs {
             targetNs = desired
@@ -424,7 +454,19 @@ public final class JitterBuffer: @unchecked Sendable {
                     }
                     return silence(out)
                 }
-                if ts < playout { playout = ts }  // played after an underrun: the delay has grown
+                if ts < playout {
+                    // Overdue: its frame was concealed during an underrun. Playing it grows the
+                    // delay; past target + frame that growth would only be dropped again frame by
+                    // frame, so with a later packet at hand it is late now instead (a stall's
+                    // backlog is let go at once, as its gap has been heard already).
+                    if now - (nanos(ts) + estimator.minimum) > targetNs + frameNs && distance(highest, nextSeq) > 0 {
+                        states[slot] = 2
+                        statistics.late.increment()
+                        nextSeq &+= 1
+                        continue
+                    }
+                    playout = ts  // played after an underrun: the delay has grown
+                }
                 currentDelayNs = delay(now: now)
                 if currentDelayNs < targetNs - frameNs / 2 {
                     statistics.inserted.increment()

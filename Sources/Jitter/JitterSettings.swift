@@ -31,11 +31,16 @@ public struct JitterSettings: Sendable, Equatable {
     public var underrunConcealMs: Double
     /// Whether continuous speech may lose a decoded frame to shrink the delay (see `JitterBuffer`).
     public var dropInSpeech: Bool
+    /// Packets arriving this close after one that ended a silence of the network are its backlog,
+    /// left out of the percentile. A link releases a backlog at line rate (microseconds apart);
+    /// packets sent in real time come a frame apart.
+    public var backlogSpacingMs: Double
 
     public init(frameSize: Int = 480, sampleRate: Int = 48_000, minDelayMs: Double = 20, maxDelayMs: Double = 200,
                 capacity: Int = 64, maxPayloadBytes: Int = 1500, percentile: Double = 0.95, windowMs: Double = 2000,
                 shrinkIntervalMs: Double = 3000, resetGapMs: Double = 200, underrunConcealMs: Double = 60,
-                dropInSpeech: Bool = true, minDropIntervalFrames: Int = 20, quietLevelDBFS: Double = -45) {
+                dropInSpeech: Bool = true, minDropIntervalFrames: Int = 20, quietLevelDBFS: Double = -45,
+                backlogSpacingMs: Double = 1) {
         self.frameSize = frameSize
         self.sampleRate = sampleRate
         self.minDelayMs = minDelayMs
@@ -50,6 +55,7 @@ public struct JitterSettings: Sendable, Equatable {
         self.dropInSpeech = dropInSpeech
         self.minDropIntervalFrames = minDropIntervalFrames
         self.quietLevelDBFS = quietLevelDBFS
+        self.backlogSpacingMs = backlogSpacingMs
     }
 
     public var frameMs: Double { Double(frameSize) * 1000 / Double(sampleRate) }
@@ -85,6 +91,9 @@ public final class JitterStatistics: Sendable {
     public let droppedQuiet = Counter()
     /// Times the delay exceeded the maximum and buffered frames were skipped back to the target.
     public let cutBacks = Counter()
+    /// Packets of a stall's backlog (arrived together after a silence of the network), left out of
+    /// the transit percentile.
+    public let backlogPackets = Counter()
     /// Returns to the buffering state after a long gap or a stream restart.
     public let rebuffers = Counter()
     /// Decoder calls that returned an error (silence played instead).

@@ -321,6 +321,31 @@ final class JitterBufferTests: XCTestCase {
         XCTAssertEqual(h.stats.targetDelayMs.load, 20, accuracy: 0.01, "the restart must not look like jitter")
     }
 
+    /// The network stops for 150 ms and then delivers its backlog at once (no jitter otherwise):
+    /// the backlog is let go rather than played late, and it is not taken for jitter.
+    func testAStallsBacklogIsLetGoAtOnceAndDoesNotRaiseTheTarget() {
+        let h = Harness()
+        let stallFrom = h.start + 3_000 * ms, stallTo = stallFrom + 150 * ms
+        h.schedule((0..<600).map { k in
+            var p = h.packet(k)
+            if (stallFrom..<stallTo).contains(p.arrival) { p.arrival = stallTo }
+            return p
+        })
+        var before = 0.0, maxTarget = 0.0, maxDelayAfter = 0.0
+        for c in 0..<600 {
+            h.step()
+            if c == 299 { before = h.stats.currentDelayMs.load }
+            maxTarget = max(maxTarget, h.stats.targetDelayMs.load)
+            if c >= 330 { maxDelayAfter = max(maxDelayAfter, h.stats.currentDelayMs.load) }
+        }
+        let backlog = Int(stallTo - stallFrom) / Int(10 * ms)
+        print("stall: delay before \(before) ms, max after \(maxDelayAfter) ms, max target \(maxTarget) ms, late \(h.stats.late.load), backlog packets \(h.stats.backlogPackets.load)")
+        XCTAssertEqual(maxTarget, 20, accuracy: 0.01, "the backlog is no jitter")
+        XCTAssertLessThanOrEqual(maxDelayAfter, before + 10.01, "back within a frame of the old delay at once")
+        XCTAssertGreaterThanOrEqual(h.stats.backlogPackets.load, backlog - 2)
+        XCTAssertLessThanOrEqual(h.stats.late.load, backlog, "only the backlog is lost")
+    }
+
     func testFrameSizeMismatchPlaysSilence() {
         let h = Harness()
         var small = [Int16](repeating: 5, count: 100)
