@@ -5,7 +5,7 @@ import Jitter
 /// The jitter buffer decodes with Opus: FEC from the next packet, Opus's own loss concealment.
 extension OpusDecoder: FrameDecoder {
     public func decode(_ payload: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
-        decode(payload.baseAddress?.assumingMemoryBound(to: UInt8.self), length: payload.count, into: output, frameSize: frameSize)
+        decodeFrame(payload.baseAddress?.assumingMemoryBound(to: UInt8.self), length: payload.count, into: output, frameSize: frameSize)
     }
 
     public func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
@@ -16,7 +16,7 @@ extension OpusDecoder: FrameDecoder {
         decode(nil, length: 0, into: output, frameSize: frameSize)
     }
 
-    // `reset()` (OPUS_RESET_STATE) is declared in Opus.swift and satisfies `FrameDecoder.reset()`.
+    // `reset()` and `takeCarried(into:frameSize:)` are declared in Opus.swift.
 }
 
 /// A remote stream's jitter buffer is a mixer input, or its drift corrector is.

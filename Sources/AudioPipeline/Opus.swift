@@ -77,6 +77,12 @@ public final class OpusEncoder: @unchecked Sendable {
 public final class OpusDecoder: @unchecked Sendable {
     // @unchecked: one owner thread at a time; the C state is not shared.
     private let state: OpaquePointer
+    /// A packet may hold more than the caller's frame (a peer sending 20 ms packets to a 10 ms
+    /// terminal; RFC 7587 allows 2.5-120 ms): the rest waits here for `takeCarried`.
+    private let carry: UnsafeMutablePointer<Int16>
+    private var carryStart = 0, carryEnd = 0
+    /// The longest Opus packet: 120 ms at 48 kHz.
+    public static let maxPacketSamples = 5760
 
     public init(sampleRate: Int = 48000) throws {
         var err: Int32 = 0
@@ -84,9 +90,40 @@ public final class OpusDecoder: @unchecked Sendable {
             throw OpusError("create decoder at \(sampleRate) Hz", err)
         }
         state = s
+        carry = .allocate(capacity: Self.maxPacketSamples)
+        carry.initialize(repeating: 0, count: Self.maxPacketSamples)
     }
 
-    deinit { opus_decoder_destroy(state) }
+    deinit {
+        opus_decoder_destroy(state)
+        carry.deallocate()
+    }
+
+    /// Decodes a whole packet of any length: the first `frameSize` samples go to `pcm`, the rest
+    /// is kept for `takeCarried`. Returns the packet's samples (may exceed `frameSize`) or a
+    /// negative Opus error code. Does not allocate.
+    public func decodeFrame(_ packet: UnsafePointer<UInt8>?, length: Int, into pcm: UnsafeMutablePointer<Int16>,
+                            frameSize: Int) -> Int {
+        carryStart = 0
+        carryEnd = 0
+        let n = Int(opus_decode(state, packet, Int32(length), carry, Int32(Self.maxPacketSamples), 0))
+        guard n > 0 else { return n }
+        pcm.update(from: carry, count: min(n, frameSize))
+        if n > frameSize {
+            carryStart = frameSize
+            carryEnd = n
+        }
+        return n
+    }
+
+    /// Up to `frameSize` samples left over from the last packet; returns how many (0: none).
+    public func takeCarried(into pcm: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
+        let n = min(frameSize, carryEnd - carryStart)
+        guard n > 0 else { return 0 }
+        pcm.update(from: carry + carryStart, count: n)
+        carryStart += n
+        return n
+    }
 
     /// Decodes a packet (nil: conceal a lost one; `fec`: recover the previous frame from this packet's
     /// redundancy). Returns samples decoded or a negative Opus error code.
@@ -97,7 +134,11 @@ public final class OpusDecoder: @unchecked Sendable {
     }
 
     /// Forgets the decoder's history (OPUS_RESET_STATE): a new stream in a reused slot. Does not allocate.
-    public func reset() { _ = copus_decoder_reset(state) }
+    public func reset() {
+        _ = copus_decoder_reset(state)
+        carryStart = 0
+        carryEnd = 0
+    }
 
     /// Text for a negative code returned by `encode`/`decode`.
     public static func errorText(_ code: Int) -> String { String(cString: opus_strerror(Int32(code))) }

@@ -3,6 +3,8 @@
 /// Every method runs on the audio thread: it must not allocate, lock, log or block.
 /// Each writes `frameSize` mono 16-bit samples into `output` and returns the number of samples
 /// written; a negative value is an error (the jitter buffer then plays silence for that frame).
+/// `decode` may return more than `frameSize` for a packet longer than a frame: it then writes the
+/// first frame and keeps the rest for `takeCarried`.
 public protocol FrameDecoder: AnyObject {
     /// Decodes one packet's payload.
     func decode(_ payload: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int
@@ -13,4 +15,12 @@ public protocol FrameDecoder: AnyObject {
     /// Forgets all history, as if newly created (a new stream reuses the slot). Called by
     /// `JitterBuffer.reset()`, i.e. while no other method of the decoder runs.
     func reset()
+    /// The rest of the last decoded packet when it held more than one frame (`decode` returned more
+    /// than `frameSize`): up to `frameSize` samples; returns how many, 0 when nothing is left.
+    func takeCarried(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int
+}
+
+extension FrameDecoder {
+    /// Decoders whose packets are always one frame carry nothing over.
+    public func takeCarried(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int { 0 }
 }

@@ -81,6 +81,8 @@ public final class JitterBuffer: @unchecked Sendable {
     private var underrunRun = 0
     /// When the current delay started to exceed target + frame in continuous speech (-1: it does not).
     private var excessSince: Int64 = -1
+    /// End (timestamp) of the samples the decoder still holds from a packet longer than a frame.
+    private var carriedUntil: Int64 = .min
     private let scratch: UnsafeMutablePointer<Int16>
 
     // Timestamp extension (relative to the first packet ever).
@@ -161,6 +163,7 @@ public final class JitterBuffer: @unchecked Sendable {
         playout = 0
         underrunRun = 0
         excessSince = -1
+        carriedUntil = .min
         haveOrigin = false; origin = 0; newestExtended = 0; lastExtended = 0
         lastAcceptedArrival = 0
         lastMeasuredArrival = .min / 2
@@ -334,6 +337,13 @@ public final class JitterBuffer: @unchecked Sendable {
     private func clearStore() {
         states.update(repeating: 0, count: capacity)
         haveAny = false
+        carriedUntil = .min
+    }
+
+    /// After decoding the packet stamped `ts`: a result longer than a frame leaves the rest in the
+    /// decoder, to be played until `carriedUntil` (timestamp units).
+    private func noteCarry(_ result: Int, ts: Int64) {
+        carriedUntil = result > frameSize ? ts + Int64(result) : .min
     }
 
     @inline(__always)
@@ -442,6 +452,16 @@ public final class JitterBuffer: @unchecked Sendable {
                 let slot = Int(nextSeq) & mask
                 let ts = timestamps[slot]
                 if ts > playout {
+                    if playout < carriedUntil {
+                        // The last packet held more than a frame (a peer sending longer packets):
+                        // its next frame fills what looks like a gap.
+                        let n = decoder.takeCarried(into: out, frameSize: frameSize)
+                        if n > 0 {
+                            playout += Int64(frameSize)
+                            statistics.played.increment()
+                            return finish(n, out)
+                        }
+                    }
                     // A silence gap (DTX) before this packet: play silence, grow or shrink for free.
                     currentDelayNs = delay(now: now)
                     if currentDelayNs < targetNs - frameNs / 2 {
@@ -481,6 +501,7 @@ public final class JitterBuffer: @unchecked Sendable {
                     // too, one at a time, once the excess has lasted `shrinkInterval · frame / excess`
                     // (at least `minDropInterval`): the longer the stall was, the sooner it is undone.
                     let result = decoder.decode(payload(nextSeq), into: scratch, frameSize: frameSize)
+                    noteCarry(result, ts: ts)
                     states[slot] = 2
                     nextSeq &+= 1
                     playout = ts + Int64(frameSize)
@@ -505,6 +526,7 @@ public final class JitterBuffer: @unchecked Sendable {
                     return finish(result, out)
                 }
                 let result = decoder.decode(payload(nextSeq), into: out, frameSize: frameSize)
+                noteCarry(result, ts: ts)
                 states[slot] = 2
                 nextSeq &+= 1
                 playout = ts + Int64(frameSize)

@@ -69,10 +69,9 @@ final class GStreamerInteropTests: XCTestCase {
         }
     }
 
-    /// GStreamer encodes a speech file (opusenc ! rtpopuspay) and sends it to intercomd on room B,
-    /// whose speaker must play it. Opus frames of 10 ms, intercomd's period: GStreamer's default
-    /// of 20 ms is not decoded by intercomd yet (each packet fails to decode into one 10 ms frame:
-    /// silence), a known gap reported with this test.
+    /// GStreamer encodes a speech file (opusenc ! rtpopuspay, its default 20 ms frames) and sends it
+    /// to intercomd on room B (10 ms periods), whose speaker must play it: each packet plays as two
+    /// frames.
     func testIntercomdPlaysTheSpeechGStreamerSends() throws {
         try Rig.require()
         try requireElements(["filesrc", "wavparse", "audioresample", "opusenc", "rtpopuspay", "udpsink"])
@@ -90,7 +89,7 @@ final class GStreamerInteropTests: XCTestCase {
             let clip = try Speech.roomB()
             try Command.run(Self.gst, [
                 "-q", "filesrc", "location=\(clip)", "!", "wavparse", "!", "audioconvert", "!", "audioresample", "!",
-                "audio/x-raw,rate=48000,channels=1", "!", "opusenc", "frame-size=10", "!", "rtpopuspay", "pt=96", "!",
+                "audio/x-raw,rate=48000,channels=1", "!", "opusenc", "!", "rtpopuspay", "pt=96", "!",
                 "udpsink", "host=127.0.0.1", "port=\(port)",
             ])  // udpsink syncs to the clock: the file goes out in real time, and gst-launch ends with it
             Thread.sleep(forTimeInterval: 0.8)

@@ -41,4 +41,39 @@ final class JitterOpusTests: XCTestCase {
         print(String(format: "jitter+opus: played %.2f s, FEC %d, concealed %d, correlation %.3f, delay %.1f ms",
                      Double(played.count) / 48000, s.fecRecovered.load, s.lost.load, found.peak, Double(found.lagSamples) / 48))
     }
+
+    /// A peer sending 20 ms packets (GStreamer's opusenc default) to a 10 ms terminal: every packet
+    /// plays as two frames, none as silence or a decoding error.
+    func testPacketsLongerThanAFramePlayWhole() throws {
+        let frame = 480, packetSamples = 960
+        let encoder = try OpusEncoder()
+        let speech = Signals.toInt16(Signals.chirp(from: 200, to: 3000, duration: 2, sampleRate: 48000, amplitude: 0.4))
+        final class Clock: @unchecked Sendable { var now: UInt64 = 1_000_000_000 }
+        let clock = Clock()
+        let buffer = JitterBuffer(settings: JitterSettings(frameSize: frame), decoder: try OpusDecoder(), clock: { clock.now })
+        var packet = [UInt8](repeating: 0, count: 1500)
+        var played: [Int16] = []
+        var out = [Int16](repeating: 0, count: frame)
+        let packets = speech.count / packetSamples
+        for f in 0..<(2 * packets + 10) {
+            if f % 2 == 0, f / 2 < packets {
+                let p = f / 2
+                let n = speech.withUnsafeBufferPointer { encoder.encode($0.baseAddress! + p * packetSamples, frameSize: packetSamples, into: &packet, capacity: 1500) }
+                _ = packet.withUnsafeBytes { raw in
+                    buffer.queue.push(payload: UnsafeRawBufferPointer(rebasing: raw[0..<n]), sequence: UInt16(p), timestamp: UInt32(p * packetSamples),
+                                      marker: p == 0, arrivalNanos: clock.now)
+                }
+            }
+            _ = buffer.readFrame(into: &out, count: frame)
+            played += out
+            clock.now += 10_000_000
+        }
+        let s = buffer.statistics
+        XCTAssertEqual(s.decodeErrors.load, 0)
+        XCTAssertGreaterThanOrEqual(s.played.load, 2 * packets - 2, "each packet plays as two frames")
+        let found = try XCTUnwrap(Correlation.findDelay(reference: Signals.toFloat(speech), in: Signals.toFloat(played), maxLag: 48000 / 5))
+        XCTAssertGreaterThan(found.peak, 0.8, "the played stream matches what was sent")
+        print(String(format: "20 ms packets into 10 ms frames: played %d frames from %d packets, silence %d, correlation %.3f",
+                     s.played.load, packets, s.silenceFrames.load, found.peak))
+    }
 }
