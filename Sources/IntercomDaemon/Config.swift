@@ -220,8 +220,9 @@ public struct OpusSection: Sendable, Equatable {
 
 /// `[jitter]`: the receive buffer of each remote stream.
 public struct JitterSection: Sendable, Equatable {
-    /// Smallest and largest delay the adaptive buffer may choose, ms.
-    public var minDelayMs: Double = 20
+    /// Smallest and largest delay the adaptive buffer may choose, ms. The target is the measured
+    /// jitter's 95th percentile plus one frame, so a floor of one frame binds only on a jitter-free path.
+    public var minDelayMs: Double = 10
     public var maxDelayMs: Double = 200
     /// Follow the remote sound card's clock by resampling (±1000 ppm at most).
     public var driftCorrection: Bool = true
