@@ -47,6 +47,8 @@ let package = Package(
         .target(name: "Jitter", dependencies: ["RealTime", "SpeexDSP"]),
         // Calls between rooms: vocabulary, signalling protocol, the call engine, history. No I/O.
         .target(name: "Calls"),
+        // Terminal keys: evdev key presses → debounced actions, on their own thread; reopens lost devices.
+        .target(name: "Keys", dependencies: ["Calls"]),
         // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "AudioPipeline", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
@@ -64,7 +66,7 @@ let package = Package(
 
         .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
+            "Calls", "Keys", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "CAllocCounter",

@@ -1,0 +1,46 @@
+import Calls
+import Keys
+import XCTest
+
+final class KeyMapTests: XCTestCase {
+    func testConfigurationTextMapsCodesAndNamesToActions() throws {
+        let map = try KeyMap.parse(["59": "call:1", "KEY_F2": "call:empfang", "BTN_0": "hang_up",
+                                    "key_micmute": "toggle_mic_mute", "KEY_MUTE": "toggle_speaker_mute", "KEY_ESC": "toggle_dnd"])
+        XCTAssertEqual(map[59], .callButton(.index(1)))
+        XCTAssertEqual(map[KeyMap.keyCode("KEY_F1")! + 1], .callButton(.name("empfang")))
+        XCTAssertEqual(map[0x100], .hangUp)
+        XCTAssertEqual(map[KeyMap.keyCode("KEY_MICMUTE")!], .toggleMicMute)
+        XCTAssertEqual(map[KeyMap.keyCode("KEY_MUTE")!], .toggleSpeakerMute)
+        XCTAssertEqual(map[1], .toggleDoNotDisturb)
+        XCTAssertNil(map[2])
+        for action in map.actions.values {
+            XCTAssertEqual(KeyAction(configValue: action.description), action, "description is the config spelling")
+        }
+    }
+
+    func testBadEntriesNameTheKey() {
+        func problem(_ entries: [String: String]) -> KeyMapError? {
+            do { _ = try KeyMap.parse(entries); return nil } catch { return error }
+        }
+        XCTAssertEqual(problem(["KEY_NOPE": "hang_up"])?.key, "KEY_NOPE")
+        XCTAssertEqual(problem(["\(KeyMap.maxKeyCode + 1)": "hang_up"])?.key, "\(KeyMap.maxKeyCode + 1)")
+        let bad = problem(["60": "explode"])
+        XCTAssertEqual(bad?.key, "60")
+        XCTAssertTrue(bad?.description.contains("explode") ?? false, bad?.description ?? "")
+        XCTAssertNotNil(problem(["60": "call:0"]), "buttons count from 1")
+        XCTAssertNotNil(problem(["60": "call:"]))
+        XCTAssertTrue(problem(["60": "hang_up", "KEY_F2": "toggle_dnd"])?.description.contains("already mapped") ?? false)
+    }
+
+    func testActionsBecomeCallCommands() {
+        let buttons = ["empfang", "all-rooms"]
+        XCTAssertEqual(KeyAction.callButton(.index(2)).command(buttons: buttons), .call(button: "all-rooms"))
+        XCTAssertEqual(KeyAction.callButton(.name("empfang")).command(buttons: buttons), .call(button: "empfang"))
+        XCTAssertNil(KeyAction.callButton(.index(3)).command(buttons: buttons))
+        XCTAssertNil(KeyAction.callButton(.name("kitchen")).command(buttons: buttons))
+        XCTAssertEqual(KeyAction.hangUp.command(buttons: buttons), .hangUp)
+        XCTAssertEqual(KeyAction.toggleMicMute.command(buttons: buttons), .toggleMicrophoneMute)
+        XCTAssertEqual(KeyAction.toggleSpeakerMute.command(buttons: buttons), .toggleSpeakerMute)
+        XCTAssertEqual(KeyAction.toggleDoNotDisturb.command(buttons: buttons), .toggleDoNotDisturb)
+    }
+}
