@@ -1,0 +1,140 @@
+import Foundation
+
+/// The reader thread's state; lives only on that thread.
+struct KeyReaderLoop {
+    let settings: KeyReaderSettings
+    let wakeFD: Int32
+    let shared: KeyReader.Shared
+    let onPress: @Sendable (KeyPress) -> Void
+    let onEvent: @Sendable (KeyReaderEvent) -> Void
+
+    private var source: InputSource?
+    private var decoder = InputEventDecoder()
+    private var filter: KeyFilter
+    private var backoff: Double
+    private var nextOpen = 0.0
+    private var nextPathCheck = 0.0
+    private var lastOpenFailure: String?
+    private var gotData = false
+
+    init(settings: KeyReaderSettings, wakeFD: Int32, shared: KeyReader.Shared,
+         onPress: @escaping @Sendable (KeyPress) -> Void, onEvent: @escaping @Sendable (KeyReaderEvent) -> Void) {
+        self.settings = settings
+        self.wakeFD = wakeFD
+        self.shared = shared
+        self.onPress = onPress
+        self.onEvent = onEvent
+        filter = KeyFilter(map: settings.map, debounceMilliseconds: settings.debounceMilliseconds)
+        backoff = settings.reopenFirstDelay
+    }
+
+    mutating func run() {
+        // Whole records per read: evdev refuses buffers that are not a multiple of the record size.
+        var buffer = [UInt8](repeating: 0, count: InputEvent.size * 64)
+        defer { source?.close() }
+        while true {
+            var now = monotonicSeconds()
+            if source == nil, now >= nextOpen { open(now: now) }
+            let deadline = source == nil ? nextOpen : nextPathCheck
+            let fds = [wakeFD] + (source.map { [$0.fd] } ?? [])
+            let ready = pollReadable(fds, timeout: deadline - now)
+            if ready[0] { return }
+            if ready.count > 1, ready[1] { drain(&buffer) }
+            now = monotonicSeconds()
+            if let s = source, now >= nextPathCheck {
+                nextPathCheck = now + settings.pathCheckInterval
+                let current = FileIdentity.of(path: settings.path)
+                if current == nil {
+                    lose("path removed", now: now)
+                } else if current != s.identity {
+                    lose("path now names another file", now: now)
+                }
+            }
+        }
+    }
+
+    private mutating func open(now: Double) {
+        switch InputSource.open(path: settings.path) {
+        case .success(let s):
+            source = s
+            decoder.reset()
+            gotData = false
+            lastOpenFailure = nil
+            nextPathCheck = now + settings.pathCheckInterval
+            shared.stats.withLock { $0.opens += 1 }
+            onEvent(.opened(path: settings.path))
+        case .failure(let failure):
+            shared.stats.withLock { $0.openFailures += 1 }
+            if failure.description != lastOpenFailure {
+                lastOpenFailure = failure.description
+                onEvent(.openFailed(path: settings.path, reason: failure.description, retryIn: backoff))
+            }
+            nextOpen = now + backoff
+            backoff = min(backoff * 2, settings.reopenMaxDelay)
+        }
+    }
+
+    private mutating func drain(_ buffer: inout [UInt8]) {
+        guard let s = source else { return }
+        while true {
+            let result = buffer.withUnsafeMutableBytes { s.read(into: $0) }
+            switch result {
+            case .bytes(let n):
+                gotData = true
+                backoff = settings.reopenFirstDelay
+                var events: [InputEvent] = []
+                buffer.withUnsafeBytes { raw in
+                    decoder.feed(UnsafeRawBufferPointer(rebasing: raw[0..<n])) { events.append($0) }
+                }
+                for event in events { handle(event) }
+            case .wouldBlock:
+                return
+            case .endOfFile:
+                lose("end of file", now: monotonicSeconds())
+                return
+            case .failed(let failure):
+                lose(failure.description, now: monotonicSeconds())
+                return
+            }
+        }
+    }
+
+    private mutating func handle(_ event: InputEvent) {
+        let outcome = filter.handle(event)
+        shared.stats.withLock { s in
+            switch outcome {
+            case .action: s.actions += 1
+            case .notAKey: s.otherEvents += 1
+            case .release: s.releases += 1
+            case .autorepeat: s.autorepeats += 1
+            case .bounce: s.bounces += 1
+            case .unknown: s.unknownKeys += 1
+            }
+        }
+        switch outcome {
+        case .action(let action):
+            onPress(KeyPress(action: action, code: event.code, time: Double(event.timeMicroseconds) / 1e6))
+        case .unknown(let code):
+            onEvent(.unknownKey(code: code))
+        default:
+            break
+        }
+    }
+
+    /// Closes the source. A source that delivered data is retried at once (a FIFO whose writer
+    /// left, a device replugged quickly); one that did not backs off, so a path that opens but
+    /// yields nothing cannot spin.
+    private mutating func lose(_ reason: String, now: Double) {
+        source?.close()
+        source = nil
+        decoder.reset()
+        shared.stats.withLock { $0.losses += 1 }
+        onEvent(.lost(path: settings.path, reason: reason))
+        if gotData {
+            nextOpen = now
+        } else {
+            nextOpen = now + backoff
+            backoff = min(backoff * 2, settings.reopenMaxDelay)
+        }
+    }
+}
