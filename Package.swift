@@ -49,6 +49,10 @@ let package = Package(
         .target(name: "Calls"),
         // Terminal keys: evdev key presses → debounced actions, on their own thread; reopens lost devices.
         .target(name: "Keys", dependencies: ["Calls"]),
+        // Call history and small state (do-not-disturb) in JSON files, written atomically.
+        .target(name: "CallStore", dependencies: ["Calls"]),
+        // Test helper: appends history entries until killed (the crash-safety test).
+        .executableTarget(name: "callstore-crash-writer", dependencies: ["CallStore", "Calls"], path: "Tests/CallStoreCrashWriter"),
         // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "AudioPipeline", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
@@ -66,7 +70,7 @@ let package = Package(
 
         .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "Keys", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
+            "Calls", "Keys", "CallStore", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "CAllocCounter",

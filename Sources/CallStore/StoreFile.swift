@@ -1,0 +1,161 @@
+import Foundation
+import Glibc
+
+/// A store file or its directory could not be used; names the path and the system's reason.
+public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let path: String
+    public let problem: String
+    public init(path: String, problem: String) {
+        self.path = path
+        self.problem = problem
+    }
+    public var description: String { "\(path): \(problem)" }
+}
+
+/// A store file that was not valid on load. It was renamed to `movedTo` and the store started
+/// empty (or with its default): the daemon logs this and carries on.
+public struct StoreLoadProblem: Sendable, Equatable, CustomStringConvertible {
+    public let path: String
+    public let reason: String
+    public let movedTo: String
+    public var description: String { "\(path) was not valid (\(reason)); moved aside to \(movedTo), starting empty" }
+}
+
+/// Whole-file JSON persistence: atomic replacement, corrupt files moved aside.
+enum StoreFile {
+    /// Stores hold who called whom: readable by the owner's group (the control tools), not by everyone.
+    static let mode: mode_t = 0o640
+
+    private static func failure(_ path: String, _ what: String, _ code: Int32 = errno) -> StoreError {
+        StoreError(path: path, problem: "\(what): \(String(cString: strerror(code)))")
+    }
+
+    static func directory(of path: String) -> String {
+        let d = (path as NSString).deletingLastPathComponent
+        return d.isEmpty ? "." : d
+    }
+
+    private static func tempPrefix(_ path: String) -> String {
+        "\(directory(of: path))/.\((path as NSString).lastPathComponent).tmp-"
+    }
+
+    /// Checks that the directory can be listed and written, and removes temporary files a
+    /// crashed writer left behind.
+    static func prepare(path: String) throws(StoreError) {
+        let dir = directory(of: path)
+        guard access(dir, R_OK | W_OK | X_OK) == 0 else { throw failure(dir, "store directory not usable") }
+        let prefix = tempPrefix(path)
+        let base = (prefix as NSString).lastPathComponent
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] where name.hasPrefix(base) {
+            _ = unlink("\(dir)/\(name)")
+        }
+    }
+
+    /// The file's bytes, or nil when it does not exist yet.
+    static func read(path: String) throws(StoreError) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw failure(path, "cannot open")
+        }
+        defer { _ = close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw failure(path, "cannot read")
+            }
+            if n == 0 { return bytes }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    /// Replaces `path` with `bytes` so that after a crash at any moment the path holds either
+    /// the old or the new content: temp file in the same directory, fsync, rename, fsync the
+    /// directory (so the rename itself survives power loss).
+    static func writeAtomically(path: String, bytes: [UInt8]) throws(StoreError) {
+        let temp = tempPrefix(path) + "\(getpid())-\(String(UInt32.random(in: .min ... .max), radix: 16))"
+        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw failure(path, "cannot create temporary file \(temp)") }
+        var closed = false
+        var renamed = false
+        defer {
+            if !closed { _ = close(fd) }
+            if !renamed { _ = unlink(temp) }
+        }
+        // fchmod: the process umask must not decide who may read the history.
+        guard fchmod(fd, mode) == 0 else { throw failure(path, "cannot set mode of \(temp)") }
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw failure(path, "cannot write \(temp)")
+            }
+            done += n
+        }
+        guard fsync(fd) == 0 else { throw failure(path, "cannot sync \(temp)") }
+        closed = true
+        guard close(fd) == 0 else { throw failure(path, "cannot close \(temp)") }
+        guard rename(temp, path) == 0 else { throw failure(path, "cannot rename \(temp) over it") }
+        renamed = true
+        let dir = directory(of: path)
+        let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dfd >= 0 else { throw failure(dir, "cannot open directory to sync it") }
+        defer { _ = close(dfd) }
+        guard fsync(dfd) == 0 else { throw failure(dir, "cannot sync directory") }
+    }
+
+    /// Renames an invalid file to `<path>.corrupt-<UTC time>` and returns the new name.
+    static func moveAside(path: String) throws(StoreError) -> String {
+        var t = time(nil)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        var text = [CChar](repeating: 0, count: 32)
+        let n = strftime(&text, text.count, "%Y%m%dT%H%M%SZ", &parts)
+        let stamp = String(decoding: text[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var target = "\(path).corrupt-\(stamp)"
+        var n2 = 1
+        while access(target, F_OK) == 0 {
+            n2 += 1
+            target = "\(path).corrupt-\(stamp)-\(n2)"
+        }
+        guard rename(path, target) == 0 else { throw failure(path, "not valid, and cannot move it aside to \(target)") }
+        return target
+    }
+
+    /// Loads and decodes `path`. Missing: nil. Not decodable: moved aside, reported, nil.
+    static func load<T: Decodable>(_ type: T.Type, path: String) throws(StoreError) -> (T?, StoreLoadProblem?) {
+        try prepare(path: path)
+        guard let bytes = try read(path: path) else { return (nil, nil) }
+        do {
+            return (try JSONDecoder().decode(T.self, from: Data(bytes)), nil)
+        } catch {
+            let reason = bytes.isEmpty ? "empty file" : describe(error)
+            let moved = try moveAside(path: path)
+            return (nil, StoreLoadProblem(path: path, reason: reason, movedTo: moved))
+        }
+    }
+
+    static func encode<T: Encodable>(_ value: T, path: String) throws(StoreError) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        do {
+            return Array(try encoder.encode(value)) + [UInt8(ascii: "\n")]
+        } catch {
+            throw StoreError(path: path, problem: "cannot encode: \(error)")
+        }
+    }
+
+    private static func describe(_ error: Error) -> String {
+        switch error {
+        case DecodingError.dataCorrupted(let c): return "not valid JSON: \(c.debugDescription)"
+        case DecodingError.keyNotFound(let k, _): return "missing field \(k.stringValue)"
+        case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c):
+            return "wrong value at \(c.codingPath.map(\.stringValue).joined(separator: ".")): \(c.debugDescription)"
+        default: return "\(error)"
+        }
+    }
+}

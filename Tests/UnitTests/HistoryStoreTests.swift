@@ -1,0 +1,131 @@
+import CallStore
+import Calls
+import Foundation
+import Glibc
+import XCTest
+
+final class HistoryStoreTests: XCTestCase {
+    private var directory = ""
+    private var path: String { directory + "/history.json" }
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "callstore-\(getpid())-\(UInt32.random(in: .min ... .max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        _ = chmod(directory, 0o700)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func room(_ s: String) -> RoomID { RoomID(s)! }
+
+    private func entry(_ n: UInt64, direction: HistoryEntry.Direction = .incoming, outcome: CallOutcome = .finished,
+                       reason: DeclineReason? = nil, started: Double? = nil) -> HistoryEntry {
+        HistoryEntry(callID: CallID(n), direction: direction, caller: room("room-\(n % 5)"),
+                     participants: [Participant(room: room("kitchen"), status: .declined(.doNotDisturb)),
+                                    Participant(room: room("office"), status: .connected)],
+                     outcome: outcome, reason: reason, started: started ?? Double(n) * 10, ended: (started ?? Double(n) * 10) + 3)
+    }
+
+    private func files() throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+    }
+
+    func testEntriesSurviveAReopenExactly() throws {
+        let written = [entry(1, outcome: .missed), entry(2, direction: .outgoing, outcome: .notReached),
+                       entry(3, outcome: .declined, reason: .doNotDisturb), entry(4)]
+        let store = try HistoryStore(path: path)
+        XCTAssertEqual(store.all(), [])
+        for e in written { try store.append(e) }
+        XCTAssertEqual(store.all(), written)
+
+        let again = try HistoryStore(path: path)
+        XCTAssertNil(again.loadProblem)
+        XCTAssertEqual(again.all(), written)
+        XCTAssertEqual(try files(), ["history.json"], "no temporary file is left behind")
+    }
+
+    func testHistoryKeepsTheNewestEntriesUpToItsCapacity() throws {
+        let capacity = 7
+        let store = try HistoryStore(path: path, capacity: capacity)
+        let total = capacity * 3 + 2
+        for n in 1...total { try store.append(entry(UInt64(n))) }
+        let expected = ((total - capacity + 1)...total).map { entry(UInt64($0)) }
+        XCTAssertEqual(store.all(), expected)
+        XCTAssertEqual(try HistoryStore(path: path, capacity: capacity).all(), expected)
+        // A smaller capacity on the next start trims to the newest.
+        XCTAssertEqual(try HistoryStore(path: path, capacity: 2).all(), Array(expected.suffix(2)))
+        XCTAssertEqual(HistoryStore.defaultCapacity, 500)
+    }
+
+    func testQueriesNewestAndMissedSince() throws {
+        let store = try HistoryStore(path: path)
+        let es = [entry(1, outcome: .missed, started: 100), entry(2, outcome: .finished, started: 200),
+                  entry(3, direction: .outgoing, outcome: .notReached, started: 300),
+                  entry(4, outcome: .declined, reason: .doNotDisturb, started: 400), entry(5, outcome: .missed, started: 500)]
+        for e in es { try store.append(e) }
+        XCTAssertEqual(store.newest(2), [es[4], es[3]])
+        XCTAssertEqual(store.newest(99), es.reversed())
+        XCTAssertEqual(store.newest(0), [])
+        XCTAssertEqual(store.missed(since: 0), [es[4], es[3], es[0]])
+        XCTAssertEqual(store.missed(since: 400), [es[4], es[3]])
+        XCTAssertEqual(store.missed(since: 501), [])
+    }
+
+    func testWrittenFileIsReadableByOwnerAndGroupOnly() throws {
+        let old = umask(0) // the store must not depend on the process umask
+        defer { umask(old) }
+        let store = try HistoryStore(path: path)
+        try store.append(entry(1))
+        var s = stat()
+        XCTAssertEqual(stat(path, &s), 0)
+        XCTAssertEqual(s.st_mode & 0o777, 0o640)
+    }
+
+    func testGarbageOrTruncatedFileIsMovedAsideAndReported() throws {
+        // A valid file cut in the middle, and plain garbage.
+        let store = try HistoryStore(path: path)
+        for n in 1...3 { try store.append(entry(UInt64(n))) }
+        let valid = try Data(contentsOf: URL(fileURLWithPath: path))
+        for content in [valid.prefix(valid.count / 2), Data("\u{0}\u{7}garbage{{".utf8), Data()] {
+            try content.write(to: URL(fileURLWithPath: path))
+            let recovered = try HistoryStore(path: path)
+            let problem = try XCTUnwrap(recovered.loadProblem)
+            XCTAssertEqual(recovered.all(), [])
+            XCTAssertEqual(problem.path, path)
+            XCTAssertTrue(problem.movedTo.hasPrefix(path + ".corrupt-"), problem.movedTo)
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: problem.movedTo)), content, "kept for a person to inspect")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+            XCTAssertTrue(problem.description.contains(path) && problem.description.contains(problem.movedTo), problem.description)
+            XCTAssertFalse(problem.reason.isEmpty)
+            // The store works on after recovery.
+            try recovered.append(entry(9))
+            XCTAssertEqual(try HistoryStore(path: path).all(), [entry(9)])
+        }
+        XCTAssertEqual(try files().filter { $0.contains(".corrupt-") }.count, 3, "each bad file kept under its own name")
+    }
+
+    func testUnusableDirectoryIsAnErrorNamingThePathAndReason() throws {
+        let missing = directory + "/no-such-dir/history.json"
+        XCTAssertThrowsError(try HistoryStore(path: missing)) { error in
+            let e = error as? StoreError
+            XCTAssertEqual(e?.path, directory + "/no-such-dir")
+            XCTAssertTrue(e?.problem.contains(String(cString: strerror(ENOENT))) ?? false, "\(error)")
+        }
+        guard geteuid() != 0 else { return } // root ignores permission bits
+        XCTAssertEqual(chmod(directory, 0o500), 0)
+        XCTAssertThrowsError(try HistoryStore(path: path)) { error in
+            XCTAssertTrue("\(error)".contains(String(cString: strerror(EACCES))), "\(error)")
+        }
+    }
+
+    func testUnreadableFileIsAnErrorNotAMoveAside() throws {
+        XCTAssertEqual(mkdir(path, 0o700), 0) // a directory where the file should be: read fails
+        XCTAssertThrowsError(try HistoryStore(path: path)) { error in
+            XCTAssertEqual((error as? StoreError)?.path, path)
+            XCTAssertTrue("\(error)".contains(String(cString: strerror(EISDIR))), "\(error)")
+        }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path))
+    }
+}
