@@ -93,6 +93,13 @@ struct MouthToEar {
         return (samples, parts, [logA, logB])
     }
 
+    /// The xruns a daemon's log reports at its end (its `final stats:` line).
+    static func finalXruns(_ logPath: String) -> Double {
+        let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        guard let line = text.split(separator: "\n").last(where: { $0.contains("final stats:") }) else { return 0 }
+        return lastNumber(in: String(line), after: " xruns=") ?? 0
+    }
+
     /// The number following the last occurrence of `marker`.
     static func lastNumber(in text: String, after marker: String) -> Double? {
         guard let r = text.range(of: marker, options: .backwards) else { return nil }
@@ -101,28 +108,43 @@ struct MouthToEar {
 }
 
 extension MouthToEar {
-    /// Measures the setups and prints the Markdown section for BENCHMARKS.md.
-    func report(_ setups: [Setup], repeats: Int = 5) throws {
+    /// Measures the setups and prints the Markdown section for BENCHMARKS.md. Each setup runs in
+    /// `sessions` fresh pairs of daemons (where the jitter buffer settles differs between starts),
+    /// `repeats` chirps each.
+    func report(_ setups: [Setup], sessions: Int = 3, repeats: Int = 3) throws {
         // The rig's own share of one playback → capture pass, on a room no daemon uses.
         let rigPasses = (0..<repeats).compactMap { _ in try? LatencyProbe(playback: "roomD", capture: "roomD").measureOnce() }
         let rigPass = median(rigPasses.map(\.path))
         print("\n### Mouth-to-ear delay, room A → room B on the rig (two intercomd processes, measured \(ISO8601DateFormatter().string(from: Date())))\n")
-        print("A chirp played into room A's air is found in room B's speaker by cross-correlation; wall-clock time minus the probe's own buffering. Median of \(repeats) chirps per setup. Lower is better; the goals hold intercomd's share, i.e. the total without the rig's sound server.\n")
-        print("| setup | total (ms) | the rig (2 passes) | intercomd's share | goal | A capture period (≤) | AEC + preprocess | Opus look-ahead | network | B jitter buffer | B playback buffer | rest |")
+        print("A chirp played into room A's air is found in room B's speaker by cross-correlation; wall-clock time minus the probe's own buffering. \(sessions) fresh pairs of daemons per setup, \(repeats) chirps each: the median, and the range over all chirps. Lower is better; the goals hold intercomd's share, i.e. the total without the rig's sound server. Sessions whose daemons logged xruns (the machine starved them) are left out and counted.\n")
+        print("| setup | total (ms), median [range] | the rig (2 passes) | intercomd's share | goal | A capture period (≤) | AEC + preprocess | Opus look-ahead | network | B jitter buffer | B playback buffer | rest |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for s in setups {
-            let (samples, parts, logs) = try measure(s, repeats: repeats)
+            var samples: [LatencyProbe.Sample] = [], partsSeen: [Parts] = [], spoiled = 0
+            for _ in 0..<sessions {
+                let (got, parts, logs) = try measure(s, repeats: repeats)
+                let xruns = logs.map(Self.finalXruns).reduce(0, +)
+                if xruns > 0 || got.isEmpty { spoiled += 1; continue }
+                samples += got
+                partsSeen.append(parts)
+            }
             guard !samples.isEmpty else {
-                print("| \(s.name) | chirp not found (logs: \(logs.joined(separator: ", "))) |")
+                print("| \(s.name) | no clean session (\(spoiled) of \(sessions) had xruns or no chirp) |")
                 continue
             }
+            var parts = Parts()
+            parts.lookaheadMs = median(partsSeen.map(\.lookaheadMs))
+            parts.jitterDelayMs = median(partsSeen.map(\.jitterDelayMs))
+            parts.playbackDelayMs = median(partsSeen.map(\.playbackDelayMs))
             let total = median(samples.map(\.path))
+            let range = String(format: " [%.0f-%.0f]%@", samples.map(\.path).min()!, samples.map(\.path).max()!,
+                               spoiled > 0 ? " (\(spoiled) spoiled)" : "")
             let rig = 2 * rigPass
             let share = total - rig
             let known = s.periodMs + s.periodMs + parts.lookaheadMs + parts.jitterDelayMs + parts.playbackDelayMs
             let goal = s.periodMs >= 10 ? 40.0 : 15.0
-            print(String(format: "| %@ | %.1f | %.1f | **%.1f** | ≤ %.0f %@ | %.1f | %.1f | %.1f | ~0 (loopback) | %.1f | %.1f | %.1f |",
-                         s.name, total, rig, share, goal, share <= goal ? "met" : "not met", s.periodMs, s.periodMs,
+            print(String(format: "| %@ | %.1f%@ | %.1f | **%.1f** | ≤ %.0f %@ | %.1f | %.1f | %.1f | ~0 (loopback) | %.1f | %.1f | %.1f |",
+                         s.name, total, range, rig, share, goal, share <= goal ? "met" : "not met", s.periodMs, s.periodMs,
                          parts.lookaheadMs, parts.jitterDelayMs, parts.playbackDelayMs, share - known))
         }
         print("\nParts: the capture period is the longest a sample waits for its frame to fill (on average half); the echo canceller's preprocessor delays by one frame (measured, see the audio core section); look-ahead as the encoder reports it; jitter buffer = B's current delay beyond the fastest transit (its statistics); playback buffer = B's `snd_pcm_delay`. *rest* = total share minus these parts: scheduling, the average-vs-worst capture wait, the rig's start-up variability. Individual chirps (total ms): the rig pass \(rigPasses.map { String(format: "%.1f", $0.path) }.joined(separator: ", ")).")
