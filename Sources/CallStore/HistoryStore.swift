@@ -3,7 +3,8 @@ import Synchronization
 
 /// The call history, kept across restarts in one JSON file (mode 0640), bounded to the newest
 /// `capacity` entries. Every change rewrites the file atomically, so a crash leaves the old or
-/// the new history, never a mix. Safe to use from several threads.
+/// the new history, never a mix. Safe to use from several threads; one store per file (opening
+/// removes temporary files a crashed writer left, which would break a second live writer).
 public final class HistoryStore: Sendable {
     public static let defaultCapacity = 500
 

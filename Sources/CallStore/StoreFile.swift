@@ -18,7 +18,7 @@ public struct StoreLoadProblem: Sendable, Equatable, CustomStringConvertible {
     public let path: String
     public let reason: String
     public let movedTo: String
-    public var description: String { "\(path) was not valid (\(reason)); moved aside to \(movedTo), starting empty" }
+    public var description: String { "\(path) was not valid (\(reason)); moved aside to \(movedTo); starting afresh" }
 }
 
 /// Whole-file JSON persistence: atomic replacement, corrupt files moved aside.

@@ -60,7 +60,8 @@ public struct KeyReaderStats: Sendable, Equatable {
 }
 
 /// Reads key presses from an evdev device on its own thread and delivers the mapped actions.
-/// Lost devices are reopened with back-off. `stop()` (or releasing the reader) ends the thread.
+/// Lost devices are reopened with back-off. `stop()` (or releasing the reader) ends the thread;
+/// not from inside the callbacks, which run on that thread (it would wait for itself).
 public final class KeyReader: Sendable {
     private let wake: WakePipe
     private let shared: Shared
