@@ -183,4 +183,42 @@ final class NetworkMediaTests: XCTestCase {
             return [a, b, cRoom]
         }
     }
+
+    /// Low-delay mode: 5 ms periods and Opus `restricted_lowdelay` (CELT only, 2.5 ms look-ahead,
+    /// no FEC) in both rooms, the jitter floor at 5 ms: A's talker is intelligible in B with a
+    /// bounded delay (printed; on the rig the 30 ms playback buffer it needs and the sound server's
+    /// bursts at short periods dominate the delay, see BENCHMARKS.md).
+    func testLowDelayModeWith5msFramesCarriesIntelligibleSpeech() throws {
+        try Rig.require()
+        try measureWithRetries("A → B, low delay") { c in
+            let dir = try Repo.scratchFolder("net-low-delay")
+            let portA = try FreePort.udp(), portB = try FreePort.udp()
+            let lowDelay = "[opus]\napplication = \"restricted_lowdelay\"\n[jitter]\nmin_delay_ms = 5"
+            let audio = "period_ms = 5\nbuffer_periods = 6"
+            func start(_ room: String, _ listen: Int, _ peer: Int) throws -> DaemonProcess {
+                let config = try DaemonProcess.writeRoomConfig(room, extra: """
+                    [network]
+                    listen_port = \(listen)
+                    peers = ["127.0.0.1:\(peer)"]
+                    [log]
+                    stats_interval_s = 1
+                    \(lowDelay)
+                    """, audio: audio)
+                return try DaemonProcess(arguments: ["--config", config], name: "intercomd-\(room)")
+            }
+            let a = try start("roomA", portA, portB)
+            let b = try start("roomB", portB, portA)
+            defer { a.terminate(); b.terminate() }
+            waitUntilStreaming([a, b])
+            XCTAssertTrue(a.log.contains("opus restricted_lowdelay"), a.log)
+            XCTAssertTrue(a.log.contains("encoder look-ahead 2.5 ms"), "CELT only: 2.5 ms look-ahead: \(a.log)")
+
+            let ab = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: dir, name: "roomB-speaker")
+            stopCleanly(b, "room B")
+            stopCleanly(a, "room A")
+            checkHeard(c, ab, try Quality.measure(reference: ab.clipPath, recording: ab.recordingPath),
+                       "A → B, 5 ms frames, restricted_lowdelay", logs: [a, b])
+            return [a, b]
+        }
+    }
 }
