@@ -1,5 +1,6 @@
 /// Turns raw events into actions: presses of mapped keys only, each key debounced on the
 /// kernel's time stamps (they mark when the contact moved, not when we got to read it).
+/// Unstamped records (a simulator writing zeros) are debounced on their arrival time instead.
 struct KeyFilter {
     enum Outcome: Equatable {
         case action(KeyAction)
@@ -19,7 +20,8 @@ struct KeyFilter {
         self.debounceMicroseconds = Int64(debounceMilliseconds) * 1000
     }
 
-    mutating func handle(_ e: InputEvent) -> Outcome {
+    /// `arrivalMicroseconds`: when the record was read (monotonic), used when it has no stamp.
+    mutating func handle(_ e: InputEvent, arrivalMicroseconds: Int64) -> Outcome {
         guard e.type == InputEvent.keyType else { return .notAKey }
         switch e.value {
         case InputEvent.press: break
@@ -27,7 +29,7 @@ struct KeyFilter {
         default: return .release
         }
         guard let action = map[e.code] else { return .unknown(e.code) }
-        let t = e.timeMicroseconds
+        let t = e.timeMicroseconds != 0 ? e.timeMicroseconds : arrivalMicroseconds
         // A clock stepped backwards (evdev stamps CLOCK_REALTIME) gives a negative gap: not a bounce.
         if let last = lastAccepted[e.code], t >= last, t - last < debounceMicroseconds {
             return .bounce

@@ -86,7 +86,8 @@ struct KeyReaderLoop {
                 buffer.withUnsafeBytes { raw in
                     decoder.feed(UnsafeRawBufferPointer(rebasing: raw[0..<n])) { events.append($0) }
                 }
-                for event in events { handle(event) }
+                let arrival = Int64(monotonicSeconds() * 1e6)
+                for event in events { handle(event, arrival: arrival) }
             case .wouldBlock:
                 return
             case .endOfFile:
@@ -99,8 +100,8 @@ struct KeyReaderLoop {
         }
     }
 
-    private mutating func handle(_ event: InputEvent) {
-        let outcome = filter.handle(event)
+    private mutating func handle(_ event: InputEvent, arrival: Int64) {
+        let outcome = filter.handle(event, arrivalMicroseconds: arrival)
         shared.stats.withLock { s in
             switch outcome {
             case .action: s.actions += 1

@@ -94,6 +94,22 @@ final class KeyReaderTests: XCTestCase {
         XCTAssertEqual(reader?.stats.bounces, 1)
     }
 
+    func testUnstampedRecordsAreDebouncedOnArrivalTime() throws {
+        let c = KeyCollector()
+        let debounceMS = 50
+        try start(c, debounceMilliseconds: debounceMS)
+        let w = try FIFOWriter(path: fifo)
+        defer { w.close() }
+        let press = InputEvent(type: InputEvent.keyType, code: callKey, value: InputEvent.press)
+        let release = InputEvent(type: InputEvent.keyType, code: callKey, value: InputEvent.release)
+        w.write([press, release, press, release]) // arrive together: the second is a bounce
+        XCTAssertEqual(c.waitForActions(1), [.callButton(.index(1))])
+        usleep(UInt32(debounceMS * 3 * 1000))
+        w.write([press, release])
+        XCTAssertEqual(c.waitForActions(2), [.callButton(.index(1)), .callButton(.index(1))])
+        XCTAssertEqual(reader?.stats.bounces, 1)
+    }
+
     func testRecordsSplitAcrossWritesStillDecode() throws {
         let c = KeyCollector()
         try start(c)
