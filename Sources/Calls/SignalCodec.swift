@@ -1,0 +1,259 @@
+// The signalling wire format: big-endian, length-prefixed room ids, every field checked against
+// the datagram before use. Layout and rationale: docs/calls.md.
+
+/// Encodes and strictly decodes signalling datagrams.
+public enum SignalCodec {
+    public static let magic: (UInt8, UInt8) = (0x49, 0x43)  // "IC"
+    public static let version: UInt8 = 1
+    /// magic 2, version 1, type 1, flags 1, message id 4, sender length 1.
+    public static let fixedHeaderLength = 10
+    public static let tagLength = 16
+    /// Upper bound on a participant list; keeps an invite well under one Ethernet MTU.
+    public static let maxParticipants = 16
+    /// Times travel as milliseconds since 1970; beyond this (year 33658) a Double would no longer
+    /// hold them exactly, so decoding rejects them and encoding clamps.
+    public static let maxMilliseconds: UInt64 = 1_000_000_000_000_000
+
+    // MARK: encoding
+
+    /// The datagram for `envelope`. Room ids are valid by construction; a participant list that
+    /// breaks the decoder's rules still encodes (the receiver then rejects it), so this never traps.
+    public static func encode(_ envelope: Envelope) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        out.append(magic.0)
+        out.append(magic.1)
+        out.append(version)
+        out.append(envelope.message.typeCode)
+        out.append(envelope.flags.rawValue)
+        out.appendBE(envelope.messageID)
+        out.appendRoom(envelope.sender)
+        switch envelope.message {
+        case .invite(let call, let participants, let media):
+            out.appendBE(call.value)
+            out.appendRooms(participants)
+            out.appendEndpoint(media.callerMedia)
+            switch media.voice {
+            case .unicast: out.append(0)
+            case .multicast(let group):
+                out.append(1)
+                out.appendEndpoint(group)
+            }
+        case .accept(let call, let port):
+            out.appendBE(call.value)
+            out.appendBE(port)
+        case .decline(let call, let reason):
+            out.appendBE(call.value)
+            out.append(reasonCode(reason))
+        case .end(let call), .leave(let call):
+            out.appendBE(call.value)
+        case .mute(let call, let state):
+            out.appendBE(call.value)
+            out.append((state.microphone ? 1 : 0) | (state.speaker ? 2 : 0))
+        case .hello(let dnd, let call):
+            out.append(dnd ? 1 : 0)
+            out.appendBE(call?.value ?? 0)
+        case .missedCall(let notice):
+            out.appendBE(notice.callID.value)
+            out.appendRoom(notice.caller)
+            out.appendBE(milliseconds(notice.started))
+            out.appendRooms(notice.participants)
+        case .ack(let id):
+            out.appendBE(id)
+        }
+        if let tag = envelope.authenticationTag {
+            // Always exactly tagLength bytes on the wire, whatever the caller passed.
+            out.append(contentsOf: (tag + [UInt8](repeating: 0, count: tagLength)).prefix(tagLength))
+        }
+        return out
+    }
+
+    static func reasonCode(_ reason: DeclineReason) -> UInt8 {
+        switch reason {
+        case .doNotDisturb: 1
+        case .busy: 2
+        case .notPermitted: 3
+        }
+    }
+
+    static func milliseconds(_ seconds: Double) -> UInt64 {
+        // Clamped: a Double outside UInt64's range would trap on conversion.
+        guard seconds.isFinite, seconds > 0 else { return 0 }
+        return min(UInt64(min(seconds * 1000, Double(maxMilliseconds)).rounded()), maxMilliseconds)
+    }
+
+    // MARK: decoding
+
+    public static func decode(_ bytes: [UInt8]) -> Result<Envelope, SignalDecodeError> {
+        bytes.withUnsafeBytes { decode($0) }
+    }
+
+    /// Decodes one datagram. Never traps, never reads outside `buffer`.
+    public static func decode(_ buffer: UnsafeRawBufferPointer) -> Result<Envelope, SignalDecodeError> {
+        do {
+            return .success(try decodeThrowing(buffer))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private static func decodeThrowing(_ buffer: UnsafeRawBufferPointer) throws(SignalDecodeError) -> Envelope {
+        guard buffer.count >= fixedHeaderLength else { throw .truncatedHeader }
+        guard buffer[0] == magic.0, buffer[1] == magic.1 else { throw .badMagic }
+        guard buffer[2] == version else { throw .unsupportedVersion }
+        let type = buffer[3]
+        guard (1...9).contains(type) else { throw .unknownMessageType }
+        let flags = EnvelopeFlags(rawValue: buffer[4])
+        guard flags.subtracting(.known).isEmpty else { throw .reservedFlags }
+
+        let tagged = flags.contains(.authenticated)
+        guard !tagged || buffer.count >= fixedHeaderLength + tagLength else { throw .truncatedBody }
+        let end = tagged ? buffer.count - tagLength : buffer.count
+        var reader = SignalReader(buffer: buffer, offset: 5, end: end)
+        let messageID = try reader.uint32()
+        let sender = try reader.room()
+        let message = try decodeBody(type: type, sender: sender, &reader)
+        guard reader.offset == end else { throw .trailingBytes }
+        let tag = tagged ? Array(buffer[end...]) : nil
+        return Envelope(sender: sender, messageID: messageID, message: message, authenticationTag: tag)
+    }
+
+    private static func decodeBody(
+        type: UInt8, sender: RoomID, _ r: inout SignalReader
+    ) throws(SignalDecodeError) -> SignalMessage {
+        switch type {
+        case 1:
+            let call = try r.callID()
+            let participants = try r.rooms(excluding: sender)
+            let callerMedia = try r.endpoint()
+            guard callerMedia.port != 0 else { throw .invalidMediaAddress }
+            let voice: VoiceDelivery
+            switch try r.uint8() {
+            case 0: voice = .unicast
+            case 1:
+                let group = try r.endpoint()
+                guard group.isMulticast, group.port != 0 else { throw .invalidMediaAddress }
+                voice = .multicast(group: group)
+            default: throw .unknownMediaMode
+            }
+            return .invite(call, participants: participants, media: InviteMedia(callerMedia: callerMedia, voice: voice))
+        case 2:
+            let call = try r.callID()
+            let port = try r.uint16()
+            guard port != 0 else { throw .invalidMediaAddress }
+            return .accept(call, mediaPort: port)
+        case 3:
+            let call = try r.callID()
+            let reason: DeclineReason
+            switch try r.uint8() {
+            case 1: reason = .doNotDisturb
+            case 2: reason = .busy
+            case 3: reason = .notPermitted
+            default: throw .unknownDeclineReason
+            }
+            return .decline(call, reason)
+        case 4: return .end(try r.callID())
+        case 5: return .leave(try r.callID())
+        case 6:
+            let call = try r.callID()
+            let bits = try r.uint8()
+            guard bits & ~3 == 0 else { throw .reservedStateBits }
+            return .mute(call, MuteState(microphone: bits & 1 != 0, speaker: bits & 2 != 0))
+        case 7:
+            let bits = try r.uint8()
+            guard bits & ~1 == 0 else { throw .reservedStateBits }
+            let raw = try r.uint64()
+            return .hello(doNotDisturb: bits & 1 != 0, call: raw == 0 ? nil : CallID(raw))
+        case 8:
+            let call = try r.callID()
+            let caller = try r.room()
+            let ms = try r.uint64()
+            guard ms <= maxMilliseconds else { throw .invalidTime }
+            let started = Double(ms) / 1000
+            let participants = try r.rooms(excluding: caller)
+            return .missedCall(MissedCallNotice(callID: call, caller: caller, participants: participants, started: started))
+        default:
+            return .ack(try r.uint32())
+        }
+    }
+}
+
+/// Bounds-checked big-endian reads; every read checks against `end` first.
+struct SignalReader {
+    let buffer: UnsafeRawBufferPointer
+    var offset: Int
+    let end: Int
+
+    mutating func bytes(_ count: Int) throws(SignalDecodeError) -> UnsafeRawBufferPointer.SubSequence {
+        guard count <= end - offset else { throw .truncatedBody }
+        defer { offset += count }
+        return buffer[offset..<offset + count]
+    }
+
+    mutating func uint8() throws(SignalDecodeError) -> UInt8 { try bytes(1).first! }
+
+    mutating func uint16() throws(SignalDecodeError) -> UInt16 {
+        try bytes(2).reduce(0) { $0 << 8 | UInt16($1) }
+    }
+
+    mutating func uint32() throws(SignalDecodeError) -> UInt32 {
+        try bytes(4).reduce(0) { $0 << 8 | UInt32($1) }
+    }
+
+    mutating func uint64() throws(SignalDecodeError) -> UInt64 {
+        try bytes(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    mutating func callID() throws(SignalDecodeError) -> CallID {
+        let raw = try uint64()
+        guard raw != 0 else { throw .zeroCallID }
+        return CallID(raw)
+    }
+
+    mutating func endpoint() throws(SignalDecodeError) -> IPv4Endpoint {
+        let address = try uint32()
+        return IPv4Endpoint(address: address, port: try uint16())
+    }
+
+    mutating func room() throws(SignalDecodeError) -> RoomID {
+        let length = Int(try uint8())
+        let raw = try bytes(length)
+        guard let id = RoomID(String(decoding: raw, as: UTF8.self)) else { throw .invalidRoomID }
+        return id
+    }
+
+    /// A non-empty list of distinct rooms, at most `maxParticipants`, without `excluded`.
+    mutating func rooms(excluding excluded: RoomID) throws(SignalDecodeError) -> [RoomID] {
+        let count = Int(try uint8())
+        guard (1...SignalCodec.maxParticipants).contains(count) else { throw .invalidParticipants }
+        var rooms: [RoomID] = []
+        for _ in 0..<count {
+            let id = try room()
+            guard id != excluded, !rooms.contains(id) else { throw .invalidParticipants }
+            rooms.append(id)
+        }
+        return rooms
+    }
+}
+
+extension [UInt8] {
+    mutating func appendBE<T: FixedWidthInteger>(_ value: T) {
+        var big = value.bigEndian
+        Swift.withUnsafeBytes(of: &big) { append(contentsOf: $0) }
+    }
+
+    mutating func appendRoom(_ room: RoomID) {
+        append(UInt8(truncatingIfNeeded: room.value.utf8.count))
+        append(contentsOf: room.value.utf8)
+    }
+
+    mutating func appendRooms(_ rooms: [RoomID]) {
+        append(UInt8(truncatingIfNeeded: rooms.count))
+        for room in rooms { appendRoom(room) }
+    }
+
+    mutating func appendEndpoint(_ endpoint: IPv4Endpoint) {
+        appendBE(endpoint.address)
+        appendBE(endpoint.port)
+    }
+}

@@ -1,0 +1,120 @@
+// The messages daemons exchange to set up and tear down calls (docs/calls.md has the byte layout).
+
+/// How the caller's voice reaches the callees.
+public enum VoiceDelivery: Hashable, Sendable, Codable {
+    /// One RTP stream to each connected callee.
+    case unicast
+    /// One RTP stream to this group; every callee joins it.
+    case multicast(group: IPv4Endpoint)
+}
+
+/// What an invite tells a callee about media.
+public struct InviteMedia: Hashable, Sendable {
+    /// Where the callee sends its microphone (the caller's media socket).
+    public var callerMedia: IPv4Endpoint
+    /// How the caller's voice arrives.
+    public var voice: VoiceDelivery
+
+    public init(callerMedia: IPv4Endpoint, voice: VoiceDelivery) {
+        self.callerMedia = callerMedia
+        self.voice = voice
+    }
+}
+
+/// A missed call that the caller keeps and delivers once the callee is online again.
+public struct MissedCallNotice: Hashable, Sendable {
+    public var callID: CallID
+    public var caller: RoomID
+    public var participants: [RoomID]
+    /// When the call was placed, seconds since 1970 (carried with millisecond resolution).
+    public var started: Double
+
+    public init(callID: CallID, caller: RoomID, participants: [RoomID], started: Double) {
+        self.callID = callID
+        self.caller = caller
+        self.participants = participants
+        self.started = started
+    }
+}
+
+/// One signalling message. The sender is in the envelope: for `invite` it is the caller.
+public enum SignalMessage: Equatable, Sendable {
+    case invite(CallID, participants: [RoomID], media: InviteMedia)
+    /// The callee's audio opens; the caller sends to the callee's host at this port.
+    case accept(CallID, mediaPort: UInt16)
+    case decline(CallID, DeclineReason)
+    /// From the caller: the whole call is over.
+    case end(CallID)
+    /// From a callee: only this callee leaves.
+    case leave(CallID)
+    case mute(CallID, MuteState)
+    /// Presence, every `helloInterval`; `call` is the call the sender takes part in, if any.
+    case hello(doNotDisturb: Bool, call: CallID?)
+    case missedCall(MissedCallNotice)
+    /// Acknowledges the sender's message with this id.
+    case ack(UInt32)
+
+    /// The type byte on the wire.
+    public var typeCode: UInt8 {
+        switch self {
+        case .invite: 1
+        case .accept: 2
+        case .decline: 3
+        case .end: 4
+        case .leave: 5
+        case .mute: 6
+        case .hello: 7
+        case .missedCall: 8
+        case .ack: 9
+        }
+    }
+
+    /// Hello and ack are never acknowledged (hello repeats anyway; acking an ack would never end).
+    public var needsAck: Bool {
+        switch self {
+        case .hello, .ack: false
+        default: true
+        }
+    }
+
+    /// The call a message is about, when it is about one.
+    public var callID: CallID? {
+        switch self {
+        case .invite(let id, _, _), .accept(let id, _), .decline(let id, _), .end(let id), .leave(let id),
+             .mute(let id, _): id
+        case .missedCall(let notice): notice.callID
+        case .hello(_, let call): call
+        case .ack: nil
+        }
+    }
+}
+
+/// Envelope flag bits.
+public struct EnvelopeFlags: OptionSet, Hashable, Sendable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    /// An authentication tag of `SignalCodec.tagLength` bytes ends the datagram (reserved for the
+    /// keys issue: decoded and carried, not yet verified by anyone).
+    public static let authenticated = EnvelopeFlags(rawValue: 1)
+    public static let known: EnvelopeFlags = [.authenticated]
+}
+
+/// One datagram: who sent it, its per-sender id, and the message.
+public struct Envelope: Equatable, Sendable {
+    public var sender: RoomID
+    /// Counts up per sender from a random start (so a restarted sender does not collide with
+    /// its old ids in a receiver's dedupe window).
+    public var messageID: UInt32
+    public var message: SignalMessage
+    /// Present exactly when the `authenticated` flag is set.
+    public var authenticationTag: [UInt8]?
+
+    public init(sender: RoomID, messageID: UInt32, message: SignalMessage, authenticationTag: [UInt8]? = nil) {
+        self.sender = sender
+        self.messageID = messageID
+        self.message = message
+        self.authenticationTag = authenticationTag
+    }
+
+    public var flags: EnvelopeFlags { authenticationTag == nil ? [] : .authenticated }
+}

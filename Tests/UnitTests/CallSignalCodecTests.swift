@@ -1,0 +1,142 @@
+import Calls
+import SignalTools
+import XCTest
+
+private func room(_ s: String) -> RoomID { RoomID(s)! }
+
+/// One envelope of every message type, with fields away from their defaults.
+let sampleEnvelopes: [Envelope] = {
+    let caller = room("empfang")
+    let group = IPv4Endpoint("239.255.0.7:5006")!
+    let media = IPv4Endpoint("10.0.0.1:5004")!
+    let messages: [SignalMessage] = [
+        .invite(CallID(0xDEAD_BEEF_0000_0001), participants: [room("labor"), room("zimmer-2")],
+                media: InviteMedia(callerMedia: media, voice: .unicast)),
+        .invite(CallID(7), participants: [room("labor")], media: InviteMedia(callerMedia: media, voice: .multicast(group: group))),
+        .accept(CallID(.max), mediaPort: 5004),
+        .decline(CallID(3), .doNotDisturb), .decline(CallID(3), .busy), .decline(CallID(3), .notPermitted),
+        .end(CallID(9)), .leave(CallID(10)),
+        .mute(CallID(11), MuteState(microphone: true, speaker: false)),
+        .mute(CallID(11), MuteState(microphone: false, speaker: true)),
+        .hello(doNotDisturb: true, call: nil), .hello(doNotDisturb: false, call: CallID(12)),
+        .missedCall(MissedCallNotice(callID: CallID(13), caller: room("labor"), participants: [room("empfang"), room("x")],
+                                     started: 1_700_000_000.123)),
+        .ack(0xFFFF_FFFF),
+    ]
+    return messages.enumerated().map { i, m in Envelope(sender: caller, messageID: UInt32(i) &* 0x0101_0101, message: m) }
+}()
+
+final class CallSignalCodecTests: XCTestCase {
+    func testEveryMessageTypeRoundTrips() {
+        XCTAssertEqual(Set(sampleEnvelopes.map(\.message.typeCode)).count, 9, "a message type is missing from the samples")
+        for envelope in sampleEnvelopes {
+            XCTAssertEqual(try SignalCodec.decode(SignalCodec.encode(envelope)).get(), envelope)
+        }
+    }
+
+    func testAuthenticationTagIsCarriedAndFlagged() throws {
+        var envelope = sampleEnvelopes[0]
+        envelope.authenticationTag = (0..<UInt8(SignalCodec.tagLength)).map { $0 &* 17 }
+        let bytes = SignalCodec.encode(envelope)
+        XCTAssertEqual(bytes[4] & EnvelopeFlags.authenticated.rawValue, EnvelopeFlags.authenticated.rawValue)
+        XCTAssertEqual(try SignalCodec.decode(bytes).get(), envelope)
+        // The same datagram without its tag has its last body bytes read as the tag: rejected.
+        XCTAssertEqual(SignalCodec.decode(Array(bytes.dropLast(SignalCodec.tagLength))).failureValue, .truncatedBody)
+    }
+
+    func testEveryTruncationIsRejected() {
+        for envelope in sampleEnvelopes {
+            let bytes = SignalCodec.encode(envelope)
+            for length in 0..<bytes.count {
+                let result = SignalCodec.decode(Array(bytes.prefix(length)))
+                XCTAssertNotNil(result.failureValue, "prefix \(length) of \(envelope.message) accepted")
+            }
+            XCTAssertEqual(SignalCodec.decode(bytes + [0]).failureValue, .trailingBytes)
+        }
+    }
+
+    /// One crafted datagram per error case; the test fails when a case has no way to happen.
+    func testEachErrorCaseHasItsOwnInput() {
+        let valid = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .end(CallID(5))))
+        let hello = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .hello(doNotDisturb: false, call: nil)))
+        let decline = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .decline(CallID(5), .busy)))
+        let invite = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .invite(
+            CallID(5), participants: [room("b")], media: InviteMedia(callerMedia: IPv4Endpoint("10.0.0.1:5004")!, voice: .unicast))))
+        let missed = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .missedCall(
+            MissedCallNotice(callID: CallID(5), caller: room("a"), participants: [room("b")], started: 1))))
+        // missed: call id 11-18, caller 19-20, time 21-28.
+        // Offsets: header 10 + sender "a" 1 = 11; invite: call id 8, count at 19, "b" at 20-21, media 22-27, mode 28.
+        func patched(_ bytes: [UInt8], _ offset: Int, _ value: UInt8) -> [UInt8] {
+            var b = bytes
+            b[offset] = value
+            return b
+        }
+        let cases: [(SignalDecodeError, [UInt8])] = [
+            (.truncatedHeader, Array(valid.prefix(5))),
+            (.badMagic, patched(valid, 0, 0x80)),
+            (.unsupportedVersion, patched(valid, 2, 2)),
+            (.unknownMessageType, patched(valid, 3, 0)),
+            (.reservedFlags, patched(valid, 4, 0x80)),
+            (.invalidRoomID, patched(valid, 10, UInt8(ascii: "A"))),
+            (.truncatedBody, Array(valid.dropLast())),
+            (.trailingBytes, valid + [1]),
+            (.zeroCallID, valid.prefix(11) + [UInt8](repeating: 0, count: 8)),
+            (.invalidParticipants, patched(invite, 21, UInt8(ascii: "a"))),
+            (.unknownMediaMode, patched(invite, 28, 2)),
+            (.invalidMediaAddress, patched(patched(invite, 26, 0), 27, 0)),
+            (.unknownDeclineReason, patched(decline, decline.count - 1, 0)),
+            (.reservedStateBits, patched(hello, 11, 4)),
+            (.invalidTime, patched(missed, 21, 0xFF)),
+        ]
+        XCTAssertEqual(Set(cases.map(\.0)), Set(SignalDecodeError.allCases))
+        for (expected, bytes) in cases {
+            XCTAssertEqual(SignalCodec.decode(bytes).failureValue, expected, "\(bytes)")
+        }
+    }
+
+    /// Random bytes and random mutations of valid datagrams: never a trap; what decodes re-encodes
+    /// to the same bytes (the format has one encoding per message).
+    func testGarbageAndMutationsNeverTrapAndAcceptedInputIsCanonical() {
+        var rng = SplitMix64(seed: 0xCA11)
+        var counts: [SignalDecodeError: Int] = [:]
+        var accepted = 0
+        for i in 0..<50_000 {
+            var bytes: [UInt8]
+            if i % 2 == 0 {
+                bytes = (0..<Int(rng.next() % 80)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            } else {
+                bytes = SignalCodec.encode(sampleEnvelopes[Int(rng.next() % UInt64(sampleEnvelopes.count))])
+                for _ in 0...(rng.next() % 3) where !bytes.isEmpty {
+                    bytes[Int(rng.next() % UInt64(bytes.count))] ^= UInt8(truncatingIfNeeded: rng.next() | 1)
+                }
+            }
+            switch SignalCodec.decode(bytes) {
+            case .success(let envelope):
+                accepted += 1
+                XCTAssertEqual(SignalCodec.encode(envelope), bytes)
+            case .failure(let error): counts[error, default: 0] += 1
+            }
+        }
+        print("codec garbage: \(accepted) accepted, rejected by reason: \(counts.sorted { $0.value > $1.value })")
+        XCTAssertGreaterThan(accepted, 0, "mutations of a valid datagram should sometimes stay valid")
+        XCTAssertGreaterThan(counts[.badMagic, default: 0], 0)
+        XCTAssertGreaterThan(counts.count, SignalDecodeError.allCases.count / 2)
+    }
+
+    func testEndpointParsing() {
+        XCTAssertEqual(IPv4Endpoint("192.168.1.20:5060"), IPv4Endpoint(address: 0xC0A8_0114, port: 5060))
+        XCTAssertEqual(IPv4Endpoint("192.168.1.20:5060")?.description, "192.168.1.20:5060")
+        for bad in ["", "1.2.3:4", "1.2.3.4", "1.2.3.256:1", "1.2.3.4:65536", "1.2.3.4:5:6", "a.b.c.d:1"] {
+            XCTAssertNil(IPv4Endpoint(bad), bad)
+        }
+        XCTAssertTrue(IPv4Endpoint("239.1.2.3:1")!.isMulticast)
+        XCTAssertFalse(IPv4Endpoint("10.1.2.3:1")!.isMulticast)
+    }
+}
+
+extension Result {
+    var failureValue: Failure? {
+        if case .failure(let e) = self { return e }
+        return nil
+    }
+}

@@ -1,0 +1,18 @@
+#!/bin/sh
+# Builds the signalling decoder fuzzer (libFuzzer + AddressSanitizer) into .build-fuzz/signal-fuzzer.
+# Meant to be run from the repository root (works from anywhere: it changes there first).
+# Usage: fuzz/signal/build.sh [run [libFuzzer options...]], e.g. fuzz/signal/build.sh run -max_total_time=60
+set -eu
+cd "$(dirname "$0")/../.."
+mkdir -p .build-fuzz/signal-corpus
+swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -g -use-ld=lld \
+    -module-name SignalFuzz Sources/Calls/*.swift fuzz/signal/main.swift -o .build-fuzz/signal-fuzzer
+echo "built .build-fuzz/signal-fuzzer"
+if [ "${1:-}" = run ]; then
+    shift
+    # Seeds: an end and a unicast invite, so libFuzzer starts from the accepted paths.
+    printf 'IC\001\004\000\000\000\000\001\001a\000\000\000\000\000\000\000\005' > .build-fuzz/signal-corpus/seed-end
+    printf 'IC\001\001\000\000\000\000\001\001a\000\000\000\000\000\000\000\005\001\001b\012\000\000\001\023\214\000' \
+        > .build-fuzz/signal-corpus/seed-invite
+    exec .build-fuzz/signal-fuzzer -max_len=2048 "$@" .build-fuzz/signal-corpus
+fi
