@@ -7,6 +7,7 @@ let package = Package(
         .executable(name: "intercomd", targets: ["intercomd"]),
         .executable(name: "intercom-bench", targets: ["intercom-bench"]),
         .executable(name: "impairment-relay", targets: ["impairment-relay"]),
+        .executable(name: "intercomctl", targets: ["intercomctl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
@@ -53,6 +54,11 @@ let package = Package(
         .target(name: "CallStore", dependencies: ["Calls"]),
         // Test helper: appends history entries until killed (the crash-safety test).
         .executableTarget(name: "callstore-crash-writer", dependencies: ["CallStore", "Calls"], path: "Tests/CallStoreCrashWriter"),
+        // The control socket: Unix socket server, newline-delimited JSON protocol, event stream; and its client.
+        .target(name: "Control", dependencies: ["Calls", "RealTime"]),
+        .executableTarget(name: "intercomctl", dependencies: [
+            "Control", "Calls", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
         // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "AudioPipeline", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
@@ -70,7 +76,7 @@ let package = Package(
 
         .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "Keys", "CallStore", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
+            "Calls", "Keys", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "CAllocCounter",

@@ -1,0 +1,242 @@
+import Calls
+
+/// A line from the daemon that does not have the documented shape.
+public struct ControlProtocolViolation: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// One line of the event stream as a client reads it.
+public enum ControlEvent: Sendable, Equatable {
+    case call(CallEvent)
+    /// The daemon's event queue overflowed and this many events were not delivered.
+    case eventsLost(Int)
+}
+
+/// The wire shapes of the call vocabulary: snake_case keys, statuses and outcomes as strings,
+/// call ids as hexadecimal strings (as the log prints them), times in seconds since 1970 (UTC).
+public enum ControlJSON {
+    // MARK: Encoding (daemon side)
+
+    public static func encode(_ event: CallEvent) -> JSONValue {
+        switch event {
+        case .incomingCall(let id, let from, let participants):
+            ["event": "incoming_call", "call_id": callID(id), "from": room(from), "participants": rooms(participants)]
+        case .outgoingCall(let id, let to):
+            ["event": "outgoing_call", "call_id": callID(id), "to": rooms(to)]
+        case .participantStatus(let id, let r, let status):
+            merge(["event": "participant_status", "call_id": callID(id), "room": room(r)], encode(status))
+        case .connected(let id):
+            ["event": "connected", "call_id": callID(id)]
+        case .callEnded(let id, let outcome):
+            ["event": "call_ended", "call_id": callID(id), "outcome": .string(outcome.rawValue)]
+        case .muteChanged(let r, let mute):
+            merge(["event": "mute_changed", "room": room(r)], encode(mute))
+        case .presenceChanged(let r, let presence):
+            merge(["event": "presence_changed", "room": room(r)], encode(presence))
+        case .doNotDisturbChanged(let on):
+            ["event": "dnd_changed", "dnd": .bool(on)]
+        case .historyAdded(let entry):
+            ["event": "history_added", "entry": encode(entry)]
+        }
+    }
+
+    public static func eventsLost(_ count: Int) -> JSONValue {
+        ["event": "events_lost", "count": .integer(Int64(count))]
+    }
+
+    public static func encode(_ reply: ControlReply) -> JSONValue {
+        switch reply {
+        case .done:
+            return .object([:])
+        case .callPlaced(let id, let to):
+            return ["call_id": callID(id), "to": rooms(to)]
+        case .mute(let mute):
+            return encode(mute)
+        case .doNotDisturb(let on):
+            return ["dnd": .bool(on)]
+        case .status(let s):
+            var call = JSONValue.null
+            if let c = s.call {
+                call = ["call_id": callID(c.callID), "direction": .string(c.direction.rawValue), "caller": room(c.caller),
+                        "participants": .array(c.participants.map(encode)), "connected": .bool(c.connected)]
+            }
+            return ["room": room(s.room), "name": .string(s.name), "dnd": .bool(s.doNotDisturb), "mute": encode(s.mute), "call": call]
+        case .rooms(let d):
+            return ["rooms": .array(d.rooms.map { merge(["id": room($0.id), "name": .string($0.name)], encode($0.presence)) }),
+                    "buttons": .array(d.buttons.map { ["name": .string($0.name), "rooms": rooms($0.rooms)] })]
+        case .history(let entries):
+            return ["entries": .array(entries.map(encode))]
+        }
+    }
+
+    public static func encode(_ entry: HistoryEntry) -> JSONValue {
+        var o: [String: JSONValue] = [
+            "call_id": callID(entry.callID), "direction": .string(entry.direction.rawValue), "caller": room(entry.caller),
+            "participants": .array(entry.participants.map(encode)), "outcome": .string(entry.outcome.rawValue),
+            "started": .number(entry.started), "ended": .number(entry.ended),
+        ]
+        if let reason = entry.reason { o["reason"] = .string(reason.rawValue) }
+        return .object(o)
+    }
+
+    public static func encode(_ p: Participant) -> JSONValue { merge(["room": room(p.room)], encode(p.status)) }
+
+    /// `{"status": "declined", "reason": "do_not_disturb"}`; the reason only for declined.
+    public static func encode(_ status: ParticipantStatus) -> JSONValue {
+        switch status {
+        case .ringing: ["status": "ringing"]
+        case .connected: ["status": "connected"]
+        case .declined(let reason): ["status": "declined", "reason": .string(reason.rawValue)]
+        case .unavailable: ["status": "unavailable"]
+        case .left: ["status": "left"]
+        }
+    }
+
+    public static func encode(_ m: MuteState) -> JSONValue { ["microphone": .bool(m.microphone), "speaker": .bool(m.speaker)] }
+    public static func encode(_ p: Presence) -> JSONValue { ["online": .bool(p.online), "dnd": .bool(p.doNotDisturb), "in_call": .bool(p.inCall)] }
+
+    private static func callID(_ id: CallID) -> JSONValue { .string(id.description) }
+    private static func room(_ r: RoomID) -> JSONValue { .string(r.value) }
+    private static func rooms(_ rs: [RoomID]) -> JSONValue { .array(rs.map(room)) }
+
+    private static func merge(_ a: JSONValue, _ b: JSONValue) -> JSONValue {
+        guard case .object(let x) = a, case .object(let y) = b else { return a }
+        return .object(x.merging(y) { first, _ in first })
+    }
+
+    // MARK: Decoding (client side)
+
+    public typealias Violation = ControlProtocolViolation
+
+    public static func decodeEvent(_ json: JSONValue) throws(Violation) -> ControlEvent {
+        let name = try field(json, "event", \.stringValue, "a string")
+        switch name {
+        case "incoming_call":
+            return .call(.incomingCall(try callID(json), from: try room(json, "from"), participants: try rooms(json, "participants")))
+        case "outgoing_call":
+            return .call(.outgoingCall(try callID(json), to: try rooms(json, "to")))
+        case "participant_status":
+            return .call(.participantStatus(try callID(json), room: try room(json, "room"), status: try status(json)))
+        case "connected":
+            return .call(.connected(try callID(json)))
+        case "call_ended":
+            let outcome = try field(json, "outcome", { $0.stringValue.flatMap(CallOutcome.init(rawValue:)) }, "a call outcome")
+            return .call(.callEnded(try callID(json), outcome: outcome))
+        case "mute_changed":
+            return .call(.muteChanged(room: try room(json, "room"), try mute(json)))
+        case "presence_changed":
+            return .call(.presenceChanged(room: try room(json, "room"), try presence(json)))
+        case "dnd_changed":
+            return .call(.doNotDisturbChanged(try field(json, "dnd", \.boolValue, "a boolean")))
+        case "history_added":
+            return .call(.historyAdded(try historyEntry(try field(json, "entry", { $0 }, "an object"))))
+        case "events_lost":
+            return .eventsLost(Int(try field(json, "count", \.integerValue, "an integer")))
+        default:
+            throw Violation("unknown event \"\(name)\"")
+        }
+    }
+
+    /// Reads a success response's `result` for the command that was sent.
+    public static func decodeReply(_ result: JSONValue, for command: ControlCommand) throws(Violation) -> ControlReply {
+        switch command {
+        case .call, .callRooms:
+            return .callPlaced(try callID(result), to: try rooms(result, "to"))
+        case .hangUp:
+            return .done
+        case .setMuted:
+            return .mute(try mute(result))
+        case .setDoNotDisturb:
+            return .doNotDisturb(try field(result, "dnd", \.boolValue, "a boolean"))
+        case .status:
+            var call: ActiveCall?
+            if let c = result["call"], c != .null {
+                let direction = try field(c, "direction", { $0.stringValue.flatMap(HistoryEntry.Direction.init(rawValue:)) }, "incoming or outgoing")
+                call = ActiveCall(callID: try callID(c), direction: direction, caller: try room(c, "caller"),
+                                  participants: try participants(c), connected: try field(c, "connected", \.boolValue, "a boolean"))
+            }
+            return .status(ControlStatus(room: try room(result, "room"), name: try field(result, "name", \.stringValue, "a string"),
+                                         doNotDisturb: try field(result, "dnd", \.boolValue, "a boolean"),
+                                         mute: try mute(try field(result, "mute", { $0 }, "an object")), call: call))
+        case .rooms:
+            var list: [RoomDirectory.Room] = []
+            for r in try field(result, "rooms", \.arrayValue, "an array") {
+                list.append(.init(id: try room(r, "id"), name: try field(r, "name", \.stringValue, "a string"), presence: try presence(r)))
+            }
+            var buttons: [RoomDirectory.Button] = []
+            for b in try field(result, "buttons", \.arrayValue, "an array") {
+                buttons.append(.init(name: try field(b, "name", \.stringValue, "a string"), rooms: try rooms(b, "rooms")))
+            }
+            return .rooms(RoomDirectory(rooms: list, buttons: buttons))
+        case .history:
+            var entries: [HistoryEntry] = []
+            for e in try field(result, "entries", \.arrayValue, "an array") { entries.append(try historyEntry(e)) }
+            return .history(entries)
+        }
+    }
+
+    public static func historyEntry(_ json: JSONValue) throws(Violation) -> HistoryEntry {
+        let direction = try field(json, "direction", { $0.stringValue.flatMap(HistoryEntry.Direction.init(rawValue:)) }, "incoming or outgoing")
+        let outcome = try field(json, "outcome", { $0.stringValue.flatMap(CallOutcome.init(rawValue:)) }, "a call outcome")
+        var reason: DeclineReason?
+        if let r = json["reason"], r != .null {
+            reason = try field(json, "reason", { $0.stringValue.flatMap(DeclineReason.init(rawValue:)) }, "a decline reason")
+        }
+        return HistoryEntry(callID: try callID(json), direction: direction, caller: try room(json, "caller"),
+                            participants: try participants(json), outcome: outcome, reason: reason,
+                            started: try field(json, "started", \.numberValue, "a number"),
+                            ended: try field(json, "ended", \.numberValue, "a number"))
+    }
+
+    private static func field<T>(_ json: JSONValue, _ key: String, _ read: (JSONValue) -> T?, _ what: String) throws(Violation) -> T {
+        guard let value = json[key], let t = read(value) else { throw Violation("\"\(key)\" must be \(what)") }
+        return t
+    }
+
+    private static func callID(_ json: JSONValue) throws(Violation) -> CallID {
+        CallID(try field(json, "call_id", { $0.stringValue.flatMap { UInt64($0, radix: 16) } }, "a hexadecimal call id"))
+    }
+
+    private static func room(_ json: JSONValue, _ key: String) throws(Violation) -> RoomID {
+        try field(json, key, { $0.stringValue.flatMap(RoomID.init) }, "a room id")
+    }
+
+    private static func rooms(_ json: JSONValue, _ key: String) throws(Violation) -> [RoomID] {
+        try field(json, key, { v in
+            guard let items = v.arrayValue else { return nil }
+            let ids = items.compactMap { $0.stringValue.flatMap(RoomID.init) }
+            return ids.count == items.count ? ids : nil
+        }, "an array of room ids")
+    }
+
+    private static func participants(_ json: JSONValue) throws(Violation) -> [Participant] {
+        var list: [Participant] = []
+        for p in try field(json, "participants", \.arrayValue, "an array") {
+            list.append(Participant(room: try room(p, "room"), status: try status(p)))
+        }
+        return list
+    }
+
+    private static func status(_ json: JSONValue) throws(Violation) -> ParticipantStatus {
+        switch try field(json, "status", \.stringValue, "a string") {
+        case "ringing": return .ringing
+        case "connected": return .connected
+        case "unavailable": return .unavailable
+        case "left": return .left
+        case "declined":
+            return .declined(try field(json, "reason", { $0.stringValue.flatMap(DeclineReason.init(rawValue:)) }, "a decline reason"))
+        case let other: throw Violation("unknown participant status \"\(other)\"")
+        }
+    }
+
+    private static func mute(_ json: JSONValue) throws(Violation) -> MuteState {
+        MuteState(microphone: try field(json, "microphone", \.boolValue, "a boolean"), speaker: try field(json, "speaker", \.boolValue, "a boolean"))
+    }
+
+    private static func presence(_ json: JSONValue) throws(Violation) -> Presence {
+        Presence(online: try field(json, "online", \.boolValue, "a boolean"), doNotDisturb: try field(json, "dnd", \.boolValue, "a boolean"),
+                 inCall: try field(json, "in_call", \.boolValue, "a boolean"))
+    }
+}

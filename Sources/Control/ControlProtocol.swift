@@ -1,0 +1,190 @@
+import Calls
+
+/// Error codes of the control protocol (docs/control.md).
+public enum ControlErrorCode: String, Sendable, CaseIterable {
+    case parseError = "parse_error"
+    case unknownCommand = "unknown_command"
+    case invalidArgument = "invalid_argument"
+    case notPermitted = "not_permitted"
+    case busy
+    case notInCall = "not_in_call"
+    case unavailable
+    case `internal`
+}
+
+/// A refused request: a code for programs, a message for people.
+public struct ControlFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    public let code: ControlErrorCode
+    public let message: String
+    public init(_ code: ControlErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+    public var description: String { "\(code.rawValue): \(message)" }
+}
+
+public enum MuteTarget: String, Sendable, CaseIterable {
+    case microphone = "mic"
+    case speaker
+}
+
+/// What a control client asks the daemon to do: everything the handler sees.
+public enum ControlCommand: Sendable, Equatable {
+    case call(button: String)
+    case callRooms([RoomID])
+    /// `hangup` and `leave` (an alias): the caller ends the call, a callee leaves it.
+    case hangUp
+    case setMuted(MuteTarget, Bool)
+    case setDoNotDisturb(Bool)
+    case status
+    case rooms
+    /// Newest entries last; `limit` keeps the newest `limit`.
+    case history(limit: Int?)
+
+    /// The call engine's command for this request, or nil for the queries.
+    public var callCommand: CallCommand? {
+        switch self {
+        case .call(let button): .call(button: button)
+        case .callRooms(let rooms): .callRooms(rooms)
+        case .hangUp: .hangUp
+        case .setMuted(.microphone, let on): .setMicrophoneMuted(on)
+        case .setMuted(.speaker, let on): .setSpeakerMuted(on)
+        case .setDoNotDisturb(let on): .setDoNotDisturb(on)
+        case .status, .rooms, .history: nil
+        }
+    }
+}
+
+/// One request line, parsed. `ping` and `subscribe` are answered by the server itself.
+public enum ControlRequest: Sendable, Equatable {
+    case command(ControlCommand)
+    case subscribe
+    case ping
+
+    /// The request as a JSON object with `id` (what intercomctl sends).
+    public func json(id: Int64) -> JSONValue {
+        var o: [String: JSONValue] = ["id": .integer(id)]
+        switch self {
+        case .ping: o["cmd"] = "ping"
+        case .subscribe: o["cmd"] = "subscribe"
+        case .command(let c):
+            switch c {
+            case .call(let button): o["cmd"] = "call"; o["button"] = .string(button)
+            case .callRooms(let rooms): o["cmd"] = "call"; o["rooms"] = .array(rooms.map { .string($0.value) })
+            case .hangUp: o["cmd"] = "hangup"
+            case .setMuted(let target, let on): o["cmd"] = .string(on ? "mute" : "unmute"); o["target"] = .string(target.rawValue)
+            case .setDoNotDisturb(let on): o["cmd"] = "dnd"; o["state"] = on ? "on" : "off"
+            case .status: o["cmd"] = "status"
+            case .rooms: o["cmd"] = "rooms"
+            case .history(let limit):
+                o["cmd"] = "history"
+                if let limit { o["limit"] = .integer(Int64(limit)) }
+            }
+        }
+        return .object(o)
+    }
+
+    /// Reads a request object. The id is checked by the caller; unknown members are ignored so
+    /// that newer clients can send optional extras to older daemons.
+    public static func parse(_ json: JSONValue) -> Result<ControlRequest, ControlFailure> {
+        guard case .object = json else { return .failure(.init(.parseError, "a request is a JSON object")) }
+        guard let cmd = json["cmd"] else { return .failure(.init(.invalidArgument, "missing \"cmd\"")) }
+        guard let name = cmd.stringValue else { return .failure(.init(.invalidArgument, "\"cmd\" must be a string")) }
+        do {
+            switch name {
+            case "ping": return .success(.ping)
+            case "subscribe": return .success(.subscribe)
+            case "call": return .success(.command(try parseCall(json)))
+            case "hangup", "leave": return .success(.command(.hangUp))
+            case "mute", "unmute": return .success(.command(.setMuted(try parseTarget(json), name == "mute")))
+            case "dnd": return .success(.command(.setDoNotDisturb(try parseOnOff(json))))
+            case "status": return .success(.command(.status))
+            case "rooms": return .success(.command(.rooms))
+            case "history": return .success(.command(.history(limit: try parseLimit(json))))
+            default:
+                return .failure(.init(.unknownCommand, "unknown command \"\(name.prefix(64))\""))
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private static func parseCall(_ json: JSONValue) throws(ControlFailure) -> ControlCommand {
+        switch (json["button"], json["rooms"]) {
+        case (.string(let button)?, nil):
+            guard !button.isEmpty else { throw ControlFailure(.invalidArgument, "\"button\" is empty") }
+            return .call(button: button)
+        case (nil, .array(let items)?):
+            guard !items.isEmpty else { throw ControlFailure(.invalidArgument, "\"rooms\" is empty") }
+            var rooms: [RoomID] = []
+            for item in items {
+                guard let text = item.stringValue, let room = RoomID(text) else {
+                    throw ControlFailure(.invalidArgument, "\"rooms\" holds an invalid room id (lower-case letters, digits, - and _, 1-32 characters)")
+                }
+                if !rooms.contains(room) { rooms.append(room) }
+            }
+            return .callRooms(rooms)
+        case (nil, nil):
+            throw ControlFailure(.invalidArgument, "call needs \"button\" (a string) or \"rooms\" (an array of room ids)")
+        case (_?, _?):
+            throw ControlFailure(.invalidArgument, "call takes \"button\" or \"rooms\", not both")
+        default:
+            throw ControlFailure(.invalidArgument, "\"button\" must be a string and \"rooms\" an array of room ids")
+        }
+    }
+
+    private static func parseTarget(_ json: JSONValue) throws(ControlFailure) -> MuteTarget {
+        switch json["target"]?.stringValue {
+        case "mic", "microphone": return .microphone
+        case "speaker": return .speaker
+        default: throw ControlFailure(.invalidArgument, "\"target\" must be \"mic\" or \"speaker\"")
+        }
+    }
+
+    private static func parseOnOff(_ json: JSONValue) throws(ControlFailure) -> Bool {
+        switch json["state"]?.stringValue {
+        case "on": return true
+        case "off": return false
+        default: throw ControlFailure(.invalidArgument, "\"state\" must be \"on\" or \"off\"")
+        }
+    }
+
+    private static func parseLimit(_ json: JSONValue) throws(ControlFailure) -> Int? {
+        guard let value = json["limit"], value != .null else { return nil }
+        guard let limit = value.integerValue, limit > 0, limit <= Int64(Int32.max) else {
+            throw ControlFailure(.invalidArgument, "\"limit\" must be a positive integer")
+        }
+        return Int(limit)
+    }
+}
+
+/// The response envelope: `{"id": …, "ok": true, "result": {…}}` or `{"id": …, "ok": false, "error": {…}}`.
+public struct ControlResponse: Sendable, Equatable {
+    /// The request's id as sent (integer or string), or null when it could not be read.
+    public var id: JSONValue
+    public var outcome: Result<JSONValue, ControlFailure>
+
+    public init(id: JSONValue, outcome: Result<JSONValue, ControlFailure>) {
+        self.id = id
+        self.outcome = outcome
+    }
+
+    public var json: JSONValue {
+        switch outcome {
+        case .success(let result): ["id": id, "ok": true, "result": result]
+        case .failure(let f): ["id": id, "ok": false, "error": ["code": .string(f.code.rawValue), "message": .string(f.message)]]
+        }
+    }
+
+    /// Reads a response line's object; nil when it is not a response (e.g. an event).
+    public init?(json: JSONValue) {
+        guard let ok = json["ok"]?.boolValue, let id = json["id"] else { return nil }
+        self.id = id
+        if ok {
+            outcome = .success(json["result"] ?? .object([:]))
+        } else {
+            let code = json["error"]?["code"]?.stringValue.flatMap(ControlErrorCode.init(rawValue:)) ?? .internal
+            outcome = .failure(.init(code, json["error"]?["message"]?.stringValue ?? "(no message)"))
+        }
+    }
+}

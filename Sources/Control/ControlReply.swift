@@ -1,0 +1,84 @@
+import Calls
+
+/// What the handler answers to a command; the server turns it into the response's `result`.
+public enum ControlReply: Sendable, Equatable {
+    /// hangup/leave done.
+    case done
+    /// A call was placed (call).
+    case callPlaced(CallID, to: [RoomID])
+    /// The mute state after mute/unmute.
+    case mute(MuteState)
+    /// Do-not-disturb after dnd.
+    case doNotDisturb(Bool)
+    case status(ControlStatus)
+    case rooms(RoomDirectory)
+    /// Oldest first.
+    case history([HistoryEntry])
+}
+
+/// This terminal's state (status).
+public struct ControlStatus: Sendable, Equatable {
+    public var room: RoomID
+    public var name: String
+    public var doNotDisturb: Bool
+    public var mute: MuteState
+    /// The call this room is in, if any.
+    public var call: ActiveCall?
+
+    public init(room: RoomID, name: String, doNotDisturb: Bool, mute: MuteState, call: ActiveCall? = nil) {
+        self.room = room
+        self.name = name
+        self.doNotDisturb = doNotDisturb
+        self.mute = mute
+        self.call = call
+    }
+}
+
+/// The call in progress as this room sees it.
+public struct ActiveCall: Sendable, Equatable {
+    public var callID: CallID
+    public var direction: HistoryEntry.Direction
+    public var caller: RoomID
+    /// Every callee with its status (a callee sees the others as far as it knows them).
+    public var participants: [Participant]
+    /// Audio flows here.
+    public var connected: Bool
+
+    public init(callID: CallID, direction: HistoryEntry.Direction, caller: RoomID, participants: [Participant], connected: Bool) {
+        self.callID = callID
+        self.direction = direction
+        self.caller = caller
+        self.participants = participants
+        self.connected = connected
+    }
+}
+
+/// The configured directory with presence, and this room's call buttons (rooms).
+public struct RoomDirectory: Sendable, Equatable {
+    public struct Room: Sendable, Equatable {
+        public var id: RoomID
+        public var name: String
+        public var presence: Presence
+        public init(id: RoomID, name: String, presence: Presence) {
+            self.id = id
+            self.name = name
+            self.presence = presence
+        }
+    }
+
+    public struct Button: Sendable, Equatable {
+        public var name: String
+        public var rooms: [RoomID]
+        public init(name: String, rooms: [RoomID]) {
+            self.name = name
+            self.rooms = rooms
+        }
+    }
+
+    public var rooms: [Room]
+    public var buttons: [Button]
+    public init(rooms: [Room], buttons: [Button]) {
+        self.rooms = rooms
+        self.buttons = buttons
+    }
+}

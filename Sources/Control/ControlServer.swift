@@ -1,0 +1,99 @@
+import Calls
+import Dispatch
+import Foundation
+import RealTime
+import Synchronization
+
+/// The control socket: a listening Unix socket and its clients, served by one thread with one
+/// `poll`, everything non-blocking. Requests go to the `ControlHandler` on that thread; events
+/// published from any thread are streamed to subscribers. Every buffer is bounded by `settings`.
+///
+///     let server = try ControlServer(settings: settings, handler: daemonHandler)  // creates the socket file
+///     server.start()
+///     server.publish(.doNotDisturbChanged(true))                                  // any thread
+///     server.stop()                                                               // closes all, removes the file
+public final class ControlServer: Sendable {
+    public let settings: ControlSettings
+    let handler: any ControlHandler
+    let listener: UnixSocket
+    private let inode: UInt64
+    let doorbell: Doorbell
+    let events: EventQueue
+    let stopRequested = Atomic<Bool>(false)
+    private let phase = Mutex(Phase.created)
+    private let finished = DispatchSemaphore(value: 0)
+    let counters = Mutex(ControlServerStatistics())
+
+    private enum Phase { case created, running, stopped }
+
+    /// Creates the socket file (mode and group from `settings`), replacing a stale one. Throws
+    /// when another daemon is live on the path or a system call fails (with the system's reason).
+    public init(settings: ControlSettings, handler: any ControlHandler) throws(ControlSocketError) {
+        self.settings = settings
+        self.handler = handler
+        (listener, inode) = try UnixSocket.listen(path: settings.socketPath, mode: settings.mode, group: settings.group, backlog: settings.backlog)
+        do {
+            doorbell = try Doorbell()
+        } catch {
+            UnixSocket.removeSocketFile(path: settings.socketPath, inode: inode)
+            throw ControlSocketError("pipe", path: settings.socketPath, code: error.code)
+        }
+        events = EventQueue(capacity: settings.maxPendingEvents)
+    }
+
+    /// Starts the server thread ("intercom-control"). Once only.
+    public func start() {
+        let go = phase.withLock { p in
+            guard p == .created else { return false }
+            p = .running
+            return true
+        }
+        guard go else { return }
+        let loop = ServerLoop(server: self)
+        let thread = Thread { [finished] in
+            loop.run()
+            finished.signal()
+        }
+        thread.name = "intercom-control"
+        // Decoding nested JSON recurses; 512 levels (the decoder's limit) need more than the default stack.
+        thread.stackSize = 4 << 20
+        thread.start()
+    }
+
+    /// Queues an event for the subscribers; never blocks beyond a short mutex. When the queue is
+    /// full (`maxPendingEvents`) the event is counted as lost and subscribers are told how many.
+    public func publish(_ event: CallEvent) {
+        if events.push(event) { doorbell.ring() }
+    }
+
+    /// Closes every client and the listening socket and removes the socket file (if it is still
+    /// ours). Waits for the server thread; do not call it from the handler. Idempotent.
+    public func stop() {
+        let was = phase.withLock { p in
+            defer { p = .stopped }
+            return p
+        }
+        switch was {
+        case .running:
+            stopRequested.store(true, ordering: .releasing)
+            doorbell.ring()
+            finished.wait()
+        case .created:
+            listener.close()
+        case .stopped:
+            return
+        }
+        UnixSocket.removeSocketFile(path: settings.socketPath, inode: inode)
+    }
+
+    public var statistics: ControlServerStatistics {
+        var s = counters.withLock { $0 }
+        s.eventsPending = events.count
+        return s
+    }
+
+    deinit {
+        // A server that was never started still owns its file.
+        if phase.withLock({ $0 }) == .created { UnixSocket.removeSocketFile(path: settings.socketPath, inode: inode) }
+    }
+}

@@ -1,0 +1,293 @@
+import Glibc
+
+// The only file in Control that makes system calls (sockets, poll, the socket file).
+
+/// A failed system call, with the system's text for errno.
+public struct ControlSocketError: Error, CustomStringConvertible, Equatable {
+    public let operation: String
+    public let path: String
+    /// errno, or 0 when the problem is not a failed call (then `message` says what).
+    public let code: Int32
+    public let message: String
+
+    init(_ operation: String, path: String, code: Int32 = errno) {
+        self.operation = operation
+        self.path = path
+        self.code = code
+        message = String(cString: strerror(code))
+    }
+
+    init(_ operation: String, path: String, message: String, code: Int32 = 0) {
+        self.operation = operation
+        self.path = path
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String {
+        code == 0 ? "control socket \(path): \(message)"
+            : "control socket \(path): \(operation) failed: \(message) (\(code))"
+    }
+}
+
+/// Who is at the other end of a connection, as the kernel saw it at connect (SO_PEERCRED).
+public struct PeerCredentials: Sendable, Equatable, CustomStringConvertible {
+    public let pid: Int32
+    public let uid: UInt32
+    public let gid: UInt32
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+    public var description: String { "pid \(pid) uid \(uid) gid \(gid)" }
+}
+
+/// struct ucred from <sys/socket.h>: Glibc's Swift module hides it (it needs _GNU_SOURCE).
+private struct UCred {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
+}
+
+/// A Unix stream socket. Closed when released.
+public final class UnixSocket: @unchecked Sendable {
+    // @unchecked: one thread uses a socket at a time (the server thread, or the client's caller).
+    public let descriptor: Int32
+    private var closed = false
+
+    private init(descriptor: Int32) { self.descriptor = descriptor }
+    deinit { close() }
+
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        _ = Glibc.close(descriptor)
+    }
+
+    public enum IOResult: Equatable {
+        case done(Int)
+        case wouldBlock
+        case endOfStream
+        case failed(code: Int32, message: String)
+    }
+
+    // MARK: Server side
+
+    /// Creates the listening socket at `path`: a stale socket file is removed, a live one (another
+    /// daemon answers) is an error, as is any other kind of file. Returns the socket and the file's
+    /// inode, so that only our own file is removed at stop.
+    static func listen(path: String, mode: UInt32, group: String?, backlog: Int32) throws(ControlSocketError) -> (UnixSocket, UInt64) {
+        var address = try socketAddress(path)
+        try createParentDirectory(of: path)
+        try removeStaleFile(path)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ControlSocketError("socket", path: path) }
+        let sock = UnixSocket(descriptor: fd)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0 else { throw ControlSocketError("bind", path: path) }
+        do throws(ControlSocketError) {
+            // Before listen nobody can connect, so the looser mode bind left is never usable.
+            guard chmod(path, mode_t(mode)) == 0 else { throw ControlSocketError("chmod", path: path) }
+            if let group {
+                let gid = try groupID(group, path: path)
+                guard chown(path, uid_t.max, gid) == 0 else { throw ControlSocketError("chown to group \(group)", path: path) }
+            }
+            guard Glibc.listen(fd, backlog) == 0 else { throw ControlSocketError("listen", path: path) }
+            var st = stat()
+            guard lstat(path, &st) == 0 else { throw ControlSocketError("stat", path: path) }
+            return (sock, UInt64(st.st_ino))
+        } catch {
+            unlink(path)
+            throw error
+        }
+    }
+
+    /// Removes the socket file if it is still the one we created (a newer daemon may have replaced it).
+    static func removeSocketFile(path: String, inode: UInt64) {
+        var st = stat()
+        if lstat(path, &st) == 0, UInt64(st.st_ino) == inode, st.st_mode & S_IFMT == S_IFSOCK {
+            unlink(path)
+        }
+    }
+
+    /// The next pending connection, non-blocking; nil when there is none.
+    func accept() throws(ControlSocketError) -> UnixSocket? {
+        while true {
+            let fd = Glibc.accept(descriptor, nil, nil)
+            if fd >= 0 {
+                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                return UnixSocket(descriptor: fd)
+            }
+            switch errno {
+            case EINTR: continue
+            // The peer gave up while queued: nothing to accept this time.
+            case EAGAIN, EWOULDBLOCK, ECONNABORTED, EPROTO: return nil
+            default: throw ControlSocketError("accept", path: "")
+            }
+        }
+    }
+
+    func peerCredentials() -> PeerCredentials? {
+        var cred = UCred()
+        var length = socklen_t(MemoryLayout<UCred>.size)
+        guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0 else { return nil }
+        return PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid)
+    }
+
+    // MARK: Client side
+
+    /// Connects to `path`. The socket blocks, bounded by `timeout` seconds for connect, send and
+    /// receive (0 for receive: wait forever).
+    public static func connect(path: String, timeout: Double, receiveTimeout: Double? = nil) throws(ControlSocketError) -> UnixSocket {
+        var address = try socketAddress(path)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ControlSocketError("socket", path: path) }
+        let sock = UnixSocket(descriptor: fd)
+        // A Unix connect waits on a full backlog for up to SO_SNDTIMEO.
+        sock.setTimeout(SO_SNDTIMEO, timeout)
+        sock.setTimeout(SO_RCVTIMEO, receiveTimeout ?? timeout)
+        while true {
+            let rc = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if rc == 0 { return sock }
+            if errno == EINTR { continue }
+            throw ControlSocketError("connect", path: path)
+        }
+    }
+
+    /// Changes how long a blocking receive waits (0: forever).
+    public func setReceiveTimeout(_ seconds: Double) { setTimeout(SO_RCVTIMEO, seconds) }
+
+    private func setTimeout(_ option: Int32, _ seconds: Double) {
+        let whole = seconds.rounded(.down)
+        var tv = timeval(tv_sec: Int(whole), tv_usec: Int((seconds - whole) * 1_000_000))
+        _ = setsockopt(descriptor, SOL_SOCKET, option, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    // MARK: Both sides
+
+    /// Sends without SIGPIPE; `wouldBlock` when a non-blocking socket is full or a blocking one timed out.
+    public func send(_ bytes: UnsafeRawBufferPointer) -> IOResult {
+        while true {
+            let n = Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+            if n >= 0 { return .done(n) }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return .wouldBlock
+            default: return .failed(code: errno, message: String(cString: strerror(errno)))
+            }
+        }
+    }
+
+    /// Receives up to `buffer.count` bytes.
+    public func receive(into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+        while true {
+            let n = recv(descriptor, buffer.baseAddress, buffer.count, 0)
+            if n > 0 { return .done(n) }
+            if n == 0 { return .endOfStream }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return .wouldBlock
+            default: return .failed(code: errno, message: String(cString: strerror(errno)))
+            }
+        }
+    }
+
+    public func shutdownWrite() { _ = shutdown(descriptor, Int32(SHUT_WR)) }
+
+    // MARK: Helpers
+
+    private static func socketAddress(_ path: String) throws(ControlSocketError) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard !bytes.isEmpty, bytes.count < capacity else {
+            throw ControlSocketError("bind", path: path, message: "path must be 1 to \(capacity - 1) bytes long", code: ENAMETOOLONG)
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+        }
+        return address
+    }
+
+    /// The default path's directory (/run/intercomd) may not exist before the first start.
+    private static func createParentDirectory(of path: String) throws(ControlSocketError) {
+        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
+        let parent = String(path[..<slash])
+        var st = stat()
+        if stat(parent, &st) == 0 { return }
+        guard mkdir(parent, 0o755) == 0 || errno == EEXIST else { throw ControlSocketError("mkdir \(parent)", path: path) }
+    }
+
+    private static func removeStaleFile(_ path: String) throws(ControlSocketError) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            if errno == ENOENT { return }
+            throw ControlSocketError("stat", path: path)
+        }
+        guard st.st_mode & S_IFMT == S_IFSOCK else {
+            throw ControlSocketError("bind", path: path, message: "exists and is not a socket; not removing it", code: EEXIST)
+        }
+        if (try? connect(path: path, timeout: 1)) != nil {
+            throw ControlSocketError("bind", path: path, message: "another daemon is listening on it", code: EADDRINUSE)
+        }
+        guard unlink(path) == 0 || errno == ENOENT else { throw ControlSocketError("unlink stale socket", path: path) }
+    }
+
+    private static func groupID(_ group: String, path: String) throws(ControlSocketError) -> gid_t {
+        if let number = gid_t(group) { return number }
+        var entry = group_struct()
+        var result: UnsafeMutablePointer<group_struct>?
+        var buffer = [CChar](repeating: 0, count: 16 * 1024)
+        let rc = getgrnam_r(group, &entry, &buffer, buffer.count, &result)
+        guard rc == 0 else { throw ControlSocketError("getgrnam \(group)", path: path, code: rc) }
+        guard result != nil else { throw ControlSocketError("chown", path: path, message: "no group named \(group)", code: ENOENT) }
+        return entry.gr_gid
+    }
+}
+
+private typealias group_struct = Glibc.group
+
+/// One `poll` over several descriptors.
+struct Poller {
+    private var fds: [pollfd] = []
+
+    mutating func reset() { fds.removeAll(keepingCapacity: true) }
+
+    /// Adds a descriptor; returns its index for `events(at:)`.
+    @discardableResult
+    mutating func add(_ descriptor: Int32, read: Bool, write: Bool) -> Int {
+        var events: Int16 = 0
+        if read { events |= Int16(POLLIN) }
+        if write { events |= Int16(POLLOUT) }
+        fds.append(pollfd(fd: descriptor, events: events, revents: 0))
+        return fds.count - 1
+    }
+
+    /// Waits up to `timeoutMs` (-1: forever). EINTR counts as a wake-up with nothing ready.
+    mutating func wait(timeoutMs: Int32) throws(ControlSocketError) {
+        let rc = fds.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), timeoutMs) }
+        if rc < 0, errno != EINTR { throw ControlSocketError("poll", path: "") }
+        if rc < 0 { for i in fds.indices { fds[i].revents = 0 } }
+    }
+
+    struct Ready {
+        var readable: Bool
+        var writable: Bool
+        /// Hang-up or error: reading tells which (end of stream or the error).
+        var broken: Bool
+    }
+
+    func events(at index: Int) -> Ready {
+        let r = fds[index].revents
+        return Ready(readable: r & Int16(POLLIN) != 0,
+                     writable: r & Int16(POLLOUT) != 0,
+                     broken: r & (Int16(POLLHUP) | Int16(POLLERR) | Int16(POLLNVAL)) != 0)
+    }
+}

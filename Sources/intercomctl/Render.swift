@@ -1,0 +1,106 @@
+import Calls
+import Control
+import Foundation
+
+/// Readable text for people; `--json` prints the protocol's lines instead.
+enum Render {
+    static func reply(_ reply: ControlReply, to command: ControlCommand) -> String {
+        switch reply {
+        case .done:
+            return "hung up"
+        case .callPlaced(let id, let to):
+            return "calling \(list(to)) (call \(id))"
+        case .mute(let m):
+            return "microphone \(m.microphone ? "muted" : "on"), speaker \(m.speaker ? "muted" : "on")"
+        case .doNotDisturb(let on):
+            return "do-not-disturb \(on ? "on" : "off")"
+        case .status(let s):
+            var lines = [
+                "room            \(s.room) (\(s.name))",
+                "do-not-disturb  \(s.doNotDisturb ? "on" : "off")",
+                "microphone      \(s.mute.microphone ? "muted" : "on")",
+                "speaker         \(s.mute.speaker ? "muted" : "on")",
+            ]
+            if let c = s.call {
+                let side = c.direction == .outgoing ? "outgoing" : "incoming from \(c.caller)"
+                lines.append("call            \(c.callID) \(side), \(c.connected ? "connected" : "not connected yet")")
+                for p in c.participants { lines.append("  \(pad(p.room.value, 14)) \(status(p.status))") }
+            } else {
+                lines.append("call            none")
+            }
+            return lines.joined(separator: "\n")
+        case .rooms(let d):
+            let width = max(4, d.rooms.map(\.id.value.count).max() ?? 0)
+            var lines = d.rooms.map { r in
+                var flags = [r.presence.online ? "online" : "offline"]
+                if r.presence.doNotDisturb { flags.append("do-not-disturb") }
+                if r.presence.inCall { flags.append("in a call") }
+                return "\(pad(r.id.value, width))  \(pad(r.name, 20))  \(flags.joined(separator: ", "))"
+            }
+            if lines.isEmpty { lines.append("no rooms in the directory") }
+            if !d.buttons.isEmpty {
+                lines.append("buttons:")
+                lines += d.buttons.map { "  \($0.name): \(list($0.rooms))" }
+            }
+            return lines.joined(separator: "\n")
+        case .history(let entries):
+            guard !entries.isEmpty else { return "no calls yet" }
+            return entries.map(history).joined(separator: "\n")
+        }
+    }
+
+    static func event(_ event: ControlEvent) -> String {
+        let text: String
+        switch event {
+        case .eventsLost(let n):
+            text = "\(n) events lost (the daemon's queue was full)"
+        case .call(let e):
+            switch e {
+            case .incomingCall(let id, let from, let participants):
+                text = "incoming call \(id) from \(from)" + (participants.count > 1 ? " (to \(list(participants)))" : "")
+            case .outgoingCall(let id, let to): text = "calling \(list(to)) (call \(id))"
+            case .participantStatus(let id, let room, let s): text = "call \(id): \(room) \(status(s))"
+            case .connected(let id): text = "call \(id): connected"
+            case .callEnded(let id, let outcome): text = "call \(id) ended: \(outcome.rawValue.replacingOccurrences(of: "_", with: " "))"
+            case .muteChanged(let room, let m):
+                text = "\(room): microphone \(m.microphone ? "muted" : "on"), speaker \(m.speaker ? "muted" : "on")"
+            case .presenceChanged(let room, let p):
+                text = "\(room) \(p.online ? "online" : "offline")" + (p.doNotDisturb ? ", do-not-disturb" : "") + (p.inCall ? ", in a call" : "")
+            case .doNotDisturbChanged(let on): text = "do-not-disturb \(on ? "on" : "off")"
+            case .historyAdded(let entry): text = "history: " + history(entry)
+            }
+        }
+        return "\(clock()) \(text)"
+    }
+
+    static func history(_ e: HistoryEntry) -> String {
+        let who = e.direction == .incoming ? "from \(e.caller)" : "to \(list(e.participants.map(\.room)))"
+        var outcome = e.outcome.rawValue.replacingOccurrences(of: "_", with: " ")
+        if let reason = e.reason { outcome += " (\(reason.rawValue.replacingOccurrences(of: "_", with: " ")))" }
+        let seconds = Int((e.ended - e.started).rounded())
+        return "\(timestamp(e.started))  \(pad(e.direction.rawValue, 8))  \(who)  \(outcome), \(seconds) s"
+    }
+
+    static func status(_ s: ParticipantStatus) -> String {
+        switch s {
+        case .ringing: "ringing"
+        case .connected: "connected"
+        case .declined(let r): "declined (\(r.rawValue.replacingOccurrences(of: "_", with: " ")))"
+        case .unavailable: "unavailable"
+        case .left: "left"
+        }
+    }
+
+    static func clock() -> String { format(Date(), "HH:mm:ss") }
+    static func timestamp(_ seconds: Double) -> String { format(Date(timeIntervalSince1970: seconds), "yyyy-MM-dd HH:mm:ss") }
+
+    private static func format(_ date: Date, _ pattern: String) -> String {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.dateFormat = pattern
+        return f.string(from: date)
+    }
+
+    private static func list(_ rooms: [RoomID]) -> String { rooms.map(\.value).joined(separator: ", ") }
+    private static func pad(_ s: String, _ width: Int) -> String { s.count >= width ? s : s + String(repeating: " ", count: width - s.count) }
+}
