@@ -1,0 +1,98 @@
+import Calls
+import Control
+import XCTest
+
+/// The JSON shapes: every event and reply survives encode → line → parse → decode, statuses read as words.
+final class ControlProtocolTests: XCTestCase {
+    let k = RoomID("kueche")!
+    let b = RoomID("buero")!
+
+    func testEveryEventRoundTripsThroughItsJSONLine() throws {
+        let entry = HistoryEntry(callID: CallID(.max), direction: .incoming, caller: k,
+                                 participants: [Participant(room: b, status: .declined(.notPermitted)), Participant(room: k, status: .left)],
+                                 outcome: .declined, reason: .notPermitted, started: 1_700_000_000.25, ended: 1_700_000_001.5)
+        let events: [CallEvent] = [
+            .incomingCall(CallID(0xABC), from: k, participants: [b]),
+            .outgoingCall(CallID(1), to: [k, b]),
+            .participantStatus(CallID(1), room: b, status: .ringing),
+            .participantStatus(CallID(1), room: b, status: .declined(.busy)),
+            .participantStatus(CallID(1), room: b, status: .unavailable),
+            .connected(CallID(1)),
+            .callEnded(CallID(1), outcome: .finished),
+            .muteChanged(room: k, MuteState(microphone: false, speaker: true)),
+            .presenceChanged(room: b, Presence(online: false)),
+            .doNotDisturbChanged(false),
+            .historyAdded(entry),
+        ]
+        for e in events {
+            let line = try ControlJSON.encode(e).encodedLine()
+            XCTAssertFalse(line.contains(UInt8(ascii: "\n")))
+            XCTAssertEqual(try ControlJSON.decodeEvent(JSONValue.parse(line)), .call(e), String(decoding: line, as: UTF8.self))
+        }
+        XCTAssertEqual(try ControlJSON.decodeEvent(JSONValue.parse(ControlJSON.eventsLost(3).encodedLine())), .eventsLost(3))
+    }
+
+    func testStatusesAreWordsWithAReasonAndKeysAreSnakeCase() throws {
+        let text = try ControlJSON.encode(CallEvent.participantStatus(CallID(0x2A), room: b, status: .declined(.doNotDisturb))).encodedString()
+        XCTAssertEqual(text, #"{"call_id":"2a","event":"participant_status","reason":"do_not_disturb","room":"buero","status":"declined"}"#)
+        let presence = try ControlJSON.encode(CallEvent.presenceChanged(room: k, Presence(online: true, doNotDisturb: true, inCall: true))).encodedString()
+        XCTAssertEqual(presence, #"{"dnd":true,"event":"presence_changed","in_call":true,"online":true,"room":"kueche"}"#)
+    }
+
+    func testEveryReplyRoundTripsForItsCommand() throws {
+        let status = ControlStatus(room: k, name: "Küche \"Nord\"", doNotDisturb: true, mute: MuteState(microphone: true),
+                                   call: ActiveCall(callID: CallID(5), direction: .incoming, caller: b,
+                                                    participants: [Participant(room: k, status: .connected)], connected: false))
+        let pairs: [(ControlCommand, ControlReply)] = [
+            (.call(button: "Alle"), .callPlaced(CallID(9), to: [k, b])),
+            (.callRooms([k]), .callPlaced(CallID(10), to: [k])),
+            (.hangUp, .done),
+            (.setMuted(.microphone, true), .mute(MuteState(microphone: true))),
+            (.setDoNotDisturb(true), .doNotDisturb(true)),
+            (.status, .status(status)),
+            (.status, .status(ControlStatus(room: k, name: "K", doNotDisturb: false, mute: MuteState()))),
+            (.rooms, .rooms(RoomDirectory(rooms: [.init(id: b, name: "Büro", presence: Presence(online: true, inCall: true))],
+                                          buttons: [.init(name: "Alle", rooms: [k, b])]))),
+            (.history(limit: nil), .history([])),
+        ]
+        for (command, reply) in pairs {
+            let line = try ControlJSON.encode(reply).encodedLine()
+            XCTAssertEqual(try ControlJSON.decodeReply(JSONValue.parse(line), for: command), reply, "\(command)")
+        }
+    }
+
+    func testEveryRequestRoundTripsAndAliasesParse() throws {
+        let commands: [ControlRequest] = [
+            .ping, .subscribe, .command(.call(button: "Empfang")), .command(.callRooms([k, b])), .command(.hangUp),
+            .command(.setMuted(.speaker, false)), .command(.setMuted(.microphone, true)), .command(.setDoNotDisturb(false)),
+            .command(.status), .command(.rooms), .command(.history(limit: 3)), .command(.history(limit: nil)),
+        ]
+        for (i, r) in commands.enumerated() {
+            let json = try JSONValue.parse(r.json(id: Int64(i)).encodedLine())
+            XCTAssertEqual(json["id"], .integer(Int64(i)))
+            XCTAssertEqual(ControlRequest.parse(json), .success(r))
+        }
+        XCTAssertEqual(ControlRequest.parse(["cmd": "leave"]), .success(.command(.hangUp)))
+        XCTAssertEqual(ControlRequest.parse(["cmd": "unmute", "target": "microphone"]), .success(.command(.setMuted(.microphone, false))))
+        XCTAssertEqual(ControlRequest.parse(["cmd": "call", "rooms": ["kueche", "kueche"]]), .success(.command(.callRooms([k]))))
+        XCTAssertEqual(ControlRequest.parse(["cmd": "status", "future_option": 1]), .success(.command(.status)))
+    }
+
+    func testJSONScalarsKeepTheirKinds() throws {
+        XCTAssertEqual(try JSONValue.parse(Array("[1, true, 1.5, \"1\", null, {}]".utf8)), [1, true, .number(1.5), "1", nil, [:]])
+    }
+
+    func testMalformedRepliesAreProtocolViolations() {
+        XCTAssertThrowsError(try ControlJSON.decodeReply(["dnd": "yes"], for: .setDoNotDisturb(true)))
+        XCTAssertThrowsError(try ControlJSON.decodeReply(["call_id": "not hex", "to": []], for: .call(button: "x")))
+        XCTAssertThrowsError(try ControlJSON.decodeEvent(["event": "participant_status", "call_id": "1", "room": "k", "status": "declined"]))
+        XCTAssertThrowsError(try ControlJSON.decodeEvent(["event": "teleported"]))
+    }
+
+    func testTheCallEngineCommandForEachControlCommand() {
+        XCTAssertEqual(ControlCommand.setMuted(.speaker, true).callCommand, .setSpeakerMuted(true))
+        XCTAssertEqual(ControlCommand.setMuted(.microphone, false).callCommand, .setMicrophoneMuted(false))
+        XCTAssertEqual(ControlCommand.callRooms([k]).callCommand, .callRooms([k]))
+        XCTAssertNil(ControlCommand.status.callCommand)
+    }
+}
