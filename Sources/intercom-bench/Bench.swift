@@ -141,53 +141,16 @@ struct Bench: ParsableCommand {
         return Double(monotonicNanos() - t0) / Double(frames)
     }
 
-    /// Wall-clock round trip on the rig: a chirp goes through the engine (echo cancellation
-    /// bypassed) into a room's speaker and back from its microphone. Its first frame's hand-out
-    /// time is compared with the time the captured frame holding its start was read back.
+    /// Wall-clock round trip on the rig: a chirp goes through an engine (echo cancellation
+    /// bypassed) into a room's speaker and back from its microphone (`LatencyProbe`).
     private func rigRoundTrip() throws {
-        let frame = 480, rate = 48000
-        var totals: [Double] = [], rigShares: [Double] = []
-        var bufferFrames = 0
-        for _ in 0..<5 {
-            let chirp = Signals.toInt16(Signals.chirp(from: 200, to: 8000, duration: 0.3, sampleRate: rate, amplitude: 0.5))
-            let source = BufferSource([Int16](repeating: 0, count: rate) + chirp, mark: rate)
-            let canceller = try EchoCanceller(EchoCancelSettings(frameSize: frame))
-            canceller.bypass.set(true)
-            let engine = AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: source)], frameSize: frame),
-                                     canceller: canceller, ringFrames: 64, recordRaw: true)
-            let devices = try AudioDevices(DeviceSettings(captureDevice: room, playbackDevice: room, periodFrames: frame))
-            bufferFrames = devices.playbackGeometry.bufferFrames
-            let thread = RealtimeThread(name: "bench-audio") { _ = engine.run(devices: devices) }
-            try thread.start(priority: 50)
-            // Drain the raw microphone every 0.5 ms, stamping each frame with the time it was seen.
-            var raw: [Int16] = [], readAt: [UInt64] = []
-            var buffer = [Int16](repeating: 0, count: frame)
-            let end = monotonicNanos() + 2_000_000_000
-            while monotonicNanos() < end {
-                while engine.rawMicrophone!.read(into: &buffer, count: frame) {
-                    raw += buffer
-                    readAt.append(monotonicNanos())
-                }
-                usleep(500)
-            }
-            engine.stopRequest.set(true)
-            thread.join()
-            guard let found = Correlation.findDelay(reference: Signals.toFloat(chirp), in: Signals.toFloat(raw), maxLag: raw.count - 1),
-                  found.peak > 0.5, source.markTime.load > 0 else { continue }
-            let k = found.lagSamples / frame, offset = found.lagSamples % frame
-            guard k < readAt.count else { continue }
-            let total = Double(Int(readAt[k]) - source.markTime.load) / 1e6
-            // intercomd's own part: what is queued ahead of the chirp's frame when it is written (the
-            // device had room for one frame: buffer - 1 frame) plus the rest of the capture period
-            // its first sample waits in before the frame is read (frame - offset).
-            let ours = Double(bufferFrames - offset) * 1000 / Double(rate)
-            totals.append(total)
-            rigShares.append(total - ours)
-        }
-        guard !totals.isEmpty else { print("\n(rig round trip: chirp not found)"); return }
-        print(String(format: "| rig round trip, speaker→microphone of '%@' at 10 ms periods, wall clock (median of %d) | %.1f ms, of which intercomd's buffering ≤ %.0f ms (playback queue + capture period), the rig (sound server) %.1f ms | subtract the rig's share from latency figures measured on the rig |",
-                     room, totals.count, median(totals), Double(bufferFrames) * 1000 / Double(rate), median(rigShares)))
-        print("| individual runs: total / rig share (ms) | \(zip(totals, rigShares).map { String(format: "%.1f / %.1f", $0, $1) }.joined(separator: ", ")) | spread = the rig's start-up variability; ±1 ms timestamp resolution |")
+        let probe = LatencyProbe(playback: room, capture: room)
+        let runs = (0..<5).compactMap { _ in try? probe.measureOnce() }
+        guard !runs.isEmpty else { print("\n(rig round trip: chirp not found)"); return }
+        let ours = median(runs.map(\.probe))
+        print(String(format: "| rig round trip, speaker→microphone of '%@' at 10 ms periods, wall clock (median of %d) | %.1f ms, of which intercomd's buffering %.0f ms (playback queue + capture period), the rig (sound server) %.1f ms | subtract the rig's share from latency figures measured on the rig |",
+                     room, runs.count, median(runs.map(\.total)), ours, median(runs.map(\.path))))
+        print("| individual runs: total / rig share (ms) | \(runs.map { String(format: "%.1f / %.1f", $0.total, $0.path) }.joined(separator: ", ")) | spread = the rig's start-up variability; ±1 ms timestamp resolution |")
     }
 
     private func median(_ v: [Double]) -> Double {

@@ -55,7 +55,7 @@ struct MouthToEar {
     private func start(_ s: Setup, room: String, listen: Int, peer: Int) throws -> (Process, String) {
         let path = "\(folder)/\(s.name)-\(room).toml", log = "\(folder)/\(s.name)-\(room).log"
         try config(s, room: room, listen: listen, peer: peer).write(toFile: path, atomically: true, encoding: .utf8)
-        FileManager.default.createFile(atPath: log, contents: nil)
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: daemon)
         p.arguments = ["--config", path]

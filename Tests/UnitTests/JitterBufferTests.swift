@@ -7,32 +7,6 @@ import XCTest
 
 // MARK: - Test doubles
 
-/// Writes recognisable frames: sample 0 = kind, sample 1 = sequence number (from the payload).
-private final class PatternDecoder: FrameDecoder {
-    static let decoded: Int16 = 1, fec: Int16 = 2, concealed: Int16 = 3
-
-    func decode(_ payload: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
-        output.update(repeating: 0, count: frameSize)
-        output[0] = Self.decoded
-        output[1] = Int16(bitPattern: payload.loadUnaligned(as: UInt16.self))
-        return frameSize
-    }
-
-    func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
-        output.update(repeating: 0, count: frameSize)
-        output[0] = Self.fec
-        output[1] = Int16(bitPattern: next.loadUnaligned(as: UInt16.self) &- 1)
-        return frameSize
-    }
-
-    func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
-        output.update(repeating: 0, count: frameSize)
-        output[0] = Self.concealed
-        return frameSize
-    }
-    func reset() {}  // stateless
-}
-
 private final class SimClock: @unchecked Sendable {
     var now: UInt64 = 1_000_000_000
 }
@@ -62,7 +36,7 @@ private final class Harness {
 
     init(settings: JitterSettings = JitterSettings()) {
         let c = clock
-        buffer = JitterBuffer(settings: settings, decoder: PatternDecoder(), clock: { c.now })
+        buffer = JitterBuffer(settings: settings, decoder: TagDecoder(), clock: { c.now })
         start = clock.now
     }
 
@@ -93,8 +67,8 @@ private final class Harness {
             XCTAssertFalse(audible)
             XCTAssertTrue(frame.allSatisfy { $0 == 0 })
             return .silence
-        case PatternDecoder.decoded: XCTAssertTrue(audible); return .decoded(UInt16(bitPattern: frame[1]))
-        case PatternDecoder.fec: XCTAssertTrue(audible); return .fec(UInt16(bitPattern: frame[1]))
+        case TagDecoder.decoded: XCTAssertTrue(audible); return .decoded(UInt16(bitPattern: frame[1]))
+        case TagDecoder.fec: XCTAssertTrue(audible); return .fec(UInt16(bitPattern: frame[1]))
         default: XCTAssertTrue(audible); return .concealed
         }
     }
@@ -506,7 +480,7 @@ private final class AllocationDriver: @unchecked Sendable {
 
     init() {
         let c = clock
-        buffer = JitterBuffer(settings: JitterSettings(), decoder: PatternDecoder(), clock: { c.now })
+        buffer = JitterBuffer(settings: JitterSettings(), decoder: TagDecoder(), clock: { c.now })
         t0 = clock.now
     }
 
