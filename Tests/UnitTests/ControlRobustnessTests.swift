@@ -189,4 +189,23 @@ final class ControlRobustnessTests: XCTestCase {
         XCTAssertLessThan(worst, good.timeout / 10)
         XCTAssertEqual(try held.first?.send(.ping).response.outcome, .success(["pong": true]))
     }
+
+    func testASubscriberWhoseOutputDoesNotMoveIsDroppedAfterTheStallTimeout() throws {
+        // A byte bound too large to trip: only the stall timeout can drop it.
+        let f = try ServerFixture { $0.stalledOutputTimeout = 0.3; $0.maxQueuedOutputBytes = 1 << 30 }
+        defer { f.stop() }
+        let stalled = try UnixSocket.connect(path: f.settings.socketPath, timeout: 5)
+        _ = Array("{\"id\":1,\"cmd\":\"subscribe\"}\n".utf8).withUnsafeBytes { stalled.send($0) }
+        XCTAssertTrue(ControlTestTools.wait(timeout: 5) { f.server.statistics.subscribers == 1 })
+        let started = Date()
+        // More than the kernel's socket buffers hold, so some output stays queued in the server.
+        for i in 0..<f.settings.maxPendingEvents / 2 {
+            f.server.publish(.historyAdded(FakeControlHandler.history[i % FakeControlHandler.history.count]))
+        }
+        XCTAssertTrue(ControlTestTools.wait(timeout: f.settings.stalledOutputTimeout * 20) { f.server.statistics.subscribers == 0 })
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), f.settings.stalledOutputTimeout)
+        let reason = f.handler.seen.withLock { $0.disconnected.first?.1 } ?? ""
+        XCTAssertTrue(reason.contains("stalled"), reason)
+        withExtendedLifetime(stalled) {}
+    }
 }
