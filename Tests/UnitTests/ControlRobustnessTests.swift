@@ -12,7 +12,9 @@ final class ControlRobustnessTests: XCTestCase {
         defer { f.stop() }
         let c = try f.client()
         let nested = String(repeating: "[", count: f.settings.maxLineBytes - 1)
-        let garbage = ["hello", "{", "}{", "[1, 2]", "\"just a string\"", "{\"id\": 1, \"cmd\": \"ping\"", nested, "\u{1}\u{7f}\u{ff}"]
+        // Deep but within the decoder's nesting limit: decoded on the server thread's stack, then refused.
+        let deep = String(repeating: "[", count: 500) + String(repeating: "]", count: 500)
+        let garbage = [deep, "hello", "{", "}{", "[1, 2]", "\"just a string\"", "{\"id\": 1, \"cmd\": \"ping\"", nested, "\u{1}\u{7f}\u{ff}"]
         for line in garbage {
             try c.sendLine(line)
             let reply = try ControlTestTools.parse(c.readLine(timeout: 5))
