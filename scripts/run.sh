@@ -11,6 +11,8 @@
 #                                                    local mode (no network): far-end speech from the
 #                                                    speaker, echo cancellation of the microphone
 #
+# INTERCOM_RUN_EXTRA_CONFIG: TOML text appended to both rooms' configuration (experiments, e.g.
+# $'[echo]\nnoise_suppress_db = 0').
 # Results land in out/. Two rooms: source.wav (what room A's talker said), roomB-speaker.wav (what
 # room B's speaker played), roomA.log, roomB.log. Local mode: far-end.wav, near-end.wav,
 # raw.wav, processed.wav, intercomd.log. Sound card: intercomd.log.
@@ -63,6 +65,7 @@ listen_port = $2
 peers = ["127.0.0.1:$3"]
 [log]
 stats_interval_s = 2
+${INTERCOM_RUN_EXTRA_CONFIG:-}
 TOML
 }
 
