@@ -93,10 +93,14 @@ public enum RealtimeError: Error, CustomStringConvertible {
     }
 }
 
-/// Locks current and future pages in RAM so the audio thread never waits for a page fault.
+/// Locks pages in RAM once they are used, so that nothing the audio thread has touched is ever
+/// paged out again. `MCL_ONFAULT` (Linux 4.4; 4, not in Glibc's Swift module) keeps untouched
+/// mappings out: locking them all cost 127-283 MB per process, mostly ICU data and 8 MB thread
+/// stacks that are never used. The audio thread touches its buffers before its loop runs.
 /// Returns nil on success, else the system's reason.
 public func lockProcessMemory() -> String? {
-    mlockall(Int32(MCL_CURRENT) | Int32(MCL_FUTURE)) == 0 ? nil : String(cString: strerror(errno))
+    let onFault: Int32 = 4
+    return mlockall(Int32(MCL_CURRENT) | Int32(MCL_FUTURE) | onFault) == 0 ? nil : String(cString: strerror(errno))
 }
 
 /// Monotonic clock in nanoseconds.
