@@ -93,6 +93,9 @@ public enum CallCommand: Sendable, Equatable {
     case toggleSpeakerMute
     case setDoNotDisturb(Bool)
     case toggleDoNotDisturb
+    /// Open a ringing incoming call now (needed when auto-answer is off; with it on, it skips
+    /// the rest of the ring time).
+    case answer
 }
 
 /// How a call ended or did not happen, for the history.

@@ -1,0 +1,77 @@
+// What the engine asks the integrator to do. The engine does no I/O: the integrator executes
+// these in order (send datagrams, reconfigure media, play the chime, publish, persist).
+
+/// A remote room's media, as the mixer and the sender need it.
+public struct MediaPeer: Hashable, Sendable {
+    public var room: RoomID
+    /// The room's media socket: its RTP comes from here and ours goes there.
+    public var endpoint: IPv4Endpoint
+    public init(room: RoomID, endpoint: IPv4Endpoint) {
+        self.room = room
+        self.endpoint = endpoint
+    }
+}
+
+/// Where this room's microphone goes and whose voice it plays. Idle (all empty) outside a call.
+/// The caller hears every connected callee; a callee hears the caller only, so callees never
+/// hear each other.
+public struct MediaPlan: Equatable, Sendable {
+    /// Send the microphone to each (unicast peers or one multicast group).
+    public var sendTo: [IPv4Endpoint]
+    /// Mix the streams from these rooms; drop any other.
+    public var receiveFrom: [MediaPeer]
+    /// Multicast groups to join (a callee of a multicast call).
+    public var joinGroups: [IPv4Endpoint]
+
+    public init(sendTo: [IPv4Endpoint] = [], receiveFrom: [MediaPeer] = [], joinGroups: [IPv4Endpoint] = []) {
+        self.sendTo = sendTo
+        self.receiveFrom = receiveFrom
+        self.joinGroups = joinGroups
+    }
+
+    public static let idle = MediaPlan()
+    public var isIdle: Bool { self == .idle }
+}
+
+/// Why a command was not carried out (for the control socket's error codes).
+public enum CommandRejection: Sendable, Equatable {
+    case unknownButton(String)
+    case unknownRoom(RoomID)
+    case cannotCallSelf
+    case noTargets
+    case tooManyTargets
+    case alreadyInCall
+    case noCall
+    /// `answer` without a ringing incoming call.
+    case nothingToAnswer
+}
+
+public enum CallEffect: Sendable, Equatable {
+    /// Send `datagram` (already encoded) to the room's signalling address.
+    case send(to: RoomID, address: IPv4Endpoint, datagram: [UInt8])
+    /// Replace the media configuration with this one.
+    case setMediaPlan(MediaPlan)
+    case startChime
+    case stopChime
+    /// Apply this room's own mute (microphone: send silence; speaker: play nothing).
+    case applyMute(MuteState)
+    /// Publish to subscribers and the log.
+    case event(CallEvent)
+    /// Append to the persisted history (also published as `.event(.historyAdded)`).
+    case persistHistory(HistoryEntry)
+    /// Persist the do-not-disturb switch so that a restart keeps it.
+    case persistDoNotDisturb(Bool)
+    /// A message to this room went unacknowledged for `giveUpAfter` (for the log).
+    case peerUnreachable(RoomID)
+    case rejected(CallCommand, CommandRejection)
+}
+
+/// The engine's state as a status request shows it.
+public enum CallState: Sendable, Equatable {
+    case idle
+    /// Incoming: the chime plays.
+    case ringingIncoming
+    /// Outgoing: no callee connected yet.
+    case ringingOutgoing
+    case connected
+}

@@ -1,0 +1,73 @@
+// The callee's side: an invite rings (or is refused), opens after the ring time, ends or is left.
+
+extension CallEngine {
+    mutating func receiveInvite(_ id: CallID, from caller: RoomID, participants: [RoomID], media: InviteMedia,
+                                messageID: UInt32, now: Double) {
+        let me = settings.room
+        guard participants.contains(me), !endedCalls.contains(id), call?.id != id else {
+            statistics.stale += 1
+            return
+        }
+        if let c = call, c.role == .callee, c.caller == caller {
+            // A caller has one call at a time: its new invite means the old call is over there.
+            finishCall(c.isConnected ? .finished : .missed, myStatus: c.isConnected ? .connected : .unavailable, now: now)
+        }
+        let invited = participants.map { Participant(room: $0, status: .ringing) }
+        let refusal: (DeclineReason, CallOutcome)? =
+            if !settings.permissions.allows(caller: caller, callee: me) { (.notPermitted, .declined) }
+            // The person here did not get the call: for them it is a missed call.
+            else if doNotDisturb { (.doNotDisturb, .missed) }
+            else if call != nil { (.busy, .missed) }
+            else { nil }
+        if let (reason, outcome) = refusal {
+            send(.decline(id, reason), to: caller, now: now)
+            endedCalls.insert(id)
+            var entry = invited
+            if let i = entry.firstIndex(where: { $0.room == me }) { entry[i].status = .declined(reason) }
+            record(HistoryEntry(callID: id, direction: .incoming, caller: caller, participants: entry,
+                                outcome: outcome, reason: reason, started: now, ended: now))
+            return
+        }
+        var c = CallSession(id: id, role: .callee, caller: caller, participants: invited, started: now)
+        c.invite = media
+        c.inviteMessageID = messageID
+        c.lastHeard[caller] = now
+        c.ringDeadline = settings.autoAnswer ? now + settings.timing.ringTime : nil
+        call = c
+        out.append(.event(.incomingCall(id, from: caller, participants: participants)))
+        out.append(.startChime)
+        if settings.autoAnswer, settings.timing.ringTime <= 0 { acceptIncoming(now: now) }
+    }
+
+    /// The ring time is over (or the person answered): stop the chime, open the audio.
+    mutating func acceptIncoming(now: Double) {
+        guard var c = call, c.role == .callee, !c.isConnected else { return }
+        c.ringDeadline = nil
+        c.connectedAt = now
+        c.setStatus(.connected, of: settings.room)
+        call = c
+        out.append(.stopChime)
+        send(.accept(c.id, mediaPort: settings.media.port), to: c.caller, now: now)
+        out.append(.event(.connected(c.id)))
+        updateMediaPlan()
+        if mute != MuteState() { send(.mute(c.id, mute), to: c.caller, now: now) }
+    }
+
+    mutating func answer(command: CallCommand, now: Double) {
+        guard let c = call, c.role == .callee, !c.isConnected else {
+            out.append(.rejected(command, .nothingToAnswer))
+            return
+        }
+        acceptIncoming(now: now)
+    }
+
+    mutating func receiveEnd(_ id: CallID, from sender: RoomID, now: Double) {
+        guard let c = call, c.role == .callee, c.id == id, sender == c.caller else {
+            statistics.stale += 1
+            // An end overtaking its invite: the invite, when it comes, is then ignored.
+            endedCalls.insert(id)
+            return
+        }
+        finishCall(c.isConnected ? .finished : .missed, myStatus: c.isConnected ? .connected : .unavailable, now: now)
+    }
+}

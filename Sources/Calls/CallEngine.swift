@@ -1,0 +1,368 @@
+// The call state machine of one room: deterministic, no I/O, no clock. The integrator feeds it
+// commands, received datagrams and ticks with the current time, and executes the effects.
+
+public struct CallEngine: Sendable {
+    public let settings: CallSettings
+    public internal(set) var statistics = CallStatistics()
+    public internal(set) var doNotDisturb: Bool
+    public internal(set) var mute = MuteState()
+    public internal(set) var call: CallSession?
+    public internal(set) var mediaPlan = MediaPlan.idle
+
+    var presenceTable = PresenceTable()
+    var random: CallRandom
+    var nextMessageID: UInt32
+    var outbox = ReliableOutbox()
+    var dedupe: DedupeWindow
+    var endedCalls: RecentSet<CallID>
+    var receivedNotices: RecentSet<CallID>
+    /// Missed-call notices for rooms that could not be reached, oldest first.
+    var notices: [(room: RoomID, notice: MissedCallNotice, inFlight: Bool)] = []
+    var nextHello: Double?
+    /// Effects of the entry point running now.
+    var out: [CallEffect] = []
+
+    /// `doNotDisturb`: the persisted switch, if any (else the settings' default). `seed`: from the
+    /// system's randomness in the daemon, fixed in tests; call ids and message ids derive from it.
+    public init(settings: CallSettings, doNotDisturb: Bool? = nil, seed: UInt64) {
+        self.settings = settings
+        self.doNotDisturb = doNotDisturb ?? settings.doNotDisturb
+        random = CallRandom(seed: seed)
+        nextMessageID = UInt32(truncatingIfNeeded: random.next())
+        dedupe = DedupeWindow(capacity: settings.limits.dedupeWindow)
+        endedCalls = RecentSet(capacity: settings.limits.endedCalls)
+        receivedNotices = RecentSet(capacity: settings.limits.endedCalls)
+    }
+
+    // MARK: what the integrator reads
+
+    public var state: CallState {
+        guard let call else { return .idle }
+        if call.isConnected { return .connected }
+        return call.role == .caller ? .ringingOutgoing : .ringingIncoming
+    }
+
+    public func presence(of room: RoomID) -> Presence { presenceTable[room].presence }
+
+    public var pendingMissedCallNotices: Int { notices.count }
+
+    /// The next time `tick` has something to do; the integrator may sleep until then (or until a
+    /// datagram or command arrives).
+    public var nextDeadline: Double? {
+        let t = settings.timing
+        var times: [Double] = [nextHello ?? -.infinity]
+        if let d = outbox.nextDeadline(timing: t) { times.append(d) }
+        for (_, r) in presenceTable.rooms where r.presence.online { times.append(r.lastHeard + t.offlineAfter) }
+        if let call {
+            if let ring = call.ringDeadline { times.append(ring) }
+            if !call.isConnected || call.role == .caller { times.append(call.started + t.answerTimeout) }
+            times += call.lastHeard.values.map { $0 + t.peerSilenceTimeout }
+        }
+        return times.min()
+    }
+
+    // MARK: entry points
+
+    public mutating func handle(_ command: CallCommand, now: Double) -> [CallEffect] {
+        out = []
+        switch command {
+        case .call(let button):
+            if let targets = settings.buttons[button] {
+                placeCall(to: targets, command: command, now: now)
+            } else {
+                out.append(.rejected(command, .unknownButton(button)))
+            }
+        case .callRooms(let rooms): placeCall(to: rooms, command: command, now: now)
+        case .hangUp: hangUp(command: command, now: now)
+        case .answer: answer(command: command, now: now)
+        case .setMicrophoneMuted(let on): setMute(MuteState(microphone: on, speaker: mute.speaker), now: now)
+        case .setSpeakerMuted(let on): setMute(MuteState(microphone: mute.microphone, speaker: on), now: now)
+        case .toggleMicrophoneMute: setMute(MuteState(microphone: !mute.microphone, speaker: mute.speaker), now: now)
+        case .toggleSpeakerMute: setMute(MuteState(microphone: mute.microphone, speaker: !mute.speaker), now: now)
+        case .setDoNotDisturb(let on): setDoNotDisturb(on, now: now)
+        case .toggleDoNotDisturb: setDoNotDisturb(!doNotDisturb, now: now)
+        }
+        return take()
+    }
+
+    /// A datagram from the signalling socket. Malformed ones are counted and dropped.
+    public mutating func receive(datagram: [UInt8], from source: IPv4Endpoint, now: Double) -> [CallEffect] {
+        switch SignalCodec.decode(datagram) {
+        case .success(let envelope): return receive(envelope, from: source, now: now)
+        case .failure(let error):
+            statistics.decodeErrors[error, default: 0] += 1
+            return []
+        }
+    }
+
+    public mutating func receive(_ envelope: Envelope, from source: IPv4Endpoint, now: Double) -> [CallEffect] {
+        out = []
+        let sender = envelope.sender
+        guard sender != settings.room, let entry = settings.directory[sender] else {
+            statistics.unknownSender += 1
+            return []
+        }
+        // No authentication yet: at least the claimed room must come from its own host.
+        guard entry.signalling.address == source.address else {
+            statistics.addressMismatch += 1
+            return []
+        }
+        if envelope.message.needsAck { send(.ack(envelope.messageID), to: sender, now: now) }
+        if let presence = presenceTable.heard(sender, now: now) { cameOnline(sender, presence, now: now) }
+        if let id = call?.id, envelope.message.callID == id { call?.lastHeard[sender] = now }
+
+        if envelope.message.needsAck, !dedupe.firstTime(envelope.messageID, from: sender) {
+            statistics.duplicates += 1
+            return take()
+        }
+        dispatch(envelope, now: now)
+        return take()
+    }
+
+    /// Timers: retransmissions, hellos, presence, ring and answer times. Call at least every
+    /// few milliseconds, or at `nextDeadline`.
+    public mutating func tick(now: Double) -> [CallEffect] {
+        out = []
+        let t = settings.timing
+        let (resend, gaveUp) = outbox.due(now: now, timing: t)
+        for m in resend {
+            statistics.retransmissions += 1
+            out.append(.send(to: m.room, address: m.address, datagram: m.datagram))
+        }
+        for m in gaveUp { unreachable(m, now: now) }
+        if nextHello.map({ now >= $0 }) ?? true {
+            sendHellos(now: now)
+        }
+        for room in presenceTable.expire(now: now, offlineAfter: t.offlineAfter) {
+            out.append(.event(.presenceChanged(room: room, presence(of: room))))
+        }
+        callTimers(now: now)
+        return take()
+    }
+
+    // MARK: shared helpers
+
+    mutating func take() -> [CallEffect] {
+        defer { out = [] }
+        return out
+    }
+
+    mutating func send(_ message: SignalMessage, to room: RoomID, now: Double) {
+        guard let entry = settings.directory[room] else { return }
+        let id = nextMessageID
+        nextMessageID &+= 1
+        let datagram = SignalCodec.encode(Envelope(sender: settings.room, messageID: id, message: message))
+        out.append(.send(to: room, address: entry.signalling, datagram: datagram))
+        if message.needsAck {
+            let first = settings.timing.retransmitInitial
+            outbox.add(PendingMessage(room: room, address: entry.signalling, messageID: id, message: message,
+                                      datagram: datagram, firstSent: now, nextSend: now + first, interval: first))
+        }
+    }
+
+    mutating func sendHellos(now: Double) {
+        nextHello = now + settings.timing.helloInterval
+        for room in settings.directory.keys.sorted() where room != settings.room {
+            send(.hello(doNotDisturb: doNotDisturb, call: call?.id), to: room, now: now)
+        }
+    }
+
+    mutating func record(_ entry: HistoryEntry) {
+        out.append(.persistHistory(entry))
+        out.append(.event(.historyAdded(entry)))
+    }
+
+    mutating func updateMediaPlan() {
+        let plan = computeMediaPlan()
+        guard plan != mediaPlan else { return }
+        mediaPlan = plan
+        out.append(.setMediaPlan(plan))
+    }
+
+    func computeMediaPlan() -> MediaPlan {
+        guard let call, call.isConnected else { return .idle }
+        switch call.role {
+        case .caller:
+            let peers = call.connectedRooms.compactMap { room in
+                call.calleeMedia[room].map { MediaPeer(room: room, endpoint: $0) }
+            }
+            guard !peers.isEmpty else { return .idle }
+            switch settings.callerVoice {
+            case .unicast: return MediaPlan(sendTo: peers.map(\.endpoint), receiveFrom: peers)
+            case .multicast(let group): return MediaPlan(sendTo: [group], receiveFrom: peers)
+            }
+        case .callee:
+            guard let invite = call.invite else { return .idle }
+            let caller = MediaPeer(room: call.caller, endpoint: invite.callerMedia)
+            var plan = MediaPlan(sendTo: [invite.callerMedia], receiveFrom: [caller])
+            if case .multicast(let group) = invite.voice { plan.joinGroups = [group] }
+            return plan
+        }
+    }
+
+    /// Ends this room's side of the call: history, events, media off.
+    mutating func finishCall(_ outcome: CallOutcome, reason: DeclineReason? = nil, myStatus: ParticipantStatus? = nil,
+                             now: Double) {
+        guard var call else { return }
+        if let myStatus { call.setStatus(myStatus, of: settings.room) }
+        if call.role == .callee, !call.isConnected { out.append(.stopChime) }
+        endedCalls.insert(call.id)
+        let id = call.id
+        // Invites, accepts and mute updates of a finished call need not arrive any more.
+        outbox.cancel { m in
+            guard m.message.callID == id else { return false }
+            switch m.message {
+            case .end, .leave, .decline: return false
+            default: return true
+            }
+        }
+        self.call = nil
+        updateMediaPlan()
+        out.append(.event(.callEnded(id, outcome: outcome)))
+        record(HistoryEntry(callID: id, direction: call.role == .caller ? .outgoing : .incoming, caller: call.caller,
+                            participants: call.participants, outcome: outcome, reason: reason,
+                            started: call.started, ended: now))
+    }
+
+    mutating func setMute(_ state: MuteState, now: Double) {
+        guard state != mute else { return }
+        mute = state
+        out.append(.applyMute(state))
+        out.append(.event(.muteChanged(room: settings.room, state)))
+        if let call {
+            for room in call.peers { send(.mute(call.id, state), to: room, now: now) }
+        }
+    }
+
+    mutating func setDoNotDisturb(_ on: Bool, now: Double) {
+        guard on != doNotDisturb else { return }
+        doNotDisturb = on
+        out.append(.persistDoNotDisturb(on))
+        out.append(.event(.doNotDisturbChanged(on)))
+        sendHellos(now: now)  // the others see it at once, not a second later
+    }
+
+    // MARK: dispatch
+
+    mutating func dispatch(_ envelope: Envelope, now: Double) {
+        let sender = envelope.sender
+        switch envelope.message {
+        case .ack(let id):
+            if let acked = outbox.acknowledge(room: sender, messageID: id), case .missedCall(let n) = acked.message {
+                notices.removeAll { $0.room == sender && $0.notice.callID == n.callID }
+            }
+        case .hello(let dnd, let helloCall):
+            let (changed, stale) = presenceTable.hello(sender, id: envelope.messageID, doNotDisturb: dnd,
+                                                       call: helloCall, now: now)
+            if stale {
+                statistics.stale += 1
+                return
+            }
+            if let changed { out.append(.event(.presenceChanged(room: sender, changed))) }
+            deliverNotices(to: sender, now: now)
+            checkPeerStillInCall(sender, helloID: envelope.messageID, helloCall: helloCall, now: now)
+        case .invite(let id, let participants, let media):
+            receiveInvite(id, from: sender, participants: participants, media: media, messageID: envelope.messageID, now: now)
+        case .accept(let id, let port): receiveAccept(id, from: sender, port: port, messageID: envelope.messageID, now: now)
+        case .decline(let id, let reason): receiveDecline(id, from: sender, reason: reason, now: now)
+        case .end(let id): receiveEnd(id, from: sender, now: now)
+        case .leave(let id): receiveLeave(id, from: sender, now: now)
+        case .mute(let id, let state):
+            guard var c = call, c.id == id, c.peers.contains(sender) || sender == c.caller else {
+                statistics.stale += 1
+                return
+            }
+            if let last = c.lastMuteID[sender], !isAfter(envelope.messageID, last) {
+                statistics.stale += 1
+                return
+            }
+            c.lastMuteID[sender] = envelope.messageID
+            c.remoteMute[sender] = state
+            call = c
+            out.append(.event(.muteChanged(room: sender, state)))
+        case .missedCall(let notice): receiveMissedCall(notice, now: now)
+        }
+    }
+
+    mutating func cameOnline(_ room: RoomID, _ presence: Presence, now: Double) {
+        out.append(.event(.presenceChanged(room: room, presence)))
+    }
+
+    /// A message went unacknowledged for `giveUpAfter`.
+    mutating func unreachable(_ m: PendingMessage, now: Double) {
+        statistics.unreachable += 1
+        out.append(.peerUnreachable(m.room))
+        switch m.message {
+        case .invite(let id, _, _): inviteUnreachable(id, room: m.room, now: now)
+        case .accept(let id, _):
+            // The caller is gone: our side of the call cannot work.
+            if let call, call.id == id { finishCall(.finished, now: now) }
+        case .missedCall(let n):
+            // Kept; tried again with the room's next hello.
+            if let i = notices.firstIndex(where: { $0.room == m.room && $0.notice.callID == n.callID }) {
+                notices[i].inFlight = false
+            }
+        default: break
+        }
+    }
+
+    // MARK: missed-call notices (caller side)
+
+    mutating func queueNotice(_ notice: MissedCallNotice, for room: RoomID) {
+        guard settings.limits.pendingNotices > 0 else {
+            statistics.noticesDropped += 1
+            return
+        }
+        if notices.count >= settings.limits.pendingNotices {
+            notices.removeFirst()
+            statistics.noticesDropped += 1
+        }
+        notices.append((room, notice, false))
+    }
+
+    mutating func deliverNotices(to room: RoomID, now: Double) {
+        for i in notices.indices where notices[i].room == room && !notices[i].inFlight {
+            notices[i].inFlight = true
+            send(.missedCall(notices[i].notice), to: room, now: now)
+        }
+    }
+
+    mutating func receiveMissedCall(_ notice: MissedCallNotice, now: Double) {
+        guard !receivedNotices.contains(notice.callID) else {
+            statistics.stale += 1
+            return
+        }
+        receivedNotices.insert(notice.callID)
+        let me = settings.room
+        let participants = notice.participants.map { Participant(room: $0, status: $0 == me ? .unavailable : .ringing) }
+        record(HistoryEntry(callID: notice.callID, direction: .incoming, caller: notice.caller, participants: participants,
+                            outcome: .missed, started: notice.started, ended: notice.started))
+    }
+
+    // MARK: timers
+
+    mutating func callTimers(now: Double) {
+        guard let call else { return }
+        let t = settings.timing
+        if call.role == .callee {
+            if let ring = call.ringDeadline, now >= ring {
+                acceptIncoming(now: now)
+            } else if !call.isConnected, now >= call.started + t.answerTimeout {
+                finishCall(.missed, myStatus: .unavailable, now: now)
+            } else if let heard = call.lastHeard[call.caller], now - heard > t.peerSilenceTimeout {
+                finishCall(call.isConnected ? .finished : .missed, now: now)
+            }
+            return
+        }
+        for room in call.remaining {
+            let status = call.status(of: room)
+            if status == .ringing, now >= call.started + t.answerTimeout {
+                self.call?.endSent.insert(room)
+                send(.end(call.id), to: room, now: now)
+                calleeGone(room, status: .unavailable, now: now)
+            } else if status == .connected, let heard = call.lastHeard[room], now - heard > t.peerSilenceTimeout {
+                calleeGone(room, status: .unavailable, now: now)
+            }
+        }
+    }
+}

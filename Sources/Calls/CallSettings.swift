@@ -1,0 +1,126 @@
+// Everything the call engine is configured with. Every time and bound has its default here and
+// nowhere else; the integrator fills these from the daemon's configuration.
+
+/// A room of the practice as the directory lists it.
+public struct DirectoryEntry: Sendable, Equatable {
+    public var name: String
+    /// Where this room's daemon receives signalling.
+    public var signalling: IPv4Endpoint
+    public init(name: String, signalling: IPv4Endpoint) {
+        self.name = name
+        self.signalling = signalling
+    }
+}
+
+/// Who may call whom.
+public enum CallPermissions: Sendable, Equatable {
+    case everyone
+    /// Caller → the rooms it may call; a room missing from the map may call nobody.
+    case only([RoomID: Set<RoomID>])
+
+    public func allows(caller: RoomID, callee: RoomID) -> Bool {
+        switch self {
+        case .everyone: true
+        case .only(let map): map[caller]?.contains(callee) ?? false
+        }
+    }
+}
+
+/// Times in seconds.
+public struct CallTiming: Sendable, Equatable {
+    /// First retransmission of an unacknowledged message; the interval then doubles.
+    public var retransmitInitial = 0.05
+    /// Doubling stops here, so that several copies still go out before giving up.
+    public var retransmitMaxInterval = 0.25
+    /// No ack after this long: the peer is unreachable.
+    public var giveUpAfter = 1.0
+    public var helloInterval = 1.0
+    /// No hello (or other message) for this long: the room is offline.
+    public var offlineAfter = 3.5
+    /// The chime plays this long before an auto-answered call opens its audio.
+    public var ringTime = 1.5
+    /// A call nobody answers: the callee counts it missed, the caller marks it unavailable.
+    public var answerTimeout = 30.0
+    /// Nothing heard from the other side of a running call for this long: it is gone. Longer than
+    /// `offlineAfter` so that a few lost hellos never cut a call.
+    public var peerSilenceTimeout = 10.0
+
+    public init() {}
+}
+
+/// Memory bounds.
+public struct CallLimits: Sendable, Equatable {
+    /// Message ids remembered per sender for dropping duplicates.
+    public var dedupeWindow = 128
+    /// Missed-call notices kept for rooms that were offline (all rooms together; oldest dropped).
+    public var pendingNotices = 64
+    /// Ended call ids remembered so that late messages about them are ignored.
+    public var endedCalls = 256
+
+    public init() {}
+}
+
+public struct CallSettings: Sendable, Equatable {
+    /// This room.
+    public var room: RoomID
+    /// Every room, this one included.
+    public var directory: [RoomID: DirectoryEntry]
+    /// Button name → the rooms it calls.
+    public var buttons: [String: [RoomID]] = [:]
+    public var permissions: CallPermissions = .everyone
+    public var autoAnswer = true
+    /// Do-not-disturb at first start (a persisted value, passed to the engine, wins).
+    public var doNotDisturb = false
+    /// This room's media socket: where the other side of a call sends its microphone.
+    public var media: IPv4Endpoint
+    /// How this room's voice reaches the callees when it calls.
+    public var callerVoice: VoiceDelivery = .unicast
+    public var timing = CallTiming()
+    public var limits = CallLimits()
+
+    public init(room: RoomID, directory: [RoomID: DirectoryEntry], media: IPv4Endpoint) {
+        self.room = room
+        self.directory = directory
+        self.media = media
+    }
+
+    /// Problems, each naming its key, for the configuration loader to report; empty when valid.
+    public func problems() -> [String] {
+        var out: [String] = []
+        if directory[room] == nil { out.append("room: \(room) is not in the directory") }
+        for (name, targets) in buttons.sorted(by: { $0.key < $1.key }) {
+            if targets.isEmpty { out.append("buttons.\(name): calls no room") }
+            if targets.count > SignalCodec.maxParticipants {
+                out.append("buttons.\(name): more than \(SignalCodec.maxParticipants) rooms")
+            }
+            for target in targets where directory[target] == nil || target == room {
+                out.append("buttons.\(name): \(target) is \(target == room ? "this room" : "not in the directory")")
+            }
+        }
+        if case .only(let map) = permissions {
+            for (caller, callees) in map.sorted(by: { $0.key < $1.key }) {
+                for r in [caller] + callees.sorted() where directory[r] == nil {
+                    out.append("permissions.\(caller): \(r) is not in the directory")
+                }
+            }
+        }
+        if media.port == 0 { out.append("media: port 0") }
+        if case .multicast(let group) = callerVoice, !group.isMulticast || group.port == 0 {
+            out.append("caller_voice: \(group) is not a multicast group with a port")
+        }
+        let t = timing
+        let positive: [(String, Double)] = [
+            ("retransmit_initial", t.retransmitInitial), ("retransmit_max_interval", t.retransmitMaxInterval),
+            ("give_up_after", t.giveUpAfter), ("hello_interval", t.helloInterval), ("offline_after", t.offlineAfter),
+            ("answer_timeout", t.answerTimeout), ("peer_silence_timeout", t.peerSilenceTimeout),
+        ]
+        for (key, value) in positive where !(value > 0 && value.isFinite) { out.append("timing.\(key): must be > 0") }
+        if !(t.ringTime >= 0 && t.ringTime.isFinite) { out.append("timing.ring_time: must be >= 0") }
+        if t.offlineAfter <= t.helloInterval { out.append("timing.offline_after: must exceed hello_interval") }
+        if t.peerSilenceTimeout <= t.helloInterval { out.append("timing.peer_silence_timeout: must exceed hello_interval") }
+        if limits.dedupeWindow < 1 || limits.pendingNotices < 0 || limits.endedCalls < 1 {
+            out.append("limits: dedupe_window and ended_calls must be >= 1, pending_notices >= 0")
+        }
+        return out
+    }
+}

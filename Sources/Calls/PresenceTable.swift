@@ -1,0 +1,54 @@
+// Which rooms are online, as far as their hellos (and other messages) tell.
+
+struct RoomPresence: Sendable {
+    var presence = Presence(online: false)
+    var lastHeard = -Double.infinity
+    /// Id of the newest hello, to ignore an older one arriving late.
+    var lastHelloID: UInt32?
+    /// The call the room's newest hello named.
+    var call: CallID?
+}
+
+struct PresenceTable: Sendable {
+    private(set) var rooms: [RoomID: RoomPresence] = [:]
+
+    subscript(room: RoomID) -> RoomPresence { rooms[room] ?? RoomPresence() }
+
+    /// Notes a message from `room`; returns the presence if it changed (came online).
+    mutating func heard(_ room: RoomID, now: Double) -> Presence? {
+        var r = self[room]
+        r.lastHeard = now
+        defer { rooms[room] = r }
+        guard !r.presence.online else { return nil }
+        r.presence.online = true
+        return r.presence
+    }
+
+    /// Applies a hello; returns the new presence if it changed, or nil. Older hellos are ignored
+    /// (`stale` set).
+    mutating func hello(_ room: RoomID, id: UInt32, doNotDisturb: Bool, call: CallID?, now: Double)
+        -> (changed: Presence?, stale: Bool)
+    {
+        var r = self[room]
+        if let last = r.lastHelloID, !isAfter(id, last) { return (nil, true) }
+        let before = r.presence
+        r.lastHelloID = id
+        r.lastHeard = now
+        r.call = call
+        r.presence = Presence(online: true, doNotDisturb: doNotDisturb, inCall: call != nil)
+        rooms[room] = r
+        return (r.presence == before ? nil : r.presence, false)
+    }
+
+    /// Rooms silent for longer than `offlineAfter`, now marked offline.
+    mutating func expire(now: Double, offlineAfter: Double) -> [RoomID] {
+        var gone: [RoomID] = []
+        for (room, r) in rooms where r.presence.online && now - r.lastHeard > offlineAfter {
+            rooms[room]?.presence = Presence(online: false)
+            // A room that comes back may have restarted with a new message id start.
+            rooms[room]?.lastHelloID = nil
+            gone.append(room)
+        }
+        return gone.sorted()
+    }
+}

@@ -1,0 +1,166 @@
+import Calls
+import SignalTools
+import XCTest
+
+/// The acceptance scenarios on a clean network, and the engine's edges.
+final class CallEngineTests: XCTestCase {
+    func testOneToOneConnectsOnBothSides() { CallScenarios.oneToOneConnectsOnBothSides(.clean, seed: 1) }
+    func testGroupCallCallerHearsAllCalleesOnlyCaller() { CallScenarios.groupCallMediaPlans(.clean, seed: 2) }
+    func testGroupCallOverMulticast() {
+        CallScenarios.groupCallMediaPlans(.clean, seed: 3, multicast: IPv4Endpoint("239.255.0.9:5008")!)
+    }
+    func testChimeBeforeAudioThenAutoAccept() { CallScenarios.chimeThenAutoAccept(.clean, seed: 4) }
+    func testDoNotDisturbDeclinesAndCalleeRecordsMissedCall() { CallScenarios.doNotDisturbDeclinesAndRecordsMissed(.clean, seed: 5) }
+    func testOfflineCalleeUnavailableAndMissedCallDeliveredWhenBack() {
+        CallScenarios.offlineCalleeUnavailableThenMissedWhenBack(.clean, seed: 6)
+    }
+    func testBusy() { CallScenarios.busyCalleeDeclines(.clean, seed: 7) }
+    func testCalleeLeavesGroupCallOthersStay() { CallScenarios.calleeLeavesGroupOthersStay(.clean, seed: 8) }
+    func testCalleeEndsOneToOneEndsOnBothSides() { CallScenarios.calleeEndsOneToOne(.clean, seed: 9) }
+    func testCallerEndsEverywhere() { CallScenarios.callerEndsEverywhere(.clean, seed: 10) }
+    func testMuteSeenByOtherSide() { CallScenarios.muteSeenByOtherSide(.clean, seed: 11) }
+
+    func testWithoutAutoAnswerTheCallRingsUntilAnswered() {
+        var sim = CallSim(rooms: 2, seed: 12) { $0.autoAnswer = false }
+        sim.warmUp()
+        sim.command(ra, .call(button: "b"))
+        sim.run(for: settleTime(sim.timing(ra)))
+        XCTAssertEqual(sim.engine(rb).state, .ringingIncoming)
+        XCTAssertEqual(sim.chiming[rb], true)
+        XCTAssertNil(sim.plan[rb])
+        sim.command(rb, .answer)
+        sim.run(for: sim.timing(ra).helloInterval)
+        XCTAssertEqual(sim.engine(ra).state, .connected)
+        XCTAssertEqual(sim.chiming[rb], false)
+        sim.command(rb, .answer)
+        XCTAssertEqual(sim.rejections[rb], [.nothingToAnswer])
+    }
+
+    func testUnansweredCallTimesOutMissedAndUnavailable() {
+        var sim = CallSim(rooms: 2, seed: 13) { $0.autoAnswer = false }
+        sim.warmUp()
+        sim.command(ra, .call(button: "b"))
+        sim.run(for: sim.timing(ra).answerTimeout + settleTime(sim.timing(ra)))
+        XCTAssertEqual(sim.engine(ra).state, .idle)
+        XCTAssertEqual(sim.engine(rb).state, .idle)
+        XCTAssertEqual(sim.history[ra]?.last?.participants, [Participant(room: rb, status: .unavailable)])
+        XCTAssertEqual(sim.history[ra]?.last?.outcome, .notReached)
+        XCTAssertEqual(sim.history[rb]?.last?.outcome, .missed)
+        XCTAssertEqual(sim.chiming[rb], false)
+    }
+
+    func testNotPermittedIsDeclinedByCallerAndByCallee() {
+        // The caller's own configuration forbids it: declined without a message.
+        var sim = CallSim(rooms: 3, seed: 14) { s in
+            s.permissions = .only([ra: [rc], rb: [ra], rc: [ra]])
+        }
+        sim.warmUp()
+        let sentBefore = sim.sent
+        sim.command(ra, .call(button: "b"))
+        XCTAssertEqual(sim.engine(ra).state, .idle)
+        XCTAssertEqual(sim.history[ra]?.last?.participants, [Participant(room: rb, status: .declined(.notPermitted))])
+        XCTAssertEqual(sim.sent, sentBefore)
+        // Only the callee's configuration forbids it (configurations disagree): the callee declines.
+        var sim2 = CallSim(rooms: 2, seed: 15) { s in
+            if s.room == rb { s.permissions = .only([:]) }
+        }
+        sim2.warmUp()
+        sim2.command(ra, .call(button: "b"))
+        sim2.run(for: settleTime(sim2.timing(ra)))
+        XCTAssertEqual(sim2.history[ra]?.last?.participants, [Participant(room: rb, status: .declined(.notPermitted))])
+        XCTAssertEqual(sim2.history[rb]?.last?.outcome, .declined)
+        XCTAssertEqual(sim2.history[rb]?.last?.reason, .notPermitted)
+    }
+
+    func testPresenceOnlineOfflineAndInCall() {
+        var sim = CallSim(rooms: 3, seed: 16)
+        sim.warmUp()
+        XCTAssertTrue(sim.engine(ra).presence(of: rb).online)
+        sim.command(ra, .call(button: "b"))
+        sim.run(for: settleTime(sim.timing(ra)))
+        XCTAssertTrue(sim.engine(rc).presence(of: ra).inCall)
+        XCTAssertFalse(sim.engine(rc).presence(of: ra).doNotDisturb)
+        sim.stop(rc)
+        let t = sim.timing(ra)
+        sim.run(for: t.offlineAfter - t.helloInterval)
+        XCTAssertTrue(sim.engine(ra).presence(of: rc).online, "not offline before offlineAfter")
+        sim.run(for: t.helloInterval * 2)
+        XCTAssertFalse(sim.engine(ra).presence(of: rc).online)
+        XCTAssertTrue(sim.events[ra, default: []].contains { $0.event == .presenceChanged(room: rc, Presence(online: false)) })
+    }
+
+    func testCommandsAreCheckedBeforeAnythingIsSent() {
+        var sim = CallSim(rooms: 2, seed: 17)
+        sim.command(ra, .call(button: "nope"))
+        sim.command(ra, .callRooms([ra]))
+        sim.command(ra, .callRooms([]))
+        sim.command(ra, .callRooms([CallSim.room("zz")]))
+        sim.command(ra, .hangUp)
+        XCTAssertEqual(sim.rejections[ra], [.unknownButton("nope"), .cannotCallSelf, .noTargets,
+                                            .unknownRoom(CallSim.room("zz")), .noCall])
+        XCTAssertEqual(sim.engine(ra).state, .idle)
+        XCTAssertTrue(sim.inFlight.isEmpty)
+    }
+
+    /// Garbage, truncated datagrams, unknown senders and spoofed sources: counted, state unharmed.
+    func testMalformedDatagramsAreCountedAndDropped() {
+        var sim = CallSim(rooms: 2, seed: 18)
+        sim.warmUp()
+        sim.command(ra, .call(button: "b"))
+        sim.run(for: settleTime(sim.timing(ra)))
+        let before = sim.engine(rb).call
+        let from = sim.settings[ra]!.directory[ra]!.signalling
+        var rng = SplitMix64(seed: 99)
+        let valid = SignalCodec.encode(Envelope(sender: ra, messageID: 1, message: .end(before!.id)))
+        var garbage = 0
+        for n in 0..<2_000 {
+            let bytes = n % 2 == 0 ? (0..<Int(rng.next() % 64)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+                                   : Array(valid.prefix(Int(rng.next() % UInt64(valid.count))))
+            guard case .failure = SignalCodec.decode(bytes) else { continue }
+            garbage += 1
+            sim.inject(bytes, to: rb, from: from)
+        }
+        XCTAssertEqual(sim.engine(rb).statistics.decodeErrorCount, garbage)
+        // A valid end, but from a room the directory does not know, and one from the wrong host.
+        let stranger = SignalCodec.encode(Envelope(sender: CallSim.room("zz"), messageID: 1, message: .end(before!.id)))
+        sim.inject(stranger, to: rb, from: from)
+        sim.inject(valid, to: rb, from: IPv4Endpoint(address: from.address + 100, port: from.port))
+        XCTAssertEqual(sim.engine(rb).statistics.unknownSender, 1)
+        XCTAssertEqual(sim.engine(rb).statistics.addressMismatch, 1)
+        XCTAssertEqual(sim.engine(rb).call, before, "the call is unharmed")
+        XCTAssertEqual(sim.engine(rb).state, .connected)
+    }
+
+    /// A duplicate is acked again but handled once; an end that overtakes its invite wins.
+    func testDuplicatesAndReorderedEndBeforeInvite() {
+        var sim = CallSim(rooms: 2, seed: 19)
+        let from = sim.settings[ra]!.directory[ra]!.signalling
+        let id = CallID(0x1234)
+        let invite = SignalCodec.encode(Envelope(sender: ra, messageID: 7, message: .invite(
+            id, participants: [rb], media: InviteMedia(callerMedia: sim.mediaEndpoint(ra), voice: .unicast))))
+        sim.inject(invite, to: rb, from: from)
+        sim.inject(invite, to: rb, from: from)
+        XCTAssertEqual(sim.events[rb, default: []].filter { if case .incomingCall = $0.event { true } else { false } }.count, 1)
+        XCTAssertEqual(sim.engine(rb).statistics.duplicates, 1)
+        XCTAssertEqual(sim.inFlight.filter { $0.to == from }.count, 2, "every copy is acked")
+
+        var sim2 = CallSim(rooms: 2, seed: 20)
+        let end = SignalCodec.encode(Envelope(sender: ra, messageID: 8, message: .end(id)))
+        sim2.inject(end, to: rb, from: from)
+        sim2.inject(invite, to: rb, from: from)
+        XCTAssertEqual(sim2.engine(rb).state, .idle)
+        XCTAssertEqual(sim2.engine(rb).statistics.stale, 2)
+    }
+
+    func testSettingsProblemsNameTheKey() {
+        var s = CallSim(rooms: 2).settings[ra]!
+        XCTAssertEqual(s.problems(), [])
+        s.buttons["x"] = [CallSim.room("zz")]
+        s.timing.offlineAfter = s.timing.helloInterval
+        s.callerVoice = .multicast(group: IPv4Endpoint("10.0.0.1:5")!)
+        let problems = s.problems()
+        XCTAssertTrue(problems.contains { $0.hasPrefix("buttons.x:") })
+        XCTAssertTrue(problems.contains { $0.hasPrefix("timing.offline_after:") })
+        XCTAssertTrue(problems.contains { $0.hasPrefix("caller_voice:") })
+    }
+}

@@ -1,0 +1,161 @@
+import Calls
+import SignalTools
+
+/// Loss, duplication and reordering of the simulated network.
+struct CallNetConditions {
+    var latency = 0.0005
+    var loss = 0.0
+    var duplication = 0.0
+    /// Extra delay, uniform in 0...jitter: datagrams overtake each other.
+    var jitter = 0.0
+
+    static let clean = CallNetConditions()
+    static let lossy = CallNetConditions(loss: 0.2, duplication: 0.2, jitter: 0.02)
+}
+
+/// Several call engines on an in-memory network with a simulated clock (1 ms steps). Every effect
+/// is recorded per room: the latest media plan, chime, events, history.
+struct CallSim {
+    struct Datagram {
+        var from: IPv4Endpoint
+        var to: IPv4Endpoint
+        var bytes: [UInt8]
+        var due: Double
+        var order: Int
+    }
+
+    var now = 1_700_000_000.0
+    let step = 0.001
+    var conditions: CallNetConditions
+    var rng: SplitMix64
+    var settings: [RoomID: CallSettings] = [:]
+    var engines: [RoomID: CallEngine] = [:]
+    var online: Set<RoomID> = []
+    var inFlight: [Datagram] = []
+    var sent = 0
+    var plan: [RoomID: MediaPlan] = [:]
+    var planLog: [RoomID: [(time: Double, plan: MediaPlan)]] = [:]
+    var chiming: [RoomID: Bool] = [:]
+    var chimeLog: [RoomID: [(time: Double, on: Bool)]] = [:]
+    var events: [RoomID: [(time: Double, event: CallEvent)]] = [:]
+    var history: [RoomID: [HistoryEntry]] = [:]
+    var rejections: [RoomID: [CommandRejection]] = [:]
+    var muteApplied: [RoomID: MuteState] = [:]
+
+    static func room(_ s: String) -> RoomID { RoomID(s)! }
+
+    /// Rooms a, b, c, ... at 10.0.0.1, .2, ...; button "all" calls every other room from a.
+    init(rooms count: Int, conditions: CallNetConditions = .clean, seed: UInt64 = 1,
+         configure: (inout CallSettings) -> Void = { _ in }) {
+        self.conditions = conditions
+        rng = SplitMix64(seed: seed)
+        let ids = (0..<count).map { Self.room(String(UnicodeScalar(UInt8(ascii: "a") + UInt8($0)))) }
+        var directory: [RoomID: DirectoryEntry] = [:]
+        for (i, id) in ids.enumerated() {
+            directory[id] = DirectoryEntry(name: "Room \(id)", signalling: IPv4Endpoint(address: 0x0A00_0001 + UInt32(i), port: 5060))
+        }
+        for id in ids {
+            var s = CallSettings(room: id, directory: directory, media: directory[id]!.signalling.with(port: 5004))
+            s.buttons = ["all": ids.filter { $0 != id }]
+            for other in ids where other != id { s.buttons[other.value] = [other] }
+            configure(&s)
+            settings[id] = s
+            start(id)
+        }
+    }
+
+    /// Starts (or restarts, with fresh state) a room's daemon.
+    mutating func start(_ room: RoomID) {
+        engines[room] = CallEngine(settings: settings[room]!, seed: rng.next())
+        online.insert(room)
+    }
+
+    mutating func stop(_ room: RoomID) {
+        online.remove(room)
+        engines[room] = nil
+        plan[room] = nil
+        chiming[room] = false
+    }
+
+    func timing(_ room: RoomID) -> CallTiming { settings[room]!.timing }
+    func engine(_ room: RoomID) -> CallEngine { engines[room]! }
+
+    @discardableResult
+    mutating func command(_ room: RoomID, _ command: CallCommand) -> [CallEffect] {
+        let effects = engines[room]!.handle(command, now: now)
+        apply(effects, at: room)
+        return effects
+    }
+
+    /// Hands `bytes` to `room` as if `from` sent them.
+    mutating func inject(_ bytes: [UInt8], to room: RoomID, from: IPv4Endpoint) {
+        apply(engines[room]!.receive(datagram: bytes, from: from, now: now), at: room)
+    }
+
+    mutating func apply(_ effects: [CallEffect], at room: RoomID) {
+        for effect in effects {
+            switch effect {
+            case .send(_, let address, let bytes):
+                let copies = rng.nextUnit() < conditions.duplication ? 2 : 1
+                for _ in 0..<copies where rng.nextUnit() >= conditions.loss {
+                    sent += 1
+                    let due = now + conditions.latency + rng.nextUnit() * conditions.jitter
+                    inFlight.append(Datagram(from: settings[room]!.directory[room]!.signalling, to: address,
+                                             bytes: bytes, due: due, order: sent))
+                }
+            case .setMediaPlan(let p):
+                plan[room] = p
+                planLog[room, default: []].append((now, p))
+            case .startChime, .stopChime:
+                let on = effect == .startChime
+                chiming[room] = on
+                chimeLog[room, default: []].append((now, on))
+            case .event(let e): events[room, default: []].append((now, e))
+            case .persistHistory(let h): history[room, default: []].append(h)
+            case .rejected(_, let why): rejections[room, default: []].append(why)
+            case .applyMute(let m): muteApplied[room] = m
+            case .persistDoNotDisturb, .peerUnreachable: break
+            }
+        }
+    }
+
+    /// One clock step: deliver what is due (in arrival order), then tick every running engine.
+    mutating func advance() {
+        now += step
+        let due = inFlight.filter { $0.due <= now }.sorted { ($0.due, $0.order) < ($1.due, $1.order) }
+        inFlight.removeAll { $0.due <= now }
+        for d in due {
+            guard let to = settings.first(where: { $0.value.directory[$0.key]!.signalling == d.to })?.key,
+                  online.contains(to) else { continue }
+            apply(engines[to]!.receive(datagram: d.bytes, from: d.from, now: now), at: to)
+        }
+        for room in online.sorted() { apply(engines[room]!.tick(now: now), at: room) }
+    }
+
+    mutating func run(for seconds: Double) {
+        let end = now + seconds
+        while now < end { advance() }
+    }
+
+    /// Runs until `done` holds; returns the time it took, or nil after `timeout`.
+    @discardableResult
+    mutating func run(until done: (CallSim) -> Bool, timeout: Double) -> Double? {
+        let start = now
+        while now - start < timeout {
+            if done(self) { return now - start }
+            advance()
+        }
+        return done(self) ? now - start : nil
+    }
+
+    /// Lets presence settle: every room has had a hello from every other.
+    mutating func warmUp() {
+        run(for: timing(engines.keys.first!).helloInterval * 2)
+    }
+
+    func status(_ caller: RoomID, of callee: RoomID) -> ParticipantStatus? { engine(caller).call?.status(of: callee) }
+    func ended(_ room: RoomID) -> [CallOutcome] {
+        events[room, default: []].compactMap { if case .callEnded(_, let o) = $0.event { o } else { nil } }
+    }
+    func mediaEndpoint(_ room: RoomID) -> IPv4Endpoint { settings[room]!.media }
+}
