@@ -108,7 +108,12 @@ public struct CallEngine: Sendable {
             return []
         }
         if envelope.message.needsAck { send(.ack(envelope.messageID), to: sender, now: now) }
-        if let presence = presenceTable.heard(sender, now: now) { cameOnline(sender, presence, now: now) }
+        // A hello reports presence itself (with its do-not-disturb bit); any other message proves
+        // the room is up.
+        if case .hello = envelope.message {} else if let presence = presenceTable.heard(sender, now: now) {
+            out.append(.event(.presenceChanged(room: sender, presence)))
+            deliverNotices(to: sender, now: now)
+        }
         if let id = call?.id, envelope.message.callID == id { call?.lastHeard[sender] = now }
 
         if envelope.message.needsAck, !dedupe.firstTime(envelope.messageID, from: sender) {
@@ -282,10 +287,6 @@ public struct CallEngine: Sendable {
             out.append(.event(.muteChanged(room: sender, state)))
         case .missedCall(let notice): receiveMissedCall(notice, now: now)
         }
-    }
-
-    mutating func cameOnline(_ room: RoomID, _ presence: Presence, now: Double) {
-        out.append(.event(.presenceChanged(room: room, presence)))
     }
 
     /// A message went unacknowledged for `giveUpAfter`.

@@ -65,8 +65,8 @@ enum CallScenarios {
     static func doNotDisturbDeclinesAndRecordsMissed(_ net: CallNetConditions, seed: UInt64) {
         var sim = CallSim(rooms: 2, conditions: net, seed: seed)
         sim.command(rb, .setDoNotDisturb(true))
-        sim.warmUp()
-        XCTAssertTrue(sim.engine(ra).presence(of: rb).doNotDisturb, "presence shows do-not-disturb")
+        let seen = sim.run(until: { $0.engine(ra).presence(of: rb).doNotDisturb }, timeout: sim.timing(ra).helloInterval * 10)
+        XCTAssertNotNil(seen, "presence shows do-not-disturb")
         sim.command(ra, .call(button: "b"))
         sim.run(for: settleTime(sim.timing(ra)))
         XCTAssertEqual(sim.engine(ra).state, .idle)
