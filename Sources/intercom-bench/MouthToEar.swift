@@ -113,7 +113,8 @@ extension MouthToEar {
     /// `repeats` chirps each.
     func report(_ setups: [Setup], sessions: Int = 3, repeats: Int = 3) throws {
         // The rig's own share of one playback → capture pass, on a room no daemon uses.
-        let rigPasses = (0..<repeats).compactMap { _ in try? LatencyProbe(playback: "roomD", capture: "roomD").measureOnce() }
+        // Seven passes: single passes vary by up to 20 ms with the sound server's scheduling.
+        let rigPasses = (0..<7).compactMap { _ in try? LatencyProbe(playback: "roomD", capture: "roomD").measureOnce() }
         let rigPass = median(rigPasses.map(\.path))
         print("\n### Mouth-to-ear delay, room A → room B on the rig (two intercomd processes, measured \(ISO8601DateFormatter().string(from: Date())))\n")
         print("A chirp played into room A's air is found in room B's speaker by cross-correlation; wall-clock time minus the probe's own buffering. \(sessions) fresh pairs of daemons per setup, \(repeats) chirps each: the median, and the range over all chirps. Lower is better; the goals hold intercomd's share, i.e. the total without the rig's sound server. Sessions whose daemons logged xruns (the machine starved them) are left out and counted.\n")
