@@ -58,6 +58,10 @@ final class HistoryCrashTests: XCTestCase {
                 output = out.fileHandleForReading.readDataToEndOfFile()
                 acknowledged.signal()
             }
+            // The kill must land while the writer writes: wait for its first complete write (on a
+            // loaded machine the process may take longer to start than the random delay below).
+            let firstWrite = Date().addingTimeInterval(10)
+            while !FileManager.default.fileExists(atPath: path), Date() < firstWrite { usleep(2_000) }
             usleep(UInt32.random(in: 30_000...250_000))
             XCTAssertTrue(process.isRunning, "writer exited early: \(String(decoding: err.fileHandleForReading.availableData, as: UTF8.self))")
             kill(process.processIdentifier, SIGKILL)
