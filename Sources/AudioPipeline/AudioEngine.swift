@@ -30,10 +30,23 @@ public final class AudioEngine: @unchecked Sendable {
     private let speaker: UnsafeMutablePointer<Int16>
     private let silence: UnsafeMutablePointer<Int16>
     private var primePeriods = 2
+    private var playbackBufferFrames = 3 * 480
+    /// A live talker's backlog limit: late audio is worse than none in a conversation.
+    public static let liveCaptureBacklogMs = 50.0
+    /// Captured frames beyond this backlog are not handed on (see `processAvailableFrames`).
+    private let maxCaptureBacklogFrames: Int
     private var lastMixNanos = 0
+    /// When the last microphone frame was processed, and whether the streams restarted since.
+    private var lastCaptureNanos: UInt64 = 0
+    private var restartedSinceCapture = false
+    private let frameNanos: Double
 
+    /// - Parameter maxCaptureBacklogMs: for a live sender: a captured backlog beyond this (at
+    ///   least 4 frames) is echo-cancelled but not handed on, and counted as lost capture time.
+    ///   nil: every frame is handed on (recorders, measurements).
     public init(frameSize: Int, mixer: Mixer, canceller: EchoCanceller, ringFrames: Int = 32,
-                recordRaw: Bool = false, microphoneReady: Doorbell? = nil, onAudioThreadStart: (@Sendable () -> Void)? = nil) {
+                recordRaw: Bool = false, microphoneReady: Doorbell? = nil, maxCaptureBacklogMs: Double? = nil,
+                onAudioThreadStart: (@Sendable () -> Void)? = nil) {
         precondition(canceller.settings.frameSize == frameSize, "echo canceller frame must equal the period")
         self.frameSize = frameSize
         self.mixer = mixer
@@ -42,6 +55,9 @@ public final class AudioEngine: @unchecked Sendable {
         rawMicrophone = recordRaw ? SampleRing(minimumCapacity: frameSize * ringFrames) : nil
         self.onAudioThreadStart = onAudioThreadStart
         self.microphoneReady = microphoneReady
+        let frameNanos = Double(frameSize) * 1e9 / Double(canceller.settings.sampleRate)
+        self.frameNanos = frameNanos
+        maxCaptureBacklogFrames = maxCaptureBacklogMs.map { max(4, Int(($0 * 1e6 / frameNanos).rounded(.up))) } ?? Int.max / 2
         mic = .allocate(capacity: frameSize)
         cleaned = .allocate(capacity: frameSize)
         speaker = .allocate(capacity: frameSize)
@@ -58,6 +74,7 @@ public final class AudioEngine: @unchecked Sendable {
         onAudioThreadStart?()
         stats.sessions.increment()
         primePeriods = devices.primePeriods
+        playbackBufferFrames = devices.playbackGeometry.bufferFrames
         guard let captureFds = try? devices.capture.pollDescriptors(),
               let playbackFds = try? devices.playback.pollDescriptors() else {
             return .deviceFailed(device: devices.capture.name, operation: "poll descriptors", code: -EIO)
@@ -112,23 +129,37 @@ public final class AudioEngine: @unchecked Sendable {
     private func processAvailableFrames(_ d: AudioDevices) -> SessionEnd? {
         var avail = d.capture.available()
         if avail < 0 { return recoverXrun(d, failed: d.capture, code: Int32(avail)) }
+        // A backlog (the thread was starved, or a sound server captured while the stream started):
+        // its oldest frames still go through the canceller, which pairs by position, but only the
+        // newest `maxCaptureBacklog` are sent; the sender's timestamps jump over the rest.
+        // The device's delay counts what a sound server still holds for us, not only `avail`.
+        let backlog = max(avail, d.capture.delay() ?? 0)
+        var stale = backlog / frameSize - maxCaptureBacklogFrames
         while avail >= frameSize {
             let got = readFrame(d.capture)
             if got < 0 { return recoverXrun(d, failed: d.capture, code: Int32(got)) }
-            processCapturedFrame()
+            processCapturedFrame(send: stale <= 0)
+            stale -= 1
             avail -= frameSize
         }
+        canceller.realignIfOutOfStep(playbackBufferSamples: playbackBufferFrames)
         if let c = d.capture.delay() { stats.captureDelayFrames.store(c) }
         return fillPlayback(d)
     }
 
-    /// Echo-cancel one captured frame, apply gain/mute, hand it on.
-    private func processCapturedFrame() {
+    /// Echo-cancel one captured frame, apply gain/mute, hand it on (unless it is stale).
+    private func processCapturedFrame(send: Bool) {
         let t0 = monotonicNanos()
+        noteCaptureGap(at: t0)
         rawMicrophone?.write(mic, count: frameSize)
         canceller.process(capture: mic, output: cleaned)
         mixer.applyMicrophone(cleaned)
-        if !microphone.write(cleaned, count: frameSize) { stats.micDrops.increment() }
+        if !send {
+            stats.staleCaptureFrames.increment()
+            stats.captureGapFrames.increment()
+        } else if !microphone.write(cleaned, count: frameSize) {
+            stats.micDrops.increment()
+        }
         microphoneReady?.ring()
         stats.frames.increment()
         noteCPU(since: t0)
@@ -161,6 +192,18 @@ public final class AudioEngine: @unchecked Sendable {
         lastMixNanos = mixNanos > 0 ? mixNanos : lastMixNanos
         if let p = d.playback.delay() { stats.playbackDelayFrames.store(p) }
         return nil
+    }
+
+    /// The first frame after a restart came this long after the last one before it: everything
+    /// in between (less one frame's own time) is capture time that was lost. Only restarts count,
+    /// because a sound server delivering in bursts makes steady-state spacing meaningless.
+    private func noteCaptureGap(at t0: UInt64) {
+        if restartedSinceCapture, lastCaptureNanos > 0, t0 > lastCaptureNanos {
+            let frames = Int((Double(t0 - lastCaptureNanos) / frameNanos).rounded()) - 1
+            if frames > 0 { stats.captureGapFrames.increment(by: frames) }
+        }
+        restartedSinceCapture = false
+        lastCaptureNanos = t0
     }
 
     /// CPU of one frame: the microphone half just measured plus the most recent mix.
@@ -222,6 +265,7 @@ public final class AudioEngine: @unchecked Sendable {
         rc = d.playback.prepare()
         if rc < 0 { return .deviceFailed(device: d.playback.name, operation: "prepare", code: rc) }
         canceller.reset()
+        restartedSinceCapture = true
         if let failure = primePlayback(d) { return failure }
         if !d.playback.isRunning {
             rc = d.playback.start()

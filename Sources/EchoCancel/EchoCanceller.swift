@@ -23,6 +23,9 @@ public final class EchoCanceller: @unchecked Sendable {
     /// Captured frames whose reference had not been played yet or was already overwritten.
     public let referenceMisses = Counter()
     public let resets = Counter()
+    /// Times the capture position was paired with the playback position anew because the
+    /// reference had been missing for `realignAfterMisses` frames in a row (see `process`).
+    public let realignments = Counter()
     /// How far the reference is currently shifted, in samples.
     public let referenceShift = Counter()
     /// The raw microphone and the played samples at the same positions, for an `EchoDelayEstimator`.
@@ -39,6 +42,9 @@ public final class EchoCanceller: @unchecked Sendable {
     private let reference: UnsafeMutablePointer<Int16>
     private let tapReference: UnsafeMutablePointer<Int16>
     private var wasBypassed = false
+    private var missRun = 0
+    /// Consecutive missing references after which the positions are paired anew.
+    public static let realignAfterMisses = 5
     private var erle = ERLETracker()
     private let delayRequest = Request()
     /// Kept between the measured delay and the reference, so jitter never makes the echo arrive first.
@@ -93,7 +99,12 @@ public final class EchoCanceller: @unchecked Sendable {
             captureTap.write(capture, count: frame)
             referenceTap.write(tapReference, count: frame)
         }
-        if !fetch(from: captured - shift, into: reference) { referenceMisses.increment() }
+        if fetch(from: captured - shift, into: reference) {
+            missRun = 0
+        } else {
+            referenceMisses.increment()
+            missRun += 1
+        }
         captured += frame
 
         if bypass.isSet {
@@ -113,6 +124,7 @@ public final class EchoCanceller: @unchecked Sendable {
         speex.reset()
         written = 0
         captured = 0
+        missRun = 0
         history.update(repeating: 0, count: historySize)
         erle = ERLETracker()
         resets.increment()
@@ -132,6 +144,30 @@ public final class EchoCanceller: @unchecked Sendable {
             }
         }
         return complete
+    }
+
+    /// Call when the capture device has been read empty (no backlog left), with the playback
+    /// buffer's length in samples. When the last `realignAfterMisses` frames had no reference,
+    /// the streams are out of step: a sound server that underran playback without an xrun (its
+    /// client was starved) and then delivered the capture it had kept, or streams that did not
+    /// start together. Capture then runs ahead of what was played, or so far behind that the
+    /// history is gone; nothing is cancelled, and two rooms would hear each other's echo until
+    /// the next restart. Pairing the newest captured frame with the played sample one buffer
+    /// back, and a margin more, makes the echo delay positive again; the delay estimator, which
+    /// gets taps again, measures it.
+    /// Waiting for an empty capture device matters: mid-backlog the captured frames are old.
+    public func realignIfOutOfStep(playbackBufferSamples: Int) {
+        guard missRun >= Self.realignAfterMisses else { return }
+        // One buffer plus a frame plus 20 ms: a sound server's own latency on top of the buffer
+        // must not put the echo before its reference (then nothing can cancel it); an echo
+        // later than assumed only uses some of the filter's tail until the estimator shifts it.
+        captured = max(0, written - playbackBufferSamples - frame - settings.sampleRate / 50)
+        shift = 0
+        referenceShift.store(0)
+        missRun = 0
+        speex.reset()
+        erle = ERLETracker()
+        realignments.increment()
     }
 
     /// The filter must re-learn the path after the reference moved.

@@ -51,7 +51,8 @@ public final class Daemon: @unchecked Sendable {
         mixer.speakerGain.store(decibelsToGain(config.mixer.speakerGainDb))
 
         engine = AudioEngine(frameSize: frame, mixer: mixer, canceller: canceller,
-                             recordRaw: config.local.recordRawWav != nil, microphoneReady: network?.doorbell)
+                             recordRaw: config.local.recordRawWav != nil, microphoneReady: network?.doorbell,
+                             maxCaptureBacklogMs: network == nil ? nil : AudioEngine.liveCaptureBacklogMs)
         let devices = DeviceSettings(captureDevice: a.captureDevice, playbackDevice: a.playbackDevice,
                                      sampleRate: a.sampleRate, periodFrames: frame,
                                      bufferPeriods: a.bufferPeriods, link: a.linkDevices)

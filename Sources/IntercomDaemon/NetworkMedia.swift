@@ -61,7 +61,8 @@ final class NetworkMedia: @unchecked Sendable {
                             payloadType: UInt8(n.payloadType), ownSSRC: rtp.ssrc, audioRunning: engine.stats.running)
             : nil
         loop = NetworkLoop(socket: socket, sender: sender, receiver: receiver, microphone: engine.microphone,
-                           doorbell: doorbell, frameSize: a.framesPerPeriod, tee: tee)
+                           doorbell: doorbell, frameSize: a.framesPerPeriod, tee: tee,
+                           captureGaps: engine.stats.captureGapFrames)
         self.socket = socket
         log.info("""
             network: receiving on \(socket.local)\(groups.isEmpty ? "" : " and groups \(n.multicastGroups.joined(separator: ","))"), \
@@ -107,10 +108,10 @@ final class NetworkMedia: @unchecked Sendable {
             for s in streams where s.input.handOff?.isActive == true {
                 let j = s.jitter.statistics
                 parts.append(String(
-                    format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d played=%d concealed=%d fec=%d late=%d underruns=%d inserted=%d dropped=%d cut_backs=%d silence=%d rebuffers=%d decode_errors=%d drift=%.0fppm]",
+                    format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d played=%d concealed=%d fec=%d late=%d underruns=%d inserted=%d dropped=%d cut_backs=%d stalls=%d silence=%d rebuffers=%d decode_errors=%d drift=%.0fppm]",
                     s.currentSSRC.load, s.sourceDescription, j.currentDelayMs.load, j.targetDelayMs.load,
                     j.received.load, j.played.load, j.lost.load, j.fecRecovered.load, j.late.load, j.underruns.load,
-                    j.inserted.load, j.dropped.load, j.cutBacks.load, j.silenceFrames.load, j.rebuffers.load, j.decodeErrors.load, j.driftPPM.load))
+                    j.inserted.load, j.dropped.load, j.cutBacks.load, j.consumerStalls.load, j.silenceFrames.load, j.rebuffers.load, j.decodeErrors.load, j.driftPPM.load))
             }
         }
         return "network: " + parts.joined(separator: " ")

@@ -56,6 +56,9 @@ public final class JitterBuffer: @unchecked Sendable {
     private let quietEnergy: Int64
     private let resetGapNs: Int64
     private let backlogSpacingNs: Int64
+    private let consumerStallNs: Int64
+    /// When `readFrame` last ran (0: not yet).
+    private var lastReadNanos: Int64 = 0
     private let underrunConcealFrames: Int
     private let estimator: DelayEstimator
 
@@ -114,7 +117,8 @@ public final class JitterBuffer: @unchecked Sendable {
         let quietRMS = 32768 * exp(settings.quietLevelDBFS / 20 * log(10.0))
         quietEnergy = Int64(quietRMS * quietRMS * Double(settings.frameSize))
         resetGapNs = Int64(settings.resetGapMs * 1e6)
-        backlogSpacingNs = Int64(settings.backlogSpacingMs * 1e6)
+        backlogSpacingNs = Int64(settings.backlogSpacingFrames * Double(frameNs))
+        consumerStallNs = Int64(settings.consumerStallMs * 1e6)
         underrunConcealFrames = max(1, Int((settings.underrunConcealMs / settings.frameMs).rounded(.up)))
         let windowCount = max(16, Int((settings.windowMs / settings.frameMs).rounded(.up)))
         estimator = DelayEstimator(windowCount: windowCount, percentile: settings.percentile)
@@ -166,6 +170,7 @@ public final class JitterBuffer: @unchecked Sendable {
         carriedUntil = .min
         haveOrigin = false; origin = 0; newestExtended = 0; lastExtended = 0
         lastAcceptedArrival = 0
+        lastReadNanos = 0
         lastMeasuredArrival = .min / 2
         inBacklog = false
         targetNs = initialTargetNs
@@ -207,8 +212,15 @@ public final class JitterBuffer: @unchecked Sendable {
             return false
         }
         let now = Int64(bitPattern: clock())
+        let consumerStalled = lastReadNanos > 0 && now - lastReadNanos > consumerStallNs
+        lastReadNanos = now
         drain()
         if estimator.refresh() { updateTarget(now: now) }
+        if consumerStalled, mode == .playing, delay(now: now) > targetNs + frameNs {
+            // Nobody read for a while: that gap was heard already; do not drag its delay along.
+            statistics.consumerStalls.increment()
+            cutBack(now: now)
+        }
         let audible = produce(into: buffer, now: now)
         statistics.currentDelayMs.store(Double(currentDelayNs) / 1e6)
         statistics.bufferLevelMs.store(bufferLevelMs)

@@ -32,15 +32,20 @@ public struct JitterSettings: Sendable, Equatable {
     /// Whether continuous speech may lose a decoded frame to shrink the delay (see `JitterBuffer`).
     public var dropInSpeech: Bool
     /// Packets arriving this close after one that ended a silence of the network are its backlog,
-    /// left out of the percentile. A link releases a backlog at line rate (microseconds apart);
-    /// packets sent in real time come a frame apart.
-    public var backlogSpacingMs: Double
+    /// left out of the percentile, in frames. A backlog comes faster than real time (a link lets
+    /// it go at line rate; a receiver that was frozen reads it from its socket at once, which in
+    /// a slow build can take a millisecond a packet); packets sent in real time come a frame apart.
+    public var backlogSpacingFrames: Double
+    /// Reads this far apart mean the consumer stalled (the audio thread was starved, its device
+    /// ran dry): the listener has heard that gap already, so the delay it left is cut back to
+    /// the target at once instead of being dropped frame by frame over seconds.
+    public var consumerStallMs: Double
 
     public init(frameSize: Int = 480, sampleRate: Int = 48_000, minDelayMs: Double = 20, maxDelayMs: Double = 200,
                 capacity: Int = 64, maxPayloadBytes: Int = 1500, percentile: Double = 0.95, windowMs: Double = 2000,
                 shrinkIntervalMs: Double = 3000, resetGapMs: Double = 200, underrunConcealMs: Double = 60,
                 dropInSpeech: Bool = true, minDropIntervalFrames: Int = 20, quietLevelDBFS: Double = -45,
-                backlogSpacingMs: Double = 1) {
+                backlogSpacingFrames: Double = 0.5, consumerStallMs: Double = 80) {
         self.frameSize = frameSize
         self.sampleRate = sampleRate
         self.minDelayMs = minDelayMs
@@ -55,7 +60,8 @@ public struct JitterSettings: Sendable, Equatable {
         self.dropInSpeech = dropInSpeech
         self.minDropIntervalFrames = minDropIntervalFrames
         self.quietLevelDBFS = quietLevelDBFS
-        self.backlogSpacingMs = backlogSpacingMs
+        self.backlogSpacingFrames = backlogSpacingFrames
+        self.consumerStallMs = consumerStallMs
     }
 
     public var frameMs: Double { Double(frameSize) * 1000 / Double(sampleRate) }
@@ -94,6 +100,8 @@ public final class JitterStatistics: Sendable {
     /// Packets of a stall's backlog (arrived together after a silence of the network), left out of
     /// the transit percentile.
     public let backlogPackets = Counter()
+    /// Times the reader came back after a stall (`consumerStallMs`) with the delay above target.
+    public let consumerStalls = Counter()
     /// Returns to the buffering state after a long gap or a stream restart.
     public let rebuffers = Counter()
     /// Decoder calls that returned an error (silence played instead).

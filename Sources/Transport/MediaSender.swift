@@ -70,6 +70,14 @@ public final class MediaSender: @unchecked Sendable {
         return datagram.count
     }
 
+    /// `frames` of capture time were lost (an audio restart): the timestamp jumps over them, as
+    /// over a DTX silence, and the next packet starts a talk spurt (RFC 3550 5.1).
+    public func skipLostFrames(_ frames: Int) {
+        guard frames > 0 else { return }
+        rtp.skip(frameSamples: UInt32(truncatingIfNeeded: frames &* frameSize))
+        talking = false
+    }
+
     /// The next packet starts a new talk spurt.
     public func endTalkSpurt() { talking = false }
 }

@@ -19,11 +19,15 @@ public final class NetworkLoop: @unchecked Sendable {
     /// Gets a copy of every microphone frame when set (local-mode recording).
     private let tee: SampleRing?
     private let frameSize: Int
+    /// The audio engine's count of capture frames lost at restarts (`EngineStats.captureGapFrames`).
+    private let captureGaps: Counter?
+    private var captureGapsSent = 0
     private let frame: UnsafeMutablePointer<Int16>
     private let datagram: UnsafeMutableRawBufferPointer
 
     public init(socket: UDPSocket, sender: MediaSender?, receiver: MediaReceiver?, microphone: SampleRing,
-                doorbell: Doorbell, frameSize: Int, tee: SampleRing? = nil) {
+                doorbell: Doorbell, frameSize: Int, tee: SampleRing? = nil, captureGaps: Counter? = nil) {
+        self.captureGaps = captureGaps
         self.socket = socket
         self.sender = sender
         self.receiver = receiver
@@ -69,6 +73,14 @@ public final class NetworkLoop: @unchecked Sendable {
 
     /// Every whole microphone frame waiting in the ring goes out as one packet.
     private func sendWaitingFrames() {
+        // Lost capture time is skipped before the frames now waiting: they were captured after
+        // the restart, unless this thread fell behind by more than a batch (then the jump lands
+        // a few frames early, which a receiver hears as the same gap).
+        if let captureGaps, captureGaps.load != captureGapsSent {
+            let lost = captureGaps.load
+            sender?.skipLostFrames(lost - captureGapsSent)
+            captureGapsSent = lost
+        }
         while microphone.read(into: frame, count: frameSize) {
             tee?.write(frame, count: frameSize)
             if let sender, sender.hasPeers { sender.send(frame) } else { framesNotSent.increment() }

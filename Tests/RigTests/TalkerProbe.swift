@@ -39,6 +39,8 @@ struct TalkerProbe {
         let found: DelayEstimate?
         /// The clip in stretches of `windowSeconds` with speech in them, each found on its own.
         let windows: [Window]
+        /// The probe's own xruns (its talker or its ear glitched: the measurement is spoiled).
+        let xruns: Int
         /// The first stretch that was clearly found (peak >= `minPeak`): the delay at the start of talk.
         var onset: Window? { windows.first { $0.peak >= TalkerProbe.minPeak } }
         /// Mouth-to-ear delay at the start of talk, ms.
@@ -72,7 +74,10 @@ struct TalkerProbe {
         canceller.bypass.set(true)
         let engine = AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: source)], frameSize: frame),
                                  canceller: canceller, ringFrames: 64, recordRaw: true)
-        let devices = try AudioDevices(DeviceSettings(captureDevice: ear, playbackDevice: "\(mouth)_air", periodFrames: frame))
+        // A roomy buffer: the probe is the instrument, and its own glitches would be charged to
+        // intercomd (its queue is subtracted from the delay below, whatever its length).
+        let devices = try AudioDevices(DeviceSettings(captureDevice: ear, playbackDevice: "\(mouth)_air",
+                                                      periodFrames: frame, bufferPeriods: 6))
         let bufferFrames = devices.playbackGeometry.bufferFrames
         let thread = RealtimeThread(name: "probe-audio") { _ = engine.run(devices: devices) }
         try thread.start(priority: 50)
@@ -116,7 +121,8 @@ struct TalkerProbe {
             }
             start += w
         }
-        return Result(recording: raw, recordingPath: recordingPath, clipPath: clipPath, found: found, windows: windows)
+        return Result(recording: raw, recordingPath: recordingPath, clipPath: clipPath, found: found, windows: windows,
+                      xruns: engine.stats.captureXruns.load + engine.stats.playbackXruns.load)
     }
 }
 

@@ -104,7 +104,7 @@ public struct Quality: Decodable, Sendable, CustomStringConvertible {
 public struct NetworkStats: Sendable, CustomStringConvertible {
     public struct Stream: Sendable {
         public var delayMs = 0.0, targetMs = 0.0
-        public var received = 0, concealed = 0, fec = 0, late = 0, underruns = 0
+        public var received = 0, concealed = 0, fec = 0, late = 0, underruns = 0, cutBacks = 0
     }
 
     public var sent = 0
@@ -145,6 +145,7 @@ public struct NetworkStats: Sendable, CustomStringConvertible {
             s.fec = int("fec", in: body) ?? 0
             s.late = int("late", in: body) ?? 0
             s.underruns = int("underruns", in: body) ?? 0
+            s.cutBacks = int("cut_backs", in: body) ?? 0
             streams.append(s)
         }
     }
@@ -215,9 +216,12 @@ public final class ImpairmentRelayProcess: @unchecked Sendable {
 extension DaemonProcess {
     /// The xruns of the daemon's audio devices in its final statistics (nil before it logged them):
     /// above 0 means the machine starved its audio thread.
-    public var finalXruns: Int? {
+    public var finalXruns: Int? { finalStat("xruns") }
+
+    /// A counter from the daemon's final audio statistics (`final stats: ... key=N ...`).
+    public func finalStat(_ key: String) -> Int? {
         guard let line = log.split(separator: "\n").last(where: { $0.contains("final stats: frames=") }),
-              let r = line.range(of: " xruns=") else { return nil }
+              let r = line.range(of: " \(key)=") else { return nil }
         return Int(line[r.upperBound...].prefix { $0.isNumber })
     }
 }

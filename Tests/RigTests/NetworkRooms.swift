@@ -1,0 +1,30 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// Rooms with the network on, for the tests of network media.
+extension XCTestCase {
+    /// One room's intercomd with the network on; `network` adds keys to `[network]`, `other` adds sections.
+    func startRoom(_ room: String, listen: Int, peers: [String], network: String = "", other: String = "",
+                   audio: String = "") throws -> DaemonProcess {
+        let config = try DaemonProcess.writeRoomConfig(room, extra: """
+            [network]
+            listen_port = \(listen)
+            peers = [\(peers.map { "\"\($0)\"" }.joined(separator: ", "))]
+            \(network)
+            [log]
+            stats_interval_s = 1
+            \(other)
+            """, audio: audio)
+        return try DaemonProcess(arguments: ["--config", config], name: "intercomd-\(room)")
+    }
+
+    /// Waits until every daemon runs audio and network, then lets the streams start.
+    func waitUntilStreaming(_ daemons: [DaemonProcess], settle: Double = 1.0) {
+        for d in daemons {
+            XCTAssertTrue(d.waitForLog("network: receiving on", timeout: 10), d.log)
+            XCTAssertTrue(d.waitForLog("audio thread", timeout: 10), d.log)
+        }
+        Thread.sleep(forTimeInterval: settle)
+    }
+}

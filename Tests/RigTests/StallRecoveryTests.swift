@@ -1,0 +1,59 @@
+import Foundation
+import SignalTools
+import TestSupport
+import XCTest
+
+/// A whole daemon frozen for a moment (SIGSTOP, then SIGCONT: what a starved VM or a paging
+/// storm does to it) costs the listener that moment and no more: the echo canceller pairs its
+/// streams again, the sender's timestamps jump over the lost time, the receiver's jitter buffer
+/// keeps its delay. Before these were handled, one 150 ms stall of the sender left STOI at 0.45
+/// for the rest of the talk (no echo cancellation, a receiver cutting back every few frames).
+final class StallRecoveryTests: XCTestCase {
+    static let stallMs = 150.0
+    /// Measured 0.73-0.89 with two 150 ms stalls in a 5 s clip (6 % of it lost; 8 runs); 0.93-0.96
+    /// without stalls, 0.45-0.55 before intercomd recovered from them.
+    static let minSTOI = 0.70
+
+    /// A talks to B; A (the sender) freezes 1.5 s into the talk, B (the receiver) 1.5 s later.
+    func testSpeechSurvivesA150msStallOfTheSenderAndOfTheReceiver() throws {
+        try Rig.require()
+        try measureWithRetries("A ↔ B with stalls", daemonXrunsExpected: true) { c in
+            let dir = try Repo.scratchFolder("net-stalls")
+            let portA = try FreePort.udp(), portB = try FreePort.udp()
+            let a = try startRoom("roomA", listen: portA, peers: ["127.0.0.1:\(portB)"])
+            let b = try startRoom("roomB", listen: portB, peers: ["127.0.0.1:\(portA)"])
+            defer { a.terminate(); b.terminate() }
+            waitUntilStreaming([a, b])
+
+            let freezer = Thread {
+                for room in [a, b] {
+                    Thread.sleep(forTimeInterval: 1.5)
+                    kill(room.process.processIdentifier, SIGSTOP)
+                    usleep(UInt32(Self.stallMs * 1000))
+                    kill(room.process.processIdentifier, SIGCONT)
+                }
+            }
+            freezer.start()
+            let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: dir, name: "roomB-speaker"))
+            XCTAssertEqual(b.terminate(), 0, b.log)
+            XCTAssertEqual(a.terminate(), 0, a.log)
+            let q = try Quality.measure(reference: ab.clipPath, recording: ab.recordingPath)
+            let stream = NetworkStats(log: b.log)?.streams.first
+            print("stalls: A → B \(q), stretches \(ab.summary); A lost \(a.finalStat("capture_gap_frames") ?? -1) frames, "
+                  + "realigned \(a.finalStat("aec_realigned") ?? -1)/\(b.finalStat("aec_realigned") ?? -1); B: \(NetworkStats(log: b.log)?.line ?? "-")")
+
+            c.check(q.stoi >= Self.minSTOI, "STOI \(q.stoi) < \(Self.minSTOI) after two \(Self.stallMs) ms stalls: \(q); stretches \(ab.summary); \(a.logPath) \(b.logPath)")
+            // The receiver's delay came back: the last stretch is heard within 150 ms of the first,
+            // and the jitter buffer never had to cut back more than once per stall.
+            if let first = ab.windows.first(where: { $0.peak >= TalkerProbe.minPeak }), let last = ab.windows.last(where: { $0.peak >= 0.3 }) {
+                c.check(last.delayMs < first.delayMs + 150, "the delay grew from \(first.delayMs) to \(last.delayMs) ms: \(ab.summary)")
+            } else {
+                c.check(false, "the clip was not found in B's speaker: \(ab.summary)")
+            }
+            if let s = c.require(stream, "B's final statistics list A's stream: \(b.logPath)") {
+                c.check(s.cutBacks <= 2, "B cut back \(s.cutBacks) times: \(b.logPath)")
+            }
+            return [a, b]
+        }
+    }
+}
