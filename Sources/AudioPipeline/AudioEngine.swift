@@ -37,9 +37,8 @@ public final class AudioEngine: @unchecked Sendable {
     private let maxCaptureBacklogFrames: Int
     private var lastMixNanos = 0
     /// When the last microphone frame was processed, and whether the streams restarted since.
-    private var lastCaptureNanos: UInt64 = 0
-    private var restartedSinceCapture = false
     private let frameNanos: Double
+    private var captureClock: CaptureClock
 
     /// - Parameter maxCaptureBacklogMs: for a live sender: a captured backlog beyond this (at
     ///   least 4 frames) is echo-cancelled but not handed on, and counted as lost capture time.
@@ -57,6 +56,7 @@ public final class AudioEngine: @unchecked Sendable {
         self.microphoneReady = microphoneReady
         let frameNanos = Double(frameSize) * 1e9 / Double(canceller.settings.sampleRate)
         self.frameNanos = frameNanos
+        captureClock = CaptureClock(frameNanos: frameNanos)
         maxCaptureBacklogFrames = maxCaptureBacklogMs.map { max(4, Int(($0 * 1e6 / frameNanos).rounded(.up))) } ?? Int.max / 2
         mic = .allocate(capacity: frameSize)
         cleaned = .allocate(capacity: frameSize)
@@ -135,22 +135,30 @@ public final class AudioEngine: @unchecked Sendable {
         // The device's delay counts what a sound server still holds for us, not only `avail`.
         let backlog = max(avail, d.capture.delay() ?? 0)
         var stale = backlog / frameSize - maxCaptureBacklogFrames
+        var queued = max(avail, backlog) / frameSize  // frames captured before the next one read, this one included
+        let readAt = monotonicNanos()
         while avail >= frameSize {
             let got = readFrame(d.capture)
             if got < 0 { return recoverXrun(d, failed: d.capture, code: Int32(got)) }
+            queued -= 1
+            let lost = captureClock.frameCaptured(at: readAt &- UInt64(Double(max(0, queued)) * frameNanos))
+            if lost > 0 { stats.captureGapFrames.increment(by: lost) }
             processCapturedFrame(send: stale <= 0)
             stale -= 1
             avail -= frameSize
         }
-        canceller.realignIfOutOfStep(playbackBufferSamples: playbackBufferFrames)
-        if let c = d.capture.delay() { stats.captureDelayFrames.store(c) }
+        let left = d.capture.delay()
+        if let left { stats.captureDelayFrames.store(left) }
+        // Re-pair only once capture has caught up: mid-backlog the frames read are old.
+        if (left ?? 0) <= 2 * frameSize {
+            canceller.realignIfOutOfStep(playbackBufferSamples: playbackBufferFrames)
+        }
         return fillPlayback(d)
     }
 
     /// Echo-cancel one captured frame, apply gain/mute, hand it on (unless it is stale).
     private func processCapturedFrame(send: Bool) {
         let t0 = monotonicNanos()
-        noteCaptureGap(at: t0)
         rawMicrophone?.write(mic, count: frameSize)
         canceller.process(capture: mic, output: cleaned)
         mixer.applyMicrophone(cleaned)
@@ -192,18 +200,6 @@ public final class AudioEngine: @unchecked Sendable {
         lastMixNanos = mixNanos > 0 ? mixNanos : lastMixNanos
         if let p = d.playback.delay() { stats.playbackDelayFrames.store(p) }
         return nil
-    }
-
-    /// The first frame after a restart came this long after the last one before it: everything
-    /// in between (less one frame's own time) is capture time that was lost. Only restarts count,
-    /// because a sound server delivering in bursts makes steady-state spacing meaningless.
-    private func noteCaptureGap(at t0: UInt64) {
-        if restartedSinceCapture, lastCaptureNanos > 0, t0 > lastCaptureNanos {
-            let frames = Int((Double(t0 - lastCaptureNanos) / frameNanos).rounded()) - 1
-            if frames > 0 { stats.captureGapFrames.increment(by: frames) }
-        }
-        restartedSinceCapture = false
-        lastCaptureNanos = t0
     }
 
     /// CPU of one frame: the microphone half just measured plus the most recent mix.
@@ -265,7 +261,6 @@ public final class AudioEngine: @unchecked Sendable {
         rc = d.playback.prepare()
         if rc < 0 { return .deviceFailed(device: d.playback.name, operation: "prepare", code: rc) }
         canceller.reset()
-        restartedSinceCapture = true
         if let failure = primePlayback(d) { return failure }
         if !d.playback.isRunning {
             rc = d.playback.start()

@@ -12,9 +12,9 @@ public final class EngineStats: Sendable {
     public let playbackShortWrites = Counter()
     /// Polls that timed out: the device stopped delivering.
     public let pollTimeouts = Counter()
-    /// Frames of capture time lost across restarts (the stall before an xrun and the restart
-    /// itself). The network sender advances its RTP timestamp by them, so a receiver sees a gap
-    /// of silence where time was lost rather than every later packet arriving "late".
+    /// Frames of capture time lost (a restart after an xrun, audio a sound server dropped without
+    /// an xrun: see `CaptureClock`) or not sent (stale). The network sender advances its RTP
+    /// timestamp by them, so a receiver hears a gap where time was lost, not a growing delay.
     public let captureGapFrames = Counter()
     /// Of those: captured frames found already old (a backlog beyond `AudioEngine.maxCaptureBacklogMs`
     /// after a stall or a slow start), echo-cancelled but not sent: late audio is worse than none.

@@ -6,8 +6,34 @@ import XCTest
 /// The audio engine on real ALSA (the rig's pulse PCMs), in this process.
 final class EngineRealtimeTests: XCTestCase {
     /// Runs `seconds` at the given period: no xruns; after the first second, the frames processed
-    /// match the wall time within 1 % and the audio thread makes no heap allocation.
+    /// match the wall time within 1 % and the audio thread makes no heap allocation. An attempt
+    /// with xruns while the hypervisor stole CPU from this VM is repeated (at most 3 attempts);
+    /// xruns without steal fail at once.
     private func runSteadyState(periodMs: Double, seconds: Double) throws {
+        for attempt in 1...3 {
+            let steal = HostSteal()
+            let r = try measureSteadyState(periodMs: periodMs, seconds: seconds)
+            let stolen = steal.fraction
+            if r.xruns > 0 && stolen > HostSteal.spoilingFraction && attempt < 3 {
+                print(String(format: "steady state %.1f ms: attempt %d spoiled: %d xruns while the host stole %.0f %% of the CPU; repeating",
+                             periodMs, attempt, r.xruns, stolen * 100))
+                continue
+            }
+            XCTAssertEqual(r.xruns, 0, "xruns at \(periodMs) ms: \(r.xrunDetail) (host steal \(Int(stolen * 100)) %, attempt \(attempt))")
+            XCTAssertEqual(r.audioSeconds, r.elapsed, accuracy: r.elapsed * 0.01,
+                           "\(r.frames) frames = \(r.audioSeconds) s of audio in \(r.elapsed) s wall time")
+            XCTAssertEqual(r.allocations, 0, r.allocationDetail)
+            return
+        }
+    }
+
+    private struct SteadyState {
+        var xruns = 0, frames = 0, allocations = 0
+        var elapsed = 0.0, audioSeconds = 0.0
+        var xrunDetail = "", allocationDetail = ""
+    }
+
+    private func measureSteadyState(periodMs: Double, seconds: Double) throws -> SteadyState {
         let frame = Int(48.0 * periodMs)
         // The rig's sound server needs about 30 ms of playback buffer not to starve now and then
         // (a sound card needs far less): 3 periods at 10 ms, 6 at 5 ms.
@@ -20,19 +46,18 @@ final class EngineRealtimeTests: XCTestCase {
         Thread.sleep(forTimeInterval: seconds - 1)
         AllocationCounter.disarm()
         // Pace is judged in steady state, after the sound server's start-up transient.
-        let elapsed = Date().timeIntervalSince(armedAt)
-        let frames = h.engine.stats.frames.load - framesAtArm
-        let framesCounted = frames
+        var r = SteadyState()
+        r.elapsed = Date().timeIntervalSince(armedAt)
+        r.frames = h.engine.stats.frames.load - framesAtArm
         h.stop()
-
         let s = h.engine.stats
-        XCTAssertEqual(s.xruns, 0, "xruns at \(periodMs) ms: capture \(s.captureXruns.load), playback \(s.playbackXruns.load)")
-        let audioSeconds = Double(frames) * periodMs / 1000
-        XCTAssertEqual(audioSeconds, elapsed, accuracy: elapsed * 0.01,
-                       "\(frames) frames = \(audioSeconds) s of audio in \(elapsed) s wall time")
-        XCTAssertEqual(AllocationCounter.count, 0,
-                       "\(AllocationCounter.count) allocations (\(AllocationCounter.bytes) bytes) on the audio thread over \(framesCounted) frames, from: \(AllocationCounter.callers.joined(separator: "; "))")
-        print("steady state \(periodMs) ms: \(frames) frames in \(String(format: "%.3f", elapsed)) s, \(s.xruns) xruns, allocations \(AllocationCounter.count) over \(framesCounted) frames")
+        r.xruns = s.xruns
+        r.xrunDetail = "capture \(s.captureXruns.load), playback \(s.playbackXruns.load)"
+        r.audioSeconds = Double(r.frames) * periodMs / 1000
+        r.allocations = Int(AllocationCounter.count)
+        r.allocationDetail = "\(AllocationCounter.count) allocations (\(AllocationCounter.bytes) bytes) on the audio thread over \(r.frames) frames, from: \(AllocationCounter.callers.joined(separator: "; "))"
+        print("steady state \(periodMs) ms: \(r.frames) frames in \(String(format: "%.3f", r.elapsed)) s, \(r.xruns) xruns, allocations \(r.allocations) over \(r.frames) frames")
+        return r
     }
 
     func testTenSecondsAt10msPeriodsHasNoXrunsKeepsPaceAndDoesNotAllocate() throws {
