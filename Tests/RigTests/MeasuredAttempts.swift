@@ -27,12 +27,12 @@ final class Checks {
 }
 
 extension XCTestCase {
-    /// Runs a measurement up to `attempts` times; it passes when one attempt passes all checks.
+    /// Runs a measurement up to `attempts` (5) times; it passes when one attempt passes all checks.
     /// Only an attempt the machine spoiled is repeated: one where a daemon or the probe had an
     /// xrun, or the hypervisor stole more than `HostSteal.spoilingFraction` of the CPU (on this
     /// project's shared 2-core machines it steals 20-45 % at times). Any other failure fails at once.
     /// `daemonXrunsExpected`: the test provokes them itself; then only the probe's spoil an attempt.
-    func measureWithRetries(_ name: String, attempts: Int = 3, daemonXrunsExpected: Bool = false,
+    func measureWithRetries(_ name: String, attempts: Int = 5, daemonXrunsExpected: Bool = false,
                             _ body: (Checks) throws -> [DaemonProcess]) throws {
         for attempt in 1...attempts {
             let checks = Checks()
