@@ -29,6 +29,13 @@ public struct DaemonConfig: Sendable, Equatable {
     public var network = NetworkSection()
     public var opus = OpusSection()
     public var jitter = JitterSection()
+    // Calls (ConfigCalls.swift).
+    public var room = RoomSection()
+    public var rooms: [String: RoomEntry] = [:]
+    public var buttons: [String: ButtonEntry] = [:]
+    public var calls = CallsSection()
+    public var control = ControlSection()
+    public var keys = KeysSection()
 
     /// All defaults.
     public init() {}
@@ -278,6 +285,7 @@ extension DaemonConfig {
         }
 
         for (sectionName, sectionValue) in root {
+            if readCallTable(sectionName, sectionValue, &config, report) { continue }
             guard let section = schema.first(where: { $0.name == sectionName }) else {
                 if sectionValue.type == .table {
                     let hint = Spelling.closest(to: sectionName, among: schema.map(\.name))
@@ -346,6 +354,14 @@ extension DaemonConfig {
                 out += "\(key.name) = \(key.render(self))\n"
             }
         }
+        for (id, r) in rooms.sorted(by: { $0.key < $1.key }) {
+            out += "\n[rooms.\(id)]\nname = \(TOMLWrite.string(r.name))\naddress = \(TOMLWrite.string(r.address))\n"
+            out += "signalling_port = \(r.signallingPort)\nmedia_port = \(r.mediaPort)\n"
+            if let may = r.mayCall { out += "may_call = [" + may.map(TOMLWrite.string).joined(separator: ", ") + "]\n" }
+        }
+        for (name, b) in buttons.sorted(by: { $0.key < $1.key }) {
+            out += "\n[buttons.\(name)]\nrooms = [" + b.rooms.map(TOMLWrite.string).joined(separator: ", ") + "]\nlabel = \(TOMLWrite.string(b.label))\n"
+        }
         return out
     }
 
@@ -364,7 +380,7 @@ extension DaemonConfig {
                 found.append(([section.name, key.name], problem))
             }
         }
-        return found
+        return found + callTableIssues()
     }
 
     /// `" (did you mean audio.period_ms?)"` for a close known key, preferring `section`,
@@ -693,7 +709,7 @@ extension DaemonConfig {
                 },
             .bool("drift_correction", \.jitter.driftCorrection, "Follow the remote sound card's clock by resampling"),
         ]),
-    ]
+    ] + callSchema
 }
 
 /// Problem with an IPv4 address in dotted form, or nil.

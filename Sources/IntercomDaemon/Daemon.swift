@@ -22,6 +22,7 @@ public final class Daemon: @unchecked Sendable {
     public let supervisor: AudioSupervisor
     private let local: LocalMode
     private let network: NetworkMedia?
+    private let calls: CallsSide?
     private let delayEstimator: EchoDelayEstimator
     private let log: Logger
     private var reporter: StatsReporter?
@@ -43,7 +44,10 @@ public final class Daemon: @unchecked Sendable {
         let farEndRing = config.local.farEndWav.map { _ in SampleRing(minimumCapacity: frame * 8) }
         let network = config.network.isEnabled ? try NetworkMedia(config: config, logger: logger) : nil
         self.network = network
-        let inputs = (farEndRing.map { [MixerInput(source: $0)] } ?? []) + (network?.mixerInputs ?? [])
+        // With calls on, the chime is one more fixed input (mixed, so also in the echo reference).
+        let chime = config.callsEnabled ? try CallsSide.chime(config) : nil
+        let inputs = (farEndRing.map { [MixerInput(source: $0)] } ?? []) + (chime.map { [MixerInput(source: $0)] } ?? [])
+            + (network?.mixerInputs ?? [])
         let mixer = Mixer(inputs: inputs, frameSize: frame)
         mixer.micMuted.set(config.mixer.micMuted)
         mixer.speakerMuted.set(config.mixer.speakerMuted)
@@ -71,6 +75,11 @@ public final class Daemon: @unchecked Sendable {
             try network.open(engine: engine, tee: tee)
             recorded = tee ?? SampleRing(minimumCapacity: frame)
         }
+        if let chime, let loop = network?.loop {
+            calls = try CallsSide(config: config, routes: loop, mixer: mixer, chime: chime, logger: logger)
+        } else {
+            calls = nil
+        }
         local = try LocalMode(farEndPath: l.farEndWav, farEndRing: farEndRing, recordPath: l.recordWav,
                               rawPath: l.recordRawWav, microphone: recorded, engine: engine, sampleRate: a.sampleRate)
     }
@@ -89,6 +98,7 @@ public final class Daemon: @unchecked Sendable {
         }
         local.start()
         network?.start()
+        calls?.start()
         delayEstimator.start()
         supervisor.start()
         if config.log.statsIntervalS > 0 {
@@ -111,6 +121,7 @@ public final class Daemon: @unchecked Sendable {
             if supervisor.gaveUp.isSet { code = .unavailable; break }
             if let deadline, Date() >= deadline { log.info("duration reached: stopping"); break }
         }
+        calls?.stop()
         supervisor.stop()
         network?.stop()
         delayEstimator.stop()

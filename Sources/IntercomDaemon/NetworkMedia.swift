@@ -60,7 +60,7 @@ final class NetworkMedia: @unchecked Sendable {
             ? MediaReceiver(table: StreamTable(streams: streams, idleTimeoutNanos: UInt64(n.streamTimeoutMs) * 1_000_000),
                             payloadType: UInt8(n.payloadType), ownSSRC: rtp.ssrc, audioRunning: engine.stats.running)
             : nil
-        loop = NetworkLoop(socket: socket, sender: sender, receiver: receiver, microphone: engine.microphone,
+        loop = try NetworkLoop(socket: socket, sender: sender, receiver: receiver, microphone: engine.microphone,
                            doorbell: doorbell, frameSize: a.framesPerPeriod, tee: tee,
                            captureGaps: engine.stats.captureGapFrames)
         self.socket = socket
@@ -103,7 +103,7 @@ final class NetworkMedia: @unchecked Sendable {
         }
         if let r = loop.receiver {
             let st = r.statistics, t = r.table
-            parts.append("received=\(st.accepted.load)/\(st.datagrams.load) malformed=\(st.malformedTotal)[\(st.malformedSummary)] own=\(st.ownPackets.load) queue_full=\(st.queueFull.load) audio_stopped=\(st.audioStopped.load)")
+            parts.append("received=\(st.accepted.load)/\(st.datagrams.load) malformed=\(st.malformedTotal)[\(st.malformedSummary)] own=\(st.ownPackets.load) queue_full=\(st.queueFull.load) audio_stopped=\(st.audioStopped.load) not_routed=\(st.notRouted.load)")
             parts.append("streams active=\(t.active.load) started=\(t.started.load) evicted=\(t.evicted.load) refused=\(t.refused.load) probation=\(t.probation.load)")
             for s in streams where s.input.handOff?.isActive == true {
                 let j = s.jitter.statistics

@@ -16,6 +16,8 @@ public final class ReceiveStatistics: Sendable {
     public let queueFull = Counter()
     /// Packets dropped because the audio engine was not running (no one would play them).
     public let audioStopped = Counter()
+    /// Datagrams from a source the current routes do not accept (`MediaRoutes.acceptFrom`).
+    public let notRouted = Counter()
 
     public init() {}
 
@@ -58,9 +60,10 @@ extension RTPParseError {
     }
 }
 
-/// Datagram in, jitter buffer out: parses RTP strictly, drops and counts what is malformed or
-/// ours, finds (or starts) the sender's stream and queues the payload for the audio thread.
-/// Network thread only; allocates nothing per packet.
+/// Datagram in, jitter buffer out: drops and counts datagrams from sources not routed to us,
+/// parses RTP strictly, drops and counts what is malformed or ours, finds (or starts) the sender's
+/// stream and queues the payload for the audio thread. Network thread only; allocates nothing per
+/// packet or route change.
 public final class MediaReceiver: @unchecked Sendable {
     // @unchecked: used by the network thread only; statistics are atomics.
     public let table: StreamTable
@@ -71,6 +74,9 @@ public final class MediaReceiver: @unchecked Sendable {
     /// Set while the audio thread plays. Packets queued while it does not would all be played
     /// late at once when it (re)starts, and make the jitter buffer believe in a huge jitter.
     private let audioRunning: Flag?
+    /// Sources taken: any (until routes say otherwise), or those in `accepted`.
+    private var acceptsAny = true
+    private let accepted = EndpointList(capacity: MediaRoutes.maxEndpoints)
 
     public init(table: StreamTable, payloadType: UInt8, ownSSRC: UInt32?, audioRunning: Flag? = nil) {
         precondition(RTPParseError.allCases.count == 9, "update statIndex")
@@ -83,6 +89,7 @@ public final class MediaReceiver: @unchecked Sendable {
     @inline(__always)
     public func handle(_ datagram: UnsafeRawBufferPointer, from source: UDPEndpoint, arrival: UInt64) {
         statistics.datagrams.increment()
+        guard acceptsAny || accepted.matches(source: source) else { statistics.notRouted.increment(); return }
         let packet: RTPPacket
         switch RTPParser.parse(datagram, expectedPayloadType: payloadType) {
         case .success(let p): packet = p
@@ -98,5 +105,13 @@ public final class MediaReceiver: @unchecked Sendable {
             payload: packet.payload(in: datagram), sequence: h.sequence, timestamp: h.timestamp,
             marker: h.marker, arrivalNanos: arrival)
         if queued { statistics.accepted.increment() } else { statistics.queueFull.increment() }
+    }
+
+    /// Network thread, between packets: takes datagrams from any source, or only from `sources`,
+    /// and evicts at once the streams of sources no longer taken, so the mixer stops playing them.
+    func replaceAccepted(any: Bool, sources: EndpointList) {
+        acceptsAny = any
+        accepted.replace(with: sources)
+        if !any { table.evict { !accepted.matches(source: $0) } }
     }
 }

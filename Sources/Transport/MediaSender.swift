@@ -3,7 +3,8 @@ import RealTime
 import RTP
 
 /// One microphone frame in, one RTP/Opus packet out to every peer (unicast addresses and/or
-/// multicast groups). Runs on the network thread; buffers are allocated once.
+/// multicast groups). Runs on the network thread; buffers are allocated once, the peer list large
+/// enough for any `MediaRoutes`.
 public final class MediaSender: @unchecked Sendable {
     // @unchecked: used by one sending thread; statistics are atomics.
     public let frameSize: Int
@@ -17,7 +18,7 @@ public final class MediaSender: @unchecked Sendable {
 
     private let encoder: OpusEncoder
     private let socket: UDPSocket
-    private let peers: UnsafeMutableBufferPointer<UDPEndpoint>
+    private let peers: EndpointList
     private let packet: UnsafeMutableRawBufferPointer
     private var talking = false
 
@@ -25,15 +26,13 @@ public final class MediaSender: @unchecked Sendable {
         self.encoder = encoder
         self.rtp = rtp
         self.socket = socket
-        self.peers = .allocate(capacity: peers.count)
-        _ = self.peers.initialize(from: peers)
+        self.peers = EndpointList(peers, capacity: max(peers.count, MediaRoutes.maxEndpoints))
         self.frameSize = frameSize
         packet = .allocate(byteCount: 1500, alignment: 4)
     }
 
     deinit {
         packet.deallocate()
-        peers.deallocate()
     }
 
     public var hasPeers: Bool { peers.count > 0 }
@@ -80,4 +79,11 @@ public final class MediaSender: @unchecked Sendable {
 
     /// The next packet starts a new talk spurt.
     public func endTalkSpurt() { talking = false }
+
+    /// Network thread, between frames: sends to `newPeers` from the next frame on, which starts a
+    /// talk spurt (a receiver that joins now needs the marker to start its playout cleanly).
+    func replacePeers(with newPeers: EndpointList) {
+        peers.replace(with: newPeers)
+        talking = false
+    }
 }

@@ -1,21 +1,32 @@
 import Glibc
 import RealTime
 
-/// The network thread's body: one `poll` over the microphone doorbell and the media socket.
-/// A rung doorbell means microphone frames are waiting: each is encoded and sent at once. A
-/// readable socket is drained, every datagram stamped with its arrival time and handed to the
-/// receiver. Idle streams are evicted on the way. Nothing here allocates per frame or packet.
+/// The network thread's body: one `poll` over the microphone doorbell, the routes doorbell and
+/// the media socket. A rung microphone doorbell means frames are waiting: each is encoded and sent
+/// at once. A readable socket is drained, every datagram stamped with its arrival time and handed
+/// to the receiver. Routes posted by another thread are applied between packets; idle streams are
+/// evicted on the way. Nothing here allocates per frame, packet or route change.
 public final class NetworkLoop: @unchecked Sendable {
-    // @unchecked: all state belongs to the network thread; `stopRequest` is atomic.
+    // @unchecked: all state belongs to the network thread; `stopRequest`, the counters and the
+    // mailbox are made for other threads.
     public let sender: MediaSender?
     public let receiver: MediaReceiver?
     public let stopRequest = Flag(false)
     /// Microphone frames read but not sent (no peers, or sending off).
     public let framesNotSent = Counter()
+    /// Multicast joins and leaves the system refused while applying routes.
+    public let membershipErrors = Counter()
+    /// Route sets the network thread has applied (`post`).
+    public var appliedRoutes: Int { routesApplied.load }
 
     private let socket: UDPSocket
     private let microphone: SampleRing
     private let doorbell: Doorbell
+    private let routes = RoutesMailbox()
+    private let routesDoorbell: Doorbell
+    private let routesApplied = Counter()
+    /// Multicast groups joined for routes (not those joined on the socket before).
+    private let joined = EndpointList(capacity: MediaRoutes.maxEndpoints)
     /// Gets a copy of every microphone frame when set (local-mode recording).
     private let tee: SampleRing?
     private let frameSize: Int
@@ -25,8 +36,10 @@ public final class NetworkLoop: @unchecked Sendable {
     private let frame: UnsafeMutablePointer<Int16>
     private let datagram: UnsafeMutableRawBufferPointer
 
+    /// Sends to `sender`'s peers and takes datagrams from any source until routes are posted.
     public init(socket: UDPSocket, sender: MediaSender?, receiver: MediaReceiver?, microphone: SampleRing,
-                doorbell: Doorbell, frameSize: Int, tee: SampleRing? = nil, captureGaps: Counter? = nil) {
+                doorbell: Doorbell, frameSize: Int, tee: SampleRing? = nil, captureGaps: Counter? = nil) throws(DoorbellError) {
+        routesDoorbell = try Doorbell()
         self.captureGaps = captureGaps
         self.socket = socket
         self.sender = sender
@@ -46,23 +59,47 @@ public final class NetworkLoop: @unchecked Sendable {
         datagram.deallocate()
     }
 
+    /// Any thread but the audio thread: from the next packet on, the microphone goes to
+    /// `newRoutes.sendTo`, only `acceptFrom` is heard (nil: anyone; the streams of other sources
+    /// are evicted) and the socket is a member of `joinGroups`. The newest routes always win: a
+    /// set posted before the network thread took the previous one replaces it. Returns false,
+    /// posting nothing, once the loop was asked to stop. Watch `appliedRoutes` to know when applied.
+    @discardableResult
+    public func post(_ newRoutes: MediaRoutes) -> Bool {
+        let limit = MediaRoutes.maxEndpoints
+        precondition(newRoutes.sendTo.count <= limit && (newRoutes.acceptFrom?.count ?? 0) <= limit
+                     && newRoutes.joinGroups.count <= limit, "at most \(limit) endpoints per route list")
+        guard !stopRequest.isSet else { return false }
+        routes.post(newRoutes)
+        routesDoorbell.ring()
+        return true
+    }
+
     /// Runs until `stopRequest` is set (checked at least every 100 ms).
     public func run() {
         var fds = (pollfd(fd: doorbell.descriptor, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: routesDoorbell.descriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0))
         var lastEviction = monotonicNanos()
+        applyPostedRoutes()  // posted before the thread started
         while !stopRequest.isSet {
             fds.0.revents = 0
             fds.1.revents = 0
+            fds.2.revents = 0
             let ready = withUnsafeMutablePointer(to: &fds) {
-                $0.withMemoryRebound(to: pollfd.self, capacity: 2) { poll($0, 2, 100) }
+                $0.withMemoryRebound(to: pollfd.self, capacity: 3) { poll($0, 3, 100) }
             }
             if ready < 0 && errno != EINTR { usleep(10_000); continue }
+            // Routes first: frames and datagrams that woke us with them already follow them.
+            if fds.1.revents != 0 {
+                routesDoorbell.drain()
+                applyPostedRoutes()
+            }
             if fds.0.revents != 0 {
                 doorbell.drain()
                 sendWaitingFrames()
             }
-            if fds.1.revents != 0 { receiveWaitingDatagrams() }
+            if fds.2.revents != 0 { receiveWaitingDatagrams() }
             let now = monotonicNanos()
             if now - lastEviction > 100_000_000, let receiver {
                 receiver.table.evictIdle(now: now)
@@ -83,7 +120,42 @@ public final class NetworkLoop: @unchecked Sendable {
         }
         while microphone.read(into: frame, count: frameSize) {
             tee?.write(frame, count: frameSize)
-            if let sender, sender.hasPeers { sender.send(frame) } else { framesNotSent.increment() }
+            if let sender, sender.hasPeers {
+                sender.send(frame)
+            } else {
+                // The timestamp keeps pace with capture, so a later send starts after a gap.
+                sender?.skipLostFrames(1)
+                framesNotSent.increment()
+            }
+        }
+    }
+
+    private func applyPostedRoutes() {
+        guard let r = routes.take() else { return }
+        sender?.replacePeers(with: r.sendTo)
+        receiver?.replaceAccepted(any: r.acceptsAny, sources: r.acceptFrom)
+        updateMemberships(r.joinGroups)
+        routesApplied.increment()
+    }
+
+    /// Leaves the groups joined for earlier routes that `groups` lacks, then joins the new ones.
+    private func updateMemberships(_ groups: EndpointList) {
+        let interface = socket.multicastInterface
+        var i = 0
+        while i < joined.count {
+            if groups.contains(address: joined[i].address) {
+                i += 1
+            } else {
+                if socket.setMembership(false, group: joined[i].address, interface: interface) != 0 { membershipErrors.increment() }
+                joined.remove(at: i)
+            }
+        }
+        for k in 0..<groups.count where !joined.contains(address: groups[k].address) {
+            switch socket.setMembership(true, group: groups[k].address, interface: interface) {
+            case 0: joined.append(groups[k])
+            case EADDRINUSE: break  // joined on the socket before the routes: not ours to leave
+            default: membershipErrors.increment()
+            }
         }
     }
 

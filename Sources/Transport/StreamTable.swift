@@ -114,6 +114,12 @@ public final class StreamTable: @unchecked Sendable {
         reclaimReleased()
     }
 
+    /// Evicts the streams whose source `rejected` returns true for (the routes changed).
+    func evict(where rejected: (UDPEndpoint) -> Bool) {
+        for i in 0..<slots.count where slots[i].phase == .active && rejected(slots[i].source) { release(slots[i]) }
+        reclaimReleased()
+    }
+
     /// Evicts every stream (e.g. when the peers change).
     public func evictAll() {
         for i in 0..<slots.count where slots[i].phase == .active { release(slots[i]) }

@@ -119,10 +119,29 @@ public final class UDPSocket: @unchecked Sendable {
 
     /// Receives the multicast `group` on the interface with address `interface`.
     public func joinMulticast(group: UInt32, interface: UInt32) throws {
-        var request = ip_mreq(imr_multiaddr: in_addr(s_addr: group.bigEndian), imr_interface: in_addr(s_addr: interface.bigEndian))
-        guard setsockopt(descriptor, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &request, socklen_t(MemoryLayout<ip_mreq>.size)) == 0 else {
-            throw SocketError("join multicast group \(UDPEndpoint(address: group, port: 0).description.dropLast(2))")
+        let code = membership(IP_ADD_MEMBERSHIP, group: group, interface: interface)
+        guard code == 0 else {
+            throw SocketError("join multicast group \(UDPEndpoint(address: group, port: 0).description.dropLast(2))", code)
         }
+    }
+
+    /// Joins (`join`) or leaves the multicast `group` on `interface`; returns 0 or the errno
+    /// (EADDRINUSE: already a member). Allocates nothing, unlike `joinMulticast`'s error.
+    public func setMembership(_ join: Bool, group: UInt32, interface: UInt32) -> Int32 {
+        membership(join ? IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP, group: group, interface: interface)
+    }
+
+    private func membership(_ option: Int32, group: UInt32, interface: UInt32) -> Int32 {
+        var request = ip_mreq(imr_multiaddr: in_addr(s_addr: group.bigEndian), imr_interface: in_addr(s_addr: interface.bigEndian))
+        return setsockopt(descriptor, Int32(IPPROTO_IP), option, &request, socklen_t(MemoryLayout<ip_mreq>.size)) == 0 ? 0 : errno
+    }
+
+    /// The interface multicast is sent through (`configureMulticastSending`); 0 (any) if not set.
+    public var multicastInterface: UInt32 {
+        var a = in_addr()
+        var length = socklen_t(MemoryLayout<in_addr>.size)
+        guard getsockopt(descriptor, Int32(IPPROTO_IP), IP_MULTICAST_IF, &a, &length) == 0 else { return 0 }
+        return UInt32(bigEndian: a.s_addr)
     }
 
     /// Sends one datagram; returns bytes sent or a negative errno (-EAGAIN when the socket buffer is full).

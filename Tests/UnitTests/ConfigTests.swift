@@ -321,8 +321,8 @@ final class ConfigTests: XCTestCase {
             issue("[audio]\nperiod_ms = 5\n[audoi]\nperiod_ms = 5\n"),
             ConfigIssue(key: "audoi", problem: "unknown section (did you mean [audio]?)", line: 3))
         XCTAssertEqual(
-            issue("[calls]\nport = 5000\n"),
-            ConfigIssue(key: "calls", problem: "unknown section", line: 1))
+            issue("[phone]\nport = 5000\n"),
+            ConfigIssue(key: "phone", problem: "unknown section", line: 1))
     }
 
     func testSyntaxErrorGivesLineColumnAndTOMLMessage() throws {

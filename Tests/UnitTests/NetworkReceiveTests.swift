@@ -79,7 +79,7 @@ final class NetworkReceiveTests: XCTestCase {
         let table = StreamTable(streams: streams, idleTimeoutNanos: 500_000_000)
         let socket = try UDPSocket(bind: .loopback(port: 0))
         let receiver = MediaReceiver(table: table, payloadType: 96, ownSSRC: 0xDEAD_BEEF)
-        let loop = NetworkLoop(socket: socket, sender: nil, receiver: receiver, microphone: SampleRing(minimumCapacity: frame),
+        let loop = try NetworkLoop(socket: socket, sender: nil, receiver: receiver, microphone: SampleRing(minimumCapacity: frame),
                                doorbell: try Doorbell(), frameSize: frame)
         let mixer = Mixer(inputs: streams.map(\.input), frameSize: frame)
         let stopMixing = Flag(false)
@@ -153,7 +153,7 @@ final class NetworkReceiveTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(counted[kind] ?? 0, n * 98 / 100, "\(kind) datagrams dropped and counted")
         }
         XCTAssertEqual(st.datagrams.load, st.accepted.load + st.malformedTotal + st.ownPackets.load + table.probation.load
-                       + table.refused.load + st.queueFull.load + st.audioStopped.load, "every datagram is accounted for")
+                       + table.refused.load + st.queueFull.load + st.audioStopped.load + st.notRouted.load, "every datagram is accounted for")
         XCTAssertEqual(table.started.load, 1, "no forged SSRC got a slot")
         let played = streams.map { $0.jitter.statistics.played.load }.reduce(0, +)
         XCTAssertGreaterThan(played, 250, "the real stream kept playing through the flood")
@@ -167,7 +167,7 @@ final class NetworkReceiveTests: XCTestCase {
         let streams = try makeStreams(4)
         let table = StreamTable(streams: streams, idleTimeoutNanos: 300_000_000)
         let socket = try UDPSocket(bind: .loopback(port: 0))
-        let loop = NetworkLoop(socket: socket, sender: nil, receiver: MediaReceiver(table: table, payloadType: 96, ownSSRC: nil),
+        let loop = try NetworkLoop(socket: socket, sender: nil, receiver: MediaReceiver(table: table, payloadType: 96, ownSSRC: nil),
                                microphone: SampleRing(minimumCapacity: frame), doorbell: try Doorbell(), frameSize: frame)
         let mixer = Mixer(inputs: streams.map(\.input), frameSize: frame)
         let network = Thread { loop.run() }

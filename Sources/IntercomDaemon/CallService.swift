@@ -1,0 +1,206 @@
+import AudioPipeline
+import Calls
+import CallStore
+import Control
+import Foundation
+import Logging
+import RealTime
+import Synchronization
+import Transport
+
+/// The calls thread and the glue around the call engine (which does no I/O): one `poll` over the
+/// signalling socket and a wake-up pipe, timers from the engine's next deadline, and the engine's
+/// effects carried out in order: datagrams sent, media routes posted to the network thread, the
+/// chime started and stopped, mute applied to the mixer, events published on the control socket,
+/// history and do-not-disturb written to disk.
+///
+/// The engine is shared with the control server's thread and the key reader's (commands) under a
+/// mutex; none of them is real-time and each holds it only to run the engine and its effects,
+/// none of which blocks (UDP sends are non-blocking, routes are posted lock-free).
+final class CallService: ControlHandler, @unchecked Sendable {
+    // @unchecked: `control` is set once before `start`; the rest is immutable or behind `engine`.
+    let settings: CallSettings
+    private let engine: Mutex<CallEngine>
+    private let socket: UDPSocket
+    private let wake: Doorbell
+    private let routes: NetworkLoop
+    private let mixer: Mixer
+    private let chime: ChimePlayer
+    private let history: HistoryStore?
+    private let state: StateStore<TerminalState>?
+    private let log: Logger
+    private let stopRequest = Flag(false)
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+    /// Publishes events to control clients; nil until the server runs.
+    var control: ControlServer?
+
+    init(settings: CallSettings, signalling: UDPEndpoint, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer,
+         history: HistoryStore?, state: StateStore<TerminalState>?, logger: Logger) throws {
+        self.settings = settings
+        socket = try UDPSocket(bind: signalling)
+        wake = try Doorbell()
+        self.routes = routes
+        self.mixer = mixer
+        self.chime = chime
+        self.history = history
+        self.state = state
+        log = logger
+        var seed: UInt64 = 0
+        withUnsafeMutableBytes(of: &seed) { arc4random_buf($0.baseAddress!, 8) }
+        engine = Mutex(CallEngine(settings: settings, doNotDisturb: state?.value.doNotDisturb, seed: seed))
+        // Outside a call nothing is sent and no stream is accepted.
+        _ = routes.post(MediaRoutes(sendTo: [], acceptFrom: [], joinGroups: []))
+    }
+
+    var signallingAddress: UDPEndpoint { socket.local }
+
+    func start() {
+        let t = Thread { [self] in
+            run()
+            finished.signal()
+        }
+        t.name = "intercom-calls"
+        thread = t
+        t.start()
+        log.info("calls: room \(settings.room) on signalling \(socket.local), \(settings.directory.count) rooms in the directory, \(settings.buttons.count) buttons, auto-answer \(settings.autoAnswer ? "on" : "off")")
+    }
+
+    func stop() {
+        guard thread != nil else { return }
+        stopRequest.set(true)
+        wake.ring()
+        finished.wait()
+        thread = nil
+    }
+
+    private static func now() -> Double { Double(monotonicNanos()) / 1e9 }
+
+    // MARK: the calls thread
+
+    private func run() {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
+        defer { buffer.deallocate() }
+        var fds = [pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0)]
+        while !stopRequest.isSet {
+            let deadline = engine.withLock { $0.nextDeadline }
+            // Clamped as a Double first: a deadline already due may be -infinity.
+            let wait = Int32(max(0, min(1000, ((deadline ?? .infinity) - Self.now()) * 1000)).rounded(.up))
+            for i in fds.indices { fds[i].revents = 0 }
+            _ = poll(&fds, nfds_t(fds.count), wait)
+            if fds[1].revents != 0 { _ = wake.drain() }
+            while let (count, from) = socket.receive(into: buffer) {
+                let datagram = [UInt8](UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                let source = IPv4Endpoint(address: from.address, port: from.port)
+                // Effects run under the lock too: their order across threads is the engine's order.
+                engine.withLock { e in execute(e.receive(datagram: datagram, from: source, now: Self.now())) }
+            }
+            engine.withLock { e in execute(e.tick(now: Self.now())) }
+        }
+    }
+
+    // MARK: commands (control socket, keys)
+
+    /// Runs a command; returns the engine's rejection, if any.
+    @discardableResult
+    func perform(_ command: CallCommand) -> CommandRejection? {
+        let rejection: CommandRejection? = engine.withLock { e in
+            let effects = e.handle(command, now: Self.now())
+            execute(effects)
+            for case .rejected(_, let why) in effects { return why }
+            return nil
+        }
+        wake.ring()  // the next deadline may have moved
+        return rejection
+    }
+
+    func handle(_ command: ControlCommand, from client: ControlClientInfo) -> Result<ControlReply, ControlFailure> {
+        if let callCommand = command.callCommand {
+            if let why = perform(callCommand) { return .failure(Self.failure(why)) }
+        }
+        return engine.withLock { e in
+            switch command {
+            case .call, .callRooms:
+                guard let call = e.call else { return .failure(ControlFailure(.internal, "the call ended at once")) }
+                return .success(.callPlaced(call.id, to: call.participants.map(\.room)))
+            case .hangUp: return .success(.done)
+            case .setMuted: return .success(.mute(e.mute))
+            case .setDoNotDisturb: return .success(.doNotDisturb(e.doNotDisturb))
+            case .status: return .success(.status(status(e)))
+            case .rooms: return .success(.rooms(directory(e)))
+            case .history(let limit):
+                let all = history?.all() ?? []
+                return .success(.history(limit.map { Array(all.suffix($0)) } ?? all))
+            }
+        }
+    }
+
+    func clientDisconnected(_ client: ControlClientInfo, reason: String) { log.info("calls: \(client) gone: \(reason)") }
+    func serverError(_ message: String) { log.error("control socket: \(message)") }
+
+    private static func failure(_ why: CommandRejection) -> ControlFailure {
+        switch why {
+        case .unknownButton(let b): ControlFailure(.invalidArgument, "no button \"\(b)\"")
+        case .unknownRoom(let r): ControlFailure(.invalidArgument, "no room \"\(r)\" in the directory")
+        case .cannotCallSelf: ControlFailure(.invalidArgument, "a room cannot call itself")
+        case .noTargets: ControlFailure(.invalidArgument, "no room to call")
+        case .tooManyTargets: ControlFailure(.invalidArgument, "too many rooms for one call")
+        case .alreadyInCall: ControlFailure(.busy, "already in a call")
+        case .noCall: ControlFailure(.notInCall, "not in a call")
+        case .nothingToAnswer: ControlFailure(.notInCall, "no incoming call to answer")
+        }
+    }
+
+    private func status(_ e: CallEngine) -> ControlStatus {
+        let name = settings.directory[settings.room]?.name ?? settings.room.value
+        var s = ControlStatus(room: settings.room, name: name, doNotDisturb: e.doNotDisturb, mute: e.mute)
+        if let call = e.call {
+            s.call = ActiveCall(callID: call.id, direction: call.role == .caller ? .outgoing : .incoming, caller: call.caller,
+                                participants: call.participants, connected: call.isConnected)
+        }
+        return s
+    }
+
+    private func directory(_ e: CallEngine) -> RoomDirectory {
+        RoomDirectory(
+            rooms: settings.directory.keys.sorted().map { id in
+                RoomDirectory.Room(id: id, name: settings.directory[id]!.name, presence: e.presence(of: id))
+            },
+            buttons: settings.buttons.keys.sorted().map { RoomDirectory.Button(name: $0, rooms: settings.buttons[$0]!) })
+    }
+
+    // MARK: effects
+
+    private func execute(_ effects: [CallEffect]) {
+        for effect in effects {
+            switch effect {
+            case .send(_, let address, let datagram):
+                let to = UDPEndpoint(address: address.address, port: address.port)
+                _ = datagram.withUnsafeBytes { socket.send($0, to: to) }
+            case .setMediaPlan(let plan):
+                let routes = MediaRoutes(sendTo: plan.sendTo.map(Self.udp),
+                                         acceptFrom: plan.receiveFrom.map { Self.udp($0.endpoint) },
+                                         joinGroups: plan.joinGroups.map(Self.udp))
+                _ = self.routes.post(routes)
+                log.info("calls: media \(plan.isIdle ? "idle" : "to \(plan.sendTo.map(\.description)), from \(plan.receiveFrom.map(\.room.value))")")
+            case .startChime: chime.start()
+            case .stopChime: chime.stop()
+            case .applyMute(let m):
+                mixer.micMuted.set(m.microphone)
+                mixer.speakerMuted.set(m.speaker)
+            case .event(let event):
+                control?.publish(event)
+                log.info("calls: \(event)")
+            case .persistHistory(let entry):
+                do { try history?.append(entry) } catch { log.error("calls: history not written: \(error)") }
+            case .persistDoNotDisturb(let on):
+                do { try state?.update { $0.doNotDisturb = on } } catch { log.error("calls: state not written: \(error)") }
+            case .peerUnreachable(let room): log.notice("calls: \(room) does not answer")
+            case .rejected(let command, let why): log.notice("calls: \(command) refused: \(why)")
+            }
+        }
+    }
+
+    private static func udp(_ e: IPv4Endpoint) -> UDPEndpoint { UDPEndpoint(address: e.address, port: e.port) }
+}

@@ -1,0 +1,72 @@
+import AudioPipeline
+import Calls
+import CallStore
+import Control
+import Foundation
+import Keys
+import Logging
+import SignalTools
+import Transport
+
+/// Everything calls add to the daemon when `[room] id` is set: the history and state files, the
+/// calls thread (`CallService`), the control socket, and the key reader. Media goes through the
+/// network side's routes; the chime is a fixed mixer input made here before the mixer exists.
+final class CallsSide: @unchecked Sendable {
+    // @unchecked: built and started/stopped from the main thread.
+    let service: CallService
+    private let server: ControlServer
+    private let keySettings: KeyReaderSettings?
+    private var keys: KeyReader?
+    private let log: Logger
+
+    /// The chime as configured: `calls.chime_wav`, or the generated two-tone chime.
+    static func chime(_ config: DaemonConfig) throws -> ChimePlayer {
+        let path = config.calls.chimeWav
+        let samples = path.isEmpty ? Chime.generate(ChimeSettings(sampleRate: config.audio.sampleRate))
+                                   : try Chime.load(path: path, sampleRate: config.audio.sampleRate)
+        return ChimePlayer(samples: samples)
+    }
+
+    init(config: DaemonConfig, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer, logger: Logger) throws {
+        log = logger
+        let settings = config.callSettings()
+        let c = config.calls
+        let history = try HistoryStore(path: c.historyPath, capacity: c.historyLimit)
+        if let problem = history.loadProblem { logger.warning("calls: history \(c.historyPath): \(problem); starting a new one") }
+        let state = try StateStore(path: c.statePath, default: TerminalState(doNotDisturb: c.doNotDisturb))
+        if let problem = state.loadProblem { logger.warning("calls: state \(c.statePath): \(problem); using the defaults") }
+        let port = settings.directory[settings.room]!.signalling.port
+        service = try CallService(settings: settings, signalling: UDPEndpoint(address: 0, port: port), routes: routes,
+                                  mixer: mixer, chime: chime, history: history, state: state, logger: logger)
+        server = try ControlServer(settings: config.controlSettings(), handler: service)
+        service.control = server
+        let k = config.keys
+        keySettings = k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounceMilliseconds: k.debounceMs)
+    }
+
+    func start() {
+        server.start()
+        service.start()
+        log.info("control socket \(server.settings.socketPath)")
+        guard let keySettings else { return }
+        let service = service, log = log
+        let buttons = service.settings.buttons.keys.sorted()
+        do {
+            keys = try KeyReader(settings: keySettings, onPress: { press in
+                if let command = press.action.command(buttons: buttons) {
+                    log.info("key \(press.code): \(press.action)")
+                    service.perform(command)
+                }
+            }, onEvent: { event in log.info("keys: \(event)") })
+        } catch {
+            log.error("keys: \(error)")
+        }
+    }
+
+    func stop() {
+        keys?.stop()
+        keys = nil
+        server.stop()
+        service.stop()
+    }
+}

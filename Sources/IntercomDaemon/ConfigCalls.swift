@@ -1,0 +1,306 @@
+import Calls
+import Control
+import Keys
+
+// Calls: this room, the directory of rooms, the call buttons, how calls behave, the control
+// socket and the keys. Calls are on when `[room] id` is set; without it the file means what it
+// meant before calls existed. `[rooms.<id>]` and `[buttons.<name>]` are tables of tables
+// (ConfigCallTables.swift); the checks across sections are in ConfigCallRules.swift.
+
+/// `[room]`: which room of the directory this terminal is.
+public struct RoomSection: Sendable, Equatable {
+    /// The room's id in `[rooms]`; empty = calls off.
+    public var id: String = ""
+
+    public init() {}
+}
+
+/// `[rooms.<id>]`: one room of the practice (the directory lists every room, this one included).
+public struct RoomEntry: Sendable, Equatable {
+    /// Display name; empty = the id.
+    public var name: String = ""
+    /// IPv4 address of the room's terminal (required).
+    public var address: String = ""
+    public var signallingPort: Int = 5070
+    public var mediaPort: Int = 5004
+    /// Rooms this one may call; nil = every room. Once any room has the key, a room without it
+    /// may call nobody.
+    public var mayCall: [String]? = nil
+
+    public init() {}
+
+    public init(name: String = "", address: String, signallingPort: Int = 5070, mediaPort: Int = 5004,
+                mayCall: [String]? = nil) {
+        self.name = name
+        self.address = address
+        self.signallingPort = signallingPort
+        self.mediaPort = mediaPort
+        self.mayCall = mayCall
+    }
+
+    /// `name`, or the id when it is empty.
+    public func displayName(id: String) -> String { name.isEmpty ? id : name }
+}
+
+/// `[buttons.<name>]`: a call button.
+public struct ButtonEntry: Sendable, Equatable {
+    /// The rooms it calls (one = a direct call, several = a group call).
+    public var rooms: [String] = []
+    /// Text for the terminal; empty = the button's name.
+    public var label: String = ""
+
+    public init() {}
+
+    public init(rooms: [String], label: String = "") {
+        self.rooms = rooms
+        self.label = label
+    }
+}
+
+/// `[calls]`: how calls behave in this room.
+public struct CallsSection: Sendable, Equatable {
+    /// A called room opens its audio by itself after the chime.
+    public var autoAnswer: Bool = true
+    /// The chime plays this long in a called room before its audio opens.
+    public var ringMs: Int = 1500
+    /// A call nobody answers is given up after this long.
+    public var answerTimeoutMs: Int = 30000
+    /// Do-not-disturb at the very first start (afterwards the saved state wins).
+    public var doNotDisturb: Bool = false
+    /// "unicast" (one stream to each callee) or "multicast" (one stream to `multicastGroup`).
+    public var callerVoice: String = "unicast"
+    /// "a.b.c.d:port", required for multicast.
+    public var multicastGroup: String = ""
+    public var historyPath: String = "/var/lib/intercomd/history.json"
+    public var historyLimit: Int = 500
+    public var statePath: String = "/var/lib/intercomd/state.json"
+    /// A 48 kHz mono 16-bit WAV replacing the generated chime; "" = generated.
+    public var chimeWav: String = ""
+
+    public init() {}
+
+    public static let callerVoices = ["unicast", "multicast"]
+    public static let ringMsRange = 0...10_000
+    public static let answerTimeoutMsRange = 1000...600_000
+    public static let historyLimitRange = 1...100_000
+}
+
+/// `[control]`: the local control socket (docs/control.md).
+public struct ControlSection: Sendable, Equatable {
+    public var socket: String = ControlSettings.defaultSocketPath
+    /// Permissions of the socket file; written as an octal string ("0660") in the file.
+    public var mode: UInt32 = 0o660
+    /// Group owning the socket (name or number); "" = the daemon's.
+    public var group: String = ""
+
+    public init() {}
+
+    /// sun_path holds 108 bytes, one of them the terminating NUL.
+    public static let maxSocketPathBytes = 107
+}
+
+/// `[keys]`: the terminal's keys (a Linux input device).
+public struct KeysSection: Sendable, Equatable {
+    /// Device path, e.g. /dev/input/event0; "" = no keys.
+    public var device: String = ""
+    /// Presses of one key closer together than this count once.
+    public var debounceMs: Int = 30
+    /// Key name or code → action (`[keys.map]`), as `Keys.KeyMap.parse` takes them.
+    public var map: [String: String] = [:]
+
+    public init() {}
+
+    public static let debounceMsRange = 0...1000
+}
+
+// MARK: - What the rest of the daemon is built from
+
+extension DaemonConfig {
+    /// Calls are on: `[room] id` is set.
+    public var callsEnabled: Bool { !room.id.isEmpty }
+
+    /// The call engine's settings. Precondition: calls are on and the configuration is valid.
+    public func callSettings() -> CallSettings {
+        precondition(callsEnabled, "callSettings() needs [room] id")
+        var directory: [RoomID: DirectoryEntry] = [:]
+        for (id, entry) in rooms {
+            directory[RoomID(id)!] = DirectoryEntry(name: entry.displayName(id: id),
+                                                    signalling: entry.endpoint(port: entry.signallingPort)!)
+        }
+        let me = rooms[room.id]!
+        var s = CallSettings(room: RoomID(room.id)!, directory: directory, media: me.endpoint(port: me.mediaPort)!)
+        s.buttons = buttons.mapValues { $0.rooms.map { RoomID($0)! } }
+        if rooms.values.contains(where: { $0.mayCall != nil }) {
+            var allowed: [RoomID: Set<RoomID>] = [:]
+            for (id, entry) in rooms {
+                if let may = entry.mayCall { allowed[RoomID(id)!] = Set(may.map { RoomID($0)! }) }
+            }
+            s.permissions = .only(allowed)
+        }
+        s.autoAnswer = calls.autoAnswer
+        s.doNotDisturb = calls.doNotDisturb
+        if calls.callerVoice == "multicast" { s.callerVoice = .multicast(group: parseIPv4Endpoint(calls.multicastGroup)!) }
+        s.timing.ringTime = Double(calls.ringMs) / 1000
+        s.timing.answerTimeout = Double(calls.answerTimeoutMs) / 1000
+        return s
+    }
+
+    /// Where a room of the directory receives media (its address and `media_port`); nil for a
+    /// room that is not in `[rooms]` or has no valid address.
+    public func mediaEndpoint(of room: String) -> IPv4Endpoint? {
+        rooms[room].flatMap { $0.endpoint(port: $0.mediaPort) }
+    }
+
+    /// The control socket's settings (every bound not in the file at its default).
+    public func controlSettings() -> ControlSettings {
+        var s = ControlSettings(socketPath: control.socket)
+        s.mode = control.mode
+        s.group = control.group.isEmpty ? nil : control.group
+        return s
+    }
+
+    /// The key map. Precondition: the configuration is valid (else the map is empty).
+    public func keyMap() -> KeyMap { (try? KeyMap.parse(keys.map)) ?? KeyMap() }
+}
+
+extension RoomEntry {
+    /// `address:port`, nil when the address is not dotted IPv4 or the port is out of range.
+    func endpoint(port: Int) -> IPv4Endpoint? {
+        guard let a = parseIPv4(address), let p = UInt16(exactly: port) else { return nil }
+        return IPv4Endpoint(address: a, port: p)
+    }
+}
+
+/// A dotted IPv4 address: four decimal numbers 0...255 of 1-3 digits (no signs, no spaces).
+func parseIPv4(_ text: String) -> UInt32? {
+    let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+    guard parts.count == 4 else { return nil }
+    var address: UInt32 = 0
+    for part in parts {
+        guard (1...3).contains(part.utf8.count), part.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+              let octet = UInt8(part) else { return nil }
+        address = address << 8 | UInt32(octet)
+    }
+    return address
+}
+
+/// "a.b.c.d:port" with a strict address and a port 0...65535.
+func parseIPv4Endpoint(_ text: String) -> IPv4Endpoint? {
+    let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+    guard parts.count == 2, let address = parseIPv4(String(parts[0])),
+          (1...5).contains(parts[1].utf8.count), parts[1].utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+          let port = UInt16(parts[1]) else { return nil }
+    return IPv4Endpoint(address: address, port: port)
+}
+
+// MARK: - Schema of the fixed call sections
+
+extension DaemonConfig {
+    /// `[room]`, `[calls]`, `[control]`, `[keys]`: read and checked like `schema`, but rendered
+    /// only when calls are configured, so a file without calls renders as it did before.
+    static let callSchema: [SchemaSection] = [
+        SchemaSection(name: "room", comment: "This terminal's room; calls are on when the id is set.", keys: [
+            .string("id", \.room.id, "Id of this room in [rooms] (1-32 of a-z, 0-9, - and _); \"\" = calls off", .any),
+        ]),
+        SchemaSection(name: "calls", comment: "Calls between rooms (docs/calls.md).", keys: [
+            .bool("auto_answer", \.calls.autoAnswer, "A called room opens its audio by itself after the chime"),
+            .int("ring_ms", \.calls.ringMs, "Chime time in a called room before its audio opens, ms",
+                 .range(CallsSection.ringMsRange)),
+            .int("answer_timeout_ms", \.calls.answerTimeoutMs, "A call nobody answers is given up after this, ms",
+                 .range(CallsSection.answerTimeoutMsRange))
+                .alsoChecking { c in
+                    c.calls.answerTimeoutMs > c.calls.ringMs ? nil
+                        : "\(c.calls.answerTimeoutMs) is not more than calls.ring_ms (\(c.calls.ringMs)): calls would be given up before they open"
+                },
+            .bool("do_not_disturb", \.calls.doNotDisturb, "Refuse calls at the very first start (afterwards the saved state wins)"),
+            .string("caller_voice", \.calls.callerVoice,
+                    "How this room's voice reaches its callees: one stream each, or one multicast stream",
+                    .oneOf(CallsSection.callerVoices)),
+            .string("multicast_group", \.calls.multicastGroup, "Group the caller's voice is sent to when caller_voice = \"multicast\"",
+                    Rule(allowed: "\"a.b.c.d:port\", 224...239.x.x.x; \"\" = none") { multicastGroupProblem($0) })
+                .alsoChecking { c in
+                    c.calls.callerVoice == "multicast" && c.calls.multicastGroup.isEmpty
+                        ? "is required when calls.caller_voice is \"multicast\" (\"a.b.c.d:port\")" : nil
+                },
+            .string("history_path", \.calls.historyPath, "Call history file (JSON, written atomically)"),
+            .int("history_limit", \.calls.historyLimit, "Entries the history keeps (the oldest are dropped)",
+                 .range(CallsSection.historyLimitRange)),
+            .string("state_path", \.calls.statePath, "File keeping do-not-disturb across restarts"),
+            .string("chime_wav", \.calls.chimeWav, "48 kHz mono 16-bit WAV replacing the generated chime; \"\" = generated", .any),
+        ]),
+        SchemaSection(name: "control", comment: "The local control socket (intercomctl, docs/control.md).", keys: [
+            .string("socket", \.control.socket, "Path of the Unix socket",
+                    Rule(allowed: "1...\(ControlSection.maxSocketPathBytes) bytes") { v in
+                        (1...ControlSection.maxSocketPathBytes).contains(v.utf8.count) ? nil
+                            : "\(v.utf8.count) bytes; a Unix socket path has 1...\(ControlSection.maxSocketPathBytes)"
+                    }),
+            .octalMode("mode", \.control.mode, "Permissions of the socket file (clients need write permission)"),
+            .string("group", \.control.group, "Group owning the socket, name or number; \"\" = the daemon's", .any),
+        ]),
+        SchemaSection(name: "keys", comment: "The terminal's keys (a Linux input device).", keys: [
+            .string("device", \.keys.device, "Input device (evdev), e.g. /dev/input/event0; \"\" = no keys", .any),
+            .int("debounce_ms", \.keys.debounceMs, "Presses of one key closer together than this count once, ms",
+                 .range(KeysSection.debounceMsRange)),
+            .keyMap("map", "Key name (KEY_F1, BTN_0) or code → call:<button name or number>, hang_up, toggle_mic_mute, toggle_speaker_mute or toggle_dnd"),
+        ]),
+    ]
+}
+
+/// Problem with `calls.multicast_group` on its own, or nil ("" is fine here).
+private func multicastGroupProblem(_ text: String) -> String? {
+    if text.isEmpty { return nil }
+    guard let group = parseIPv4Endpoint(text) else { return "\(TOMLWrite.string(text)) is not an IPv4 address and port (a.b.c.d:port)" }
+    if !group.isMulticast { return "\(TOMLWrite.string(text)) is not a multicast address (224...239.x.x.x)" }
+    return group.port == 0 ? "\(TOMLWrite.string(text)): port 0 cannot be sent to" : nil
+}
+
+extension SchemaKey {
+    /// A file mode written as an octal string ("0660"), so it reads the way chmod takes it.
+    static func octalMode(_ name: String, _ path: Path<UInt32>, _ comment: String) -> SchemaKey {
+        SchemaKey(
+            name: name, comment: comment, allowed: "octal, \"0000\"...\"0777\"",
+            read: { value, config throws(ValueProblem) in
+                if value.int != nil {
+                    throw ValueProblem("expected an octal string such as \"0660\", got \(TOMLRead.describe(value))")
+                }
+                let text = try TOMLRead.string(value)
+                guard (1...4).contains(text.utf8.count), let mode = UInt32(text, radix: 8), mode <= 0o777,
+                      text.utf8.allSatisfy({ $0 >= 48 && $0 <= 55 })
+                else { throw ValueProblem("\(TOMLWrite.string(text)) is not an octal mode \"0000\"...\"0777\"") }
+                config[keyPath: path] = mode
+            },
+            check: { c in c[keyPath: path] <= 0o777 ? nil : "\(octal(c[keyPath: path])) is not a mode \"0000\"...\"0777\"" },
+            render: { TOMLWrite.string(octal($0[keyPath: path])) })
+    }
+
+    /// `[keys.map]`: entries are checked against the buttons in `callIssues` (each names its
+    /// entry), so the key's own check has nothing to add.
+    static func keyMap(_ name: String, _ comment: String) -> SchemaKey {
+        SchemaKey(
+            name: name, comment: comment, allowed: "a table, KEY = \"action\"",
+            read: { value, config throws(ValueProblem) in
+                guard let table = value.table else {
+                    throw ValueProblem("expected a table ([keys.map] or { KEY_F1 = \"hang_up\" }), got \(TOMLRead.describe(value))")
+                }
+                var map: [String: String] = [:]
+                for (key, action) in table {
+                    do throws(ValueProblem) { map[key] = try TOMLRead.string(action) } catch {
+                        throw ValueProblem(error.text, at: key)
+                    }
+                }
+                config.keys.map = map
+            },
+            check: { _ in nil },
+            render: { c in
+                let entries = c.keys.map.sorted { $0.key < $1.key }
+                return entries.isEmpty ? "{}"
+                    : "{ " + entries.map { "\(TOMLWrite.key($0.key)) = \(TOMLWrite.string($0.value))" }.joined(separator: ", ") + " }"
+            })
+    }
+}
+
+/// "0660".
+private func octal(_ mode: UInt32) -> String {
+    let digits = String(mode, radix: 8)
+    return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+}

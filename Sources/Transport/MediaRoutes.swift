@@ -1,0 +1,86 @@
+/// Where the network thread sends the microphone and whose datagrams it takes, changed at run
+/// time for calls (`NetworkLoop.post`). Each list holds at most `maxEndpoints` entries.
+public struct MediaRoutes: Sendable, Equatable {
+    /// Unicast peers or multicast groups the microphone goes to.
+    public var sendTo: [UDPEndpoint]
+    /// Sources whose datagrams are taken: nil takes any; otherwise a datagram's address and port
+    /// must match an entry, or only its address when the entry's port is 0.
+    public var acceptFrom: [UDPEndpoint]?
+    /// Multicast groups to be a member of (ports ignored).
+    public var joinGroups: [UDPEndpoint]
+
+    /// The bound of each list: the network thread's copies are allocated once, this large.
+    public static let maxEndpoints = 16
+
+    public init(sendTo: [UDPEndpoint], acceptFrom: [UDPEndpoint]?, joinGroups: [UDPEndpoint]) {
+        self.sendTo = sendTo
+        self.acceptFrom = acceptFrom
+        self.joinGroups = joinGroups
+    }
+}
+
+/// A list of endpoints in storage allocated once, so the network thread can replace its contents
+/// without allocating.
+final class EndpointList: @unchecked Sendable {
+    // @unchecked: each list is used by one thread at a time (see RoutesMailbox).
+    let capacity: Int
+    private(set) var count = 0
+    private let storage: UnsafeMutablePointer<UDPEndpoint>
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        storage = .allocate(capacity: capacity)
+        storage.initialize(repeating: UDPEndpoint(address: 0, port: 0), count: capacity)
+    }
+
+    convenience init(_ endpoints: [UDPEndpoint], capacity: Int) {
+        self.init(capacity: capacity)
+        replace(with: endpoints)
+    }
+
+    deinit { storage.deallocate() }
+
+    @inline(__always)
+    subscript(i: Int) -> UDPEndpoint { storage[i] }
+
+    func replace(with endpoints: [UDPEndpoint]) {
+        precondition(endpoints.count <= capacity, "\(endpoints.count) endpoints, at most \(capacity)")
+        for (i, e) in endpoints.enumerated() { storage[i] = e }
+        count = endpoints.count
+    }
+
+    func replace(with other: EndpointList) {
+        precondition(other.count <= capacity)
+        for i in 0..<other.count { storage[i] = other[i] }
+        count = other.count
+    }
+
+    func append(_ e: UDPEndpoint) {
+        precondition(count < capacity)
+        storage[count] = e
+        count += 1
+    }
+
+    /// Order is not kept: the last entry takes the removed one's place.
+    func remove(at i: Int) {
+        count -= 1
+        storage[i] = storage[count]
+    }
+
+    func removeAll() { count = 0 }
+
+    /// True when an entry has `address` (ports ignored, as for multicast groups).
+    func contains(address: UInt32) -> Bool {
+        for i in 0..<count where storage[i].address == address { return true }
+        return false
+    }
+
+    /// True when an entry matches `source`: same address, and the same port unless the entry's is 0.
+    @inline(__always)
+    func matches(source: UDPEndpoint) -> Bool {
+        for i in 0..<count where storage[i].address == source.address && (storage[i].port == 0 || storage[i].port == source.port) {
+            return true
+        }
+        return false
+    }
+}

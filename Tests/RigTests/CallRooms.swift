@@ -1,0 +1,118 @@
+import Calls
+import Control
+import Foundation
+import TestSupport
+import XCTest
+
+/// Rooms with calls on: one intercomd per rig room, all on this host (127.0.0.1), each with its
+/// own signalling and media ports, control socket, history and state files.
+final class CallRooms {
+    struct Room {
+        let id: String
+        let rig: String
+        let signalling: Int
+        let media: Int
+        let socket: String
+    }
+
+    let dir: String
+    let rooms: [Room]
+    private(set) var daemons: [String: DaemonProcess] = [:]
+
+    /// `names`: rig rooms ("roomA"...); their ids are the lowercase names.
+    init(_ names: [String]) throws {
+        dir = try Repo.scratchFolder("calls")
+        rooms = try names.map { rig in
+            Room(id: rig.lowercased(), rig: rig, signalling: try FreePort.udp(), media: try FreePort.udp(),
+                 socket: "\(try Repo.scratchFolder("calls-sock"))/\(rig).sock")
+        }
+    }
+
+    func room(_ id: String) -> Room { rooms.first { $0.id == id }! }
+
+    /// Starts a room's daemon; `extra` is appended to its configuration.
+    @discardableResult
+    func start(_ id: String, extra: String = "") throws -> DaemonProcess {
+        let me = room(id)
+        let directory = rooms.map { r in
+            "[rooms.\(r.id)]\nname = \"\(r.rig)\"\naddress = \"127.0.0.1\"\nsignalling_port = \(r.signalling)\nmedia_port = \(r.media)"
+        }.joined(separator: "\n")
+        let others = rooms.filter { $0.id != id }.map(\.id)
+        let buttons = others.map { "[buttons.\($0)]\nrooms = [\"\($0)\"]" }.joined(separator: "\n")
+            + "\n[buttons.all]\nrooms = [\(others.map { "\"\($0)\"" }.joined(separator: ", "))]"
+        let config = try DaemonProcess.writeRoomConfig(me.rig, extra: """
+            [network]
+            listen_port = \(me.media)
+            [log]
+            stats_interval_s = 1
+            [room]
+            id = "\(id)"
+            \(directory)
+            \(buttons)
+            [calls]
+            ring_ms = 500
+            history_path = "\(dir)/\(id)-history.json"
+            state_path = "\(dir)/\(id)-state.json"
+            [control]
+            socket = "\(me.socket)"
+            \(extra)
+            """)
+        let d = try DaemonProcess(arguments: ["--config", config], name: "intercomd-\(id)")
+        daemons[id] = d
+        XCTAssertTrue(d.waitForLog("control socket", timeout: 10), "\(id) starts its control socket: \(d.log)")
+        XCTAssertTrue(d.waitForLog("audio thread", timeout: 10), d.log)
+        return d
+    }
+
+    func stop(_ id: String) -> Int32? {
+        let code = daemons[id]?.terminate()
+        daemons[id] = nil
+        return code
+    }
+
+    func stopAll() { for id in Array(daemons.keys) { _ = stop(id) } }
+
+    /// Runs a control command in a room.
+    func control(_ id: String, _ command: ControlCommand) throws -> Result<ControlReply, ControlFailure> {
+        let client = try ControlClient(path: room(id).socket, timeout: 5)
+        defer { client.close() }
+        return try client.run(command)
+    }
+
+    func status(_ id: String) -> ControlStatus? {
+        guard case .success(.status(let s))? = try? control(id, .status) else { return nil }
+        return s
+    }
+
+    func history(_ id: String) -> [HistoryEntry] {
+        guard case .success(.history(let h))? = try? control(id, .history(limit: nil)) else { return [] }
+        return h
+    }
+
+    /// Waits until `condition` holds (polling every 50 ms); false on timeout.
+    func wait(_ timeout: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(50_000)
+        }
+        return condition()
+    }
+
+    /// Waits until `id` sees every room in `others` online.
+    func waitOnline(_ id: String, _ others: [String], timeout: Double = 6) -> Bool {
+        wait(timeout) {
+            guard case .success(.rooms(let d))? = try? control(id, .rooms) else { return false }
+            return others.allSatisfy { o in d.rooms.first { $0.id.value == o }?.presence.online == true }
+        }
+    }
+
+    func isConnected(_ id: String) -> Bool { status(id)?.call?.connected == true }
+    func isIdle(_ id: String) -> Bool { status(id).map { $0.call == nil } ?? false }
+
+    func participant(_ status: ControlStatus?, _ room: String) -> ParticipantStatus? {
+        status?.call?.participants.first { $0.room.value == room }?.status
+    }
+
+    deinit { stopAll() }
+}

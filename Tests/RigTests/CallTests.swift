@@ -1,0 +1,134 @@
+import Calls
+import Control
+import Foundation
+import SignalTools
+import TestSupport
+import XCTest
+
+/// The users' acceptance scenarios with real daemons on the rig: state through the control
+/// socket, audio by signal measurement (who hears whom).
+final class CallTests: XCTestCase {
+    static let minSTOI = 0.80
+    static let maxSTOIOfOthers = 0.60
+
+    private func heard(_ r: TalkerProbe.Result) throws -> Quality {
+        try Quality.measure(reference: r.clipPath, recording: r.recordingPath)
+    }
+
+    /// 1:1: A calls B with a button; B's speaker plays the chime before the audio opens, B answers
+    /// by itself, both are connected and hear each other; B (the callee) hangs up and the call
+    /// ends on both sides; both histories keep it.
+    func testOneToOneCallChimesAutoAnswersCarriesSpeechBothWaysAndEndsWhenTheCalleeHangsUp() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        try rooms.start("rooma")
+        try rooms.start("roomb")
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), "A sees B online")
+
+        let speaker = try RoomRecorder(room: "roomB", path: "\(rooms.dir)/roomB-chime.wav")
+        Thread.sleep(forTimeInterval: 0.3)
+        let placed = try rooms.control("rooma", .call(button: "roomb"))
+        guard case .success(.callPlaced(_, let to)) = placed else { return XCTFail("call placed: \(placed)") }
+        XCTAssertEqual(to.map(\.value), ["roomb"])
+        XCTAssertEqual(rooms.participant(rooms.status("rooma"), "roomb"), .ringing, "B rings first")
+        XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "auto-answered: connected on both sides")
+        Thread.sleep(forTimeInterval: 0.5)
+        speaker.stop()
+        let chime = try WAVAudio.read(path: speaker.path).samples
+        XCTAssertGreaterThan(Levels.rmsDB(Signals.toFloat(chime)), -45, "the chime was played in B: \(speaker.path)")
+
+        let ab = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-speaker")
+        let ba = try TalkerProbe(mouth: "roomB", ear: "roomA").run(clipPath: Speech.roomB(), folder: rooms.dir, name: "roomA-speaker")
+        let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ba.clipPath, ba.recordingPath)])
+        print("calls 1:1: A → B \(q[0]); B → A \(q[1])")
+        XCTAssertGreaterThanOrEqual(q[0].stoi, Self.minSTOI, "A is heard in B: \(q[0])")
+        XCTAssertGreaterThanOrEqual(q[1].stoi, Self.minSTOI, "B is heard in A: \(q[1])")
+
+        XCTAssertEqual(try rooms.control("roomb", .hangUp), .success(.done))
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") && rooms.isIdle("roomb") }, "the callee's hang-up ends the call on both sides")
+        XCTAssertEqual(rooms.history("rooma").last?.outcome, .finished, "\(rooms.history("rooma"))")
+        XCTAssertEqual(rooms.history("roomb").last?.direction, .incoming)
+        XCTAssertEqual(rooms.stop("rooma"), 0)
+        XCTAssertEqual(rooms.stop("roomb"), 0)
+    }
+
+    /// 1:n with three callees: A is heard in B, C and D; B is heard in A but not in C (callees do
+    /// not hear each other); C leaves and B and D stay connected; A hangs up and all is idle.
+    func testGroupCallEveryCalleeHearsTheCallerCalleesDoNotHearEachOtherAndOneMayLeave() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB", "roomC", "roomD"])
+        defer { rooms.stopAll() }
+        for id in ["rooma", "roomb", "roomc", "roomd"] { try rooms.start(id) }
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc", "roomd"]), "A sees everyone online")
+
+        guard case .success(.callPlaced(_, let to)) = try rooms.control("rooma", .call(button: "all")) else { return XCTFail("call placed") }
+        XCTAssertEqual(Set(to.map(\.value)), ["roomb", "roomc", "roomd"])
+        XCTAssertTrue(rooms.wait(5) { ["rooma", "roomb", "roomc", "roomd"].allSatisfy(rooms.isConnected) }, "everyone connected")
+        let a = rooms.status("rooma")
+        for callee in ["roomb", "roomc", "roomd"] { XCTAssertEqual(rooms.participant(a, callee), .connected, "A sees \(callee) connected") }
+
+        let earC = try RoomRecorder(room: "roomC", path: "\(rooms.dir)/roomC-A.wav")
+        let earD = try RoomRecorder(room: "roomD", path: "\(rooms.dir)/roomD-A.wav")
+        let ab = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A")
+        earC.stop(); earD.stop()
+        let earC2 = try RoomRecorder(room: "roomC", path: "\(rooms.dir)/roomC-B.wav")
+        let ba = try TalkerProbe(mouth: "roomB", ear: "roomA").run(clipPath: Speech.roomB(), folder: rooms.dir, name: "roomA-B")
+        earC2.stop()
+        let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ab.clipPath, earC.path), (ab.clipPath, earD.path),
+                                     (ba.clipPath, ba.recordingPath), (ba.clipPath, earC2.path)])
+        print("calls 1:3: A → B \(q[0].stoi), A → C \(q[1].stoi), A → D \(q[2].stoi), B → A \(q[3].stoi), B → C \(q[4].stoi)")
+        for (i, who) in ["B", "C", "D"].enumerated() {
+            XCTAssertGreaterThanOrEqual(q[i].stoi, Self.minSTOI, "A is heard in \(who): \(q[i])")
+        }
+        XCTAssertGreaterThanOrEqual(q[3].stoi, Self.minSTOI, "B is heard in A: \(q[3])")
+        XCTAssertLessThan(q[4].stoi, Self.maxSTOIOfOthers, "B is not heard in C: \(q[4])")
+
+        XCTAssertEqual(try rooms.control("roomc", .hangUp), .success(.done))
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomc") && rooms.participant(rooms.status("rooma"), "roomc") == .left }, "C left")
+        XCTAssertTrue(rooms.isConnected("roomb") && rooms.isConnected("roomd") && rooms.isConnected("rooma"), "B and D stay")
+
+        XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+        XCTAssertTrue(rooms.wait(3) { ["rooma", "roomb", "roomc", "roomd"].allSatisfy(rooms.isIdle) }, "the caller's hang-up ends it for all")
+    }
+
+    /// D refuses calls: A's call is declined with the reason, D keeps a missed-call entry; B is in a
+    /// call: C's call to B is declined as busy; C is offline: A's call is unavailable, and C gets
+    /// the missed call when it comes back.
+    func testDoNotDisturbBusyAndOfflineAreShownToTheCallerAndKeptAsMissed() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB", "roomC", "roomD"])
+        defer { rooms.stopAll() }
+        for id in ["rooma", "roomb", "roomc", "roomd"] { try rooms.start(id) }
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc", "roomd"]))
+
+        XCTAssertEqual(try rooms.control("roomd", .setDoNotDisturb(true)), .success(.doNotDisturb(true)))
+        _ = try rooms.control("rooma", .call(button: "roomd"))
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") && rooms.history("rooma").count == 1 }, "the refused call ends at once")
+        let refused = rooms.history("rooma").last
+        XCTAssertEqual(refused?.outcome, .notReached, "\(String(describing: refused))")
+        XCTAssertEqual(refused?.participants.first?.status, .declined(.doNotDisturb), "A sees why: \(String(describing: refused))")
+        XCTAssertTrue(rooms.wait(2) { rooms.history("roomd").last?.outcome == .missed }, "D keeps a missed call: \(rooms.history("roomd"))")
+
+        _ = try rooms.control("rooma", .call(button: "roomb"))
+        XCTAssertTrue(rooms.wait(5) { rooms.isConnected("roomb") })
+        _ = try rooms.control("roomc", .call(button: "roomb"))
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomc") }, "busy ends C's attempt")
+        XCTAssertEqual(rooms.history("roomc").last?.participants.first?.status, .declined(.busy), "C sees B busy: \(rooms.history("roomc"))")
+        XCTAssertTrue(rooms.isConnected("rooma") && rooms.isConnected("roomb"), "A ↔ B undisturbed")
+        _ = try rooms.control("rooma", .hangUp)
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") && rooms.isIdle("roomb") })
+
+        XCTAssertEqual(rooms.stop("roomc"), 0)
+        XCTAssertTrue(rooms.wait(8) {
+            guard case .success(.rooms(let d))? = try? rooms.control("rooma", .rooms) else { return false }
+            return d.rooms.first { $0.id.value == "roomc" }?.presence.online == false
+        }, "A sees C offline")
+        _ = try rooms.control("rooma", .call(button: "roomc"))
+        XCTAssertTrue(rooms.wait(5) { rooms.isIdle("rooma") }, "unavailable ends the attempt")
+        XCTAssertEqual(rooms.history("rooma").last?.outcome, .notReached)
+        try rooms.start("roomc")
+        XCTAssertTrue(rooms.wait(8) { rooms.history("roomc").contains { $0.outcome == .missed && $0.caller.value == "rooma" } },
+                      "the missed call reaches C when it is back: \(rooms.history("roomc"))")
+    }
+}

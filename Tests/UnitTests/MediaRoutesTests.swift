@@ -1,0 +1,277 @@
+import AudioPipeline
+import Foundation
+import Jitter
+import RealTime
+import RTP
+import SignalTools
+import TestSupport
+import Transport
+import XCTest
+
+/// Routes changed at run time (calls): where the network thread sends the microphone, whose
+/// datagrams it takes, which groups it joins. Real sockets on loopback, the real loop on a thread.
+final class MediaRoutesTests: XCTestCase {
+    private static let frame = 480
+    private let loopbackAnyPort = UDPEndpoint(address: 0x7F00_0001, port: 0)
+
+    /// A network loop on its own thread with a sender, a receiver and four stream slots, as the
+    /// daemon builds it; the test thread stands in for the audio thread (microphone ring, doorbell).
+    private final class LiveLoop: @unchecked Sendable {
+        // @unchecked: immutable after init; the loop's state is its thread's.
+        let socket: UDPSocket
+        let streams: [RemoteStream]
+        let table: StreamTable
+        let receiver: MediaReceiver
+        let loop: NetworkLoop
+        private let microphone = SampleRing(minimumCapacity: MediaRoutesTests.frame * 32)
+        private let doorbell: Doorbell
+        private let tone = Signals.toInt16(Signals.sine(frequency: 440, duration: 0.01, sampleRate: 48000, amplitude: 0.3))
+        private let finished = Flag(false)
+
+        init(peers: [UDPEndpoint] = [], bind: UDPEndpoint = .loopback(port: 0)) throws {
+            let frame = MediaRoutesTests.frame
+            socket = try UDPSocket(bind: bind)
+            try socket.configureMulticastSending(interface: 0x7F00_0001, ttl: 1, loopback: true)
+            streams = try (0..<4).map { _ in
+                let jitter = JitterBuffer(settings: JitterSettings(frameSize: frame), decoder: try OpusDecoder())
+                return RemoteStream(jitter: jitter, source: jitter, reset: { jitter.reset() })
+            }
+            // Idle eviction far away: evictions seen here are the routes'.
+            table = StreamTable(streams: streams, idleTimeoutNanos: 10_000_000_000)
+            receiver = MediaReceiver(table: table, payloadType: 96, ownSSRC: nil)
+            let sender = MediaSender(encoder: try OpusEncoder(), rtp: try RTPSender(payloadType: 96), socket: socket,
+                                     peers: peers, frameSize: frame)
+            doorbell = try Doorbell()
+            loop = try NetworkLoop(socket: socket, sender: sender, receiver: receiver, microphone: microphone,
+                                   doorbell: doorbell, frameSize: frame)
+            let loop = loop, finished = finished
+            Thread {
+                AllocationCounter.trackCurrentThread()
+                loop.run()
+                finished.set(true)
+            }.start()
+        }
+
+        /// `frames` microphone frames, as the audio thread hands them over.
+        func speak(frames: Int) {
+            tone.withUnsafeBufferPointer { pcm in
+                for _ in 0..<frames {
+                    microphone.write(pcm.baseAddress!, count: pcm.count)
+                    doorbell.ring()
+                }
+            }
+        }
+
+        /// Posts and waits until the network thread has applied the routes.
+        func apply(_ routes: MediaRoutes) -> Bool {
+            let before = loop.appliedRoutes
+            return loop.post(routes) && eventually { self.loop.appliedRoutes > before }
+        }
+
+        var activeSources: [String] {
+            streams.filter { $0.input.handOff!.isActive }.map(\.sourceDescription)
+        }
+
+        func stop() {
+            loop.stopRequest.set(true)
+            while !finished.isSet { usleep(1000) }
+        }
+    }
+
+    /// A remote room: Opus in RTP from its own socket.
+    private final class Talker {
+        let socket: UDPSocket
+        private let sender: MediaSender
+        private let tone = Signals.toInt16(Signals.sine(frequency: 1000, duration: 0.01, sampleRate: 48000, amplitude: 0.3))
+
+        init(to peer: UDPEndpoint) throws {
+            socket = try UDPSocket(bind: .loopback(port: 0))
+            try socket.configureMulticastSending(interface: 0x7F00_0001, ttl: 1, loopback: true)
+            sender = MediaSender(encoder: try OpusEncoder(), rtp: try RTPSender(payloadType: 96), socket: socket,
+                                 peers: [peer], frameSize: MediaRoutesTests.frame)
+        }
+
+        func talk(frames: Int) {
+            tone.withUnsafeBufferPointer { pcm in
+                for _ in 0..<frames { sender.send(pcm.baseAddress!) }
+            }
+        }
+    }
+
+    private static func routes(sendTo: [UDPEndpoint] = [], acceptFrom: [UDPEndpoint]? = nil,
+                               joinGroups: [UDPEndpoint] = []) -> MediaRoutes {
+        MediaRoutes(sendTo: sendTo, acceptFrom: acceptFrom, joinGroups: joinGroups)
+    }
+
+    /// The RTP headers of what `socket` receives within `seconds`, up to `expected` of them.
+    private func headers(_ socket: UDPSocket, expected: Int, seconds: Double = 1) -> [RTPHeader] {
+        var out: [RTPHeader] = []
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 4)
+        defer { buffer.deallocate() }
+        let deadline = Date().addingTimeInterval(seconds)
+        while out.count < expected, Date() < deadline {
+            guard socket.waitReadable(milliseconds: 10), let (n, _) = socket.receive(into: buffer) else { continue }
+            if case let .success(p) = RTPParser.parse(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), expectedPayloadType: 96) {
+                out.append(p.header)
+            }
+        }
+        return out
+    }
+
+    func testPostedRoutesRedirectTheMicrophoneFromOneReceiverToAnother() throws {
+        let x = try UDPSocket(bind: .loopback(port: 0)), y = try UDPSocket(bind: .loopback(port: 0))
+        let live = try LiveLoop(peers: [x.local])
+        defer { live.stop() }
+
+        live.speak(frames: 5)
+        let toX = headers(x, expected: 5)
+        XCTAssertEqual(toX.count, 5, "before any routes: the configured peers")
+
+        XCTAssertTrue(live.apply(Self.routes(sendTo: [y.local])))
+        live.speak(frames: 5)
+        let toY = headers(y, expected: 5)
+        XCTAssertEqual(toY.count, 5, "the microphone follows the routes")
+        XCTAssertTrue(headers(x, expected: 1, seconds: 0.1).isEmpty, "the old peer gets nothing more")
+        XCTAssertEqual(toY.first?.marker, true, "new routes start a talk spurt")
+        XCTAssertEqual(toY.first?.sequence, toX.last.map { $0.sequence &+ 1 }, "the same RTP stream goes on")
+
+        // Nobody to send to: frames are counted, and the timestamp keeps pace with capture.
+        XCTAssertTrue(live.apply(Self.routes(sendTo: [])))
+        live.speak(frames: 3)
+        XCTAssertTrue(eventually { live.loop.framesNotSent.load == 3 })
+        XCTAssertTrue(live.apply(Self.routes(sendTo: [x.local, y.local])))
+        live.speak(frames: 2)
+        let again = (headers(x, expected: 2), headers(y, expected: 2))
+        XCTAssertEqual(again.0.count, 2)
+        XCTAssertEqual(again.1.count, 2)
+        XCTAssertEqual(again.1.first?.timestamp, toY.last.map { $0.timestamp &+ UInt32(4 * Self.frame) },
+                       "the three frames not sent are a gap in the timeline")
+    }
+
+    func testAcceptFromTakesOnlyTheListedSources() throws {
+        let live = try LiveLoop()
+        defer { live.stop() }
+        let a = try Talker(to: live.socket.local), b = try Talker(to: live.socket.local)
+        let st = live.receiver.statistics
+
+        XCTAssertTrue(live.apply(Self.routes(acceptFrom: [a.socket.local])))
+        a.talk(frames: 5)
+        b.talk(frames: 5)
+        XCTAssertTrue(eventually { st.datagrams.load == 10 })
+        XCTAssertEqual(st.notRouted.load, 5, "the unlisted source's datagrams are dropped and counted")
+        XCTAssertEqual(live.table.started.load, 1)
+        XCTAssertEqual(live.activeSources, [a.socket.local.description], "only the listed source has a stream")
+
+        // Port 0: any port of that address.
+        XCTAssertTrue(live.apply(Self.routes(acceptFrom: [loopbackAnyPort])))
+        b.talk(frames: 5)
+        XCTAssertTrue(eventually { live.table.started.load == 2 })
+        XCTAssertEqual(st.notRouted.load, 5)
+        XCTAssertEqual(live.table.evicted.load, 0, "a source still accepted keeps its stream")
+    }
+
+    func testAStreamWhoseSourceIsNoLongerAcceptedIsEvictedAtOnce() throws {
+        let live = try LiveLoop()
+        defer { live.stop() }
+        let a = try Talker(to: live.socket.local), b = try Talker(to: live.socket.local)
+        a.talk(frames: 3)
+        b.talk(frames: 3)
+        XCTAssertTrue(eventually { live.table.started.load == 2 })
+
+        let start = monotonicNanos()
+        XCTAssertTrue(live.loop.post(Self.routes(acceptFrom: [b.socket.local])))
+        XCTAssertTrue(eventually { live.table.evicted.load == 1 })
+        let elapsedMs = Double(monotonicNanos() - start) / 1e6
+        XCTAssertLessThan(elapsedMs, 100, "evicted when the routes are applied, not after the idle timeout")
+        XCTAssertEqual(live.activeSources, [b.socket.local.description], "the mixer no longer plays the removed source")
+
+        a.talk(frames: 2)
+        XCTAssertTrue(eventually { live.receiver.statistics.notRouted.load == 2 })
+        XCTAssertEqual(live.table.started.load, 2, "no new stream for the removed source")
+    }
+
+    func testJoinGroupsJoinsAndLeavesMulticastGroups() throws {
+        let live = try LiveLoop(bind: UDPEndpoint(address: 0, port: 0))  // multicast reaches only a socket bound to any
+        defer { live.stop() }
+        let group = try XCTUnwrap(UDPEndpoint("239.255.0.41:0"))
+        let talker = try Talker(to: UDPEndpoint(address: group.address, port: live.socket.local.port))
+        let st = live.receiver.statistics
+
+        XCTAssertTrue(live.apply(Self.routes(joinGroups: [group])))
+        talker.talk(frames: 3)
+        XCTAssertTrue(eventually { st.datagrams.load == 3 }, "a member receives the group")
+
+        XCTAssertTrue(live.apply(Self.routes(joinGroups: [])))
+        talker.talk(frames: 3)
+        usleep(100_000)
+        XCTAssertEqual(st.datagrams.load, 3, "left the group: nothing more arrives")
+        XCTAssertEqual(live.loop.membershipErrors.load, 0)
+    }
+
+    func testApplyingRoutesDoesNotAllocateOnTheNetworkThread() throws {
+        let sinks = try (0..<2).map { _ in try UDPSocket(bind: .loopback(port: 0)) }
+        let live = try LiveLoop(peers: [sinks[0].local])
+        defer { live.stop() }
+        let a = try Talker(to: live.socket.local)
+        let many = (0..<MediaRoutes.maxEndpoints).map { UDPEndpoint(address: 0x7F00_0001, port: UInt16(9000 + $0)) }
+        let groups = (1...3).map { UDPEndpoint(address: 0xEFFF_0130 + UInt32($0), port: 0) }  // 239.255.1.49...
+        let sets = [
+            Self.routes(sendTo: [sinks[1].local], acceptFrom: [a.socket.local], joinGroups: [groups[0]]),
+            Self.routes(sendTo: Array(many.prefix(14)) + sinks.map(\.local), acceptFrom: many, joinGroups: groups),
+            Self.routes(sendTo: [], acceptFrom: [], joinGroups: []),
+            Self.routes(sendTo: sinks.map(\.local), acceptFrom: nil, joinGroups: [groups[2], groups[1]]),
+        ]
+        // Warm-up: every path once.
+        for r in sets {
+            XCTAssertTrue(live.apply(r))
+            live.speak(frames: 1)
+            a.talk(frames: 2)
+        }
+        usleep(20_000)
+
+        AllocationCounter.arm()
+        for k in 0..<40 {
+            XCTAssertTrue(live.apply(sets[k % sets.count]))
+            live.speak(frames: 1)
+            a.talk(frames: 1)
+        }
+        usleep(20_000)
+        AllocationCounter.disarm()
+        XCTAssertEqual(AllocationCounter.count, 0, "network thread allocations: \(AllocationCounter.callers)")
+        XCTAssertEqual(live.loop.membershipErrors.load, 0)
+        XCTAssertGreaterThan(live.table.evicted.load, 0, "the eviction path ran too")
+    }
+
+    func testManyRoutesPostedQuicklyEndWithTheNewest() throws {
+        let x = try UDPSocket(bind: .loopback(port: 0)), y = try UDPSocket(bind: .loopback(port: 0))
+        let live = try LiveLoop()
+        defer { live.stop() }
+        let loop = live.loop, old = x.local
+        // Two posting threads at once, then the newest from this one.
+        DispatchQueue.concurrentPerform(iterations: 2) { t in
+            for k in 0..<300 {
+                let others = (0..<(k % 17)).map { UDPEndpoint(address: 0x7F00_0001, port: UInt16(20000 + t * 100 + $0)) }
+                loop.post(MediaRoutes(sendTo: [old], acceptFrom: k % 2 == 0 ? nil : others, joinGroups: []))
+            }
+        }
+        XCTAssertTrue(loop.post(Self.routes(sendTo: [y.local])))
+        live.speak(frames: 5)
+        XCTAssertEqual(headers(y, expected: 5).count, 5, "the newest routes are in force")
+        XCTAssertTrue(headers(x, expected: 1, seconds: 0.1).isEmpty, "no older set came back")
+        XCTAssertLessThanOrEqual(loop.appliedRoutes, 601)
+        print("routes: 601 posted, \(loop.appliedRoutes) applied (the rest replaced before they were taken)")
+
+        loop.stopRequest.set(true)
+        XCTAssertFalse(loop.post(Self.routes()), "a stopped loop takes no routes")
+    }
+}
+
+/// Polls `condition` until it holds or `seconds` passed.
+private func eventually(within seconds: Double = 1, _ condition: () -> Bool) -> Bool {
+    let deadline = monotonicNanos() + UInt64(seconds * 1e9)
+    while !condition() {
+        if monotonicNanos() > deadline { return false }
+        usleep(500)
+    }
+    return true
+}
