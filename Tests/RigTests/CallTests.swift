@@ -1,6 +1,7 @@
 import Calls
 import Control
 import Foundation
+import Keys
 import SignalTools
 import TestSupport
 import XCTest
@@ -130,5 +131,89 @@ final class CallTests: XCTestCase {
         try rooms.start("roomc")
         XCTAssertTrue(rooms.wait(8) { rooms.history("roomc").contains { $0.outcome == .missed && $0.caller.value == "rooma" } },
                       "the missed call reaches C when it is back: \(rooms.history("roomc"))")
+    }
+
+    /// In a call: A's microphone mute reaches B as silence and B is told; B's speaker mute silences
+    /// B's speaker; 40 control clients sending garbage leave the call unharmed; intercomctl reads
+    /// the status from the real daemon; and a key press read from A's key device (a FIFO) hangs up.
+    func testMuteReachesTheOtherSideGarbageClientsLeaveTheCallAloneAndAKeyHangsUp() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        let fifo = "\(rooms.dir)/roomA-keys"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        try rooms.start("rooma", extra: "[keys]\ndevice = \"\(fifo)\"\n[keys.map]\nKEY_ESC = \"hang_up\"")
+        try rooms.start("roomb")
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
+        _ = try rooms.control("rooma", .call(button: "roomb"))
+        XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") })
+
+        // Mic mute: B hears silence and is told.
+        let events = try ControlClient(path: rooms.room("roomb").socket, timeout: 5)
+        defer { events.close() }
+        _ = try events.send(.subscribe)
+        XCTAssertEqual(try rooms.control("rooma", .setMuted(.microphone, true)), .success(.mute(MuteState(microphone: true, speaker: false))))
+        var told = false
+        let deadline = Date().addingTimeInterval(3)
+        while !told, Date() < deadline, let line = try events.readLine(timeout: 0.5) {
+            told = line.contains("mute_changed") && line.contains("rooma") && line.contains("true")
+        }
+        XCTAssertTrue(told, "B is told that A muted its microphone")
+        let muted = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A-muted")
+        let mutedLevel = Levels.rmsDB(Signals.toFloat(muted.recording))
+        XCTAssertLessThan(mutedLevel, -60, "A muted: B's speaker is silent (\(mutedLevel) dBFS)")
+        _ = try rooms.control("rooma", .setMuted(.microphone, false))
+
+        // Speaker mute in B.
+        _ = try rooms.control("roomb", .setMuted(.speaker, true))
+        let deaf = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A-deaf")
+        let deafLevel = Levels.rmsDB(Signals.toFloat(deaf.recording))
+        XCTAssertLessThan(deafLevel, -60, "B's speaker muted: silent (\(deafLevel) dBFS)")
+        _ = try rooms.control("roomb", .setMuted(.speaker, false))
+
+        // Forty clients at once, each sending garbage; then the call still carries speech.
+        var abusers: [ControlClient] = []
+        for i in 0..<40 {
+            guard let c = try? ControlClient(path: rooms.room("rooma").socket, timeout: 2) else { continue }
+            try? c.sendLine(i % 2 == 0 ? "{\"id\": \(i), \"cmd\": \"warp\"}" : String(repeating: "\u{7}garbage{[", count: 50))
+            abusers.append(c)
+        }
+        let heard = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A-abused")
+        for c in abusers { c.close() }
+        let q = try Quality.measure(reference: heard.clipPath, recording: heard.recordingPath)
+        print("calls: muted \(mutedLevel) dBFS, speaker muted \(deafLevel) dBFS, with \(abusers.count) garbage clients \(q)")
+        XCTAssertGreaterThanOrEqual(q.stoi, Self.minSTOI, "the call is unharmed by garbage clients: \(q)")
+        XCTAssertTrue(rooms.isConnected("rooma") && rooms.isConnected("roomb"))
+
+        // intercomctl against the daemon.
+        let ctl = URL(fileURLWithPath: DaemonProcess.binary).deletingLastPathComponent().appendingPathComponent("intercomctl").path
+        let out = try Command.run(ctl, ["--socket", rooms.room("rooma").socket, "status", "--json"])  // throws unless exit 0
+        XCTAssertTrue(out.contains("roomb") && out.contains("connected"), out)
+
+        // The hang-up key.
+        let keys = try FIFOKeyWriter(path: fifo)
+        keys.press(1)  // KEY_ESC
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") && rooms.isIdle("roomb") }, "the key hung up on both sides")
+    }
+}
+
+/// Writes evdev records into a FIFO the daemon's key reader has open.
+final class FIFOKeyWriter {
+    private let fd: Int32
+    init(path: String) throws {
+        let deadline = Date().addingTimeInterval(5)
+        var fd: Int32 = -1
+        while fd < 0 && Date() < deadline {
+            fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+            if fd < 0 { usleep(20_000) }
+        }
+        guard fd >= 0 else { throw NSError(domain: "keys", code: 1, userInfo: [NSLocalizedDescriptionKey: "\(path): no reader opened the key FIFO"]) }
+        self.fd = fd
+    }
+    deinit { close(fd) }
+
+    func press(_ code: UInt16) {
+        let bytes = [InputEvent.key(code, InputEvent.press), InputEvent.key(code, InputEvent.release)].flatMap { $0.encoded() }
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 }
