@@ -81,7 +81,7 @@ let package = Package(
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "CAllocCounter",
-            "Calls", "Control",
+            "Calls", "Control", "Keys",
         ]),
     ]
 )
