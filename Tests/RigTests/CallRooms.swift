@@ -20,7 +20,10 @@ final class CallRooms {
     private(set) var daemons: [String: DaemonProcess] = [:]
 
     /// `names`: rig rooms ("roomA"...); their ids are the lowercase names.
-    init(_ names: [String]) throws {
+    let ringMs: Int
+
+    init(_ names: [String], ringMs: Int = 500) throws {
+        self.ringMs = ringMs
         dir = try Repo.scratchFolder("calls")
         rooms = try names.map { rig in
             Room(id: rig.lowercased(), rig: rig, signalling: try FreePort.udp(), media: try FreePort.udp(),
@@ -50,7 +53,7 @@ final class CallRooms {
             \(directory)
             \(buttons)
             [calls]
-            ring_ms = 500
+            ring_ms = \(ringMs)
             history_path = "\(dir)/\(id)-history.json"
             state_path = "\(dir)/\(id)-state.json"
             [control]
