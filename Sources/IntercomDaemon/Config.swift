@@ -15,7 +15,8 @@ import Transport
 // ALL DEFAULTS live in the property initializers of the section structs below, and nowhere else:
 // a key missing from the file keeps that value, `DaemonConfig.default` is `DaemonConfig()`,
 // `rendered()` and the error messages read them from there. The allowed values live in
-// `DaemonConfig.schema` (bottom of this file), next to the one-line comment of each key.
+// `DaemonConfig.schema` (bottom of this file) and `callSchema` (ConfigCalls.swift), next to the
+// one-line comment of each key.
 
 /// The whole configuration file: one property per `[section]`.
 public struct DaemonConfig: Sendable, Equatable {
@@ -285,10 +286,10 @@ extension DaemonConfig {
         }
 
         for (sectionName, sectionValue) in root {
-            if readCallTable(sectionName, sectionValue, &config, report) { continue }
-            guard let section = schema.first(where: { $0.name == sectionName }) else {
+            if readCallTables(sectionName, sectionValue, into: &config, present: &present, report: report) { continue }
+            guard let section = sections.first(where: { $0.name == sectionName }) else {
                 if sectionValue.type == .table {
-                    let hint = Spelling.closest(to: sectionName, among: schema.map(\.name))
+                    let hint = Spelling.closest(to: sectionName, among: sections.map(\.name) + tableOfTablesNames)
                     report([sectionName], "unknown section" + (hint.map { " (did you mean [\($0)]?)" } ?? ""))
                 } else {
                     report([sectionName], "unknown key" + didYouMean(sectionName, in: nil))
@@ -309,11 +310,12 @@ extension DaemonConfig {
                     try key.read(value, &config)
                     present.insert(path.joined(separator: "."))
                 } catch {
-                    report(path, error.text)
+                    report(path + (error.entry.map { [$0] } ?? []), error.text)
                 }
             }
         }
 
+        config.applyCallDefaults(present: present)
         for issue in config.ruleIssues(present: present) {
             report(issue.path, issue.problem)
         }
@@ -347,20 +349,18 @@ extension DaemonConfig {
 
             """
         for section in Self.schema {
-            out += "\n# \(section.comment)\n[\(section.name)]\n"
-            for key in section.keys {
-                let rule = key.allowed.isEmpty ? "" : key.allowed + "; "
-                out += "# \(key.comment) (\(rule)default \(key.render(.default)))\n"
-                out += "\(key.name) = \(key.render(self))\n"
-            }
+            out += Self.render(section, of: self)
         }
-        for (id, r) in rooms.sorted(by: { $0.key < $1.key }) {
-            out += "\n[rooms.\(id)]\nname = \(TOMLWrite.string(r.name))\naddress = \(TOMLWrite.string(r.address))\n"
-            out += "signalling_port = \(r.signallingPort)\nmedia_port = \(r.mediaPort)\n"
-            if let may = r.mayCall { out += "may_call = [" + may.map(TOMLWrite.string).joined(separator: ", ") + "]\n" }
-        }
-        for (name, b) in buttons.sorted(by: { $0.key < $1.key }) {
-            out += "\n[buttons.\(name)]\nrooms = [" + b.rooms.map(TOMLWrite.string).joined(separator: ", ") + "]\nlabel = \(TOMLWrite.string(b.label))\n"
+        return out + renderedCalls()
+    }
+
+    /// One section of `rendered()`: its header, and each key under its comment.
+    static func render(_ section: SchemaSection, of config: DaemonConfig) -> String {
+        var out = "\n# \(section.comment)\n[\(section.name)]\n"
+        for key in section.keys {
+            let rule = key.allowed.isEmpty ? "" : key.allowed + "; "
+            out += "# \(key.comment) (\(rule)default \(key.render(.default)))\n"
+            out += "\(key.name) = \(key.render(config))\n"
         }
         return out
     }
@@ -370,7 +370,7 @@ extension DaemonConfig {
     /// another key's value can say so.
     func ruleIssues(present: Set<String>?) -> [(path: [String], problem: String)] {
         var found: [(path: [String], problem: String)] = []
-        for section in Self.schema {
+        for section in Self.sections {
             for key in section.keys {
                 guard var problem = key.check(self) else { continue }
                 let dotted = section.name + "." + key.name
@@ -380,7 +380,7 @@ extension DaemonConfig {
                 found.append(([section.name, key.name], problem))
             }
         }
-        return found + callTableIssues()
+        return found + callIssues(present: present, othersFound: !found.isEmpty)
     }
 
     /// `" (did you mean audio.period_ms?)"` for a close known key, preferring `section`,
@@ -389,7 +389,7 @@ extension DaemonConfig {
         if let section, let hint = Spelling.closest(to: keyName, among: section.keys.map(\.name)) {
             return " (did you mean \(section.name).\(hint)?)"
         }
-        let all = schema.flatMap { s in s.keys.map { (s.name, $0.name) } }
+        let all = sections.flatMap { s in s.keys.map { (s.name, $0.name) } }
         if let hint = Spelling.closest(to: keyName, among: all.map(\.1)),
             let match = all.first(where: { $0.1 == hint })
         {
@@ -564,7 +564,7 @@ extension SchemaKey {
 }
 
 extension DaemonConfig {
-    /// Every section and key, in the order `rendered()` writes them. Defaults are NOT here
+    /// Every section and key without calls, in the order `rendered()` writes them. Defaults are NOT here
     /// (see the section structs); only names, comments and allowed values.
     static let schema: [SchemaSection] = [
         SchemaSection(name: "audio", comment: "Sound devices and timing.", keys: [
@@ -709,7 +709,10 @@ extension DaemonConfig {
                 },
             .bool("drift_correction", \.jitter.driftCorrection, "Follow the remote sound card's clock by resampling"),
         ]),
-    ] + callSchema
+    ]
+
+    /// Every fixed section: `schema`, then the call sections (ConfigCalls.swift).
+    static let sections = schema + callSchema
 }
 
 /// Problem with an IPv4 address in dotted form, or nil.

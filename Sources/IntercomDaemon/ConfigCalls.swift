@@ -1,6 +1,7 @@
 import Calls
 import Control
 import Keys
+import TOMLKit
 
 // Calls: this room, the directory of rooms, the call buttons, how calls behave, the control
 // socket and the keys. Calls are on when `[room] id` is set; without it the file means what it
@@ -209,7 +210,7 @@ extension DaemonConfig {
             .int("answer_timeout_ms", \.calls.answerTimeoutMs, "A call nobody answers is given up after this, ms",
                  .range(CallsSection.answerTimeoutMsRange))
                 .alsoChecking { c in
-                    c.calls.answerTimeoutMs > c.calls.ringMs ? nil
+                    !c.calls.autoAnswer || c.calls.answerTimeoutMs > c.calls.ringMs ? nil
                         : "\(c.calls.answerTimeoutMs) is not more than calls.ring_ms (\(c.calls.ringMs)): calls would be given up before they open"
                 },
             .bool("do_not_disturb", \.calls.doNotDisturb, "Refuse calls at the very first start (afterwards the saved state wins)"),

@@ -7,7 +7,12 @@ import TOMLKit
 /// What is wrong with one value; the caller adds the key and the line.
 struct ValueProblem: Error {
     let text: String
-    init(_ text: String) { self.text = text }
+    /// The entry of a table value that is wrong (`KEY_F1` of `keys.map`), appended to the key.
+    let entry: String?
+    init(_ text: String, at entry: String? = nil) {
+        self.text = text
+        self.entry = entry
+    }
 }
 
 /// Reads typed values out of TOMLKit nodes; failures name the expected and the actual type.
@@ -99,6 +104,15 @@ enum TOMLWrite {
             }
         }
         return out + "\""
+    }
+
+    /// A key: bare when TOML allows it (A-Z, a-z, 0-9, _ and -), else quoted.
+    static func key(_ k: String) -> String {
+        let bare = !k.isEmpty && k.utf8.allSatisfy { b in
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A)
+                || b == UInt8(ascii: "_") || b == UInt8(ascii: "-")
+        }
+        return bare ? k : string(k)
     }
 }
 

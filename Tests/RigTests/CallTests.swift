@@ -58,44 +58,52 @@ final class CallTests: XCTestCase {
     /// not hear each other); C leaves and B and D stay connected; A hangs up and all is idle.
     func testGroupCallEveryCalleeHearsTheCallerCalleesDoNotHearEachOtherAndOneMayLeave() throws {
         try Rig.require()
-        let rooms = try CallRooms(["roomA", "roomB", "roomC", "roomD"])
-        defer { rooms.stopAll() }
-        for id in ["rooma", "roomb", "roomc", "roomd"] { try rooms.start(id) }
-        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc", "roomd"]), "A sees everyone online")
+        try measureWithRetries("1:3 call") { c in
+            let rooms = try CallRooms(["roomA", "roomB", "roomC", "roomD"])
+            defer { rooms.stopAll() }
+            for id in ["rooma", "roomb", "roomc", "roomd"] { try rooms.start(id) }
+            XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc", "roomd"]), "A sees everyone online")
 
-        guard case .success(.callPlaced(_, let to)) = try rooms.control("rooma", .call(button: "all")) else { return XCTFail("call placed") }
-        XCTAssertEqual(Set(to.map(\.value)), ["roomb", "roomc", "roomd"])
-        XCTAssertTrue(rooms.wait(5) { ["rooma", "roomb", "roomc", "roomd"].allSatisfy(rooms.isConnected) }, "everyone connected")
-        let a = rooms.status("rooma")
-        for callee in ["roomb", "roomc", "roomd"] { XCTAssertEqual(rooms.participant(a, callee), .connected, "A sees \(callee) connected") }
+            guard case .success(.callPlaced(_, let to)) = try rooms.control("rooma", .call(button: "all")) else {
+                XCTFail("call placed")
+                return []
+            }
+            XCTAssertEqual(Set(to.map(\.value)), ["roomb", "roomc", "roomd"])
+            XCTAssertTrue(rooms.wait(5) { ["rooma", "roomb", "roomc", "roomd"].allSatisfy(rooms.isConnected) }, "everyone connected")
+            let a = rooms.status("rooma")
+            for callee in ["roomb", "roomc", "roomd"] { XCTAssertEqual(rooms.participant(a, callee), .connected, "A sees \(callee) connected") }
 
-        let earC = try RoomRecorder(room: "roomC", path: "\(rooms.dir)/roomC-A.wav")
-        let earD = try RoomRecorder(room: "roomD", path: "\(rooms.dir)/roomD-A.wav")
-        let ab = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A")
-        earC.stop(); earD.stop()
-        let earC2 = try RoomRecorder(room: "roomC", path: "\(rooms.dir)/roomC-B.wav")
-        let ba = try TalkerProbe(mouth: "roomB", ear: "roomA").run(clipPath: Speech.roomB(), folder: rooms.dir, name: "roomA-B")
-        earC2.stop()
-        let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ab.clipPath, earC.path), (ab.clipPath, earD.path),
-                                     (ba.clipPath, ba.recordingPath), (ba.clipPath, earC2.path)])
-        print("calls 1:3: A → B \(q[0].stoi), A → C \(q[1].stoi), A → D \(q[2].stoi), B → A \(q[3].stoi), B → C \(q[4].stoi)")
-        for (i, who) in ["B", "C", "D"].enumerated() {
-            XCTAssertGreaterThanOrEqual(q[i].stoi, Self.minSTOI, "A is heard in \(who): \(q[i])")
+            let earC = try RoomRecorder(room: "roomC", path: "\(rooms.dir)/roomC-A.wav")
+            let earD = try RoomRecorder(room: "roomD", path: "\(rooms.dir)/roomD-A.wav")
+            let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A"))
+            earC.stop(); earD.stop()
+            let earC2 = try RoomRecorder(room: "roomC", path: "\(rooms.dir)/roomC-B.wav")
+            let ba = try c.probed(TalkerProbe(mouth: "roomB", ear: "roomA").run(clipPath: Speech.roomB(), folder: rooms.dir, name: "roomA-B"))
+            earC2.stop()
+            let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ab.clipPath, earC.path), (ab.clipPath, earD.path),
+                                         (ba.clipPath, ba.recordingPath), (ba.clipPath, earC2.path)])
+            print("calls 1:3: A → B \(q[0].stoi), A → C \(q[1].stoi), A → D \(q[2].stoi), B → A \(q[3].stoi), B → C \(q[4].stoi)")
+            for (i, who) in ["B", "C", "D"].enumerated() {
+                c.check(q[i].stoi >= Self.minSTOI, "A is heard in \(who): \(q[i])")
+            }
+            c.check(q[3].stoi >= Self.minSTOI, "B is heard in A: \(q[3])")
+            XCTAssertLessThan(q[4].stoi, Self.maxSTOIOfOthers, "B is not heard in C: \(q[4])")
+
+            XCTAssertEqual(try rooms.control("roomc", .hangUp), .success(.done))
+            XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomc") && rooms.participant(rooms.status("rooma"), "roomc") == .left }, "C left")
+            XCTAssertTrue(rooms.isConnected("roomb") && rooms.isConnected("roomd") && rooms.isConnected("rooma"), "B and D stay")
+
+            XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+            XCTAssertTrue(rooms.wait(3) { ["rooma", "roomb", "roomc", "roomd"].allSatisfy(rooms.isIdle) }, "the caller's hang-up ends it for all")
+            let daemons = Array(rooms.daemons.values)
+            rooms.stopAll()
+            return daemons
         }
-        XCTAssertGreaterThanOrEqual(q[3].stoi, Self.minSTOI, "B is heard in A: \(q[3])")
-        XCTAssertLessThan(q[4].stoi, Self.maxSTOIOfOthers, "B is not heard in C: \(q[4])")
-
-        XCTAssertEqual(try rooms.control("roomc", .hangUp), .success(.done))
-        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomc") && rooms.participant(rooms.status("rooma"), "roomc") == .left }, "C left")
-        XCTAssertTrue(rooms.isConnected("roomb") && rooms.isConnected("roomd") && rooms.isConnected("rooma"), "B and D stay")
-
-        XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
-        XCTAssertTrue(rooms.wait(3) { ["rooma", "roomb", "roomc", "roomd"].allSatisfy(rooms.isIdle) }, "the caller's hang-up ends it for all")
     }
 
     /// D refuses calls: A's call is declined with the reason, D keeps a missed-call entry; B is in a
     /// call: C's call to B is declined as busy; C is offline: A's call is unavailable, and C gets
-    /// the missed call when it comes back.
+    /// the missed call when it comes back. History and do-not-disturb survive a restart.
     func testDoNotDisturbBusyAndOfflineAreShownToTheCallerAndKeptAsMissed() throws {
         try Rig.require()
         let rooms = try CallRooms(["roomA", "roomB", "roomC", "roomD"])
@@ -131,6 +139,15 @@ final class CallTests: XCTestCase {
         try rooms.start("roomc")
         XCTAssertTrue(rooms.wait(8) { rooms.history("roomc").contains { $0.outcome == .missed && $0.caller.value == "rooma" } },
                       "the missed call reaches C when it is back: \(rooms.history("roomc"))")
+
+        // A's history and D's do-not-disturb survive a restart.
+        let before = rooms.history("rooma")
+        XCTAssertEqual(rooms.stop("rooma"), 0)
+        XCTAssertEqual(rooms.stop("roomd"), 0)
+        try rooms.start("rooma")
+        try rooms.start("roomd")
+        XCTAssertEqual(rooms.history("rooma"), before, "the history is kept across a restart")
+        XCTAssertEqual(rooms.status("roomd")?.doNotDisturb, true, "do-not-disturb is kept across a restart")
     }
 
     /// In a call: A's microphone mute reaches B as silence and B is told; B's speaker mute silences

@@ -30,7 +30,8 @@ extension XCTestCase {
     /// Runs a measurement up to `attempts` (5) times; it passes when one attempt passes all checks.
     /// Only an attempt the machine spoiled is repeated: one where a daemon or the probe had an
     /// xrun, or the hypervisor stole more than `HostSteal.spoilingFraction` of the CPU (on this
-    /// project's shared 2-core machines it steals 20-45 % at times). Any other failure fails at once.
+    /// project's shared 2-core machines it steals 12-45 % at times). Any other failure fails at once.
+    /// When every attempt was spoiled the test is skipped with the figures: not measured.
     /// `daemonXrunsExpected`: the test provokes them itself; then only the probe's spoil an attempt.
     func measureWithRetries(_ name: String, attempts: Int = 5, daemonXrunsExpected: Bool = false,
                             _ body: (Checks) throws -> [DaemonProcess]) throws {
@@ -47,6 +48,11 @@ extension XCTestCase {
             if spoiled && attempt < attempts {
                 print("\(name): attempt \(attempt) spoiled: the machine starved the audio (\(why)); repeating. It failed: \(checks.failures.joined(separator: " | "))")
                 continue
+            }
+            if spoiled {
+                // Every attempt was spoiled: the machine could not run the measurement. Reported as
+                // a skip with its figures (CI's summary counts it), not as a verdict on intercomd.
+                throw XCTSkip("\(name): all \(attempts) attempts spoiled by the machine (last: \(why)); not measured. Last failures: \(checks.failures.joined(separator: " | "))")
             }
             for f in checks.failures { XCTFail("\(name) (attempt \(attempt), \(why)): \(f)") }
             return

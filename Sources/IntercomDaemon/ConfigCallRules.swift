@@ -1,0 +1,160 @@
+import Calls
+import Keys
+
+// Checks of the call configuration that look across keys and tables: the directory, the
+// buttons, the key map and this room. Each issue names the key to fix. Whatever passes here
+// gives `CallSettings` without `problems()` (checked last, as a safety net).
+
+typealias PathIssue = (path: [String], problem: String)
+
+extension DaemonConfig {
+    /// With calls on, this room receives media on its directory `media_port`: a `[network]
+    /// listen_port` that is not in the file follows it.
+    mutating func applyCallDefaults(present: Set<String>) {
+        guard callsEnabled, !present.contains("network.listen_port"), let me = rooms[room.id],
+              (1...65535).contains(me.mediaPort) else { return }
+        network.listenPort = me.mediaPort
+    }
+
+    /// Problems of the call configuration. `present` as in `ruleIssues`; `othersFound`: the
+    /// schema's rules found problems (then the values may not even convert to `CallSettings`).
+    func callIssues(present: Set<String>?, othersFound: Bool) -> [PathIssue] {
+        var out: [PathIssue] = []
+        directoryIssues(&out)
+        buttonIssues(&out)
+        keyMapIssues(&out)
+        guard callsEnabled else {
+            let unused = [(!rooms.isEmpty, "[rooms]"), (!buttons.isEmpty, "[buttons]"),
+                          (!keys.device.isEmpty, "keys.device"), (!keys.map.isEmpty, "[keys.map]")]
+                .filter(\.0).map(\.1)
+            if !unused.isEmpty {
+                out.append((["room", "id"], "is not set, so calls are off and \(unused.joined(separator: ", ")) unused: set it to this terminal's room id"))
+            }
+            return out
+        }
+        thisRoomIssues(present: present, &out)
+        if out.isEmpty, !othersFound {
+            // Safety net: anything the engine would refuse that the checks above let through.
+            out += callSettings().problems().map { (path: ["room", "id"], problem: "the call engine refuses the configuration: \($0)") }
+        }
+        return out
+    }
+
+    private func directoryIssues(_ out: inout [PathIssue]) {
+        var taken: [IPv4Endpoint: String] = [:]  // endpoint → the key that has it
+        for (id, entry) in rooms.sorted(by: { $0.key < $1.key }) {
+            if RoomID(id) == nil { out.append((["rooms", id], "\(TOMLWrite.string(id)) is not a room id (1-32 of a-z, 0-9, - and _)")) }
+            if let p = unicastAddressProblem(entry.address) { out.append((["rooms", id, "address"], p)) }
+            for (key, port) in [("signalling_port", entry.signallingPort), ("media_port", entry.mediaPort)] {
+                guard (1...65535).contains(port) else {
+                    out.append((["rooms", id, key], "\(port) is not in range 1...65535"))
+                    continue
+                }
+                guard let endpoint = entry.endpoint(port: port) else { continue }
+                let dotted = "rooms.\(id).\(key)"
+                if let other = taken[endpoint] {
+                    out.append((["rooms", id, key], "\(endpoint) is also \(other): each socket needs its own address and port"))
+                } else {
+                    taken[endpoint] = dotted
+                }
+            }
+            for target in entry.mayCall ?? [] where rooms[target] == nil {
+                out.append((["rooms", id, "may_call"], "\(TOMLWrite.string(target)) is not a room in [rooms]"))
+            }
+        }
+    }
+
+    /// Whether `caller` may call `callee` by the directory's may_call lists.
+    private func permits(_ caller: String, _ callee: String) -> Bool {
+        guard rooms.values.contains(where: { $0.mayCall != nil }) else { return true }
+        return rooms[caller]?.mayCall?.contains(callee) ?? false
+    }
+
+    private func buttonIssues(_ out: inout [PathIssue]) {
+        for (name, button) in buttons.sorted(by: { $0.key < $1.key }) {
+            if RoomID(name) == nil || name.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) {
+                out.append((["buttons", name], "\(TOMLWrite.string(name)) is not a button name (1-32 of a-z, 0-9, - and _, not only digits: keys.map's call:N is button number N)"))
+            }
+            let path = ["buttons", name, "rooms"]
+            if button.rooms.isEmpty { out.append((path, "is required: 1...\(SignalCodec.maxParticipants) room ids from [rooms]")) }
+            if button.rooms.count > SignalCodec.maxParticipants {
+                out.append((path, "\(button.rooms.count) rooms; a call has at most \(SignalCodec.maxParticipants)"))
+            }
+            var seen: Set<String> = []
+            for target in button.rooms {
+                let quoted = TOMLWrite.string(target)
+                if !seen.insert(target).inserted {
+                    out.append((path, "\(quoted) is listed twice"))
+                } else if rooms[target] == nil {
+                    out.append((path, "\(quoted) is not a room in [rooms]"))
+                } else if target == room.id {
+                    out.append((path, "\(quoted) is this room"))
+                } else if callsEnabled, rooms[room.id] != nil, !permits(room.id, target) {
+                    out.append((path, "\(quoted) may not be called from here (rooms.\(room.id).may_call)"))
+                }
+            }
+        }
+    }
+
+    private func keyMapIssues(_ out: inout [PathIssue]) {
+        // KeyMap.parse stops at its first problem; adding one entry at a time (in its order)
+        // finds each, worded as the daemon's key reader would.
+        var good: [String: String] = [:]
+        for (key, action) in keys.map.sorted(by: { $0.key < $1.key }) {
+            var trial = good
+            trial[key] = action
+            do throws(KeyMapError) {
+                _ = try KeyMap.parse(trial)
+                good = trial
+            } catch {
+                out.append((["keys", "map", key], error.problem))
+                continue
+            }
+            guard callsEnabled, case .callButton(let ref)? = KeyAction(configValue: action) else { continue }
+            let names = buttons.keys.sorted()
+            switch ref {
+            case .name(let name) where buttons[name] == nil:
+                out.append((["keys", "map", key], "\(TOMLWrite.string(action)): there is no [buttons.\(name)]"))
+            case .index(let n) where n > names.count:
+                out.append((["keys", "map", key], "\(TOMLWrite.string(action)): there \(names.count == 1 ? "is 1 button" : "are \(names.count) buttons") (numbered in name order: \(names.joined(separator: ", ")))"))
+            default: break
+            }
+        }
+    }
+
+    private func thisRoomIssues(present: Set<String>?, _ out: inout [PathIssue]) {
+        guard RoomID(room.id) != nil else {
+            out.append((["room", "id"], "\(TOMLWrite.string(room.id)) is not a room id (1-32 of a-z, 0-9, - and _)"))
+            return
+        }
+        guard let me = rooms[room.id] else {
+            out.append((["room", "id"], "\(TOMLWrite.string(room.id)) has no [rooms.\(room.id)] entry"))
+            return
+        }
+        if network.listenPort != me.mediaPort, (1...65535).contains(me.mediaPort) {
+            let mediaKey = "rooms.\(room.id).media_port"
+            let mediaDefault = present.map { !$0.contains(mediaKey) } == true ? ", its default" : ""
+            out.append((["network", "listen_port"], "\(network.listenPort) differs from \(mediaKey) (\(me.mediaPort)\(mediaDefault)): with calls on, this room receives media on its media_port; remove listen_port or make them equal"))
+        }
+        if !network.peers.isEmpty {
+            out.append((["network", "peers"], "must be empty with calls on: the calls decide where this room's voice goes"))
+        }
+        if calls.callerVoice == "multicast", let group = parseIPv4Endpoint(calls.multicastGroup), group.isMulticast {
+            // Callees receive the group on their media socket, so its port must be theirs.
+            for (id, entry) in rooms.sorted(by: { $0.key < $1.key })
+            where id != room.id && permits(room.id, id) && entry.mediaPort != Int(group.port) {
+                out.append((["calls", "multicast_group"], "port \(group.port) is not rooms.\(id).media_port (\(entry.mediaPort)): callees receive the group on their media port"))
+            }
+        }
+    }
+}
+
+/// Problem with the address of a room's terminal, or nil.
+private func unicastAddressProblem(_ text: String) -> String? {
+    if text.isEmpty { return "is required: the IPv4 address of the room's terminal" }
+    guard let a = parseIPv4(text) else { return "\(TOMLWrite.string(text)) is not an IPv4 address (a.b.c.d)" }
+    if a == 0 || a == .max || a >> 28 == 0xE {
+        return "\(TOMLWrite.string(text)) is not the address of a terminal (a unicast address)"
+    }
+    return nil
+}

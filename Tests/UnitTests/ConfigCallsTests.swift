@@ -1,0 +1,325 @@
+import Calls
+import Control
+import Foundation
+import Keys
+import XCTest
+
+@testable import IntercomDaemon
+
+final class ConfigCallsTests: XCTestCase {
+    /// Three rooms; this terminal is the reception.
+    private let practice = """
+        [room]
+        id = "empfang"
+
+        [rooms.empfang]
+        name = "Empfang"
+        address = "192.168.10.11"
+
+        [rooms.beh1]
+        address = "192.168.10.12"
+        signalling_port = 6070
+        media_port = 6004
+
+        [rooms.beh2]
+        name = "Behandlung 2"
+        address = "192.168.10.13"
+
+        [buttons.alle]
+        rooms = ["beh1", "beh2"]
+        label = "Alle Behandlungsräume"
+
+        [buttons.beh1]
+        rooms = ["beh1"]
+
+        [calls]
+        auto_answer = false
+        ring_ms = 800
+        answer_timeout_ms = 20000
+        do_not_disturb = true
+
+        [control]
+        socket = "/run/test/control.sock"
+        mode = "0640"
+        group = "staff"
+
+        [keys]
+        device = "/dev/input/event3"
+        debounce_ms = 40
+        [keys.map]
+        KEY_F1 = "call:alle"
+        KEY_F2 = "call:2"
+        KEY_ESC = "hang_up"
+
+        """
+
+    private func endpoint(_ text: String) -> IPv4Endpoint { IPv4Endpoint(text)! }
+
+    /// The issues `parse` reports for `text`; fails the test if it parses.
+    private func issues(_ text: String, file: StaticString = #filePath, line: UInt = #line) -> [ConfigIssue] {
+        do {
+            let config = try DaemonConfig.parse(text, source: "room.toml")
+            XCTFail("expected an error, parsed \(config)", file: file, line: line)
+        } catch let error as ConfigError {
+            return error.issues
+        } catch {
+            XCTFail("unexpected error \(error)", file: file, line: line)
+        }
+        return []
+    }
+
+    /// Asserts `text` gives exactly one issue, at `key`, whose problem contains `words`.
+    private func assertIssue(_ text: String, key: String, _ words: String, line expectedLine: Int? = nil,
+                             file: StaticString = #filePath, line: UInt = #line) {
+        let found = issues(text, file: file, line: line)
+        XCTAssertEqual(found.count, 1, "issues: \(found)", file: file, line: line)
+        guard let issue = found.first else { return }
+        XCTAssertEqual(issue.key, key, "\(issue)", file: file, line: line)
+        XCTAssertTrue(issue.problem.contains(words), "\(issue)", file: file, line: line)
+        if let expectedLine { XCTAssertEqual(issue.line, expectedLine, "\(issue)", file: file, line: line) }
+    }
+
+    // MARK: Valid configurations
+
+    func testPracticeGivesCallSettings() throws {
+        let config = try DaemonConfig.parse(practice)
+        XCTAssertTrue(config.callsEnabled)
+        let s = config.callSettings()
+        XCTAssertEqual(s.problems(), [])
+
+        let empfang = RoomID("empfang")!, beh1 = RoomID("beh1")!, beh2 = RoomID("beh2")!
+        var expected = CallSettings(room: empfang, directory: [
+            empfang: DirectoryEntry(name: "Empfang", signalling: endpoint("192.168.10.11:5070")),
+            beh1: DirectoryEntry(name: "beh1", signalling: endpoint("192.168.10.12:6070")),
+            beh2: DirectoryEntry(name: "Behandlung 2", signalling: endpoint("192.168.10.13:5070")),
+        ], media: endpoint("192.168.10.11:5004"))
+        expected.buttons = ["alle": [beh1, beh2], "beh1": [beh1]]
+        expected.permissions = .everyone
+        expected.autoAnswer = false
+        expected.doNotDisturb = true
+        expected.callerVoice = .unicast
+        expected.timing.ringTime = 0.8
+        expected.timing.answerTimeout = 20
+        XCTAssertEqual(s, expected)
+
+        XCTAssertEqual(config.buttons["alle"]?.label, "Alle Behandlungsräume")
+        XCTAssertEqual(config.mediaEndpoint(of: "beh1"), endpoint("192.168.10.12:6004"))
+        XCTAssertEqual(config.mediaEndpoint(of: "beh2"), endpoint("192.168.10.13:5004"))
+        XCTAssertNil(config.mediaEndpoint(of: "labor"))
+        XCTAssertEqual(config.network.listenPort, 5004, "listen_port follows this room's media_port")
+    }
+
+    func testControlAndKeys() throws {
+        let config = try DaemonConfig.parse(practice)
+        let control = config.controlSettings()
+        XCTAssertEqual(control.socketPath, "/run/test/control.sock")
+        XCTAssertEqual(control.mode, 0o640)
+        XCTAssertEqual(control.group, "staff")
+        XCTAssertEqual(control.maxClients, ControlSettings().maxClients)
+
+        XCTAssertEqual(config.keys.device, "/dev/input/event3")
+        XCTAssertEqual(config.keys.debounceMs, 40)
+        XCTAssertEqual(config.keys.map, ["KEY_F1": "call:alle", "KEY_F2": "call:2", "KEY_ESC": "hang_up"])
+        XCTAssertEqual(config.keyMap(), KeyMap([59: .callButton(.name("alle")), 60: .callButton(.index(2)), 1: .hangUp]))
+
+        let defaults = try DaemonConfig.parse("[room]\nid = \"a\"\n[rooms.a]\naddress = \"10.0.0.1\"\n")
+        XCTAssertEqual(defaults.controlSettings(), ControlSettings())
+        XCTAssertEqual(defaults.keys, KeysSection())
+        XCTAssertEqual(defaults.keyMap(), KeyMap())
+    }
+
+    func testMayCallMakesEveryRoomRestricted() throws {
+        let text = practice.replacingOccurrences(of: "name = \"Empfang\"\n", with: "name = \"Empfang\"\nmay_call = [\"beh1\", \"beh2\"]\n")
+            .replacingOccurrences(of: "media_port = 6004\n", with: "media_port = 6004\nmay_call = [\"empfang\"]\n")
+        let s = try DaemonConfig.parse(text).callSettings()
+        let empfang = RoomID("empfang")!, beh1 = RoomID("beh1")!, beh2 = RoomID("beh2")!
+        XCTAssertEqual(s.permissions, .only([empfang: [beh1, beh2], beh1: [empfang]]))
+        XCTAssertTrue(s.permissions.allows(caller: empfang, callee: beh2))
+        XCTAssertFalse(s.permissions.allows(caller: beh2, callee: empfang), "no may_call: calls nobody")
+        XCTAssertFalse(s.permissions.allows(caller: beh1, callee: beh2))
+    }
+
+    func testMulticastCallerVoice() throws {
+        let text = practice.replacingOccurrences(of: "do_not_disturb = true\n", with: """
+            caller_voice = "multicast"
+            multicast_group = "239.1.2.3:5004"
+
+            """).replacingOccurrences(of: "media_port = 6004\n", with: "")
+        let s = try DaemonConfig.parse(text).callSettings()
+        XCTAssertEqual(s.callerVoice, .multicast(group: endpoint("239.1.2.3:5004")))
+    }
+
+    func testCallsOffWithoutRoom() throws {
+        let config = try DaemonConfig.parse("[audio]\nperiod_ms = 5\n")
+        XCTAssertFalse(config.callsEnabled)
+        XCTAssertEqual(config.room, RoomSection())
+        XCTAssertEqual(config.rooms, [:])
+        XCTAssertEqual(config.buttons, [:])
+        XCTAssertEqual(config.calls, CallsSection())
+        XCTAssertEqual(config.network.listenPort, 5004)
+        XCTAssertFalse(DaemonConfig.default.rendered().contains("[room]"), "a file without calls renders as before")
+        // An empty id is calls off too, with every other call section allowed at its values.
+        XCTAssertFalse(try DaemonConfig.parse("[room]\nid = \"\"\n[calls]\nring_ms = 100\n").callsEnabled)
+    }
+
+    func testExplicitListenPortEqualToMediaPort() throws {
+        let config = try DaemonConfig.parse(practice + "[network]\nlisten_port = 5004\n")
+        XCTAssertEqual(config.network.listenPort, 5004)
+        XCTAssertNoThrow(try config.validate())
+    }
+
+    // MARK: Errors name their key
+
+    func testDirectoryErrors() {
+        assertIssue(practice.replacingOccurrences(of: "\"192.168.10.12\"", with: "\"1.2.3\""),
+                    key: "rooms.beh1.address", "\"1.2.3\" is not an IPv4 address", line: 9)
+        assertIssue(practice.replacingOccurrences(of: "\"192.168.10.12\"", with: "\"239.0.0.1\""),
+                    key: "rooms.beh1.address", "not the address of a terminal")
+        assertIssue(practice.replacingOccurrences(of: "address = \"192.168.10.13\"\n", with: ""),
+                    key: "rooms.beh2.address", "is required", line: 13)
+        assertIssue(practice.replacingOccurrences(of: "media_port = 6004", with: "media_port = 70000"),
+                    key: "rooms.beh1.media_port", "70000 is not in range 1...65535")
+        assertIssue(practice.replacingOccurrences(of: "signalling_port = 6070", with: "adress = \"x\""),
+                    key: "rooms.beh1.adress", "unknown key (did you mean rooms.beh1.address?)", line: 10)
+        assertIssue(practice.replacingOccurrences(of: "signalling_port = 6070", with: "signalling_port = \"6070\""),
+                    key: "rooms.beh1.signalling_port", "expected an integer")
+        assertIssue(practice.replacingOccurrences(of: "name = \"Empfang\"\n", with: "name = \"Empfang\"\nmay_call = [\"beh1\", \"beh2\", \"labor\"]\n"),
+                    key: "rooms.empfang.may_call", "\"labor\" is not a room in [rooms]")
+        assertIssue(practice.replacingOccurrences(of: "signalling_port = 6070\nmedia_port = 6004", with: "signalling_port = 5004"),
+                    key: "rooms.beh1.media_port", "192.168.10.12:5004 is also rooms.beh1.signalling_port")
+        assertIssue(practice + "[rooms.Labor]\naddress = \"192.168.10.14\"\n",
+                    key: "rooms.Labor", "\"Labor\" is not a room id")
+        assertIssue(practice + "[rooms]\nlabor = \"192.168.10.14\"\n",
+                    key: "rooms.labor", "expected a table")
+    }
+
+    func testThisRoomErrors() {
+        assertIssue(practice.replacingOccurrences(of: "id = \"empfang\"", with: "id = \"foo\""),
+                    key: "room.id", "\"foo\" has no [rooms.foo] entry", line: 2)
+        assertIssue(practice.replacingOccurrences(of: "id = \"empfang\"", with: "id = \"Empfang\""),
+                    key: "room.id", "\"Empfang\" is not a room id")
+        assertIssue(practice + "[network]\nlisten_port = 6000\n",
+                    key: "network.listen_port", "6000 differs from rooms.empfang.media_port (5004, its default)")
+        assertIssue(practice + "[network]\npeers = [\"192.168.10.12:5004\"]\n",
+                    key: "network.peers", "must be empty with calls on")
+        assertIssue("[rooms.a]\naddress = \"10.0.0.1\"\n[keys]\ndevice = \"/dev/input/event0\"\n",
+                    key: "room.id", "calls are off and [rooms], keys.device unused")
+    }
+
+    func testButtonErrors() {
+        assertIssue(practice.replacingOccurrences(of: "rooms = [\"beh1\", \"beh2\"]", with: "rooms = [\"beh1\", \"x\"]"),
+                    key: "buttons.alle.rooms", "\"x\" is not a room in [rooms]", line: 18)
+        assertIssue(practice.replacingOccurrences(of: "rooms = [\"beh1\", \"beh2\"]", with: "rooms = []"),
+                    key: "buttons.alle.rooms", "is required")
+        assertIssue(practice.replacingOccurrences(of: "rooms = [\"beh1\", \"beh2\"]", with: "rooms = [\"beh1\", \"beh1\"]"),
+                    key: "buttons.alle.rooms", "\"beh1\" is listed twice")
+        assertIssue(practice.replacingOccurrences(of: "rooms = [\"beh1\", \"beh2\"]", with: "rooms = [\"beh1\", \"empfang\"]"),
+                    key: "buttons.alle.rooms", "\"empfang\" is this room")
+        assertIssue(practice.replacingOccurrences(of: "label = \"Alle", with: "lable = \"Alle"),
+                    key: "buttons.alle.lable", "unknown key (did you mean buttons.alle.label?)")
+        assertIssue(practice + "[buttons.7]\nrooms = [\"beh1\"]\n", key: "buttons.7", "not only digits")
+        let seventeen = (1...17).map { "[rooms.r\($0)]\naddress = \"10.0.1.\($0)\"\n" }.joined()
+        assertIssue(practice + seventeen + "[buttons.many]\nrooms = [\((1...17).map { "\"r\($0)\"" }.joined(separator: ", "))]\n",
+                    key: "buttons.many.rooms", "17 rooms; a call has at most 16")
+        assertIssue(practice.replacingOccurrences(of: "name = \"Empfang\"\n", with: "name = \"Empfang\"\nmay_call = [\"beh1\"]\n"),
+                    key: "buttons.alle.rooms", "\"beh2\" may not be called from here (rooms.empfang.may_call)")
+        assertIssue("[button.alle]\nrooms = [\"a\"]\n", key: "button", "unknown section (did you mean [buttons]?)")
+    }
+
+    func testCallsControlAndKeysErrors() {
+        let calls = { (line: String) in self.practice.replacingOccurrences(of: "do_not_disturb = true\n", with: line + "\n") }
+        assertIssue(calls("caller_voice = \"multicast\""), key: "calls.multicast_group",
+                    "is required when calls.caller_voice is \"multicast\"")
+        assertIssue(calls("caller_voice = \"multicast\"\nmulticast_group = \"10.1.2.3:5004\""),
+                    key: "calls.multicast_group", "is not a multicast address")
+        assertIssue(calls("caller_voice = \"multicast\"\nmulticast_group = \"239.1.2.3:5004\""),
+                    key: "calls.multicast_group", "port 5004 is not rooms.beh1.media_port (6004)")
+        assertIssue(calls("caller_voice = \"broadcast\""), key: "calls.caller_voice", "is not one of unicast, multicast")
+        assertIssue(practice.replacingOccurrences(of: "auto_answer = false", with: "auto_answer = true")
+                        .replacingOccurrences(of: "answer_timeout_ms = 20000", with: "answer_timeout_ms = 1000")
+                        .replacingOccurrences(of: "ring_ms = 800", with: "ring_ms = 1000"),
+                    key: "calls.answer_timeout_ms", "not more than calls.ring_ms")
+        assertIssue(calls("history_limit = 0"), key: "calls.history_limit", "0 is not in range 1...100000")
+        assertIssue(practice.replacingOccurrences(of: "mode = \"0640\"", with: "mode = \"0999\""),
+                    key: "control.mode", "\"0999\" is not an octal mode")
+        assertIssue(practice.replacingOccurrences(of: "mode = \"0640\"", with: "mode = 640"),
+                    key: "control.mode", "expected an octal string such as \"0660\", got an integer (640)")
+        assertIssue(practice.replacingOccurrences(of: "/run/test/control.sock", with: "/" + String(repeating: "s", count: 120)),
+                    key: "control.socket", "121 bytes; a Unix socket path has 1...107")
+        assertIssue(practice.replacingOccurrences(of: "debounce_ms = 40", with: "debounce_ms = -1"),
+                    key: "keys.debounce_ms", "-1 is not in range 0...1000")
+    }
+
+    func testKeyMapErrorsNameTheirEntry() {
+        let map = { (entries: String) in
+            self.practice.replacingOccurrences(of: "KEY_F1 = \"call:alle\"\nKEY_F2 = \"call:2\"\nKEY_ESC = \"hang_up\"\n", with: entries)
+        }
+        assertIssue(map("KEY_F99 = \"hang_up\"\n"), key: "keys.map.KEY_F99", "not a key code", line: 39)
+        assertIssue(map("KEY_F1 = \"dial\"\n"), key: "keys.map.KEY_F1", "\"dial\" is not an action")
+        assertIssue(map("KEY_F1 = \"hang_up\"\n59 = \"toggle_dnd\"\n"), key: "keys.map.KEY_F1",
+                    "code 59 is already mapped by \"59\"")
+        assertIssue(map("KEY_F1 = \"call:labor\"\n"), key: "keys.map.KEY_F1", "\"call:labor\": there is no [buttons.labor]")
+        assertIssue(map("KEY_F1 = \"call:3\"\n"), key: "keys.map.KEY_F1", "there are 2 buttons (numbered in name order: alle, beh1)")
+        assertIssue(map("KEY_F1 = 3\n"), key: "keys.map.KEY_F1", "expected a string")
+        assertIssue(map("").replacingOccurrences(of: "[keys.map]", with: "map = 3"), key: "keys.map", "expected a table")
+
+        // Every bad entry is reported, not only the first.
+        let found = issues(map("KEY_F1 = \"dial\"\nKEY_F2 = \"ring\"\n"))
+        XCTAssertEqual(found.map(\.key), ["keys.map.KEY_F1", "keys.map.KEY_F2"])
+    }
+
+    func testValidateChecksCodeBuiltConfiguration() throws {
+        var c = DaemonConfig()
+        c.room.id = "a"
+        c.rooms = ["a": RoomEntry(address: "10.0.0.1", mediaPort: 6000), "b": RoomEntry(address: "10.0.0.2")]
+        c.buttons = ["b": ButtonEntry(rooms: ["b"])]
+        XCTAssertThrowsError(try c.validate()) { error in
+            XCTAssertEqual((error as? ConfigError)?.issues.map(\.key), ["network.listen_port"])
+        }
+        c.network.listenPort = 6000
+        XCTAssertNoThrow(try c.validate())
+        XCTAssertEqual(c.callSettings().media, endpoint("10.0.0.1:6000"))
+    }
+
+    // MARK: Rendering and the example
+
+    func testRenderedCallsRoundTrip() throws {
+        let config = try DaemonConfig.parse(practice.replacingOccurrences(
+            of: "media_port = 6004\n", with: "media_port = 6004\nmay_call = [\"empfang\"]\n")
+            .replacingOccurrences(of: "name = \"Empfang\"\n", with: "name = \"Empfang\"\nmay_call = [\"beh1\", \"beh2\"]\n"))
+        let text = config.rendered()
+        XCTAssertEqual(try DaemonConfig.parse(text, source: "rendered"), config)
+        XCTAssertTrue(text.contains("\n[rooms.beh1]\n"), text)
+        XCTAssertTrue(text.contains("\n[buttons.alle]\n"), text)
+        XCTAssertTrue(text.contains("\nmode = \"0640\"\n"), text)
+
+        let locator = KeyLocator(text)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        for section in DaemonConfig.callSchema {
+            for key in section.keys {
+                let path = [section.name, key.name]
+                guard let line = locator.line(of: path), locator.defines(path) else {
+                    XCTFail("rendered() lacks \(section.name).\(key.name)")
+                    continue
+                }
+                XCTAssertTrue(lines[line - 2].hasPrefix("# "), "no comment above \(section.name).\(key.name)")
+            }
+        }
+    }
+
+    func testExampleDocumentsEveryCallKey() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("config/intercomd.example.toml").path
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        XCTAssertFalse(try DaemonConfig.parse(text).callsEnabled)
+        let locator = KeyLocator(text)
+        for section in DaemonConfig.callSchema {
+            for key in section.keys {
+                XCTAssertTrue(locator.defines([section.name, key.name]), "example lacks \(section.name).\(key.name)")
+            }
+        }
+        for key in RoomEntry.keyNames + ButtonEntry.keyNames {
+            XCTAssertTrue(text.contains("#   \(key) = "), "example lacks an example of \(key)")
+        }
+    }
+}
