@@ -195,9 +195,17 @@ final class CallTests: XCTestCase {
             try? c.sendLine(i % 2 == 0 ? "{\"id\": \(i), \"cmd\": \"warp\"}" : String(repeating: "\u{7}garbage{[", count: 50))
             abusers.append(c)
         }
-        let heard = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A-abused")
+        // Repeated (at most 3 times) only when the hypervisor stole CPU during a failing attempt.
+        var q = try Quality.measure(reference: Speech.roomA(), recording: Speech.roomA())
+        for attempt in 1...3 {
+            let steal = HostSteal()
+            let heard = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A-abused-\(attempt)")
+            q = try Quality.measure(reference: heard.clipPath, recording: heard.recordingPath)
+            let stolen = steal.fraction
+            if q.stoi >= Self.minSTOI || stolen <= HostSteal.spoilingFraction || attempt == 3 { break }
+            print("calls: garbage clients attempt \(attempt) spoiled (host steal \(Int(stolen * 100)) %): \(q)")
+        }
         for c in abusers { c.close() }
-        let q = try Quality.measure(reference: heard.clipPath, recording: heard.recordingPath)
         print("calls: muted \(mutedLevel) dBFS, speaker muted \(deafLevel) dBFS, with \(abusers.count) garbage clients \(q)")
         XCTAssertGreaterThanOrEqual(q.stoi, Self.minSTOI, "the call is unharmed by garbage clients: \(q)")
         XCTAssertTrue(rooms.isConnected("rooma") && rooms.isConnected("roomb"))

@@ -164,6 +164,24 @@ final class NetworkReceiveTests: XCTestCase {
     /// Two rooms talk at once to this one: both are decoded and mixed; when one stops, its stream is
     /// evicted after the timeout and the other plays on. Real sockets, real Opus, the real loop.
     func testTwoSendersAreMixedAndASilentOneIsEvicted() throws {
+        // Real threads pace in real time: an attempt during which the hypervisor stole CPU from
+        // this VM and that failed is repeated (at most 3 attempts; the steal is printed).
+        for attempt in 1...3 {
+            let steal = HostSteal()
+            let failures = try mixTwoSenders()
+            let stolen = steal.fraction
+            if failures.isEmpty { return }
+            if stolen > HostSteal.spoilingFraction && attempt < 3 {
+                print("two senders: attempt \(attempt) spoiled (host steal \(Int(stolen * 100)) %): \(failures)")
+                continue
+            }
+            for f in failures { XCTFail("\(f) (host steal \(Int(stolen * 100)) %)") }
+            return
+        }
+    }
+
+    /// One run of the two-senders scenario; returns the failed checks.
+    private func mixTwoSenders() throws -> [String] {
         let streams = try makeStreams(4)
         let table = StreamTable(streams: streams, idleTimeoutNanos: 300_000_000)
         let socket = try UDPSocket(bind: .loopback(port: 0))
@@ -228,12 +246,15 @@ final class NetworkReceiveTests: XCTestCase {
             return "played \(j.played.load) dropped \(j.dropped.load) (quiet \(j.droppedQuiet.load)) inserted \(j.inserted.load) underruns \(j.underruns.load) late \(j.late.load) lost \(j.lost.load) target \(j.targetDelayMs.load)"
         }.joined(separator: "; ")
         print("streams: \(stats)")
-        XCTAssertGreaterThan(level(both, 440), -18, "the first room is heard")
-        XCTAssertGreaterThan(level(both, 1000), -18, "the second room is heard at the same time")
-        XCTAssertGreaterThan(level(one, 440), -18, "the first room plays on")
-        XCTAssertLessThan(level(one, 1000), -50, "the second room is gone")
-        XCTAssertEqual(table.started.load, 2)
-        XCTAssertEqual(table.evicted.load, 1, "the silent stream left the mix after the timeout")
+        var failures: [String] = []
+        func check(_ ok: Bool, _ what: String) { if !ok { failures.append(what) } }
+        check(level(both, 440) > -18, "the first room is heard: \(level(both, 440)) dB")
+        check(level(both, 1000) > -18, "the second room is heard at the same time: \(level(both, 1000)) dB")
+        check(level(one, 440) > -18, "the first room plays on: \(level(one, 440)) dB")
+        check(level(one, 1000) < -50, "the second room is gone: \(level(one, 1000)) dB")
+        check(table.started.load == 2, "2 streams started, not \(table.started.load)")
+        check(table.evicted.load == 1, "the silent stream left the mix after the timeout (evicted \(table.evicted.load))")
+        return failures
     }
 
     /// Both ends keep real-time pace by absolute deadlines, as sound cards do (a relative sleep
