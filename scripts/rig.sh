@@ -15,7 +15,7 @@ set -euo pipefail
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO_ROOT=$(cd "$SCRIPT_DIR/.." && pwd -P)
 readonly SCRIPT_DIR REPO_ROOT
-readonly DEFAULT_ROOMS=roomA,roomB,roomC,roomD
+readonly DEFAULT_ROOMS=roomA,roomB,roomC,roomD,roomE
 readonly RATE=48000
 # Total time `up` may spend waiting for paced capture before it gives up.
 readonly READY_TIMEOUT_S=${INTERCOM_RIG_READY_TIMEOUT:-20}
@@ -39,7 +39,7 @@ Commands:
   env    [--dir DIR]                    print the client environment (eval "$(scripts/rig.sh env)")
   status [--dir DIR]                    say whether the rig runs; list its sinks (exit 1 if not running)
 
-Defaults: DIR = $INTERCOM_RIG_DIR or <repo>/.rig; rooms = roomA,roomB,roomC,roomD.
+Defaults: DIR = $INTERCOM_RIG_DIR or <repo>/.rig; rooms = roomA,roomB,roomC,roomD,roomE.
 ALSA devices per room R: "R" (playback = R's speaker, capture = R's microphone, which
 hears R's air, i.e. the echo) and "R_air" (playback only, for test talkers).
 Client environment (DIR/env): ALSA_CONFIG_PATH, PULSE_SERVER, PULSE_CLIENTCONFIG,

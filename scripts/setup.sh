@@ -9,6 +9,7 @@ PACKAGES=(
     pulseaudio pulseaudio-utils                  # the virtual audio rig (null sinks as rooms)
     espeak-ng sox                                # speech clips and level measurements for tests
     gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good  # an RTP/Opus peer nobody here wrote
+    iproute2                                     # network namespaces: one host per room in the multicast calls test
     pkg-config
     python3-venv python3-dev gcc                 # .venv for speech quality measures (pesq builds a C extension)
 )

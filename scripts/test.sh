@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Runs every test: the rig's self-test, then all Swift tests (unit tests and the tests on the
 # real ALSA path) inside a private virtual audio rig that is torn down even when tests fail.
+#
+# Tests and the intercomd they start are built optimized (-c release, with -enable-testing for
+# @testable imports) in their own build folder: the rig tests run up to five daemons, a sound
+# server and the talker probe on two cores, and a debug build costs the audio threads headroom
+# that a shared machine does not always have. `swift test` (debug) works as usual for development.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
-swift build --build-tests 2>&1 | grep -v "^\[" || true
-swift build --build-tests >/dev/null   # fail here, with the compiler's output above, if it does not build
+BUILD=(-c release -Xswiftc -enable-testing --scratch-path .build-tests)
+swift build "${BUILD[@]}" --build-tests 2>&1 | grep -v "^\[" || true
+swift build "${BUILD[@]}" --build-tests >/dev/null   # fail here, with the compiler's output above, if it does not build
 
 # Let the build's writes reach the disk before real-time tests start.
 sync
 bash scripts/rig-selftest.sh
 # All tests are XCTest; without Swift Testing the run closes on the XCTest summary.
-bash scripts/rig.sh run --dir "$PWD/.rig-test" -- swift test --skip-build --disable-swift-testing
+bash scripts/rig.sh run --dir "$PWD/.rig-test" -- swift test "${BUILD[@]}" --skip-build --disable-swift-testing "$@"

@@ -145,6 +145,10 @@ extension DaemonConfig {
             where id != room.id && permits(room.id, id) && entry.mediaPort != Int(group.port) {
                 out.append((["calls", "multicast_group"], "port \(group.port) is not rooms.\(id).media_port (\(entry.mediaPort)): callees receive the group on their media port"))
             }
+            // Linux delivers a group's datagrams only to sockets bound to the wildcard (or the group).
+            if network.bindAddress != "0.0.0.0" {
+                out.append((["network", "bind_address"], "\(TOMLWrite.string(network.bindAddress)) must be \"0.0.0.0\" with calls.caller_voice = \"multicast\": a socket bound to one address does not receive the group"))
+            }
         }
     }
 }

@@ -69,11 +69,11 @@ public final class Daemon: @unchecked Sendable {
         // copies frames to a second ring when they are to be recorded), else local mode, which
         // always drains it so that a full ring is never mistaken for a lost frame.
         let l = config.local
-        var recorded = engine.microphone
+        var recorded: SampleRing? = engine.microphone
         if let network {
             let tee = l.recordWav.map { _ in SampleRing(minimumCapacity: frame * 32) }
             try network.open(engine: engine, tee: tee)
-            recorded = tee ?? SampleRing(minimumCapacity: frame)
+            recorded = tee
         }
         if let chime, let loop = network?.loop {
             calls = try CallsSide(config: config, routes: loop, mixer: mixer, chime: chime, logger: logger)

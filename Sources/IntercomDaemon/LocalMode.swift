@@ -10,21 +10,26 @@ public final class LocalMode: @unchecked Sendable {
     // @unchecked: all mutable state belongs to the worker thread; stop() uses an atomic flag.
     private let farEnd: [Int16]?
     private let farEndRing: SampleRing?
-    private let microphone: SampleRing
+    private let microphone: SampleRing?
     private let rawMicrophone: SampleRing?
     private let processedWriter: WAVStreamWriter?
     private let rawWriter: WAVStreamWriter?
     private let frame: Int
+    /// How long the worker sleeps between rounds: one frame, well inside the rings' capacity
+    /// (8 frames far end, 32 microphone) and 5× fewer wake-ups than a fixed 2 ms.
+    private let roundMicroseconds: UInt32
     private let stopping = Flag(false)
     private let done = DispatchSemaphore(value: 0)
     private var position = 0
     public let framesRecorded = Counter()
 
     /// - Parameter farEndRing: the mixer input the far-end WAV is fed into (nil: none).
-    /// - Parameter microphone: the ring of processed microphone frames this mode drains (and records).
+    /// - Parameter microphone: the ring of processed microphone frames this mode drains (and records);
+    ///   nil when another thread reads it and nothing is recorded.
     public init(farEndPath: String?, farEndRing: SampleRing?, recordPath: String?, rawPath: String?,
-                microphone: SampleRing, engine: AudioEngine, sampleRate: Int) throws {
+                microphone: SampleRing?, engine: AudioEngine, sampleRate: Int) throws {
         frame = engine.frameSize
+        roundMicroseconds = UInt32(max(1_000, engine.frameSize * 1_000_000 / sampleRate))
         self.microphone = microphone
         rawMicrophone = engine.rawMicrophone
         self.farEndRing = farEndRing
@@ -43,7 +48,11 @@ public final class LocalMode: @unchecked Sendable {
         rawWriter = try rawPath.map { try WAVStreamWriter(path: $0, sampleRate: sampleRate, channels: 1) }
     }
 
+    /// True when there is nothing to feed, drain or record: no thread is started then.
+    public var isIdle: Bool { farEnd == nil && microphone == nil && rawMicrophone == nil }
+
     public func start() {
+        guard !isIdle else { return }
         let t = Thread { [self] in
             pump()
             done.signal()
@@ -54,8 +63,10 @@ public final class LocalMode: @unchecked Sendable {
 
     /// Stops the worker and finishes the WAV files.
     public func stop() throws {
-        stopping.set(true)
-        done.wait()
+        if !isIdle {
+            stopping.set(true)
+            done.wait()
+        }
         try processedWriter?.close()
         try rawWriter?.close()
     }
@@ -65,11 +76,11 @@ public final class LocalMode: @unchecked Sendable {
         defer { buffer.deallocate() }
         while !stopping.isSet {
             feedFarEnd()
-            drain(microphone, into: processedWriter, buffer, counting: true)
+            if let microphone { drain(microphone, into: processedWriter, buffer, counting: true) }
             if let raw = rawMicrophone { drain(raw, into: rawWriter, buffer, counting: false) }
-            usleep(2_000)
+            usleep(roundMicroseconds)
         }
-        drain(microphone, into: processedWriter, buffer, counting: true)
+        if let microphone { drain(microphone, into: processedWriter, buffer, counting: true) }
         if let raw = rawMicrophone { drain(raw, into: rawWriter, buffer, counting: false) }
     }
 

@@ -46,7 +46,9 @@ final class NetworkMedia: @unchecked Sendable {
         let bind = UDPEndpoint("\(n.bindAddress):\(n.listenPort)")!
         let socket = try UDPSocket(bind: bind, reuse: !groups.isEmpty)
         try socket.setDSCP(UInt8(n.dscp))
-        if peers.contains(where: \.isMulticast) || !groups.isEmpty {
+        // A caller with caller_voice = "multicast" sends to the group (interface, TTL, loopback as configured).
+        let callsMulticast = config.callsEnabled && config.calls.callerVoice == "multicast"
+        if peers.contains(where: \.isMulticast) || !groups.isEmpty || callsMulticast {
             try socket.configureMulticastSending(interface: interface, ttl: UInt8(n.multicastTtl), loopback: n.multicastLoopback)
         }
         for g in groups { try socket.joinMulticast(group: g.address, interface: interface) }

@@ -4,12 +4,14 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Rooms with calls on: one intercomd per rig room, all on this host (127.0.0.1), each with its
-/// own signalling and media ports, control socket, history and state files.
+/// Rooms with calls on: one intercomd per rig room, each with its own control socket, history and
+/// state files. By default all on this host (127.0.0.1), each with its own signalling and media
+/// ports; with a `NetLab`, each on its own address with the default ports, as installed.
 final class CallRooms {
     struct Room {
         let id: String
         let rig: String
+        let address: String
         let signalling: Int
         let media: Int
         let socket: String
@@ -21,24 +23,30 @@ final class CallRooms {
 
     /// `names`: rig rooms ("roomA"...); their ids are the lowercase names.
     let ringMs: Int
+    let lab: NetLab?
 
-    init(_ names: [String], ringMs: Int = 500) throws {
+    init(_ names: [String], ringMs: Int = 500, lab: NetLab? = nil) throws {
         self.ringMs = ringMs
+        self.lab = lab
         dir = try Repo.scratchFolder("calls")
         rooms = try names.map { rig in
-            Room(id: rig.lowercased(), rig: rig, signalling: try FreePort.udp(), media: try FreePort.udp(),
-                 socket: "\(try Repo.scratchFolder("calls-sock"))/\(rig).sock")
+            let socket = "\(try Repo.scratchFolder("calls-sock"))/\(rig).sock"
+            if let lab {
+                return Room(id: rig.lowercased(), rig: rig, address: lab.host(rig).address, signalling: 5070, media: 5004, socket: socket)
+            }
+            return Room(id: rig.lowercased(), rig: rig, address: "127.0.0.1", signalling: try FreePort.udp(),
+                        media: try FreePort.udp(), socket: socket)
         }
     }
 
     func room(_ id: String) -> Room { rooms.first { $0.id == id }! }
 
-    /// Starts a room's daemon; `extra` is appended to its configuration.
+    /// Starts a room's daemon; `calls` is added to its `[calls]` section, `extra` appended to its configuration.
     @discardableResult
-    func start(_ id: String, extra: String = "") throws -> DaemonProcess {
+    func start(_ id: String, calls: String = "", extra: String = "") throws -> DaemonProcess {
         let me = room(id)
         let directory = rooms.map { r in
-            "[rooms.\(r.id)]\nname = \"\(r.rig)\"\naddress = \"127.0.0.1\"\nsignalling_port = \(r.signalling)\nmedia_port = \(r.media)"
+            "[rooms.\(r.id)]\nname = \"\(r.rig)\"\naddress = \"\(r.address)\"\nsignalling_port = \(r.signalling)\nmedia_port = \(r.media)"
         }.joined(separator: "\n")
         let others = rooms.filter { $0.id != id }.map(\.id)
         let buttons = others.map { "[buttons.\($0)]\nrooms = [\"\($0)\"]" }.joined(separator: "\n")
@@ -54,13 +62,14 @@ final class CallRooms {
             \(buttons)
             [calls]
             ring_ms = \(ringMs)
+            \(calls)
             history_path = "\(dir)/\(id)-history.json"
             state_path = "\(dir)/\(id)-state.json"
             [control]
             socket = "\(me.socket)"
             \(extra)
             """)
-        let d = try DaemonProcess(arguments: ["--config", config], name: "intercomd-\(id)")
+        let d = try DaemonProcess(arguments: ["--config", config], name: "intercomd-\(id)", host: lab?.host(me.rig))
         daemons[id] = d
         XCTAssertTrue(d.waitForLog("control socket", timeout: 10), "\(id) starts its control socket: \(d.log)")
         XCTAssertTrue(d.waitForLog("audio thread", timeout: 10), d.log)

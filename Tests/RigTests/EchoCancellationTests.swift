@@ -9,7 +9,7 @@ final class EchoCancellationTests: XCTestCase {
     struct Run {
         let raw: [Float]
         let processed: [Float]
-        let log: String
+        let daemon: DaemonProcess
     }
 
     /// Plays far-end speech for `seconds`; a near-end talker starts after `talkerAfter` seconds.
@@ -37,7 +37,7 @@ final class EchoCancellationTests: XCTestCase {
         let raw = try WAVAudio.read(path: "\(dir)/raw.wav").floats()
         let processed = try WAVAudio.read(path: "\(dir)/processed.wav").floats()
         XCTAssertEqual(raw.count, processed.count, "both recordings come from the same frames")
-        return Run(raw: raw, processed: processed, log: d.log)
+        return Run(raw: raw, processed: processed, daemon: d)
     }
 
     /// Echo delay of the raw microphone against the far-end clip (looped from the first frame),
@@ -69,20 +69,21 @@ final class EchoCancellationTests: XCTestCase {
     /// but must not make the talker less recognisable. A suppressed talker fails both.
     ///
     /// The measurement needs what a sound card gives: an echo path that holds still. When the rig's
-    /// sound server moves it after the first second (a silent playback underrun), the run says so
-    /// and is repeated on a freshly started rig, at most four runs: that is the rig failing a
-    /// precondition, not the canceller. (Re-converging after such a jump is a known weakness,
-    /// reported in the notes, not hidden here: ERLE or near-end failures on a still path fail at once.)
+    /// sound server moves it after the first second (a silent playback underrun), the attempt is
+    /// spoiled by the rig, not failed, and repeated on a freshly started rig, as are attempts with
+    /// xruns or hypervisor steal (`measureWithRetries`). ERLE or near-end failures on a still path
+    /// and an unstarved machine fail at once.
     func testEchoOfFarEndSpeechIsCancelledBy20dBAndNearEndSpeechSurvives() throws {
-        for attempt in 1...4 {
+        var attempt = 0
+        try measureWithRetries("echo cancellation", attempts: 4) { c in
+            attempt += 1
             if attempt > 1 { try Rig.restart() }
-            if try measureEchoAndNearEnd(attempt: attempt) { return }
+            return [try measureEchoAndNearEnd(c, attempt: attempt)]
         }
-        XCTFail("the rig's echo path never held still in four runs")
     }
 
-    /// Returns false when the rig's echo path moved too late to measure.
-    private func measureEchoAndNearEnd(attempt: Int) throws -> Bool {
+    /// One run in local mode; records failures (and a moved echo path) in `c`.
+    private func measureEchoAndNearEnd(_ c: Checks, attempt: Int) throws -> DaemonProcess {
         let rate = 48000
         let talkerAfter = 12.0
         let r = try runLocalMode(room: "roomB", seconds: 18.5, talkerAfter: talkerAfter, echo: true)
@@ -107,16 +108,14 @@ final class EchoCancellationTests: XCTestCase {
         }
         let measureFrom = lastChange + 3 * rate
         guard changes == 0 || lastChange <= rate, farOnlyEnd - measureFrom >= 2 * rate else {
-            print("echo attempt \(attempt): rig echo path changed \(changes) times, last at \(Double(lastChange) / 48000) s; path (s: ms) \(path.map { "\(Double($0.start) / 48000): \($0.delay / 48)" })")
-            return false
+            c.rigFault("the rig's echo path changed \(changes) times, last at \(Double(lastChange) / 48000) s; path (s: ms) \(path.map { "\(Double($0.start) / 48000): \($0.delay / 48)" })")
+            return r.daemon
         }
-        XCTAssertGreaterThanOrEqual(farOnlyEnd - measureFrom, 2 * rate,
-                                    "the rig's echo path must hold still for 5 s to measure; it changed \(changes) times, last at \(Double(lastChange) / 48000) s; path (s: ms) \(path.map { "\($0.start / 24000 * 5 / 10).\($0.start / 24000 % 2 * 5): \($0.delay / 48)" })")
         let span = measureFrom..<farOnlyEnd
         let erle = Levels.erleDB(mic: Array(r.raw[span]), processed: Array(r.processed[span]),
                                  frame: 960, activeThresholdDB: -45)
-        XCTAssertGreaterThan(erle.frames, 50, "far-end speech must be active in the measured span")
-        XCTAssertGreaterThanOrEqual(erle.medianDB, 20, "ERLE median over \(erle.frames) active frames")
+        c.check(erle.frames > 50, "far-end speech must be active in the measured span (\(erle.frames) frames)")
+        c.check(erle.medianDB >= 20, "ERLE median \(erle.medianDB) dB < 20 dB over \(erle.frames) active frames")
 
         // Near end: compare the processed signal with the clean talker clip, aligned in the processed
         // signal itself (the speexdsp chain delays it by a constant amount, reported below).
@@ -130,13 +129,13 @@ final class EchoCancellationTests: XCTestCase {
         let out = Array(r.processed[talk])
         let retained = Levels.retainedDB(reference: aligned, processed: out, frame: 960, activeThresholdDB: -40)
         let correlation = Correlation.normalizedCorrelation(aligned, out)
-        XCTAssertGreaterThanOrEqual(retained, -6, "near-end energy kept during double talk")
+        c.check(retained >= -6, "near-end energy kept during double talk: \(retained) dB < -6 dB")
         let rawCorrelation = Correlation.normalizedCorrelation(aligned, Array(r.raw[found.lagSamples..<min(found.lagSamples + near.count, r.raw.count)]).prefix(aligned.count).map { $0 })
-        XCTAssertGreaterThanOrEqual(correlation, max(0.3, rawCorrelation), "processed output carries the near-end speech at least as clearly as the raw microphone")
+        c.check(correlation >= max(0.3, rawCorrelation), "processed output carries the near-end speech at least as clearly as the raw microphone: \(correlation) < max(0.3, \(rawCorrelation))")
         print(String(format: "echo: ERLE median %.1f dB (mean %.1f dB, %d frames from %.1f s); rig echo path %d..%d ms, %d changes; near end retained %.1f dB, correlation %.2f (raw microphone %.2f), processing delay %d samples",
                      erle.medianDB, erle.meanDB, erle.frames, Double(measureFrom) / 48000,
                      (path.map(\.delay).min() ?? 0) / 48, (path.map(\.delay).max() ?? 0) / 48, changes, retained, correlation,
                      rawCorrelation, processingDelay))
-        return true
+        return r.daemon
     }
 }

@@ -8,6 +8,8 @@ final class Checks {
     private(set) var failures: [String] = []
     /// xruns of the measuring instrument (the talker probe): they spoil an attempt as the daemons' do.
     private(set) var probeXruns = 0
+    /// Why the rig could not give the measurement its precondition (e.g. an echo path that moved).
+    private(set) var rigFaults: [String] = []
 
     func check(_ condition: Bool, _ message: @autoclosure () -> String) {
         if !condition { failures.append(message()) }
@@ -18,6 +20,9 @@ final class Checks {
         if value == nil { failures.append(message()) }
         return value
     }
+
+    /// Notes that the rig, not intercomd, broke a precondition of this attempt: it spoils the attempt.
+    func rigFault(_ why: String) { rigFaults.append(why) }
 
     /// Notes a probe run's own xruns.
     func probed(_ r: TalkerProbe.Result) -> TalkerProbe.Result {
@@ -39,12 +44,13 @@ extension XCTestCase {
             let checks = Checks()
             let steal = HostSteal()
             let daemons = try body(checks)
-            if checks.failures.isEmpty { return }
+            if checks.failures.isEmpty && checks.rigFaults.isEmpty { return }
             let stolen = steal.fraction
             let xruns = daemons.map { $0.finalXruns ?? 0 }
             let spoiled = (!daemonXrunsExpected && xruns.contains { $0 > 0 }) || checks.probeXruns > 0
-                || stolen > HostSteal.spoilingFraction
+                || stolen > HostSteal.spoilingFraction || !checks.rigFaults.isEmpty
             let why = "xruns per daemon \(xruns), probe \(checks.probeXruns), host steal \(Int(stolen * 100)) %"
+                + checks.rigFaults.map { ", \($0)" }.joined()
             if spoiled && attempt < attempts {
                 print("\(name): attempt \(attempt) spoiled: the machine starved the audio (\(why)); repeating. It failed: \(checks.failures.joined(separator: " | "))")
                 continue

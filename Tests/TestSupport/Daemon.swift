@@ -17,13 +17,21 @@ public final class DaemonProcess: @unchecked Sendable {
         return candidate
     }
 
-    public init(arguments: [String], environment: [String: String] = [:], name: String = "intercomd") throws {
+    /// `host`: run inside that NetLab host's network namespace (`ip netns exec` replaces itself
+    /// with intercomd, so the process is still the daemon's).
+    public init(arguments: [String], environment: [String: String] = [:], name: String = "intercomd",
+                host: NetLab.Host? = nil) throws {
         logPath = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8)).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = arguments
+        if let host {
+            process.executableURL = URL(fileURLWithPath: NetLab.ipPath)
+            process.arguments = ["netns", "exec", host.namespace, Self.binary] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: Self.binary)
+            process.arguments = arguments
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = logHandle
         process.standardError = logHandle

@@ -21,7 +21,7 @@ public enum Rig {
         guard let dir = directory else { throw RigError(description: "no rig to restart") }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../scripts/rig.sh").standardizedFileURL.path
-        let rooms = ProcessInfo.processInfo.environment["INTERCOM_RIG_ROOMS"] ?? "roomA,roomB,roomC,roomD"
+        let rooms = ProcessInfo.processInfo.environment["INTERCOM_RIG_ROOMS"] ?? "roomA,roomB,roomC,roomD,roomE"
         // system(), output to a file: the rig leaves background processes behind, which would hold
         // a pipe open, and Foundation's Process did not notice this script's exit.
         let log = dir + "/restart.log"

@@ -147,6 +147,8 @@ final class ConfigCallsTests: XCTestCase {
             """).replacingOccurrences(of: "media_port = 6004\n", with: "")
         let s = try DaemonConfig.parse(text).callSettings()
         XCTAssertEqual(s.callerVoice, .multicast(group: endpoint("239.1.2.3:5004")))
+        assertIssue(text + "[network]\nbind_address = \"192.168.10.11\"\n", key: "network.bind_address",
+                    "must be \"0.0.0.0\" with calls.caller_voice = \"multicast\"")
     }
 
     func testCallsOffWithoutRoom() throws {

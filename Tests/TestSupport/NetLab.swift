@@ -1,0 +1,85 @@
+import Foundation
+import Glibc
+
+/// A small LAN of network namespaces, one host per room, for tests that need what one loopback
+/// host cannot give: every room on its own address with the same ports, as in an installation,
+/// and multicast that reaches every member but not the sender. A hub namespace holds a bridge
+/// (multicast snooping off, so groups flood like on a plain switch); each host namespace has
+/// `eth0` on 10.77.0.0/24, wired to the bridge by a veth pair, and a multicast route on it.
+/// Programs run inside with `ip netns exec`; the rig's sound server and the control sockets are
+/// files, which every namespace reaches. `close()` (or deinit) deletes the namespaces.
+public final class NetLab: @unchecked Sendable {
+    // @unchecked: built and used from one test thread.
+    public struct Host: Sendable {
+        public let name: String
+        public let namespace: String
+        public let address: String
+    }
+
+    public let hosts: [Host]
+    private let hub: String
+    private var closed = false
+
+    /// One host per name, addresses 10.77.0.11, .12, ... in order.
+    public init(hosts names: [String]) throws {
+        guard getuid() == 0 else { throw RigError(description: "network namespaces need root (ip netns)") }
+        // Interface and namespace names stay short (IFNAMSIZ 16) and unique per lab.
+        let tag = "icl" + String(UInt32.random(in: 0...0xFFFFF), radix: 16)
+        hub = "\(tag)-hub"
+        hosts = names.enumerated().map { i, name in
+            Host(name: name, namespace: "\(tag)-\(i)", address: "10.77.0.\(11 + i)")
+        }
+        do {
+            try Self.ip(["netns", "add", hub])
+            try Self.ip(["-n", hub, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])
+            try Self.ip(["-n", hub, "link", "set", "br0", "up"])
+            for (i, h) in hosts.enumerated() {
+                try Self.ip(["netns", "add", h.namespace])
+                try Self.ip(["-n", hub, "link", "add", "h\(i)", "type", "veth", "peer", "name", "eth0", "netns", h.namespace])
+                try Self.ip(["-n", hub, "link", "set", "h\(i)", "master", "br0", "up"])
+                try Self.ip(["-n", h.namespace, "addr", "add", "\(h.address)/24", "dev", "eth0"])
+                try Self.ip(["-n", h.namespace, "link", "set", "eth0", "up"])
+                try Self.ip(["-n", h.namespace, "link", "set", "lo", "up"])
+                try Self.ip(["-n", h.namespace, "route", "add", "224.0.0.0/4", "dev", "eth0"])
+            }
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    public func host(_ name: String) -> Host { hosts.first { $0.name == name }! }
+
+    /// The command line that runs `program` inside a host's namespace.
+    public func command(_ name: String, _ program: String, _ arguments: [String]) -> (String, [String]) {
+        (Self.ipPath, ["netns", "exec", host(name).namespace, program] + arguments)
+    }
+
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        for h in hosts { try? Self.ip(["netns", "del", h.namespace]) }
+        try? Self.ip(["netns", "del", hub])
+    }
+
+    deinit { close() }
+
+    public static let ipPath = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+        .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "ip"
+
+    /// Runs `ip` and throws with its message when it fails.
+    static func ip(_ arguments: [String]) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: ipPath)
+        p.arguments = arguments
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        let message = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else {
+            throw RigError(description: "ip \(arguments.joined(separator: " ")): \(String(decoding: message, as: UTF8.self))")
+        }
+    }
+}
