@@ -62,7 +62,12 @@ public enum ControlJSON {
                 call = ["call_id": callID(c.callID), "direction": .string(c.direction.rawValue), "caller": room(c.caller),
                         "participants": .array(c.participants.map(encode)), "connected": .bool(c.connected)]
             }
-            return ["room": room(s.room), "name": .string(s.name), "dnd": .bool(s.doNotDisturb), "mute": encode(s.mute), "call": call]
+            let media = s.media.map { m -> JSONValue in
+                ["source": .string(m.source), "received": .number(Double(m.received)), "played": .number(Double(m.played)),
+                 "delay_ms": .number((m.delayMs * 10).rounded() / 10)]
+            }
+            return ["room": room(s.room), "name": .string(s.name), "dnd": .bool(s.doNotDisturb), "mute": encode(s.mute), "call": call,
+                    "media": .array(media)]
         case .rooms(let d):
             return ["rooms": .array(d.rooms.map { merge(["id": room($0.id), "name": .string($0.name)], encode($0.presence)) }),
                     "buttons": .array(d.buttons.map { ["name": .string($0.name), "rooms": rooms($0.rooms)] })]
@@ -157,9 +162,19 @@ public enum ControlJSON {
                 call = ActiveCall(callID: try callID(c), direction: direction, caller: try room(c, "caller"),
                                   participants: try participants(c), connected: try field(c, "connected", \.boolValue, "a boolean"))
             }
+            var media: [MediaStream] = []
+            // Absent from daemons older than the field: no streams known.
+            if result["media"].map({ $0 != .null }) == true {
+                for m in try field(result, "media", \.arrayValue, "an array") {
+                    media.append(MediaStream(source: try field(m, "source", \.stringValue, "a string"),
+                                             received: try field(m, "received", { $0.numberValue.flatMap { Int(exactly: $0) } }, "an integer"),
+                                             played: try field(m, "played", { $0.numberValue.flatMap { Int(exactly: $0) } }, "an integer"),
+                                             delayMs: try field(m, "delay_ms", \.numberValue, "a number")))
+                }
+            }
             return .status(ControlStatus(room: try room(result, "room"), name: try field(result, "name", \.stringValue, "a string"),
                                          doNotDisturb: try field(result, "dnd", \.boolValue, "a boolean"),
-                                         mute: try mute(try field(result, "mute", { $0 }, "an object")), call: call))
+                                         mute: try mute(try field(result, "mute", { $0 }, "an object")), call: call, media: media))
         case .rooms:
             var list: [RoomDirectory.Room] = []
             for r in try field(result, "rooms", \.arrayValue, "an array") {

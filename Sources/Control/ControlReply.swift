@@ -24,13 +24,36 @@ public struct ControlStatus: Sendable, Equatable {
     public var mute: MuteState
     /// The call this room is in, if any.
     public var call: ActiveCall?
+    /// The audio streams this room plays now (what the speaker gets, whatever the call state says).
+    public var media: [MediaStream]
 
-    public init(room: RoomID, name: String, doNotDisturb: Bool, mute: MuteState, call: ActiveCall? = nil) {
+    public init(room: RoomID, name: String, doNotDisturb: Bool, mute: MuteState, call: ActiveCall? = nil,
+                media: [MediaStream] = []) {
         self.room = room
         self.name = name
         self.doNotDisturb = doNotDisturb
         self.mute = mute
         self.call = call
+        self.media = media
+    }
+}
+
+/// One incoming audio stream as the receiver sees it: the proof that audio flows, not only that
+/// the signalling says so.
+public struct MediaStream: Sendable, Equatable {
+    /// "a.b.c.d:port" of the sender.
+    public var source: String
+    /// Packets accepted into its jitter buffer, and frames played from it.
+    public var received: Int
+    public var played: Int
+    /// The jitter buffer's current delay, milliseconds.
+    public var delayMs: Double
+
+    public init(source: String, received: Int, played: Int, delayMs: Double) {
+        self.source = source
+        self.received = received
+        self.played = played
+        self.delayMs = delayMs
     }
 }
 

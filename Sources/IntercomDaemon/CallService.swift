@@ -34,6 +34,8 @@ final class CallService: ControlHandler, @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
     /// Publishes events to control clients; nil until the server runs.
     var control: ControlServer?
+    /// The streams the network side plays now (read from its atomics), for `status`.
+    var mediaStreams: @Sendable () -> [MediaStream] = { [] }
 
     init(settings: CallSettings, signalling: UDPEndpoint, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer,
          history: HistoryStore?, state: StateStore<TerminalState>?, logger: Logger) throws {
@@ -154,7 +156,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
 
     private func status(_ e: CallEngine) -> ControlStatus {
         let name = settings.directory[settings.room]?.name ?? settings.room.value
-        var s = ControlStatus(room: settings.room, name: name, doNotDisturb: e.doNotDisturb, mute: e.mute)
+        var s = ControlStatus(room: settings.room, name: name, doNotDisturb: e.doNotDisturb, mute: e.mute, media: mediaStreams())
         if let call = e.call {
             s.call = ActiveCall(callID: call.id, direction: call.role == .caller ? .outgoing : .incoming, caller: call.caller,
                                 participants: call.participants, connected: call.isConnected)

@@ -77,6 +77,7 @@ public final class Daemon: @unchecked Sendable {
         }
         if let chime, let loop = network?.loop {
             calls = try CallsSide(config: config, routes: loop, mixer: mixer, chime: chime, logger: logger)
+            calls?.service.mediaStreams = { [network] in network?.mediaStreams() ?? [] }
         } else {
             calls = nil
         }

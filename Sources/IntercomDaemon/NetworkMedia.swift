@@ -1,4 +1,5 @@
 import AudioPipeline
+import Control
 import Foundation
 import Jitter
 import Logging
@@ -94,6 +95,15 @@ final class NetworkMedia: @unchecked Sendable {
         loop?.stopRequest.set(true)
         thread?.join()
         thread = nil
+    }
+
+    /// The streams being played now, read from their atomic counters (any thread).
+    func mediaStreams() -> [MediaStream] {
+        streams.filter { $0.input.handOff?.isActive == true }.map { s in
+            let j = s.jitter.statistics
+            return MediaStream(source: s.sourceDescription, received: max(0, j.received.load - s.receivedAtStart.load),
+                               played: max(0, j.played.load - s.playedAtStart.load), delayMs: j.currentDelayMs.load)
+        }
     }
 
     /// One line for the statistics log: sending, receiving, and each active stream.

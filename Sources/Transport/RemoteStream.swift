@@ -14,6 +14,10 @@ public final class RemoteStream: @unchecked Sendable {
     /// For the statistics reader: SSRC, source address and port of the current stream (0 when free).
     public let currentSSRC = Counter()
     public let currentSource = Counter()
+    /// The jitter buffer's cumulative counters when the current stream took the slot: the
+    /// stream's own counts are the differences.
+    public let receivedAtStart = Counter()
+    public let playedAtStart = Counter()
 
     // Network thread only.
     enum Phase { case free, active, draining }

@@ -96,6 +96,8 @@ public final class StreamTable: @unchecked Sendable {
             s.lastArrival = now
             s.currentSSRC.store(Int(ssrc))
             s.currentSource.store(Int(source.address) << 16 | Int(source.port))
+            s.receivedAtStart.store(s.jitter.statistics.received.load)
+            s.playedAtStart.store(s.jitter.statistics.played.load)
             s.phase = .active
             s.handOff.activate()
             started.increment()

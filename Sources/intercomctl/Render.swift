@@ -28,6 +28,9 @@ enum Render {
             } else {
                 lines.append("call            none")
             }
+            for m in s.media {
+                lines.append(String(format: "audio from      %@: %d packets, %d frames played, %.1f ms buffered", m.source, m.received, m.played, m.delayMs))
+            }
             return lines.joined(separator: "\n")
         case .rooms(let d):
             let width = max(4, d.rooms.map(\.id.value.count).max() ?? 0)

@@ -89,13 +89,13 @@ final class EchoCancellationTests: XCTestCase {
         let r = try runLocalMode(room: "roomB", seconds: 18.5, talkerAfter: talkerAfter, echo: true)
         let far = try WAVAudio.read(path: try Speech.farEnd()).floats()
         let near = try WAVAudio.read(path: try Speech.nearEnd()).floats()
-        let found = try XCTUnwrap(Correlation.findDelay(reference: near, in: r.raw, maxLag: r.raw.count),
-                                  "the talker must be found in the raw microphone")
+        guard let found = c.require(Correlation.findDelay(reference: near, in: r.raw, maxLag: r.raw.count),
+                                    "the talker must be found in the raw microphone") else { return r.daemon }
 
         // Far end alone: from 3 s after the last echo-path change until shortly before the talker.
         let farOnlyEnd = found.lagSamples - rate * 3 / 10
         let path = echoPath(raw: r.raw, farEnd: far, until: farOnlyEnd)
-        XCTAssertGreaterThan(path.count, 10, "the echo of the far end must be visible in the raw microphone")
+        c.check(path.count > 10, "the echo of the far end must be visible in the raw microphone (\(path.count) windows)")
         // A change counts when the next window confirms the new delay (single windows can be noisy).
         var lastChange = 0, changes = 0, settled = path.first?.delay ?? 0
         for k in 1..<max(1, path.count - 1) {
@@ -120,8 +120,9 @@ final class EchoCancellationTests: XCTestCase {
         // Near end: compare the processed signal with the clean talker clip, aligned in the processed
         // signal itself (the speexdsp chain delays it by a constant amount, reported below).
         let searchStart = max(0, found.lagSamples - rate / 50)
-        let inProcessed = try XCTUnwrap(Correlation.findDelay(
-            reference: near, in: Array(r.processed[searchStart...]), maxLag: rate / 25))
+        guard let inProcessed = c.require(Correlation.findDelay(
+            reference: near, in: Array(r.processed[searchStart...]), maxLag: rate / 25),
+            "the talker must be found in the processed microphone") else { return r.daemon }
         let processingDelay = searchStart + inProcessed.lagSamples - found.lagSamples
         let talkStart = searchStart + inProcessed.lagSamples
         let talk = talkStart..<min(talkStart + near.count, r.processed.count)

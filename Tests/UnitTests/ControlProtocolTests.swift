@@ -42,7 +42,8 @@ final class ControlProtocolTests: XCTestCase {
     func testEveryReplyRoundTripsForItsCommand() throws {
         let status = ControlStatus(room: k, name: "Küche \"Nord\"", doNotDisturb: true, mute: MuteState(microphone: true),
                                    call: ActiveCall(callID: CallID(5), direction: .incoming, caller: b,
-                                                    participants: [Participant(room: k, status: .connected)], connected: false))
+                                                    participants: [Participant(room: k, status: .connected)], connected: false),
+                                   media: [MediaStream(source: "10.77.0.11:5004", received: 812, played: 790, delayMs: 42.5)])
         let pairs: [(ControlCommand, ControlReply)] = [
             (.call(button: "Alle"), .callPlaced(CallID(9), to: [k, b])),
             (.callRooms([k]), .callPlaced(CallID(10), to: [k])),
@@ -59,6 +60,12 @@ final class ControlProtocolTests: XCTestCase {
             let line = try ControlJSON.encode(reply).encodedLine()
             XCTAssertEqual(try ControlJSON.decodeReply(JSONValue.parse(line), for: command), reply, "\(command)")
         }
+        // A status without "media" (an older daemon) reads as no streams; a fractional count is refused.
+        let old: JSONValue = ["room": "kueche", "name": "K", "dnd": false, "mute": ["microphone": false, "speaker": false], "call": .null]
+        XCTAssertEqual(try ControlJSON.decodeReply(old, for: .status), .status(ControlStatus(room: k, name: "K", doNotDisturb: false, mute: MuteState())))
+        let bad: JSONValue = ["room": "kueche", "name": "K", "dnd": false, "mute": ["microphone": false, "speaker": false], "call": .null,
+                              "media": [["source": "1.2.3.4:5", "received": .number(1.5), "played": 1, "delay_ms": 2]]]
+        XCTAssertThrowsError(try ControlJSON.decodeReply(bad, for: .status))
     }
 
     func testEveryRequestRoundTripsAndAliasesParse() throws {
