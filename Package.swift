@@ -55,9 +55,9 @@ let package = Package(
         // Test helper: appends history entries until killed (the crash-safety test).
         .executableTarget(name: "callstore-crash-writer", dependencies: ["CallStore", "Calls"], path: "Tests/CallStoreCrashWriter"),
         // The control socket: Unix socket server, newline-delimited JSON protocol, event stream; and its client.
-        .target(name: "Control", dependencies: ["Calls", "RealTime"]),
+        .target(name: "Control", dependencies: ["Calls", "RealTime", "SignalTools"]),
         .executableTarget(name: "intercomctl", dependencies: [
-            "Control", "Calls", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "Control", "Calls", "SignalTools", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [

@@ -24,6 +24,8 @@ public final class AudioEngine: @unchecked Sendable {
     public let microphoneReady: Doorbell?
     /// Called once on the audio thread when a session starts (tests mark the thread here).
     public let onAudioThreadStart: (@Sendable () -> Void)?
+    /// The device round-trip measurement, when the daemon offers it.
+    public let loopback: LoopbackProbe?
 
     private let mic: UnsafeMutablePointer<Int16>
     private let cleaned: UnsafeMutablePointer<Int16>
@@ -39,13 +41,17 @@ public final class AudioEngine: @unchecked Sendable {
     /// When the last microphone frame was processed, and whether the streams restarted since.
     private let frameNanos: Double
     private var captureClock: CaptureClock
+    /// Samples written to playback and read from capture since the streams last started: one
+    /// clock for both (the device's), for the loopback test.
+    private var playPosition = 0
+    private var capturePosition = 0
 
     /// - Parameter maxCaptureBacklogMs: for a live sender: a captured backlog beyond this (at
     ///   least 4 frames) is echo-cancelled but not handed on, and counted as lost capture time.
     ///   nil: every frame is handed on (recorders, measurements).
     public init(frameSize: Int, mixer: Mixer, canceller: EchoCanceller, ringFrames: Int = 32,
                 recordRaw: Bool = false, microphoneReady: Doorbell? = nil, maxCaptureBacklogMs: Double? = nil,
-                onAudioThreadStart: (@Sendable () -> Void)? = nil) {
+                loopback: LoopbackProbe? = nil, onAudioThreadStart: (@Sendable () -> Void)? = nil) {
         precondition(canceller.settings.frameSize == frameSize, "echo canceller frame must equal the period")
         self.frameSize = frameSize
         self.mixer = mixer
@@ -53,6 +59,7 @@ public final class AudioEngine: @unchecked Sendable {
         microphone = SampleRing(minimumCapacity: frameSize * ringFrames)
         rawMicrophone = recordRaw ? SampleRing(minimumCapacity: frameSize * ringFrames) : nil
         self.onAudioThreadStart = onAudioThreadStart
+        self.loopback = loopback
         self.microphoneReady = microphoneReady
         let frameNanos = Double(frameSize) * 1e9 / Double(canceller.settings.sampleRate)
         self.frameNanos = frameNanos
@@ -140,6 +147,8 @@ public final class AudioEngine: @unchecked Sendable {
         while avail >= frameSize {
             let got = readFrame(d.capture)
             if got < 0 { return recoverXrun(d, failed: d.capture, code: Int32(got)) }
+            loopback?.captured(mic, position: capturePosition)
+            capturePosition += frameSize
             queued -= 1
             let lost = captureClock.frameCaptured(at: readAt &- UInt64(Double(max(0, queued)) * frameNanos))
             if lost > 0 { stats.captureGapFrames.increment(by: lost) }
@@ -184,6 +193,7 @@ public final class AudioEngine: @unchecked Sendable {
         while space >= frameSize {
             let t0 = monotonicNanos()
             mixer.mix(into: speaker)
+            let probing = loopback?.replacePlayback(speaker) ?? false
             mixNanos += Int(monotonicNanos() - t0)
             // The device reported room for the frame, so this write takes all of it without waiting.
             let n = d.playback.write(speaker, frames: frameSize)
@@ -194,6 +204,10 @@ public final class AudioEngine: @unchecked Sendable {
                 stats.playbackShortWrites.increment()
                 return restart(d)
             }
+            if probing, let probe = loopback, probe.awaitingWriteTime {
+                probe.wrote(position: playPosition, captureNow: capturePosition + max(0, d.capture.available()))
+            }
+            playPosition += frameSize
             canceller.played(speaker)
             space -= frameSize
         }
@@ -261,6 +275,9 @@ public final class AudioEngine: @unchecked Sendable {
         rc = d.playback.prepare()
         if rc < 0 { return .deviceFailed(device: d.playback.name, operation: "prepare", code: rc) }
         canceller.reset()
+        loopback?.streamsRestarted()
+        playPosition = 0
+        capturePosition = 0
         if let failure = primePlayback(d) { return failure }
         if !d.playback.isRunning {
             rc = d.playback.start()
@@ -278,6 +295,7 @@ public final class AudioEngine: @unchecked Sendable {
             let put = primeFrame(d.playback, silence)
             if put < 0 { return .deviceFailed(device: d.playback.name, operation: "prime", code: Int32(put)) }
             canceller.played(silence)
+            playPosition += frameSize
         }
         return nil
     }

@@ -73,6 +73,8 @@ public enum ControlJSON {
                     "buttons": .array(d.buttons.map { ["name": .string($0.name), "rooms": rooms($0.rooms)] })]
         case .history(let entries):
             return ["entries": .array(entries.map(encode))]
+        case .loopback(let status):
+            return encode(status)
         }
     }
 
@@ -185,6 +187,8 @@ public enum ControlJSON {
                 buttons.append(.init(name: try field(b, "name", \.stringValue, "a string"), rooms: try rooms(b, "rooms")))
             }
             return .rooms(RoomDirectory(rooms: list, buttons: buttons))
+        case .loopback, .loopbackResult:
+            return .loopback(try decodeLoopback(result))
         case .history:
             var entries: [HistoryEntry] = []
             for e in try field(result, "entries", \.arrayValue, "an array") { entries.append(try historyEntry(e)) }
@@ -205,7 +209,7 @@ public enum ControlJSON {
                             ended: try field(json, "ended", \.numberValue, "a number"))
     }
 
-    private static func field<T>(_ json: JSONValue, _ key: String, _ read: (JSONValue) -> T?, _ what: String) throws(Violation) -> T {
+    static func field<T>(_ json: JSONValue, _ key: String, _ read: (JSONValue) -> T?, _ what: String) throws(Violation) -> T {
         guard let value = json[key], let t = read(value) else { throw Violation("\"\(key)\" must be \(what)") }
         return t
     }

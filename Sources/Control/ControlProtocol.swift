@@ -40,6 +40,11 @@ public enum ControlCommand: Sendable, Equatable {
     case rooms
     /// Newest entries last; `limit` keeps the newest `limit`.
     case history(limit: Int?)
+    /// Starts the device round-trip test; `insertMs` of silence precede the test signal unannounced
+    /// (a known delay, to check the measurement itself).
+    case loopback(insertMs: Double)
+    /// The test's state, and its result once done.
+    case loopbackResult
 
     /// The call engine's command for this request, or nil for the queries.
     public var callCommand: CallCommand? {
@@ -50,7 +55,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .setMuted(.microphone, let on): .setMicrophoneMuted(on)
         case .setMuted(.speaker, let on): .setSpeakerMuted(on)
         case .setDoNotDisturb(let on): .setDoNotDisturb(on)
-        case .status, .rooms, .history: nil
+        case .status, .rooms, .history, .loopback, .loopbackResult: nil
         }
     }
 }
@@ -79,6 +84,10 @@ public enum ControlRequest: Sendable, Equatable {
             case .history(let limit):
                 o["cmd"] = "history"
                 if let limit { o["limit"] = .integer(Int64(limit)) }
+            case .loopback(let insertMs):
+                o["cmd"] = "loopback"
+                if insertMs != 0 { o["insert_ms"] = .number(insertMs) }
+            case .loopbackResult: o["cmd"] = "loopback_result"
             }
         }
         return .object(o)
@@ -101,6 +110,8 @@ public enum ControlRequest: Sendable, Equatable {
             case "status": return .success(.command(.status))
             case "rooms": return .success(.command(.rooms))
             case "history": return .success(.command(.history(limit: try parseLimit(json))))
+            case "loopback": return .success(.command(.loopback(insertMs: try parseInsert(json))))
+            case "loopback_result": return .success(.command(.loopbackResult))
             default:
                 return .failure(.init(.unknownCommand, "unknown command \"\(name.prefix(64))\""))
             }
@@ -131,6 +142,14 @@ public enum ControlRequest: Sendable, Equatable {
         default:
             throw ControlFailure(.invalidArgument, "\"button\" must be a string and \"rooms\" an array of room ids")
         }
+    }
+
+    private static func parseInsert(_ json: JSONValue) throws(ControlFailure) -> Double {
+        guard let v = json["insert_ms"] else { return 0 }
+        guard let ms = v.numberValue, ms >= 0, ms <= 500 else {
+            throw ControlFailure(.invalidArgument, "\"insert_ms\" must be a number of milliseconds, 0...500")
+        }
+        return ms
     }
 
     private static func parseTarget(_ json: JSONValue) throws(ControlFailure) -> MuteTarget {

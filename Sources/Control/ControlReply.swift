@@ -14,6 +14,8 @@ public enum ControlReply: Sendable, Equatable {
     case rooms(RoomDirectory)
     /// Oldest first.
     case history([HistoryEntry])
+    /// loopback (started) and loopback_result.
+    case loopback(LoopbackStatus)
 }
 
 /// This terminal's state (status).

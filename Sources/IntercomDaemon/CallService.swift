@@ -36,6 +36,9 @@ final class CallService: ControlHandler, @unchecked Sendable {
     var control: ControlServer?
     /// The streams the network side plays now (read from its atomics), for `status`.
     var mediaStreams: @Sendable () -> [MediaStream] = { [] }
+    /// The device round-trip test, and whether the audio runs (set once before `start`).
+    var loopback: DeviceLoopback?
+    var audioRunning: @Sendable () -> Bool = { false }
 
     init(settings: CallSettings, signalling: UDPEndpoint, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer,
          history: HistoryStore?, state: StateStore<TerminalState>?, logger: Logger) throws {
@@ -118,6 +121,15 @@ final class CallService: ControlHandler, @unchecked Sendable {
     }
 
     func handle(_ command: ControlCommand, from client: ControlClientInfo) -> Result<ControlReply, ControlFailure> {
+        switch command {
+        case .loopback(let insertMs):
+            guard let loopback else { return .failure(ControlFailure(.unavailable, "no loopback test in this daemon")) }
+            return loopback.start(insertMs: insertMs, audioRunning: audioRunning())
+        case .loopbackResult:
+            guard let loopback else { return .failure(ControlFailure(.unavailable, "no loopback test in this daemon")) }
+            return .success(loopback.status())
+        default: break
+        }
         if let callCommand = command.callCommand {
             if let why = perform(callCommand) { return .failure(Self.failure(why)) }
         }
@@ -134,6 +146,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
             case .history(let limit):
                 let all = history?.all() ?? []
                 return .success(.history(limit.map { Array(all.suffix($0)) } ?? all))
+            case .loopback, .loopbackResult: return .failure(ControlFailure(.internal, "handled above"))
             }
         }
     }

@@ -54,9 +54,12 @@ public final class Daemon: @unchecked Sendable {
         mixer.micGain.store(decibelsToGain(config.mixer.micGainDb))
         mixer.speakerGain.store(decibelsToGain(config.mixer.speakerGainDb))
 
+        // The device round-trip test is offered where a control socket can start it: with calls.
+        let loopback = config.callsEnabled ? DeviceLoopback(sampleRate: a.sampleRate, frameSize: frame, logger: logger) : nil
         engine = AudioEngine(frameSize: frame, mixer: mixer, canceller: canceller,
                              recordRaw: config.local.recordRawWav != nil, microphoneReady: network?.doorbell,
-                             maxCaptureBacklogMs: network == nil ? nil : AudioEngine.liveCaptureBacklogMs)
+                             maxCaptureBacklogMs: network == nil ? nil : AudioEngine.liveCaptureBacklogMs,
+                             loopback: loopback?.probe)
         let devices = DeviceSettings(captureDevice: a.captureDevice, playbackDevice: a.playbackDevice,
                                      sampleRate: a.sampleRate, periodFrames: frame,
                                      bufferPeriods: a.bufferPeriods, link: a.linkDevices)
@@ -78,6 +81,8 @@ public final class Daemon: @unchecked Sendable {
         if let chime, let loop = network?.loop {
             calls = try CallsSide(config: config, routes: loop, mixer: mixer, chime: chime, logger: logger)
             calls?.service.mediaStreams = { [network] in network?.mediaStreams() ?? [] }
+            calls?.service.loopback = loopback
+            calls?.service.audioRunning = { [engine] in engine.stats.running.isSet }
         } else {
             calls = nil
         }

@@ -13,7 +13,7 @@ struct IntercomCtl: ParsableCommand {
             64 usage; 69 the daemon is not reachable or did not answer in time; 76 protocol error.
             """,
         subcommands: [Call.self, Hangup.self, Leave.self, Mute.self, Unmute.self, DND.self,
-                      Status.self, Rooms.self, History.self, Events.self])
+                      Status.self, Rooms.self, History.self, Events.self, Loopback.self])
 
     static func main() {
         main(GlobalOptions.movedAfterCommand(Array(CommandLine.arguments.dropFirst())))

@@ -6,6 +6,8 @@ import Foundation
 enum Render {
     static func reply(_ reply: ControlReply, to command: ControlCommand) -> String {
         switch reply {
+        case .loopback(let status):
+            return status.result.map(Loopback.render) ?? "loopback test \(status.state.rawValue)"
         case .done:
             return "hung up"
         case .callPlaced(let id, let to):

@@ -21,7 +21,10 @@ final class EngineHarness: @unchecked Sendable {
         let mixer = Mixer(inputs: [MixerInput(source: farEnd)], frameSize: periodFrames)
         let canceller = try EchoCanceller(EchoCancelSettings(frameSize: periodFrames, tailMilliseconds: 200))
         let hook: (@Sendable () -> Void)? = countAllocations ? { @Sendable in AllocationCounter.trackCurrentThread() } : nil
-        engine = AudioEngine(frameSize: periodFrames, mixer: mixer, canceller: canceller, onAudioThreadStart: hook)
+        // A loopback probe too, so that a device round-trip test can run inside the counted window.
+        let chirp = Signals.toInt16(Signals.chirp(from: 100, to: 8000, duration: 0.5, sampleRate: 48000, amplitude: 0.25))
+        let probe = LoopbackProbe(signal: chirp, sampleRate: 48000, frameSize: periodFrames, maxRoundTripSamples: 24000)
+        engine = AudioEngine(frameSize: periodFrames, mixer: mixer, canceller: canceller, loopback: probe, onAudioThreadStart: hook)
         devices = try AudioDevices(DeviceSettings(captureDevice: room, playbackDevice: room,
                                                   periodFrames: periodFrames, bufferPeriods: bufferPeriods))
         let engine = engine, devices = devices

@@ -6,7 +6,8 @@ import XCTest
 /// The audio engine on real ALSA (the rig's pulse PCMs), in this process.
 final class EngineRealtimeTests: XCTestCase {
     /// Runs `seconds` at the given period: no xruns; after the first second, the frames processed
-    /// match the wall time within 1 % and the audio thread makes no heap allocation. An attempt
+    /// match the wall time within 1 % and the audio thread makes no heap allocation, a device
+    /// round-trip test (loopback probe) included. An attempt
     /// with xruns while the hypervisor stole CPU from this VM is repeated (at most 5 attempts);
     /// xruns without steal fail at once.
     private func runSteadyState(periodMs: Double, seconds: Double) throws {
@@ -23,6 +24,7 @@ final class EngineRealtimeTests: XCTestCase {
             XCTAssertEqual(r.audioSeconds, r.elapsed, accuracy: r.elapsed * 0.01,
                            "\(r.frames) frames = \(r.audioSeconds) s of audio in \(r.elapsed) s wall time")
             XCTAssertEqual(r.allocations, 0, r.allocationDetail)
+            if r.xruns == 0 { XCTAssertEqual(r.loopbackState, .done, "the loopback test ran to its end inside the window") }
             return
         }
     }
@@ -31,6 +33,7 @@ final class EngineRealtimeTests: XCTestCase {
         var xruns = 0, frames = 0, allocations = 0
         var elapsed = 0.0, audioSeconds = 0.0
         var xrunDetail = "", allocationDetail = ""
+        var loopbackState = LoopbackProbe.State.idle
     }
 
     private func measureSteadyState(periodMs: Double, seconds: Double) throws -> SteadyState {
@@ -40,13 +43,18 @@ final class EngineRealtimeTests: XCTestCase {
         let h = try EngineHarness(room: "roomA", periodFrames: frame, bufferPeriods: Int(30 / periodMs))
         try h.start()
         Thread.sleep(forTimeInterval: 1)
+        // Pace is judged in steady state, after the sound server's start-up transient.
+        var r = SteadyState()
         let framesAtArm = h.engine.stats.frames.load
         let armedAt = Date()
         AllocationCounter.arm()
-        Thread.sleep(forTimeInterval: seconds - 1)
+        // A device round-trip test (chirp out, microphone recorded) inside the counted window.
+        Thread.sleep(forTimeInterval: 1)
+        let probe = h.engine.loopback!
+        _ = probe.arm()
+        Thread.sleep(forTimeInterval: seconds - 2)
         AllocationCounter.disarm()
-        // Pace is judged in steady state, after the sound server's start-up transient.
-        var r = SteadyState()
+        r.loopbackState = probe.state
         r.elapsed = Date().timeIntervalSince(armedAt)
         r.frames = h.engine.stats.frames.load - framesAtArm
         h.stop()

@@ -3,6 +3,7 @@ import Glibc
 
 public struct RigError: Error, CustomStringConvertible {
     public let description: String
+    public init(description: String) { self.description = description }
 }
 
 /// The virtual audio rig started by scripts/rig.sh (private PulseAudio, one ALSA PCM per room).

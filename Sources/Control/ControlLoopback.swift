@@ -1,0 +1,71 @@
+import SignalTools
+
+/// The device round-trip test as the control socket carries it: `loopback` starts it and is
+/// answered at once; `loopback_result` is polled until the state is done (or aborted), so a
+/// measurement of a second or two never holds up the control thread or other clients.
+public struct LoopbackStatus: Sendable, Equatable {
+    public enum State: String, Sendable {
+        case idle, running, done, aborted
+    }
+    public var state: State
+    /// The analysis, once done.
+    public var result: LoopbackAnalysis.Result?
+
+    public init(state: State, result: LoopbackAnalysis.Result? = nil) {
+        self.state = state
+        self.result = result
+    }
+}
+
+extension ControlJSON {
+    static func encode(_ s: LoopbackStatus) -> JSONValue {
+        var o: [String: JSONValue] = ["state": .string(s.state.rawValue)]
+        if let r = s.result {
+            func number(_ v: Double?) -> JSONValue { v.map { .number(($0 * 1000).rounded() / 1000) } ?? .null }
+            o["round_trip_ms"] = number(r.roundTripMs)
+            o["playback_buffer_ms"] = number(r.playbackBufferMs)
+            o["path_ms"] = number(r.pathMs)
+            o["capture_period_ms"] = number(r.capturePeriodMs)
+            o["correlation"] = number(r.correlation)
+            o["echo_level_db"] = number(r.echoLevelDb)
+            o["snr_db"] = number(r.snrDb)
+            o["clipped_samples"] = .integer(Int64(r.clippedSamples))
+            o["curve"] = .array(r.curve.map { .array([number($0.ms), number($0.value)]) })
+            o["problems"] = .array(r.problems.map { .string($0) })
+            o["warnings"] = .array(r.warnings.map { .string($0) })
+        }
+        return .object(o)
+    }
+
+    static func decodeLoopback(_ json: JSONValue) throws(Violation) -> LoopbackStatus {
+        let state = try field(json, "state", { $0.stringValue.flatMap(LoopbackStatus.State.init(rawValue:)) }, "idle, running, done or aborted")
+        guard json["round_trip_ms"] != nil else { return LoopbackStatus(state: state) }
+        func optional(_ key: String) throws(Violation) -> Double? {
+            if json[key] == nil || json[key] == .null { return nil }
+            return try field(json, key, \.numberValue, "a number or null")
+        }
+        var curve: [LoopbackAnalysis.CurvePoint] = []
+        for p in try field(json, "curve", \.arrayValue, "an array") {
+            guard let pair = p.arrayValue, pair.count == 2, let ms = pair[0].numberValue, let v = pair[1].numberValue else {
+                throw Violation("\"curve\" must hold [ms, value] pairs")
+            }
+            curve.append(.init(ms: ms, value: v))
+        }
+        func strings(_ key: String) throws(Violation) -> [String] {
+            var out: [String] = []
+            for s in try field(json, key, \.arrayValue, "an array of strings") {
+                guard let text = s.stringValue else { throw Violation("\"\(key)\" must be an array of strings") }
+                out.append(text)
+            }
+            return out
+        }
+        let result = LoopbackAnalysis.Result(
+            roundTripMs: try optional("round_trip_ms"), playbackBufferMs: try optional("playback_buffer_ms"),
+            pathMs: try optional("path_ms"), capturePeriodMs: try field(json, "capture_period_ms", \.numberValue, "a number"),
+            correlation: try field(json, "correlation", \.numberValue, "a number"),
+            echoLevelDb: try field(json, "echo_level_db", \.numberValue, "a number"), snrDb: try optional("snr_db"),
+            clippedSamples: try field(json, "clipped_samples", { $0.integerValue.flatMap { Int(exactly: $0) } }, "an integer"),
+            curve: curve, problems: try strings("problems"), warnings: try strings("warnings"))
+        return LoopbackStatus(state: state, result: result)
+    }
+}

@@ -1,0 +1,118 @@
+import ArgumentParser
+import Control
+import Foundation
+import SignalTools
+
+struct Loopback: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Measure this terminal's device round trip: a chirp from the speaker, found in the microphone.",
+        discussion: """
+            Plays a 0.5 s chirp from the speaker (instead of the room's audio, for about a second) and
+            finds it in the microphone: the round trip with sub-millisecond resolution, split into the
+            playback buffer, the path (converters, air, a sound server) and the capture period; the
+            echo's level, its signal-to-noise ratio and clipping. Exit status 2 when the measurement
+            failed (a silent microphone, an unheard speaker, clipping), with the diagnosis.
+            """)
+    @OptionGroup var options: GlobalOptions
+    @Option(help: "Write the correlation around the match as an SVG plot to this file.") var plot: String?
+    @Option(help: "Milliseconds of silence played before the chirp unannounced (checks the measurement: the path grows by it).")
+    var insertMs: Double = 0
+
+    func validate() throws {
+        guard insertMs >= 0, insertMs <= 500 else { throw ValidationError("--insert-ms must be 0...500") }
+    }
+
+    func run() throws {
+        let client: ControlClient
+        do { client = try ControlClient(path: options.socket, timeout: options.timeout) } catch { Session.fail(error) }
+        var status = try request(client, .loopback(insertMs: insertMs))
+        let deadline = Date().addingTimeInterval(10)
+        while status.state == .running, Date() < deadline {
+            usleep(100_000)
+            status = try request(client, .loopbackResult)
+        }
+        guard status.state == .done, let r = status.result else {
+            Output.err("intercomctl: the loopback test \(status.state == .aborted ? "was aborted: the audio streams restarted (an xrun) during it; measure again" : "did not finish")")
+            throw ExitCode(2)
+        }
+        if let plot {
+            do {
+                try LoopbackPlot.svg(r).write(toFile: plot, atomically: true, encoding: .utf8)
+            } catch {
+                Output.err("intercomctl: cannot write \(plot): \(error.localizedDescription)")
+                throw ExitCode(73)  // EX_CANTCREAT
+            }
+        }
+        if !options.json { Output.out(Self.render(r)) }
+        if !r.problems.isEmpty { throw ExitCode(2) }
+    }
+
+    private func request(_ client: ControlClient, _ command: ControlCommand) throws -> LoopbackStatus {
+        do {
+            let (response, line) = try client.send(.command(command))
+            if options.json { Output.out(line) }
+            switch response.outcome {
+            case .failure(let failure):
+                Output.err("intercomctl: the daemon refused: \(failure.code.rawValue): \(failure.message)")
+                throw ExitCode(Exit.refused)
+            case .success(let result):
+                guard case .loopback(let s) = try ControlJSON.decodeReply(result, for: command) else { Session.fail(.protocolViolation("not a loopback reply")) }
+                return s
+            }
+        } catch let error as ControlClientError {
+            Session.fail(error)
+        } catch let error as ControlProtocolViolation {
+            Session.fail(.protocolViolation(error.message))
+        }
+    }
+
+    static func render(_ r: LoopbackAnalysis.Result) -> String {
+        func ms(_ v: Double?) -> String { v.map { String(format: "%.2f ms", $0) } ?? "-" }
+        var lines = [
+            "round trip      \(ms(r.roundTripMs))",
+            "  playback buffer \(ms(r.playbackBufferMs))",
+            "  path            \(ms(r.pathMs))   (converters, air, sound server)",
+            "  capture period  \(ms(r.capturePeriodMs))",
+            String(format: "echo            %.1f dBFS, correlation %.2f, SNR %@, clipped samples %d",
+                   r.echoLevelDb, r.correlation, r.snrDb.map { String(format: "%.0f dB", $0) } ?? "-", r.clippedSamples),
+        ]
+        lines += r.warnings.map { "warning: \($0)" }
+        lines += r.problems.map { "problem: \($0)" }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// The correlation around the match as a small SVG line chart: a sharp single peak is a clean
+/// measurement; a broad or double peak is a room (or a device) worth a second look.
+enum LoopbackPlot {
+    static func svg(_ r: LoopbackAnalysis.Result) -> String {
+        let w = 640.0, h = 320.0, left = 60.0, right = 20.0, top = 30.0, bottom = 50.0
+        let points = r.curve
+        let x0 = points.first?.ms ?? 0, x1 = max(points.last?.ms ?? 1, x0 + 0.001)
+        func x(_ ms: Double) -> Double { left + (ms - x0) / (x1 - x0) * (w - left - right) }
+        func y(_ v: Double) -> Double { top + (1 - (v + 1) / 2) * (h - top - bottom) }
+        let path = points.map { String(format: "%.1f,%.1f", x($0.ms), y($0.value)) }.joined(separator: " ")
+        var s = """
+            <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(w))" height="\(Int(h))" font-family="sans-serif" font-size="12">
+            <rect width="100%" height="100%" fill="white"/>
+            <text x="\(left)" y="18">Device round trip: correlation of the chirp with the microphone (\(r.roundTripMs.map { String(format: "%.2f ms", $0) } ?? "no measurement"))</text>
+            <line x1="\(left)" y1="\(y(0))" x2="\(w - right)" y2="\(y(0))" stroke="#bbb"/>
+            <line x1="\(left)" y1="\(top)" x2="\(left)" y2="\(h - bottom)" stroke="#333"/>
+            <line x1="\(left)" y1="\(h - bottom)" x2="\(w - right)" y2="\(h - bottom)" stroke="#333"/>
+            <text x="\(left - 8)" y="\(y(1) + 4)" text-anchor="end">1</text>
+            <text x="\(left - 8)" y="\(y(0) + 4)" text-anchor="end">0</text>
+            <text x="\(left - 8)" y="\(y(-1) + 4)" text-anchor="end">-1</text>
+            <text x="\(w / 2)" y="\(h - 12)" text-anchor="middle">path delay, ms (speaker buffer to microphone buffer)</text>
+
+            """
+        for k in 0...4 {
+            let ms = x0 + (x1 - x0) * Double(k) / 4
+            s += String(format: "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.2f</text>\n", x(ms), h - bottom + 16, ms)
+        }
+        if let p = r.pathMs {
+            s += String(format: "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c33\" stroke-dasharray=\"4 3\"/>\n", x(p), top, x(p), h - bottom)
+        }
+        s += "<polyline fill=\"none\" stroke=\"#1f5fa8\" stroke-width=\"1.5\" points=\"\(path)\"/>\n</svg>\n"
+        return s
+    }
+}
