@@ -45,6 +45,12 @@ final class LoopbackTests: XCTestCase {
                              r.snrDb.map { String(format: "%.0f", $0) } ?? "-", r.problems.description))
                 c.check(r.problems.isEmpty, "insert \(insert) ms: a clean rig room measures without problems: \(r.problems)")
                 guard let path = r.pathMs, let trip = r.roundTripMs else { continue }
+                // The rig's sound server sometimes lets its streams slip apart without an xrun (the
+                // analysis warns): then only the round trip holds, and the attempt is the rig's fault.
+                if r.warnings.contains(where: { $0.contains("out of step") }) {
+                    c.rigFault("insert \(insert) ms: the rig's streams were out of step (path \(path) ms, buffer \(r.playbackBufferMs ?? 0) ms)")
+                    continue
+                }
                 c.check(r.correlation > 0.8, "insert \(insert) ms: the chirp is found clearly (correlation \(r.correlation))")
                 // On the rig the "air" (a sink's monitor) returns the played samples in the same
                 // stream clock: the path is 0 there, and the round trip is all buffering.
