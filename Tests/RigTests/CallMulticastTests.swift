@@ -46,7 +46,7 @@ final class CallMulticastTests: XCTestCase {
             c.check(q[0].stoi >= CallTests.minSTOI, "A is heard in B through the group: \(q[0])")
             c.check(q[1].stoi >= CallTests.minSTOI, "A is heard in C through the group: \(q[1])")
             c.check(q[2].stoi >= CallTests.minSTOI, "B is heard in A: \(q[2])")
-            XCTAssertLessThan(q[3].stoi, CallTests.maxSTOIOfOthers, "B is not heard in C: \(q[3])")
+            c.check(q[3].stoi < CallTests.maxSTOIOfOthers, "B is not heard in C: \(q[3])")
 
             XCTAssertEqual(try rooms.control("roomc", .hangUp), .success(.done))
             XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomc") && rooms.participant(rooms.status("rooma"), "roomc") == .left }, "C left")
