@@ -295,18 +295,7 @@ final class ConfigCallsTests: XCTestCase {
         XCTAssertTrue(text.contains("\n[buttons.alle]\n"), text)
         XCTAssertTrue(text.contains("\nmode = \"0640\"\n"), text)
 
-        let locator = KeyLocator(text)
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        for section in DaemonConfig.callSchema {
-            for key in section.keys {
-                let path = [section.name, key.name]
-                guard let line = locator.line(of: path), locator.defines(path) else {
-                    XCTFail("rendered() lacks \(section.name).\(key.name)")
-                    continue
-                }
-                XCTAssertTrue(lines[line - 2].hasPrefix("# "), "no comment above \(section.name).\(key.name)")
-            }
-        }
+        assertEveryKeyRenderedUnderAComment(text, DaemonConfig.callSchema)
     }
 
     func testExampleDocumentsEveryCallKey() throws {

@@ -473,18 +473,7 @@ final class ConfigTests: XCTestCase {
         XCTAssertTrue(text.contains("(one of 2.5, 5, 10, 20; default 10)\nperiod_ms = 10\n"), text)
 
         // Every key is written, each under a comment.
-        let locator = KeyLocator(text)
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        for section in DaemonConfig.schema {
-            for key in section.keys {
-                let path = [section.name, key.name]
-                guard let line = locator.line(of: path), locator.defines(path) else {
-                    XCTFail("rendered() lacks \(section.name).\(key.name)")
-                    continue
-                }
-                XCTAssertTrue(lines[line - 2].hasPrefix("# "), "no comment above \(section.name).\(key.name)")
-            }
-        }
+        assertEveryKeyRenderedUnderAComment(text, DaemonConfig.schema)
     }
 
     func testRenderedNonDefaultsRoundTrip() throws {
@@ -550,5 +539,21 @@ final class ConfigTests: XCTestCase {
         XCTAssertFalse(locator.defines(["echo"]))
         XCTAssertFalse(locator.defines(["echo", "x"]))
         XCTAssertEqual(locator.line(of: ["audio", "list", "a"]), 6, "falls back to the parent's line")
+    }
+}
+
+/// Every key of `schema` is written in `text`, each under a comment line.
+func assertEveryKeyRenderedUnderAComment(_ text: String, _ schema: [SchemaSection], file: StaticString = #filePath, line: UInt = #line) {
+    let locator = KeyLocator(text)
+    let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+    for section in schema {
+        for key in section.keys {
+            let path = [section.name, key.name]
+            guard let at = locator.line(of: path), locator.defines(path) else {
+                XCTFail("rendered() lacks \(section.name).\(key.name)", file: file, line: line)
+                continue
+            }
+            XCTAssertTrue(lines[at - 2].hasPrefix("# "), "no comment above \(section.name).\(key.name)", file: file, line: line)
+        }
     }
 }
