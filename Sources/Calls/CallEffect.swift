@@ -64,6 +64,8 @@ public enum CallEffect: Sendable, Equatable {
     /// A message to this room went unacknowledged for `giveUpAfter` (for the log).
     case peerUnreachable(RoomID)
     case rejected(CallCommand, CommandRejection)
+    /// A room reflected our round-trip probe.
+    case probeReflected(from: RoomID, sequence: UInt32, sentMicros: UInt64)
 }
 
 /// The engine's state as a status request shows it.

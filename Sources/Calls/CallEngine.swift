@@ -165,6 +165,14 @@ public struct CallEngine: Sendable {
         }
     }
 
+    /// A round-trip probe to `room` (the network loopback test); nil if the room is not in the directory.
+    public mutating func probe(_ room: RoomID, sequence: UInt32, sentMicros: UInt64, now: Double) -> [CallEffect]? {
+        guard room != settings.room, settings.directory[room] != nil else { return nil }
+        out = []
+        send(.probe(sequence: sequence, sentMicros: sentMicros), to: room, now: now)
+        return take()
+    }
+
     mutating func sendHellos(now: Double) {
         nextHello = now + settings.timing.helloInterval
         for room in settings.directory.keys.sorted() where room != settings.room {
@@ -252,6 +260,10 @@ public struct CallEngine: Sendable {
     mutating func dispatch(_ envelope: Envelope, now: Double) {
         let sender = envelope.sender
         switch envelope.message {
+        case .probe(let sequence, let micros):
+            send(.probeReply(sequence: sequence, sentMicros: micros), to: sender, now: now)
+        case .probeReply(let sequence, let micros):
+            out.append(.probeReflected(from: sender, sequence: sequence, sentMicros: micros))
         case .ack(let id):
             if let acked = outbox.acknowledge(room: sender, messageID: id), case .missedCall(let n) = acked.message {
                 notices.removeAll { $0.room == sender && $0.notice.callID == n.callID }

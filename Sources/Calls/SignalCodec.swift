@@ -60,6 +60,9 @@ public enum SignalCodec {
             out.appendRooms(notice.participants)
         case .ack(let id):
             out.appendBE(id)
+        case .probe(let sequence, let micros), .probeReply(let sequence, let micros):
+            out.appendBE(sequence)
+            out.appendBE(micros)
         }
         if let tag = envelope.authenticationTag {
             // Always exactly tagLength bytes on the wire, whatever the caller passed.
@@ -102,7 +105,7 @@ public enum SignalCodec {
         guard buffer[0] == magic.0, buffer[1] == magic.1 else { throw .badMagic }
         guard buffer[2] == version else { throw .unsupportedVersion }
         let type = buffer[3]
-        guard (1...9).contains(type) else { throw .unknownMessageType }
+        guard (1...11).contains(type) else { throw .unknownMessageType }
         let flags = EnvelopeFlags(rawValue: buffer[4])
         guard flags.subtracting(.known).isEmpty else { throw .reservedFlags }
 
@@ -172,8 +175,12 @@ public enum SignalCodec {
             let started = Double(ms) / 1000
             let participants = try r.rooms(excluding: caller)
             return .missedCall(MissedCallNotice(callID: call, caller: caller, participants: participants, started: started))
-        default:
+        case 9:
             return .ack(try r.uint32())
+        default:
+            let sequence = try r.uint32()
+            let micros = try r.uint64()
+            return type == 10 ? .probe(sequence: sequence, sentMicros: micros) : .probeReply(sequence: sequence, sentMicros: micros)
         }
     }
 }

@@ -53,6 +53,10 @@ public enum SignalMessage: Equatable, Sendable {
     case missedCall(MissedCallNotice)
     /// Acknowledges the sender's message with this id.
     case ack(UInt32)
+    /// The network round-trip test: the receiver reflects it at once as `probeReply` with the same
+    /// fields (the sender's sequence number and its clock, microseconds), unacknowledged.
+    case probe(sequence: UInt32, sentMicros: UInt64)
+    case probeReply(sequence: UInt32, sentMicros: UInt64)
 
     /// The type byte on the wire.
     public var typeCode: UInt8 {
@@ -66,13 +70,16 @@ public enum SignalMessage: Equatable, Sendable {
         case .hello: 7
         case .missedCall: 8
         case .ack: 9
+        case .probe: 10
+        case .probeReply: 11
         }
     }
 
-    /// Hello and ack are never acknowledged (hello repeats anyway; acking an ack would never end).
+    /// Hello and ack are never acknowledged (hello repeats anyway; acking an ack would never end),
+    /// nor are probes (a lost one is what the test measures).
     public var needsAck: Bool {
         switch self {
-        case .hello, .ack: false
+        case .hello, .ack, .probe, .probeReply: false
         default: true
         }
     }
@@ -84,7 +91,7 @@ public enum SignalMessage: Equatable, Sendable {
              .mute(let id, _): id
         case .missedCall(let notice): notice.callID
         case .hello(_, let call): call
-        case .ack: nil
+        case .ack, .probe, .probeReply: nil
         }
     }
 }

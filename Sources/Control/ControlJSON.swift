@@ -75,6 +75,8 @@ public enum ControlJSON {
             return ["entries": .array(entries.map(encode))]
         case .loopback(let status):
             return encode(status)
+        case .networkLoopback(let status):
+            return encode(status)
         }
     }
 
@@ -189,6 +191,8 @@ public enum ControlJSON {
             return .rooms(RoomDirectory(rooms: list, buttons: buttons))
         case .loopback, .loopbackResult:
             return .loopback(try decodeLoopback(result))
+        case .networkLoopback, .networkLoopbackResult:
+            return .networkLoopback(try decodeNetworkLoopback(result))
         case .history:
             var entries: [HistoryEntry] = []
             for e in try field(result, "entries", \.arrayValue, "an array") { entries.append(try historyEntry(e)) }

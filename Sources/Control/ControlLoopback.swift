@@ -1,3 +1,4 @@
+import Calls
 import SignalTools
 
 /// The device round-trip test as the control socket carries it: `loopback` starts it and is
@@ -17,7 +18,78 @@ public struct LoopbackStatus: Sendable, Equatable {
     }
 }
 
+/// The network round-trip test (`net_loopback`, then `net_loopback_result` until done).
+public struct NetworkLoopbackStatus: Sendable, Equatable {
+    public var state: LoopbackStatus.State
+    public var room: RoomID?
+    public var result: RoundTripSummary?
+
+    public init(state: LoopbackStatus.State, room: RoomID? = nil, result: RoundTripSummary? = nil) {
+        self.state = state
+        self.room = room
+        self.result = result
+    }
+}
+
 extension ControlJSON {
+    static func encode(_ s: NetworkLoopbackStatus) -> JSONValue {
+        var o: [String: JSONValue] = ["state": .string(s.state.rawValue), "room": s.room.map { .string($0.value) } ?? .null]
+        if let r = s.result {
+            func number(_ v: Double?) -> JSONValue { v.map { .number(($0 * 1000).rounded() / 1000) } ?? .null }
+            o["sent"] = .integer(Int64(r.sent))
+            o["received"] = .integer(Int64(r.received))
+            o["duplicates"] = .integer(Int64(r.duplicates))
+            o["loss_percent"] = number(r.lossPercent)
+            o["rtt_min_ms"] = number(r.minMs)
+            o["rtt_median_ms"] = number(r.medianMs)
+            o["rtt_p95_ms"] = number(r.p95Ms)
+            o["rtt_max_ms"] = number(r.maxMs)
+            o["jitter_ms"] = number(r.jitterMs)
+            o["bin_width_ms"] = number(r.binWidthMs)
+            o["histogram"] = .array(r.histogram.map { .array([number($0.fromMs), .integer(Int64($0.count))]) })
+            o["problems"] = .array(r.problems.map { .string($0) })
+            o["recommendations"] = .array(r.recommendations.map { .string($0) })
+        }
+        return .object(o)
+    }
+
+    static func decodeNetworkLoopback(_ json: JSONValue) throws(Violation) -> NetworkLoopbackStatus {
+        let state = try field(json, "state", { $0.stringValue.flatMap(LoopbackStatus.State.init(rawValue:)) }, "idle, running, done or aborted")
+        let room = json["room"]?.stringValue.flatMap(RoomID.init)
+        guard json["sent"] != nil else { return NetworkLoopbackStatus(state: state, room: room) }
+        func optional(_ key: String) throws(Violation) -> Double? {
+            if json[key] == nil || json[key] == .null { return nil }
+            return try field(json, key, \.numberValue, "a number or null")
+        }
+        func int(_ key: String) throws(Violation) -> Int {
+            try field(json, key, { $0.integerValue.flatMap { Int(exactly: $0) } }, "an integer")
+        }
+        func strings(_ key: String) throws(Violation) -> [String] {
+            var out: [String] = []
+            for s in try field(json, key, \.arrayValue, "an array of strings") {
+                guard let text = s.stringValue else { throw Violation("\"\(key)\" must be an array of strings") }
+                out.append(text)
+            }
+            return out
+        }
+        var bins: [RoundTripSummary.Bin] = []
+        for b in try field(json, "histogram", \.arrayValue, "an array") {
+            guard let pair = b.arrayValue, pair.count == 2, let from = pair[0].numberValue,
+                  let count = pair[1].integerValue.flatMap({ Int(exactly: $0) }) else {
+                throw Violation("\"histogram\" must hold [from_ms, count] pairs")
+            }
+            bins.append(.init(fromMs: from, count: count))
+        }
+        let r = RoundTripSummary(
+            sent: try int("sent"), received: try int("received"), duplicates: try int("duplicates"),
+            lossPercent: try field(json, "loss_percent", \.numberValue, "a number"),
+            minMs: try optional("rtt_min_ms"), medianMs: try optional("rtt_median_ms"), p95Ms: try optional("rtt_p95_ms"),
+            maxMs: try optional("rtt_max_ms"), jitterMs: try optional("jitter_ms"),
+            binWidthMs: try field(json, "bin_width_ms", \.numberValue, "a number"), histogram: bins,
+            problems: try strings("problems"), recommendations: try strings("recommendations"))
+        return NetworkLoopbackStatus(state: state, room: room, result: r)
+    }
+
     static func encode(_ s: LoopbackStatus) -> JSONValue {
         var o: [String: JSONValue] = ["state": .string(s.state.rawValue)]
         if let r = s.result {

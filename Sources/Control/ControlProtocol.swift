@@ -45,6 +45,9 @@ public enum ControlCommand: Sendable, Equatable {
     case loopback(insertMs: Double)
     /// The test's state, and its result once done.
     case loopbackResult
+    /// Starts the network round-trip test to `room`: `count` probes (default 200, one every 10 ms).
+    case networkLoopback(room: RoomID, count: Int)
+    case networkLoopbackResult
 
     /// The call engine's command for this request, or nil for the queries.
     public var callCommand: CallCommand? {
@@ -55,7 +58,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .setMuted(.microphone, let on): .setMicrophoneMuted(on)
         case .setMuted(.speaker, let on): .setSpeakerMuted(on)
         case .setDoNotDisturb(let on): .setDoNotDisturb(on)
-        case .status, .rooms, .history, .loopback, .loopbackResult: nil
+        case .status, .rooms, .history, .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult: nil
         }
     }
 }
@@ -88,6 +91,9 @@ public enum ControlRequest: Sendable, Equatable {
                 o["cmd"] = "loopback"
                 if insertMs != 0 { o["insert_ms"] = .number(insertMs) }
             case .loopbackResult: o["cmd"] = "loopback_result"
+            case .networkLoopback(let room, let count):
+                o["cmd"] = "net_loopback"; o["room"] = .string(room.value); o["count"] = .integer(Int64(count))
+            case .networkLoopbackResult: o["cmd"] = "net_loopback_result"
             }
         }
         return .object(o)
@@ -112,6 +118,8 @@ public enum ControlRequest: Sendable, Equatable {
             case "history": return .success(.command(.history(limit: try parseLimit(json))))
             case "loopback": return .success(.command(.loopback(insertMs: try parseInsert(json))))
             case "loopback_result": return .success(.command(.loopbackResult))
+            case "net_loopback": return .success(.command(try parseNetworkLoopback(json)))
+            case "net_loopback_result": return .success(.command(.networkLoopbackResult))
             default:
                 return .failure(.init(.unknownCommand, "unknown command \"\(name.prefix(64))\""))
             }
@@ -142,6 +150,17 @@ public enum ControlRequest: Sendable, Equatable {
         default:
             throw ControlFailure(.invalidArgument, "\"button\" must be a string and \"rooms\" an array of room ids")
         }
+    }
+
+    private static func parseNetworkLoopback(_ json: JSONValue) throws(ControlFailure) -> ControlCommand {
+        guard let text = json["room"]?.stringValue, let room = RoomID(text) else {
+            throw ControlFailure(.invalidArgument, "net_loopback needs \"room\": a room id")
+        }
+        guard let v = json["count"] else { return .networkLoopback(room: room, count: 200) }
+        guard let count = v.integerValue, (1...2000).contains(count) else {
+            throw ControlFailure(.invalidArgument, "\"count\" must be an integer, 1...2000")
+        }
+        return .networkLoopback(room: room, count: Int(count))
     }
 
     private static func parseInsert(_ json: JSONValue) throws(ControlFailure) -> Double {

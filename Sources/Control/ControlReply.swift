@@ -16,6 +16,8 @@ public enum ControlReply: Sendable, Equatable {
     case history([HistoryEntry])
     /// loopback (started) and loopback_result.
     case loopback(LoopbackStatus)
+    /// net_loopback (started) and net_loopback_result.
+    case networkLoopback(NetworkLoopbackStatus)
 }
 
 /// This terminal's state (status).

@@ -38,11 +38,15 @@ final class CallService: ControlHandler, @unchecked Sendable {
     var mediaStreams: @Sendable () -> [MediaStream] = { [] }
     /// The device round-trip test, and whether the audio runs (set once before `start`).
     var loopback: DeviceLoopback?
+    /// The network round-trip test; the calls thread hands it the reflected probes.
+    let networkLoopback: NetworkLoopback
     var audioRunning: @Sendable () -> Bool = { false }
 
     init(settings: CallSettings, signalling: UDPEndpoint, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer,
-         history: HistoryStore?, state: StateStore<TerminalState>?, logger: Logger) throws {
+         history: HistoryStore?, state: StateStore<TerminalState>?, jitterBounds: (min: Double, max: Double) = (10, 200),
+         logger: Logger) throws {
         self.settings = settings
+        networkLoopback = NetworkLoopback(jitterBounds: jitterBounds, logger: logger)
         socket = try UDPSocket(bind: signalling)
         wake = try Doorbell()
         self.routes = routes
@@ -128,6 +132,20 @@ final class CallService: ControlHandler, @unchecked Sendable {
         case .loopbackResult:
             guard let loopback else { return .failure(ControlFailure(.unavailable, "no loopback test in this daemon")) }
             return .success(loopback.status())
+        case .networkLoopback(let room, let count):
+            guard settings.directory[room] != nil, room != settings.room else {
+                return .failure(ControlFailure(.invalidArgument, "no other room \"\(room)\" in the directory"))
+            }
+            return networkLoopback.start(room: room, count: count, intervalMs: 10) { [weak self] sequence, micros in
+                guard let self else { return false }
+                return self.engine.withLock { e in
+                    guard let effects = e.probe(room, sequence: sequence, sentMicros: micros, now: Self.now()) else { return false }
+                    self.execute(effects)
+                    return true
+                }
+            }
+        case .networkLoopbackResult:
+            return .success(networkLoopback.status())
         default: break
         }
         if let callCommand = command.callCommand {
@@ -146,7 +164,8 @@ final class CallService: ControlHandler, @unchecked Sendable {
             case .history(let limit):
                 let all = history?.all() ?? []
                 return .success(.history(limit.map { Array(all.suffix($0)) } ?? all))
-            case .loopback, .loopbackResult: return .failure(ControlFailure(.internal, "handled above"))
+            case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult:
+                return .failure(ControlFailure(.internal, "handled above"))
             }
         }
     }
@@ -213,6 +232,8 @@ final class CallService: ControlHandler, @unchecked Sendable {
                 do { try state?.update { $0.doNotDisturb = on } } catch { log.error("calls: state not written: \(error)") }
             case .peerUnreachable(let room): log.notice("calls: \(room) does not answer")
             case .rejected(let command, let why): log.notice("calls: \(command) refused: \(why)")
+            case .probeReflected(let room, let sequence, let micros):
+                networkLoopback.reflected(from: room, sequence: sequence, sentMicros: micros)
             }
         }
     }

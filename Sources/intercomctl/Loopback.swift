@@ -1,4 +1,5 @@
 import ArgumentParser
+import Calls
 import Control
 import Foundation
 import SignalTools
@@ -14,17 +15,22 @@ struct Loopback: ParsableCommand {
             failed (a silent microphone, an unheard speaker, clipping), with the diagnosis.
             """)
     @OptionGroup var options: GlobalOptions
-    @Option(help: "Write the correlation around the match as an SVG plot to this file.") var plot: String?
+    @Option(help: "Measure the network round trip to this room instead (its daemon reflects test packets).") var room: String?
+    @Option(help: "Probes for --room, one every 10 ms.") var count = 200
+    @Option(help: "Write an SVG plot to this file: the correlation around the match, or with --room the round-trip histogram.") var plot: String?
     @Option(help: "Milliseconds of silence played before the chirp unannounced (checks the measurement: the path grows by it).")
     var insertMs: Double = 0
 
     func validate() throws {
         guard insertMs >= 0, insertMs <= 500 else { throw ValidationError("--insert-ms must be 0...500") }
+        guard (1...2000).contains(count) else { throw ValidationError("--count must be 1...2000") }
+        if let room, RoomID(room) == nil { throw ValidationError("--room: \"\(room)\" is not a room id") }
     }
 
     func run() throws {
         let client: ControlClient
         do { client = try ControlClient(path: options.socket, timeout: options.timeout) } catch { Session.fail(error) }
+        if let room = room.flatMap(RoomID.init) { try runNetwork(client, room) }
         var status = try request(client, .loopback(insertMs: insertMs))
         let deadline = Date().addingTimeInterval(10)
         while status.state == .running, Date() < deadline {
@@ -45,6 +51,63 @@ struct Loopback: ParsableCommand {
         }
         if !options.json { Output.out(Self.render(r)) }
         if !r.problems.isEmpty { throw ExitCode(2) }
+    }
+
+    private func runNetwork(_ client: ControlClient, _ room: RoomID) throws -> Never {
+        var status = try requestNetwork(client, .networkLoopback(room: room, count: count))
+        let deadline = Date().addingTimeInterval(Double(count) / 100 + 5)
+        while status.state == .running, Date() < deadline {
+            usleep(100_000)
+            status = try requestNetwork(client, .networkLoopbackResult)
+        }
+        guard status.state == .done, let r = status.result else {
+            Output.err("intercomctl: the network loopback test \(status.state == .aborted ? "was aborted" : "did not finish")")
+            throw ExitCode(2)
+        }
+        if let plot {
+            do {
+                try LoopbackPlot.histogram(r, room: room).write(toFile: plot, atomically: true, encoding: .utf8)
+            } catch {
+                Output.err("intercomctl: cannot write \(plot): \(error.localizedDescription)")
+                throw ExitCode(73)
+            }
+        }
+        if !options.json { Output.out(Self.render(r, room: room)) }
+        throw ExitCode(r.problems.isEmpty ? 0 : 2)
+    }
+
+    private func requestNetwork(_ client: ControlClient, _ command: ControlCommand) throws -> NetworkLoopbackStatus {
+        do {
+            let (response, line) = try client.send(.command(command))
+            if options.json { Output.out(line) }
+            switch response.outcome {
+            case .failure(let failure):
+                Output.err("intercomctl: the daemon refused: \(failure.code.rawValue): \(failure.message)")
+                throw ExitCode(Exit.refused)
+            case .success(let result):
+                guard case .networkLoopback(let s) = try ControlJSON.decodeReply(result, for: command) else { Session.fail(.protocolViolation("not a loopback reply")) }
+                return s
+            }
+        } catch let error as ControlClientError {
+            Session.fail(error)
+        } catch let error as ControlProtocolViolation {
+            Session.fail(.protocolViolation(error.message))
+        }
+    }
+
+    static func render(_ r: RoundTripSummary, room: RoomID) -> String {
+        func ms(_ v: Double?) -> String { v.map { String(format: "%.2f", $0) } ?? "-" }
+        var lines = [
+            "network round trip to \(room): \(r.received) of \(r.sent) probes back (\(String(format: "%.1f", r.lossPercent)) % lost\(r.duplicates > 0 ? ", \(r.duplicates) duplicated" : ""))",
+            "  round trip min \(ms(r.minMs)) / median \(ms(r.medianMs)) / 95 % \(ms(r.p95Ms)) / max \(ms(r.maxMs)) ms, jitter \(ms(r.jitterMs)) ms",
+        ]
+        let most = max(1, r.histogram.map(\.count).max() ?? 1)
+        for b in r.histogram where b.count > 0 {
+            lines.append(String(format: "  %7.2f ms %@ %d", b.fromMs, String(repeating: "#", count: max(1, b.count * 40 / most)), b.count))
+        }
+        lines += r.recommendations.map { "recommendation: \($0)" }
+        lines += r.problems.map { "problem: \($0)" }
+        return lines.joined(separator: "\n")
     }
 
     private func request(_ client: ControlClient, _ command: ControlCommand) throws -> LoopbackStatus {
@@ -79,6 +142,32 @@ struct Loopback: ParsableCommand {
         lines += r.warnings.map { "warning: \($0)" }
         lines += r.problems.map { "problem: \($0)" }
         return lines.joined(separator: "\n")
+    }
+}
+
+extension LoopbackPlot {
+    /// The round trips as an SVG bar chart.
+    static func histogram(_ r: RoundTripSummary, room: RoomID) -> String {
+        let w = 640.0, h = 320.0, left = 60.0, right = 20.0, top = 30.0, bottom = 50.0
+        let bins = r.histogram, most = Double(max(1, bins.map(\.count).max() ?? 1))
+        let bar = (w - left - right) / Double(max(1, bins.count))
+        var s = """
+            <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(w))" height="\(Int(h))" font-family="sans-serif" font-size="12">
+            <rect width="100%" height="100%" fill="white"/>
+            <text x="\(left)" y="18">Network round trip to \(room): \(r.received)/\(r.sent) back, median \(r.medianMs.map { String(format: "%.2f ms", $0) } ?? "-")</text>
+            <line x1="\(left)" y1="\(h - bottom)" x2="\(w - right)" y2="\(h - bottom)" stroke="#333"/>
+            <text x="\(w / 2)" y="\(h - 12)" text-anchor="middle">round trip, ms (bins of \(r.binWidthMs) ms)</text>
+
+            """
+        for (i, b) in bins.enumerated() {
+            let height = Double(b.count) / most * (h - top - bottom)
+            s += String(format: "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#1f5fa8\"/>\n",
+                        left + Double(i) * bar + 1, h - bottom - height, max(1, bar - 2), height)
+            if i % max(1, bins.count / 5) == 0 {
+                s += String(format: "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.1f</text>\n", left + Double(i) * bar, h - bottom + 16, b.fromMs)
+            }
+        }
+        return s + "</svg>\n"
     }
 }
 

@@ -6,6 +6,8 @@ import Foundation
 enum Render {
     static func reply(_ reply: ControlReply, to command: ControlCommand) -> String {
         switch reply {
+        case .networkLoopback(let status):
+            return status.result.map { Loopback.render($0, room: status.room ?? RoomID("unknown")!) } ?? "network loopback test \(status.state.rawValue)"
         case .loopback(let status):
             return status.result.map(Loopback.render) ?? "loopback test \(status.state.rawValue)"
         case .done:

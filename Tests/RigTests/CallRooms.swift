@@ -42,11 +42,13 @@ final class CallRooms {
     func room(_ id: String) -> Room { rooms.first { $0.id == id }! }
 
     /// Starts a room's daemon; `calls` is added to its `[calls]` section, `extra` appended to its configuration.
+    /// `signallingVia` points this room's directory entry for another room at a different local
+    /// signalling port (an impairment relay in front of that room).
     @discardableResult
-    func start(_ id: String, calls: String = "", extra: String = "") throws -> DaemonProcess {
+    func start(_ id: String, calls: String = "", extra: String = "", signallingVia: [String: Int] = [:]) throws -> DaemonProcess {
         let me = room(id)
         let directory = rooms.map { r in
-            "[rooms.\(r.id)]\nname = \"\(r.rig)\"\naddress = \"\(r.address)\"\nsignalling_port = \(r.signalling)\nmedia_port = \(r.media)"
+            "[rooms.\(r.id)]\nname = \"\(r.rig)\"\naddress = \"\(r.address)\"\nsignalling_port = \(signallingVia[r.id] ?? r.signalling)\nmedia_port = \(r.media)"
         }.joined(separator: "\n")
         let others = rooms.filter { $0.id != id }.map(\.id)
         let buttons = others.map { "[buttons.\($0)]\nrooms = [\"\($0)\"]" }.joined(separator: "\n")

@@ -79,4 +79,60 @@ final class LoopbackTests: XCTestCase {
             return [a]
         }
     }
+
+    /// The network round trip to another room through the impairment relay (20 ms + 0-10 ms jitter
+    /// and 5 % loss on the way out; the reflection comes back direct): the report finds the relay's
+    /// delay, spread and loss, recommends a jitter-buffer minimum that covers the spread, and an
+    /// offline room is a diagnosis with exit status 2, not a number.
+    func testNetworkRoundTripThroughAnImpairedPathReportsItsDelayJitterAndLoss() throws {
+        try Rig.require()
+        try measureWithRetries("network loopback") { c in
+            let rooms = try CallRooms(["roomA", "roomB", "roomC"])
+            defer { rooms.stopAll() }
+            let relay = try ImpairmentRelayProcess(targetPort: rooms.room("roomb").signalling,
+                                                   options: ["--delay", "20", "--jitter", "10", "--loss", "5", "--seed", "11"])
+            defer { relay.stop() }
+            let a = try rooms.start("rooma", signallingVia: ["roomb": relay.port])
+            let b = try rooms.start("roomb")
+            c.require(rooms.waitOnline("rooma", ["roomb"]), "A sees B online through the relay")
+
+            func run(_ room: String, count: Int, plot: String) throws -> (status: Int32, text: String) {
+                let out = Pipe()
+                let ctl = try Command.start(Repo.builtProgram("intercomctl"),
+                                            ["loopback", "--socket", rooms.room("rooma").socket, "--room", room,
+                                             "--count", "\(count)", "--plot", plot], stdout: out.fileHandleForWriting)
+                ctl.waitUntilExit()
+                try? out.fileHandleForWriting.close()
+                return (ctl.terminationStatus, String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+            }
+            let plot = "\(rooms.dir)/net-loopback.svg"
+            let (status, text) = try run("roomb", count: 300, plot: plot)
+            print("net loopback: intercomctl printed:\n\(text)")
+            let client = try ControlClient(path: rooms.room("rooma").socket, timeout: 5)
+            defer { client.close() }
+            guard case .success(.networkLoopback(let s)) = try client.run(.networkLoopbackResult), let r = s.result,
+                  let minMs = r.minMs, let median = r.medianMs, let p95 = r.p95Ms else {
+                c.check(false, "the result is kept for loopback_result: \(text)")
+                return [a, b]
+            }
+            c.check(r.sent == 300, "300 probes sent: \(r.sent)")
+            // The relay holds every probe at least 20 ms; the machine adds scheduling delay on top.
+            c.check(minMs >= 20, String(format: "no probe is faster than the relay's 20 ms: min %.2f ms", minMs))
+            c.check(median >= 22 && median <= 32, String(format: "median %.2f ms: 20 ms + half of the 10 ms jitter, and wake-ups", median))
+            c.check(p95 - minMs >= 6 && p95 - minMs <= 20, String(format: "the spread (95 %% - min, %.2f ms) shows the relay's 10 ms jitter", p95 - minMs))
+            c.check(r.lossPercent >= 2 && r.lossPercent <= 9, String(format: "about 5 %% lost: %.1f %%", r.lossPercent))
+            c.check(r.problems.contains { $0.contains("lost") }, "the loss is named as a problem: \(r.problems)")
+            c.check(status == 2, "intercomctl exits 2 when the path has a problem: \(status)")
+            c.check(text.contains("network round trip to roomb") && text.contains("median"), "the report names the figures: \(text)")
+            c.check(r.recommendations.contains { $0.hasPrefix("jitter.min_delay_ms = ") }, "a jitter-buffer minimum is recommended: \(r.recommendations)")
+            let svg = (try? String(contentsOfFile: plot, encoding: .utf8)) ?? ""
+            c.check(svg.hasPrefix("<svg") && svg.components(separatedBy: "<rect").count > 3, "the histogram is an SVG bar chart: \(plot)")
+
+            // Room C is in the directory but its daemon is not running.
+            let (offStatus, offText) = try run("roomc", count: 50, plot: "\(rooms.dir)/off.svg")
+            print("net loopback to an offline room: \(offText)")
+            c.check(offStatus == 2 && offText.contains("offline or unreachable"), "an offline room is diagnosed: \(offStatus) \(offText)")
+            return [a, b]
+        }
+    }
 }

@@ -22,13 +22,15 @@ let sampleEnvelopes: [Envelope] = {
         .missedCall(MissedCallNotice(callID: CallID(13), caller: room("labor"), participants: [room("empfang"), room("x")],
                                      started: 1_700_000_000.123)),
         .ack(0xFFFF_FFFF),
+        .probe(sequence: 0x0100_0002, sentMicros: 0x0123_4567_89AB_CDEF),
+        .probeReply(sequence: .max, sentMicros: .max),
     ]
     return messages.enumerated().map { i, m in Envelope(sender: caller, messageID: UInt32(i) &* 0x0101_0101, message: m) }
 }()
 
 final class CallSignalCodecTests: XCTestCase {
     func testEveryMessageTypeRoundTrips() {
-        XCTAssertEqual(Set(sampleEnvelopes.map(\.message.typeCode)).count, 9, "a message type is missing from the samples")
+        XCTAssertEqual(Set(sampleEnvelopes.map(\.message.typeCode)).count, 11, "a message type is missing from the samples")
         for envelope in sampleEnvelopes {
             XCTAssertEqual(try SignalCodec.decode(SignalCodec.encode(envelope)).get(), envelope)
         }

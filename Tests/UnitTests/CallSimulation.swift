@@ -40,6 +40,8 @@ struct CallSim {
     var events: [RoomID: [(time: Double, event: CallEvent)]] = [:]
     var history: [RoomID: [HistoryEntry]] = [:]
     var rejections: [RoomID: [CommandRejection]] = [:]
+    /// Probe replies each room received: (from, sequence, the sender's clock).
+    var reflected: [RoomID: [(RoomID, UInt32, UInt64)]] = [:]
     var muteApplied: [RoomID: MuteState] = [:]
 
     static func room(_ s: String) -> RoomID { RoomID(s)! }
@@ -114,6 +116,8 @@ struct CallSim {
             case .persistHistory(let h): history[room, default: []].append(h)
             case .rejected(_, let why): rejections[room, default: []].append(why)
             case .applyMute(let m): muteApplied[room] = m
+            case .probeReflected(let from, let sequence, let micros):
+                reflected[room, default: []].append((from, sequence, micros))
             case .persistDoNotDisturb, .peerUnreachable: break
             }
         }

@@ -1,5 +1,6 @@
 import Calls
 import Control
+import SignalTools
 import XCTest
 
 /// The JSON shapes: every event and reply survives encode → line → parse → decode, statuses read as words.
@@ -55,6 +56,14 @@ final class ControlProtocolTests: XCTestCase {
             (.rooms, .rooms(RoomDirectory(rooms: [.init(id: b, name: "Büro", presence: Presence(online: true, inCall: true))],
                                           buttons: [.init(name: "Alle", rooms: [k, b])]))),
             (.history(limit: nil), .history([])),
+            (.loopback(insertMs: 7.5), .loopback(LoopbackStatus(state: .running))),
+            (.loopbackResult, .loopback(LoopbackStatus(state: .aborted))),
+            (.networkLoopback(room: k, count: 4), .networkLoopback(NetworkLoopbackStatus(state: .running, room: k))),
+            (.networkLoopbackResult, .networkLoopback(NetworkLoopbackStatus(
+                state: .done, room: k,
+                result: RoundTripSummary.summarise(sent: 5, rttMs: [0: 1, 1: 3, 2: 1.5, 4: 2.5], duplicates: 1, jitterBounds: (10, 20))))),
+            (.networkLoopbackResult, .networkLoopback(NetworkLoopbackStatus(
+                state: .done, room: b, result: RoundTripSummary.summarise(sent: 3, rttMs: [:], duplicates: 0, jitterBounds: (10, 20))))),
         ]
         for (command, reply) in pairs {
             let line = try ControlJSON.encode(reply).encodedLine()
@@ -73,6 +82,8 @@ final class ControlProtocolTests: XCTestCase {
             .ping, .subscribe, .command(.call(button: "Empfang")), .command(.callRooms([k, b])), .command(.hangUp),
             .command(.setMuted(.speaker, false)), .command(.setMuted(.microphone, true)), .command(.setDoNotDisturb(false)),
             .command(.status), .command(.rooms), .command(.history(limit: 3)), .command(.history(limit: nil)),
+            .command(.loopback(insertMs: 0)), .command(.loopback(insertMs: 7.5)), .command(.loopbackResult),
+            .command(.networkLoopback(room: b, count: 200)), .command(.networkLoopbackResult),
         ]
         for (i, r) in commands.enumerated() {
             let json = try JSONValue.parse(r.json(id: Int64(i)).encodedLine())
