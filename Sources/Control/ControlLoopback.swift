@@ -23,11 +23,14 @@ public struct NetworkLoopbackStatus: Sendable, Equatable {
     public var state: LoopbackStatus.State
     public var room: RoomID?
     public var result: RoundTripSummary?
+    /// This terminal's timing, with the result: what the whole-path estimate needs besides the two measurements.
+    public var terminal: TerminalTiming?
 
-    public init(state: LoopbackStatus.State, room: RoomID? = nil, result: RoundTripSummary? = nil) {
+    public init(state: LoopbackStatus.State, room: RoomID? = nil, result: RoundTripSummary? = nil, terminal: TerminalTiming? = nil) {
         self.state = state
         self.room = room
         self.result = result
+        self.terminal = terminal
     }
 }
 
@@ -50,7 +53,25 @@ extension ControlJSON {
             o["problems"] = .array(r.problems.map { .string($0) })
             o["recommendations"] = .array(r.recommendations.map { .string($0) })
         }
+        if let t = s.terminal {
+            func number(_ v: Double) -> JSONValue { .number((v * 1000).rounded() / 1000) }
+            o["terminal"] = [
+                "period_ms": number(t.periodMs), "buffer_periods": .integer(Int64(t.bufferPeriods)),
+                "processing_delay_ms": number(t.processingDelayMs), "codec_lookahead_ms": number(t.codecLookaheadMs),
+                "jitter_min_ms": number(t.jitterMinMs), "jitter_max_ms": number(t.jitterMaxMs),
+                "xruns": .integer(Int64(t.xruns)), "process_max_ms": number(t.processMaxMs),
+            ]
+        }
         return .object(o)
+    }
+
+    static func decodeTerminalTiming(_ json: JSONValue) throws(Violation) -> TerminalTiming {
+        func number(_ key: String) throws(Violation) -> Double { try field(json, key, \.numberValue, "a number") }
+        func int(_ key: String) throws(Violation) -> Int { try field(json, key, { $0.integerValue.flatMap { Int(exactly: $0) } }, "an integer") }
+        return TerminalTiming(periodMs: try number("period_ms"), bufferPeriods: try int("buffer_periods"),
+                              processingDelayMs: try number("processing_delay_ms"), codecLookaheadMs: try number("codec_lookahead_ms"),
+                              jitterMinMs: try number("jitter_min_ms"), jitterMaxMs: try number("jitter_max_ms"),
+                              xruns: try int("xruns"), processMaxMs: try number("process_max_ms"))
     }
 
     static func decodeNetworkLoopback(_ json: JSONValue) throws(Violation) -> NetworkLoopbackStatus {
@@ -87,7 +108,9 @@ extension ControlJSON {
             maxMs: try optional("rtt_max_ms"), jitterMs: try optional("jitter_ms"),
             binWidthMs: try field(json, "bin_width_ms", \.numberValue, "a number"), histogram: bins,
             problems: try strings("problems"), recommendations: try strings("recommendations"))
-        return NetworkLoopbackStatus(state: state, room: room, result: r)
+        let terminal: TerminalTiming?
+        if let t = json["terminal"], t != .null { terminal = try decodeTerminalTiming(t) } else { terminal = nil }
+        return NetworkLoopbackStatus(state: state, room: room, result: r, terminal: terminal)
     }
 
     static func encode(_ s: LoopbackStatus) -> JSONValue {

@@ -5,6 +5,7 @@ import Control
 import Foundation
 import Logging
 import RealTime
+import SignalTools
 import Synchronization
 import Transport
 
@@ -41,12 +42,16 @@ final class CallService: ControlHandler, @unchecked Sendable {
     /// The network round-trip test; the calls thread hands it the reflected probes.
     let networkLoopback: NetworkLoopback
     var audioRunning: @Sendable () -> Bool = { false }
+    /// This terminal's timing for the network loopback's report (set once before `start`).
+    var terminalTiming: @Sendable () -> TerminalTiming = {
+        TerminalTiming(periodMs: 10, bufferPeriods: 3, processingDelayMs: 10, codecLookaheadMs: 0, jitterMinMs: 10,
+                       jitterMaxMs: 200, xruns: 0, processMaxMs: 0)
+    }
 
     init(settings: CallSettings, signalling: UDPEndpoint, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer,
-         history: HistoryStore?, state: StateStore<TerminalState>?, jitterBounds: (min: Double, max: Double) = (10, 200),
-         logger: Logger) throws {
+         history: HistoryStore?, state: StateStore<TerminalState>?, logger: Logger) throws {
         self.settings = settings
-        networkLoopback = NetworkLoopback(jitterBounds: jitterBounds, logger: logger)
+        networkLoopback = NetworkLoopback(logger: logger)
         socket = try UDPSocket(bind: signalling)
         wake = try Doorbell()
         self.routes = routes
@@ -136,7 +141,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
             guard settings.directory[room] != nil, room != settings.room else {
                 return .failure(ControlFailure(.invalidArgument, "no other room \"\(room)\" in the directory"))
             }
-            return networkLoopback.start(room: room, count: count, intervalMs: 10) { [weak self] sequence, micros in
+            return networkLoopback.start(room: room, count: count, intervalMs: 10, timing: terminalTiming) { [weak self] sequence, micros in
                 guard let self else { return false }
                 return self.engine.withLock { e in
                     guard let effects = e.probe(room, sequence: sequence, sentMicros: micros, now: Self.now()) else { return false }

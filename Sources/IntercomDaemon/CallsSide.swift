@@ -37,8 +37,7 @@ final class CallsSide: @unchecked Sendable {
         if let problem = state.loadProblem { logger.warning("calls: state \(c.statePath): \(problem); using the defaults") }
         let port = settings.directory[settings.room]!.signalling.port
         service = try CallService(settings: settings, signalling: UDPEndpoint(address: 0, port: port), routes: routes,
-                                  mixer: mixer, chime: chime, history: history, state: state,
-                                  jitterBounds: (config.jitter.minDelayMs, config.jitter.maxDelayMs), logger: logger)
+                                  mixer: mixer, chime: chime, history: history, state: state, logger: logger)
         server = try ControlServer(settings: config.controlSettings(), handler: service)
         service.control = server
         let k = config.keys

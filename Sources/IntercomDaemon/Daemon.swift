@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import Logging
 import RealTime
+import SignalTools
 
 /// Exit codes, from sysexits.h where one fits.
 public enum ExitCode: Int32 {
@@ -83,6 +84,13 @@ public final class Daemon: @unchecked Sendable {
             calls?.service.mediaStreams = { [network] in network?.mediaStreams() ?? [] }
             calls?.service.loopback = loopback
             calls?.service.audioRunning = { [engine] in engine.stats.running.isSet }
+            let echoOn = config.echo.enabled, jitter = config.jitter
+            let lookaheadMs = Double(network?.encoderLookahead ?? 0) * 1000 / Double(a.sampleRate)
+            calls?.service.terminalTiming = { [engine] in
+                TerminalTiming(periodMs: a.periodMs, bufferPeriods: a.bufferPeriods, processingDelayMs: echoOn ? a.periodMs : 0,
+                               codecLookaheadMs: lookaheadMs, jitterMinMs: jitter.minDelayMs, jitterMaxMs: jitter.maxDelayMs,
+                               xruns: engine.stats.xruns, processMaxMs: Double(engine.stats.processNanosMax.load) / 1e6)
+            }
         } else {
             calls = nil
         }

@@ -24,18 +24,19 @@ final class NetworkLoopback: Sendable {
 
     private let state = Mutex(Run())
     private let log: Logger
-    private let jitterBounds: (min: Double, max: Double)
     static let maxCount = 2000
 
-    init(jitterBounds: (min: Double, max: Double), logger: Logger) {
-        self.jitterBounds = jitterBounds
+    init(logger: Logger) {
         log = logger
     }
 
     static func micros() -> UInt64 { monotonicNanos() / 1000 }
 
     /// Control thread: starts a run; `send` puts one probe on the wire (false: unknown room).
-    func start(room: RoomID, count: Int, intervalMs: Int, send: @escaping @Sendable (UInt32, UInt64) -> Bool) -> Result<ControlReply, ControlFailure> {
+    /// `timing` is read when the run ends: the jitter bounds to judge the path against, and the
+    /// terminal's figures for the whole-path estimate.
+    func start(room: RoomID, count: Int, intervalMs: Int, timing: @escaping @Sendable () -> TerminalTiming,
+               send: @escaping @Sendable (UInt32, UInt64) -> Bool) -> Result<ControlReply, ControlFailure> {
         let run: Int? = state.withLock { s in
             guard s.status.state != .running else { return nil }
             s.run = (s.run + 1) & 0xFF
@@ -48,7 +49,7 @@ final class NetworkLoopback: Sendable {
         }
         guard let run else { return .failure(ControlFailure(.busy, "a network loopback test is running")) }
         log.notice("loopback: network round-trip test to \(room), \(count) probes every \(intervalMs) ms")
-        let t = Thread { [self] in probe(run: run, count: count, intervalMs: intervalMs, send: send) }
+        let t = Thread { [self] in probe(run: run, count: count, intervalMs: intervalMs, timing: timing, send: send) }
         t.name = "net-loopback"
         t.start()
         return .success(.networkLoopback(NetworkLoopbackStatus(state: .running, room: room)))
@@ -68,7 +69,7 @@ final class NetworkLoopback: Sendable {
         }
     }
 
-    private func probe(run: Int, count: Int, intervalMs: Int, send: @Sendable (UInt32, UInt64) -> Bool) {
+    private func probe(run: Int, count: Int, intervalMs: Int, timing: @Sendable () -> TerminalTiming, send: @Sendable (UInt32, UInt64) -> Bool) {
         for i in 0..<count {
             let micros = Self.micros()
             state.withLock { $0.sentMicros.append(micros) }
@@ -79,9 +80,11 @@ final class NetworkLoopback: Sendable {
             usleep(UInt32(intervalMs * 1000))
         }
         usleep(500_000)  // stragglers
+        let terminal = timing()
         let summary = state.withLock { s -> RoundTripSummary in
-            let r = RoundTripSummary.summarise(sent: s.sentMicros.count, rttMs: s.rttMs, duplicates: s.duplicates, jitterBounds: jitterBounds)
-            s.status = NetworkLoopbackStatus(state: .done, room: s.room, result: r)
+            let r = RoundTripSummary.summarise(sent: s.sentMicros.count, rttMs: s.rttMs, duplicates: s.duplicates,
+                                               jitterBounds: (terminal.jitterMinMs, terminal.jitterMaxMs))
+            s.status = NetworkLoopbackStatus(state: .done, room: s.room, result: r, terminal: terminal)
             return r
         }
         log.notice("loopback: network \(summary.received)/\(summary.sent) back, round trip median \(summary.medianMs.map { String(format: "%.2f ms", $0) } ?? "-")\(summary.problems.isEmpty ? "" : ": " + summary.problems.joined(separator: "; "))")

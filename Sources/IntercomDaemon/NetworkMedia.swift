@@ -19,6 +19,8 @@ final class NetworkMedia: @unchecked Sendable {
     private var thread: RealtimeThread?
     private let config: DaemonConfig
     private let log: Logger
+    /// The Opus encoder's look-ahead in samples, once `open` made it.
+    private(set) var encoderLookahead = 0
 
     /// Creates the stream slots; their mixer inputs must go into the mixer before `open`.
     init(config: DaemonConfig, logger: Logger) throws {
@@ -58,6 +60,7 @@ final class NetworkMedia: @unchecked Sendable {
             sampleRate: a.sampleRate, application: o.application == "voip" ? .voip : .restrictedLowDelay,
             bitrate: o.bitrate, complexity: o.complexity, fec: o.fec, expectedLossPercent: o.expectedLossPercent, dtx: o.dtx)
         let rtp = try RTPSender(payloadType: UInt8(n.payloadType))
+        encoderLookahead = encoder.lookahead
         let sender = MediaSender(encoder: encoder, rtp: rtp, socket: socket, peers: peers, frameSize: a.framesPerPeriod)
         let receiver = n.listenPort > 0
             ? MediaReceiver(table: StreamTable(streams: streams, idleTimeoutNanos: UInt64(n.streamTimeoutMs) * 1_000_000),

@@ -27,10 +27,48 @@ struct Loopback: ParsableCommand {
         if let room, RoomID(room) == nil { throw ValidationError("--room: \"\(room)\" is not a room id") }
     }
 
+    @Flag(help: "With --room: also run the device test and estimate the whole path, mouth to ear, part by part.") var path = false
+
     func run() throws {
         let client: ControlClient
         do { client = try ControlClient(path: options.socket, timeout: options.timeout) } catch { Session.fail(error) }
-        if let room = room.flatMap(RoomID.init) { try runNetwork(client, room) }
+        guard let room = room.flatMap(RoomID.init) else {
+            let r = try runDevice(client)
+            try write(plot) { LoopbackPlot.svg(r) }
+            if !options.json { Output.out(Self.render(r)) }
+            if !r.problems.isEmpty { throw ExitCode(2) }
+            return
+        }
+        // The device first: it plays a chirp instead of the room's audio for a second.
+        let device = path ? try runDevice(client) : nil
+        if let device, !options.json { Output.out(Self.render(device)) }
+        let (network, terminal) = try runNetwork(client, room)
+        if !options.json { Output.out(Self.render(network, room: room)) }
+        var problems = network.problems + (device?.problems ?? [])
+        if let device {
+            guard let terminal, let budget = PathBudget.estimate(device: device, network: network, terminal: terminal) else {
+                Output.err("intercomctl: no whole-path estimate: a measurement above has no figure")
+                throw ExitCode(2)
+            }
+            if !options.json { Output.out(Self.render(budget, room: room)) }
+            try write(plot) { LoopbackPlot.budget(budget, room: room) }
+        } else {
+            try write(plot) { LoopbackPlot.histogram(network, room: room) }
+        }
+        if !problems.isEmpty { throw ExitCode(2) }
+    }
+
+    private func write(_ file: String?, _ svg: () -> String) throws {
+        guard let file else { return }
+        do {
+            try svg().write(toFile: file, atomically: true, encoding: .utf8)
+        } catch {
+            Output.err("intercomctl: cannot write \(file): \(error.localizedDescription)")
+            throw ExitCode(73)  // EX_CANTCREAT
+        }
+    }
+
+    private func runDevice(_ client: ControlClient) throws -> LoopbackAnalysis.Result {
         var status = try request(client, .loopback(insertMs: insertMs))
         let deadline = Date().addingTimeInterval(10)
         while status.state == .running, Date() < deadline {
@@ -41,19 +79,10 @@ struct Loopback: ParsableCommand {
             Output.err("intercomctl: the loopback test \(status.state == .aborted ? "was aborted: the audio streams restarted (an xrun) during it; measure again" : "did not finish")")
             throw ExitCode(2)
         }
-        if let plot {
-            do {
-                try LoopbackPlot.svg(r).write(toFile: plot, atomically: true, encoding: .utf8)
-            } catch {
-                Output.err("intercomctl: cannot write \(plot): \(error.localizedDescription)")
-                throw ExitCode(73)  // EX_CANTCREAT
-            }
-        }
-        if !options.json { Output.out(Self.render(r)) }
-        if !r.problems.isEmpty { throw ExitCode(2) }
+        return r
     }
 
-    private func runNetwork(_ client: ControlClient, _ room: RoomID) throws -> Never {
+    private func runNetwork(_ client: ControlClient, _ room: RoomID) throws -> (RoundTripSummary, TerminalTiming?) {
         var status = try requestNetwork(client, .networkLoopback(room: room, count: count))
         let deadline = Date().addingTimeInterval(Double(count) / 100 + 5)
         while status.state == .running, Date() < deadline {
@@ -64,16 +93,18 @@ struct Loopback: ParsableCommand {
             Output.err("intercomctl: the network loopback test \(status.state == .aborted ? "was aborted" : "did not finish")")
             throw ExitCode(2)
         }
-        if let plot {
-            do {
-                try LoopbackPlot.histogram(r, room: room).write(toFile: plot, atomically: true, encoding: .utf8)
-            } catch {
-                Output.err("intercomctl: cannot write \(plot): \(error.localizedDescription)")
-                throw ExitCode(73)
-            }
+        return (r, status.terminal)
+    }
+
+    static func render(_ b: PathBudget, room: RoomID) -> String {
+        var lines = ["mouth to ear, here to \(room) (estimate)"]
+        for p in b.parts {
+            lines.append("  " + p.name.padding(toLength: 36, withPad: " ", startingAt: 0) + String(format: "%6.2f ms  (%@)", p.ms, p.source))
         }
-        if !options.json { Output.out(Self.render(r, room: room)) }
-        throw ExitCode(r.problems.isEmpty ? 0 : 2)
+        lines.append("  " + "total".padding(toLength: 36, withPad: " ", startingAt: 0)
+                     + String(format: "%6.2f ms  goal %.0f ms: %@", b.totalMs, b.goalMs, b.totalMs <= b.goalMs ? "met" : "not met"))
+        lines += b.recommendations.map { "recommendation: \($0)" }
+        return lines.joined(separator: "\n")
     }
 
     private func requestNetwork(_ client: ControlClient, _ command: ControlCommand) throws -> NetworkLoopbackStatus {
@@ -146,6 +177,33 @@ struct Loopback: ParsableCommand {
 }
 
 extension LoopbackPlot {
+    /// The whole-path estimate as one stacked bar against the goal.
+    static func budget(_ b: PathBudget, room: RoomID) -> String {
+        let w = 720.0, left = 20.0, right = 20.0, barTop = 40.0, barHeight = 36.0
+        let h = barTop + barHeight + 40 + Double(b.parts.count) * 18
+        let scale = (w - left - right) / max(b.totalMs, b.goalMs)
+        let colours = ["#1f5fa8", "#4c9be8", "#7fb800", "#f6a600", "#e4572e", "#8e5ea2", "#5b5b5b"]
+        var s = """
+            <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(w))" height="\(Int(h))" font-family="sans-serif" font-size="12">
+            <rect width="100%" height="100%" fill="white"/>
+            <text x="\(left)" y="22">Mouth to ear, here to \(room): \(String(format: "%.1f", b.totalMs)) ms (goal \(String(format: "%.0f", b.goalMs)) ms)</text>
+
+            """
+        var x = left
+        for (i, p) in b.parts.enumerated() {
+            let width = p.ms * scale, colour = colours[i % colours.count]
+            s += String(format: "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%@\"/>\n", x, barTop, max(0, width), barHeight, colour)
+            let y = barTop + barHeight + 28 + Double(i) * 18
+            s += String(format: "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%@\"/>", left, y - 10, colour)
+            s += String(format: "<text x=\"%.1f\" y=\"%.1f\">%@: %.2f ms (%@)</text>\n", left + 18, y, p.name, p.ms, p.source)
+            x += width
+        }
+        let goal = left + b.goalMs * scale
+        s += String(format: "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c00\" stroke-width=\"2\" stroke-dasharray=\"5 3\"/>\n",
+                    goal, barTop - 6, goal, barTop + barHeight + 6)
+        return s + "</svg>\n"
+    }
+
     /// The round trips as an SVG bar chart.
     static func histogram(_ r: RoundTripSummary, room: RoomID) -> String {
         let w = 640.0, h = 320.0, left = 60.0, right = 20.0, top = 30.0, bottom = 50.0

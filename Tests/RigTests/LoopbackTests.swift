@@ -82,9 +82,10 @@ final class LoopbackTests: XCTestCase {
 
     /// The network round trip to another room through the impairment relay (20 ms + 0-10 ms jitter
     /// and 5 % loss on the way out; the reflection comes back direct): the report finds the relay's
-    /// delay, spread and loss, recommends a jitter-buffer minimum that covers the spread, and an
-    /// offline room is a diagnosis with exit status 2, not a number.
-    func testNetworkRoundTripThroughAnImpairedPathReportsItsDelayJitterAndLoss() throws {
+    /// delay, spread and loss, recommends a jitter-buffer minimum that covers the spread; the
+    /// whole-path estimate reports every part and adds up; an offline room is a diagnosis with exit
+    /// status 2, not a number.
+    func testNetworkRoundTripThroughAnImpairedPathReportsItsDelayJitterLossAndTheWholePath() throws {
         try Rig.require()
         try measureWithRetries("network loopback") { c in
             let rooms = try CallRooms(["roomA", "roomB", "roomC"])
@@ -96,11 +97,11 @@ final class LoopbackTests: XCTestCase {
             let b = try rooms.start("roomb")
             c.require(rooms.waitOnline("rooma", ["roomb"]), "A sees B online through the relay")
 
-            func run(_ room: String, count: Int, plot: String) throws -> (status: Int32, text: String) {
+            func run(_ room: String, count: Int, plot: String, path: Bool = false) throws -> (status: Int32, text: String) {
                 let out = Pipe()
                 let ctl = try Command.start(Repo.builtProgram("intercomctl"),
                                             ["loopback", "--socket", rooms.room("rooma").socket, "--room", room,
-                                             "--count", "\(count)", "--plot", plot], stdout: out.fileHandleForWriting)
+                                             "--count", "\(count)", "--plot", plot] + (path ? ["--path"] : []), stdout: out.fileHandleForWriting)
                 ctl.waitUntilExit()
                 try? out.fileHandleForWriting.close()
                 return (ctl.terminationStatus, String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
@@ -127,6 +128,27 @@ final class LoopbackTests: XCTestCase {
             c.check(r.recommendations.contains { $0.hasPrefix("jitter.min_delay_ms = ") }, "a jitter-buffer minimum is recommended: \(r.recommendations)")
             let svg = (try? String(contentsOfFile: plot, encoding: .utf8)) ?? ""
             c.check(svg.hasPrefix("<svg") && svg.components(separatedBy: "<rect").count > 3, "the histogram is an SVG bar chart: \(plot)")
+
+            // The whole path: the device test, then the network, then the estimate part by part.
+            let budgetPlot = "\(rooms.dir)/path.svg"
+            let (_, pathText) = try run("roomb", count: 100, plot: budgetPlot, path: true)
+            print("whole path: intercomctl printed:\n\(pathText)")
+            func part(_ name: String) -> Double? {
+                guard let line = pathText.split(separator: "\n").first(where: { $0.contains(name) }) else { return nil }
+                return line.split(separator: " ").compactMap { Double($0) }.first
+            }
+            let parts = ["capture period", "echo canceller", "codec look-ahead", "network (half", "jitter buffer (far", "playback buffer (far", "converters and air"]
+            let values = parts.compactMap(part)
+            c.check(values.count == parts.count, "every part of the path is reported: \(pathText)")
+            if let network = part("network (half"), let total = part("  total") {
+                c.check(network >= 10, String(format: "the network part is at least half the relay's 20 ms: %.2f ms", network))
+                c.check(abs(values.reduce(0, +) - total) < 0.05, "the parts add up to the total \(total)")
+            } else {
+                c.check(false, "the report has the network part and the total")
+            }
+            let budgetSVG = (try? String(contentsOfFile: budgetPlot, encoding: .utf8)) ?? ""
+            c.check(budgetSVG.contains("Mouth to ear") && budgetSVG.components(separatedBy: "<rect").count >= 1 + 2 * parts.count,
+                    "the whole-path plot is a stacked bar with a legend: \(budgetPlot)")
 
             // Room C is in the directory but its daemon is not running.
             let (offStatus, offText) = try run("roomc", count: 50, plot: "\(rooms.dir)/off.svg")

@@ -61,7 +61,9 @@ final class ControlProtocolTests: XCTestCase {
             (.networkLoopback(room: k, count: 4), .networkLoopback(NetworkLoopbackStatus(state: .running, room: k))),
             (.networkLoopbackResult, .networkLoopback(NetworkLoopbackStatus(
                 state: .done, room: k,
-                result: RoundTripSummary.summarise(sent: 5, rttMs: [0: 1, 1: 3, 2: 1.5, 4: 2.5], duplicates: 1, jitterBounds: (10, 20))))),
+                result: RoundTripSummary.summarise(sent: 5, rttMs: [0: 1, 1: 3, 2: 1.5, 4: 2.5], duplicates: 1, jitterBounds: (10, 20)),
+                terminal: TerminalTiming(periodMs: 2.5, bufferPeriods: 4, processingDelayMs: 2.5, codecLookaheadMs: 6.5,
+                                         jitterMinMs: 5, jitterMaxMs: 120, xruns: 3, processMaxMs: 0.125)))),
             (.networkLoopbackResult, .networkLoopback(NetworkLoopbackStatus(
                 state: .done, room: b, result: RoundTripSummary.summarise(sent: 3, rttMs: [:], duplicates: 0, jitterBounds: (10, 20))))),
         ]
