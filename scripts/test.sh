@@ -19,3 +19,8 @@ sync
 bash scripts/rig-selftest.sh
 # All tests are XCTest; without Swift Testing the run closes on the XCTest summary.
 bash scripts/rig.sh run --dir "$PWD/.rig-test" -- swift test "${BUILD[@]}" --skip-build --disable-swift-testing "$@"
+# The measurement suite at its smallest sizes, so that it cannot rot unnoticed (the figures in
+# BENCHMARKS.md come from a full run: scripts/bench-suite.sh). Skipped when tests were selected.
+if [[ $# -eq 0 ]]; then
+    SUITE_SKIP_SETUP=1 bash scripts/bench-suite.sh --smoke --out "$PWD/.build-tests/BENCHMARKS.smoke.md"
+fi

@@ -26,14 +26,32 @@ struct Bench: ParsableCommand {
     @ArgumentParser.Flag(help: "Only the mouth-to-ear delay between two intercomd processes on the rig (rooms A, B, D).")
     var mouthToEar = false
 
+    @Option(help: "Mouth-to-ear: how many of the setups (10 ms, 10 ms low-delay codec, 5 ms, 2.5 ms), pairs of daemons per setup, chirps per pair.")
+    var setups = 4
+    @Option var sessions = 3
+    @Option var repeats = 3
+
+    @Option(help: "Run only this variant once over --frames frames, untimed, for an instruction counter (callgrind): chain or bare.")
+    var instructions: String?
+
     func run() throws {
+        if let variant = instructions {
+            // The signals are always made for 2000 frames, so that the difference of two runs with
+            // different --frames is the per-frame work alone.
+            guard frames <= 2000, ["chain", "bare"].contains(variant) else { throw ValidationError("--instructions chain|bare with --frames ≤ 2000") }
+            let (far, mic) = signals(count: 480 * 2000)
+            var allocations: UInt64 = 0
+            _ = variant == "chain" ? try timeChain(far: far, mic: mic, frame: 480, allocations: &allocations)
+                                   : try timeBareSpeex(far: far, mic: mic, frame: 480)
+            return
+        }
         if mouthToEar {
-            try MouthToEar().report([
+            try MouthToEar().report(Array([
                 .init(name: "10 ms frames, defaults (voip, jitter ≥ 10 ms, 3 periods)", periodMs: 10, bufferPeriods: 3, application: "voip", minJitterMs: 10),
                 .init(name: "10 ms frames, restricted_lowdelay", periodMs: 10, bufferPeriods: 3, application: "restricted_lowdelay", minJitterMs: 10),
                 .init(name: "low delay: 5 ms frames, restricted_lowdelay, jitter ≥ 5 ms, 6 periods", periodMs: 5, bufferPeriods: 6, application: "restricted_lowdelay", minJitterMs: 5),
                 .init(name: "low delay: 2.5 ms frames, restricted_lowdelay, jitter ≥ 5 ms, 8 periods", periodMs: 2.5, bufferPeriods: 8, application: "restricted_lowdelay", minJitterMs: 5),
-            ])
+            ].prefix(setups)), sessions: sessions, repeats: repeats)
             return
         }
         print("## Audio core (measured \(ISO8601DateFormatter().string(from: Date())), \(ProcessInfo.processInfo.processorCount) cores)\n")
