@@ -9,6 +9,8 @@ import SignalTools
 /// Exit codes, from sysexits.h where one fits.
 public enum ExitCode: Int32 {
     case ok = 0
+    /// `--loopback`: the measurement found a problem or could not run.
+    case measurementFailed = 2
     case usage = 64
     case unavailable = 69  // a device could not be opened and retry is off
     case software = 70
@@ -25,7 +27,9 @@ public final class Daemon: @unchecked Sendable {
     private let network: NetworkMedia?
     private let calls: CallsSide?
     private let delayEstimator: EchoDelayEstimator
-    private let log: Logger
+    /// The device round-trip test: offered on the control socket (with calls) and by `--loopback`.
+    let deviceLoopback: DeviceLoopback
+    let log: Logger
     private var reporter: StatsReporter?
 
     public init(config: DaemonConfig, logger: Logger) throws {
@@ -55,12 +59,12 @@ public final class Daemon: @unchecked Sendable {
         mixer.micGain.store(decibelsToGain(config.mixer.micGainDb))
         mixer.speakerGain.store(decibelsToGain(config.mixer.speakerGainDb))
 
-        // The device round-trip test is offered where a control socket can start it: with calls.
-        let loopback = config.callsEnabled ? DeviceLoopback(sampleRate: a.sampleRate, frameSize: frame, logger: logger) : nil
+        let loopback = DeviceLoopback(sampleRate: a.sampleRate, frameSize: frame, logger: logger)
+        deviceLoopback = loopback
         engine = AudioEngine(frameSize: frame, mixer: mixer, canceller: canceller,
                              recordRaw: config.local.recordRawWav != nil, microphoneReady: network?.doorbell,
                              maxCaptureBacklogMs: network == nil ? nil : AudioEngine.liveCaptureBacklogMs,
-                             loopback: loopback?.probe)
+                             loopback: loopback.probe)
         let devices = DeviceSettings(captureDevice: a.captureDevice, playbackDevice: a.playbackDevice,
                                      sampleRate: a.sampleRate, periodFrames: frame,
                                      bufferPeriods: a.bufferPeriods, link: a.linkDevices)

@@ -47,7 +47,8 @@ final class DeviceLoopback: Sendable {
         return .success(.loopback(LoopbackStatus(state: .running)))
     }
 
-    func status() -> ControlReply { .loopback(last.withLock { $0 }) }
+    func status() -> ControlReply { .loopback(currentStatus) }
+    var currentStatus: LoopbackStatus { last.withLock { $0 } }
 
     /// Its own thread: waits for the probe (bounded), then analyses.
     private func finish() {

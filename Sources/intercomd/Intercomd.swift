@@ -30,6 +30,12 @@ struct Intercomd: ParsableCommand {
     @Option(help: "Stop after this many seconds (overrides local.duration_s).")
     var duration: Double?
 
+    @Flag(help: "Measure the device round trip (a chirp from the speaker, found in the microphone) once and exit: for a stopped service; a running one is measured with `intercomctl loopback`. Exit status 2 on a problem.")
+    var loopback = false
+
+    @Option(help: "With --loopback: write the correlation plot to this SVG file.")
+    var plot: String?
+
     func run() throws {
         if printDefaultConfig {
             print(DaemonConfig.default.rendered())
@@ -72,7 +78,7 @@ struct Intercomd: ParsableCommand {
             log.critical("cannot start: \(error)")
             throw ExitCode(IntercomDaemon.ExitCode.software.rawValue)
         }
-        let code = daemon.run()
+        let code = loopback ? daemon.runLoopback(insertMs: 0, plot: plot) : daemon.run()
         if code != .ok { throw ExitCode(code.rawValue) }
     }
 }

@@ -157,4 +157,28 @@ final class LoopbackTests: XCTestCase {
             return [a, b]
         }
     }
+
+    /// `intercomd --loopback` measures the devices of a stopped service on its own: the report and
+    /// the plot, exit status 0 on a clean rig room, and the same round trip as through the control
+    /// socket (on the rig: buffering only, 2-5 periods).
+    func testDaemonLoopbackFlagMeasuresTheDevicesOfAStoppedService() throws {
+        try Rig.require()
+        try measureWithRetries("intercomd --loopback") { c in
+            let dir = try Repo.scratchFolder("daemon-loopback")
+            let config = try DaemonProcess.writeRoomConfig("roomE")
+            let d = try DaemonProcess(arguments: ["--config", config, "--loopback", "--plot", "\(dir)/plot.svg"])
+            let status = d.wait(timeout: 20)
+            print("intercomd --loopback printed:\n\(d.log)")
+            c.check(status == 0, "exit status 0 on a clean rig room: \(String(describing: status))")
+            guard let line = d.log.split(separator: "\n").first(where: { $0.hasPrefix("round trip") }),
+                  let trip = line.split(separator: " ").compactMap({ Double($0) }).first else {
+                c.check(false, "the report names the round trip")
+                return [d]
+            }
+            c.check(trip >= 20 && trip <= 60, "round trip \(trip) ms: 2-5 periods of 10 ms on the rig")
+            let svg = (try? String(contentsOfFile: "\(dir)/plot.svg", encoding: .utf8)) ?? ""
+            c.check(svg.contains("<polyline"), "the correlation plot is written")
+            return [d]
+        }
+    }
 }
