@@ -459,21 +459,23 @@ public final class JitterBuffer: @unchecked Sendable {
         var droppedThisCycle = false
         var quietDrops = 0
         while true {
+            if playout < carriedUntil {
+                // The last packet held more than a frame (a peer sending longer packets): its next
+                // frame is due now, whether or not the following packet has arrived yet.
+                let n = decoder.takeCarried(into: out, frameSize: frameSize)
+                if n > 0 {
+                    playout += Int64(frameSize)
+                    currentDelayNs = delay(now: now)
+                    statistics.played.increment()
+                    return finish(n, out)
+                }
+                carriedUntil = .min
+            }
             if isFilled(nextSeq) {
                 underrunRun = 0
                 let slot = Int(nextSeq) & mask
                 let ts = timestamps[slot]
                 if ts > playout {
-                    if playout < carriedUntil {
-                        // The last packet held more than a frame (a peer sending longer packets):
-                        // its next frame fills what looks like a gap.
-                        let n = decoder.takeCarried(into: out, frameSize: frameSize)
-                        if n > 0 {
-                            playout += Int64(frameSize)
-                            statistics.played.increment()
-                            return finish(n, out)
-                        }
-                    }
                     // A silence gap (DTX) before this packet: play silence, grow or shrink for free.
                     currentDelayNs = delay(now: now)
                     if currentDelayNs < targetNs - frameNs / 2 {

@@ -45,35 +45,56 @@ final class JitterOpusTests: XCTestCase {
     /// A peer sending 20 ms packets (GStreamer's opusenc default) to a 10 ms terminal: every packet
     /// plays as two frames, none as silence or a decoding error.
     func testPacketsLongerThanAFramePlayWhole() throws {
+        try playLongerPackets(minDelayMs: 20, arrivalAfterRead: false)
+    }
+
+    /// The same at the daemon's default minimum delay (10 ms, below a 20 ms packet), packets landing
+    /// just after the reader's tick: the second half of each packet is due before the next packet
+    /// arrives and must come from the decoded packet, not from concealment (a GStreamer interop run
+    /// once played 319 of 552 frames, 251 concealed, this way).
+    func testSecondHalfOfALongPacketPlaysBeforeTheNextPacketArrives() throws {
+        try playLongerPackets(minDelayMs: 10, arrivalAfterRead: true)
+    }
+
+    private func playLongerPackets(minDelayMs: Double, arrivalAfterRead: Bool) throws {
         let frame = 480, packetSamples = 960
         let encoder = try OpusEncoder()
         let speech = Signals.toInt16(Signals.chirp(from: 200, to: 3000, duration: 2, sampleRate: 48000, amplitude: 0.4))
         final class Clock: @unchecked Sendable { var now: UInt64 = 1_000_000_000 }
         let clock = Clock()
-        let buffer = JitterBuffer(settings: JitterSettings(frameSize: frame), decoder: try OpusDecoder(), clock: { clock.now })
+        let buffer = JitterBuffer(settings: JitterSettings(frameSize: frame, minDelayMs: minDelayMs), decoder: try OpusDecoder(), clock: { clock.now })
         var packet = [UInt8](repeating: 0, count: 1500)
         var played: [Int16] = []
         var out = [Int16](repeating: 0, count: frame)
         let packets = speech.count / packetSamples
+        var underrunsWhileStreaming = 0
         for f in 0..<(2 * packets + 10) {
+            if f == 2 * packets - 1 { underrunsWhileStreaming = buffer.statistics.underruns.load }  // the rest is the stream's end
+            if arrivalAfterRead {
+                _ = buffer.readFrame(into: &out, count: frame)
+                played += out
+            }
             if f % 2 == 0, f / 2 < packets {
                 let p = f / 2
                 let n = speech.withUnsafeBufferPointer { encoder.encode($0.baseAddress! + p * packetSamples, frameSize: packetSamples, into: &packet, capacity: 1500) }
                 _ = packet.withUnsafeBytes { raw in
                     buffer.queue.push(payload: UnsafeRawBufferPointer(rebasing: raw[0..<n]), sequence: UInt16(p), timestamp: UInt32(p * packetSamples),
-                                      marker: p == 0, arrivalNanos: clock.now)
+                                      marker: p == 0, arrivalNanos: clock.now + (arrivalAfterRead ? 1_000_000 : 0))
                 }
             }
-            _ = buffer.readFrame(into: &out, count: frame)
-            played += out
+            if !arrivalAfterRead {
+                _ = buffer.readFrame(into: &out, count: frame)
+                played += out
+            }
             clock.now += 10_000_000
         }
         let s = buffer.statistics
         XCTAssertEqual(s.decodeErrors.load, 0)
         XCTAssertGreaterThanOrEqual(s.played.load, 2 * packets - 2, "each packet plays as two frames")
+        XCTAssertEqual(underrunsWhileStreaming, 0, "no second half concealed")
         let found = try XCTUnwrap(Correlation.findDelay(reference: Signals.toFloat(speech), in: Signals.toFloat(played), maxLag: 48000 / 5))
         XCTAssertGreaterThan(found.peak, 0.8, "the played stream matches what was sent")
-        print(String(format: "20 ms packets into 10 ms frames: played %d frames from %d packets, silence %d, correlation %.3f",
-                     s.played.load, packets, s.silenceFrames.load, found.peak))
+        print(String(format: "20 ms packets into 10 ms frames (min delay %.0f ms): played %d frames from %d packets, underruns %d, silence %d, correlation %.3f",
+                     minDelayMs, s.played.load, packets, underrunsWhileStreaming, s.silenceFrames.load, found.peak))
     }
 }
