@@ -19,6 +19,8 @@ public struct CallEngine: Sendable {
     /// Missed-call notices for rooms that could not be reached, oldest first.
     var notices: [(room: RoomID, notice: MissedCallNotice, inFlight: Bool)] = []
     var nextHello: Double?
+    /// During a call: when the next keepalive hello goes to the other side.
+    var nextKeepalive: Double?
     /// Effects of the entry point running now.
     var out: [CallEffect] = []
 
@@ -57,6 +59,7 @@ public struct CallEngine: Sendable {
             if let ring = call.ringDeadline { times.append(ring) }
             if !call.isConnected || call.role == .caller { times.append(call.started + t.answerTimeout) }
             times += call.lastHeard.values.map { $0 + t.peerSilenceTimeout }
+            times.append(nextKeepalive ?? -.infinity)
         }
         return times.min()
     }
@@ -138,6 +141,7 @@ public struct CallEngine: Sendable {
         if nextHello.map({ now >= $0 }) ?? true {
             sendHellos(now: now)
         }
+        sendKeepalives(now: now)
         for room in presenceTable.expire(now: now, offlineAfter: t.offlineAfter) {
             out.append(.event(.presenceChanged(room: room, presence(of: room))))
         }
@@ -177,6 +181,18 @@ public struct CallEngine: Sendable {
         nextHello = now + settings.timing.helloInterval
         for room in settings.directory.keys.sorted() where room != settings.room {
             send(.hello(doNotDisturb: doNotDisturb, call: call?.id), to: room, now: now)
+        }
+    }
+
+    /// In a call, a hello to the rooms on the other side every `callKeepalive` (the caller's
+    /// remaining callees, or a callee's caller), so that each side's `lastHeard` stays fresh.
+    mutating func sendKeepalives(now: Double) {
+        guard let call else { nextKeepalive = nil; return }
+        guard nextKeepalive.map({ now >= $0 }) ?? true else { return }
+        nextKeepalive = now + settings.timing.callKeepalive
+        let peers = call.role == .caller ? call.remaining : [call.caller]
+        for room in peers {
+            send(.hello(doNotDisturb: doNotDisturb, call: call.id), to: room, now: now)
         }
     }
 

@@ -41,9 +41,13 @@ public struct CallTiming: Sendable, Equatable {
     public var ringTime = 1.5
     /// A call nobody answers: the callee counts it missed, the caller marks it unavailable.
     public var answerTimeout = 30.0
-    /// Nothing heard from the other side of a running call for this long: it is gone. Longer than
-    /// `offlineAfter` so that a few lost hellos never cut a call.
-    public var peerSilenceTimeout = 10.0
+    /// During a call, a hello goes to each room on the other side this often (besides the
+    /// directory-wide one every `helloInterval`): a participant that vanished is noticed quickly.
+    public var callKeepalive = 0.2
+    /// Nothing heard from the other side of a running call for this long: it is gone (a killed
+    /// daemon, a cable pulled). Seven keepalives in a row must be lost first: under 20 % random
+    /// loss that happens about once in 80,000 windows.
+    public var peerSilenceTimeout = 1.5
 
     public init() {}
 }

@@ -19,6 +19,7 @@ final class CallEngineTests: XCTestCase {
     func testCalleeEndsOneToOneEndsOnBothSides() { CallScenarios.calleeEndsOneToOne(.clean, seed: 9) }
     func testCallerEndsEverywhere() { CallScenarios.callerEndsEverywhere(.clean, seed: 10) }
     func testMuteSeenByOtherSide() { CallScenarios.muteSeenByOtherSide(.clean, seed: 11) }
+    func testVanishedCalleeIsLostWithinTwoSecondsOthersStay() { CallScenarios.vanishedCalleeIsLostWithinTwoSeconds(.clean, seed: 14) }
 
     func testWithoutAutoAnswerTheCallRingsUntilAnswered() {
         var sim = CallSim(rooms: 2, seed: 12) { $0.autoAnswer = false }

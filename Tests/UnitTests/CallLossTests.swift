@@ -19,6 +19,7 @@ final class CallLossTests: XCTestCase {
             CallScenarios.calleeEndsOneToOne(.lossy, seed: seed)
             CallScenarios.callerEndsEverywhere(.lossy, seed: seed)
             CallScenarios.muteSeenByOtherSide(.lossy, seed: seed)
+            CallScenarios.vanishedCalleeIsLostWithinTwoSeconds(.lossy, seed: seed)
         }
     }
 

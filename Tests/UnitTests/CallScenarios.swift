@@ -149,6 +149,30 @@ enum CallScenarios {
         XCTAssertEqual(sim.ended(ra), [.finished])
     }
 
+    /// A callee's daemon dies in a 1:3 call (no leave is sent): the caller sees it unavailable
+    /// within 2 s, the other two stay connected, and the caller's media plan drops it.
+    static func vanishedCalleeIsLostWithinTwoSeconds(_ net: CallNetConditions, seed: UInt64) {
+        var sim = CallSim(rooms: 4, conditions: net, seed: seed)
+        sim.warmUp()
+        sim.command(ra, .call(button: "all"))
+        sim.run(for: settleTime(sim.timing(ra)))
+        XCTAssertEqual(sim.status(ra, of: rc), .connected)
+        sim.stop(rc)
+        let lost = sim.run(until: { $0.status(ra, of: rc) != .connected }, timeout: 5)
+        XCTAssertNotNil(lost, "the caller noticed")
+        XCTAssertLessThanOrEqual(lost ?? .infinity, 2.0, "within 2 s")
+        XCTAssertEqual(sim.status(ra, of: rc), .unavailable)
+        for r in [rb, rd] {
+            XCTAssertEqual(sim.status(ra, of: r), .connected)
+            XCTAssertEqual(sim.engine(r).state, .connected)
+        }
+        XCTAssertEqual(Set(sim.plan[ra]?.receiveFrom.map(\.room) ?? []), [rb, rd])
+        // The caller vanishing ends the call at every callee, as quickly.
+        sim.stop(ra)
+        let ended = sim.run(until: { s in [rb, rd].allSatisfy { s.engine($0).state == .idle } }, timeout: 5)
+        XCTAssertLessThanOrEqual(ended ?? .infinity, 2.0, "the callees notice the caller gone within 2 s")
+    }
+
     static func calleeEndsOneToOne(_ net: CallNetConditions, seed: UInt64) {
         var sim = CallSim(rooms: 2, conditions: net, seed: seed)
         sim.warmUp()

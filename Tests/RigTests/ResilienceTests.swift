@@ -1,0 +1,48 @@
+import Calls
+import Control
+import Foundation
+import TestSupport
+import XCTest
+
+/// Faults in a running call, with every room on its own host (network namespaces on a bridge).
+final class ResilienceTests: XCTestCase {
+    /// A calls B, C and D; C's daemon is killed (SIGKILL: no leave is sent). A shows C unavailable
+    /// within 2 s (call keepalives every 0.2 s, 1.5 s of silence); B and D stay connected and
+    /// still hear A.
+    func testKilledCalleeIsLostWithinTwoSecondsAndTheOthersGoOn() throws {
+        try Rig.require()
+        try measureWithRetries("callee killed in a 1:3 call") { c in
+            let names = ["roomA", "roomB", "roomC", "roomD"]
+            let lab = try NetLab(hosts: names)
+            defer { lab.close() }
+            let rooms = try CallRooms(names, lab: lab)
+            defer { rooms.stopAll() }
+            for id in names.map({ $0.lowercased() }) { try rooms.start(id) }
+            c.require(rooms.waitOnline("rooma", ["roomb", "roomc", "roomd"]), "A sees B, C and D online")
+            guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "all")) else {
+                c.check(false, "call placed")
+                return []
+            }
+            c.require(rooms.wait(5) { ["rooma", "roomb", "roomc", "roomd"].allSatisfy(rooms.isConnected) }, "everyone connected")
+
+            let victim = rooms.daemons["roomc"]!
+            kill(victim.process.processIdentifier, SIGKILL)
+            let killed = Date()
+            let noticed = rooms.wait(5) { rooms.participant(rooms.status("rooma"), "roomc") != .connected }
+            let elapsed = Date().timeIntervalSince(killed)
+            print(String(format: "resilience: A noticed the killed callee after %.2f s: %@", elapsed,
+                         String(describing: rooms.participant(rooms.status("rooma"), "roomc"))))
+            c.check(noticed && elapsed <= 2.0, String(format: "A sees C lost within 2 s (%.2f s)", elapsed))
+            c.check(rooms.participant(rooms.status("rooma"), "roomc") == .unavailable, "C is shown unavailable")
+            Thread.sleep(forTimeInterval: 1)
+            c.check(["rooma", "roomb", "roomd"].allSatisfy(rooms.isConnected), "A, B and D stay in the call")
+
+            let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A"))
+            let q = try Quality.measure([(ab.clipPath, ab.recordingPath)])
+            print("resilience: A → B after C was killed: \(q[0])")
+            c.check(q[0].stoi >= CallTests.minSTOI, "B still hears A: \(q[0])")
+            XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+            return ["rooma", "roomb", "roomd"].map { rooms.daemons[$0]! }
+        }
+    }
+}
