@@ -45,4 +45,36 @@ final class ResilienceTests: XCTestCase {
             return ["rooma", "roomb", "roomd"].map { rooms.daemons[$0]! }
         }
     }
+
+    /// B's daemon restarts (SIGTERM, then SIGKILL on a second run): its do-not-disturb setting and
+    /// its call history, including a missed call refused by do-not-disturb, are still there.
+    func testDaemonRestartKeepsHistoryAndDoNotDisturb() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        try rooms.start("rooma")
+        try rooms.start("roomb")
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
+        // One finished call, then do-not-disturb and a refused one.
+        guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else { return XCTFail("call placed") }
+        XCTAssertTrue(rooms.wait(5) { rooms.isConnected("roomb") }, "connected")
+        XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomb") })
+        XCTAssertEqual(try rooms.control("roomb", .setDoNotDisturb(true)), .success(.doNotDisturb(true)))
+        guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else { return XCTFail("second call placed") }
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") }, "refused by do-not-disturb")
+        XCTAssertTrue(rooms.wait(2) { rooms.history("roomb").count == 2 })
+        let before = rooms.history("roomb")
+
+        for signal in [SIGTERM, SIGKILL] {
+            let d = rooms.daemons["roomb"]!
+            kill(d.process.processIdentifier, signal)
+            _ = d.wait(timeout: 5)
+            try rooms.start("roomb")
+            let status = rooms.status("roomb")
+            XCTAssertEqual(status?.doNotDisturb, true, "do-not-disturb survives signal \(signal)")
+            XCTAssertEqual(rooms.history("roomb"), before, "the history survives signal \(signal)")
+        }
+        print("resilience: after a SIGTERM and a SIGKILL restart B keeps do-not-disturb and \(before.count) history entries: \(before.map(\.outcome))")
+    }
 }
