@@ -77,4 +77,40 @@ final class ResilienceTests: XCTestCase {
         }
         print("resilience: after a SIGTERM and a SIGKILL restart B keeps do-not-disturb and \(before.count) history entries: \(before.map(\.outcome))")
     }
+
+    /// An xrun storm during a call: A's daemon is frozen (SIGSTOP/SIGCONT, what a starved machine
+    /// does to it) for 120 ms eight times in four seconds. Its xruns are counted, the call stays up
+    /// on both sides, and afterwards B hears A again.
+    func testXrunStormDuringACallIsRecoveredAndCountedAndTheCallGoesOn() throws {
+        try Rig.require()
+        try measureWithRetries("xrun storm in a call") { c in  // A's xruns are the point; B's would spoil the attempt
+            let rooms = try CallRooms(["roomA", "roomB"])
+            defer { rooms.stopAll() }
+            let a = try rooms.start("rooma")
+            let b = try rooms.start("roomb")
+            c.require(rooms.waitOnline("rooma", ["roomb"]), "A sees B")
+            guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else {
+                c.check(false, "call placed")
+                return [a, b]
+            }
+            c.require(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "connected")
+            for _ in 0..<8 {
+                kill(a.process.processIdentifier, SIGSTOP)
+                usleep(120_000)
+                kill(a.process.processIdentifier, SIGCONT)
+                usleep(380_000)
+            }
+            Thread.sleep(forTimeInterval: 1)
+            c.check(rooms.isConnected("rooma") && rooms.isConnected("roomb"), "the call survives the storm on both sides")
+            let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A"))
+            let q = try Quality.measure([(ab.clipPath, ab.recordingPath)])
+            XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+            _ = rooms.stop("rooma")
+            let xruns = a.finalXruns ?? 0
+            print("resilience: xrun storm: A counted \(xruns) xruns; afterwards A → B \(q[0])")
+            c.check(xruns >= 1, "the stalls are counted as xruns: \(xruns)")
+            c.check(q[0].stoi >= CallTests.minSTOI, "B hears A after the storm: \(q[0])")
+            return [b]
+        }
+    }
 }
