@@ -86,6 +86,8 @@ final class CallService: ControlHandler, @unchecked Sendable {
         wake.ring()
         finished.wait()
         thread = nil
+        let st = engine.withLock { $0.statistics }
+        log.info("calls: final stats: decode_errors=\(st.decodeErrorCount) unknown_sender=\(st.unknownSender) address_mismatch=\(st.addressMismatch) duplicates=\(st.duplicates) stale=\(st.stale) retransmissions=\(st.retransmissions) unreachable=\(st.unreachable)")
     }
 
     private static func now() -> Double { Double(monotonicNanos()) / 1e9 }

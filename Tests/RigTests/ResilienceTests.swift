@@ -113,4 +113,84 @@ final class ResilienceTests: XCTestCase {
             return [b]
         }
     }
+
+    /// Garbage, forged RTP and forged signalling (claiming to be the caller) from a fourth host at
+    /// B's media and signalling ports, 30,000 datagrams in about three seconds, while A talks to B
+    /// in a call: B still hears A, the call stays up, B counts what it dropped, and B's memory does
+    /// not grow with the flood.
+    func testFloodOfForgedAndGarbagePacketsDuringACallIsCountedAndChangesNothing() throws {
+        try Rig.require()
+        try measureWithRetries("flood during a call") { c in
+            let names = ["roomA", "roomB", "roomC", "attacker"]
+            let lab = try NetLab(hosts: names)
+            defer { lab.close() }
+            let rooms = try CallRooms(["roomA", "roomB", "roomC"], lab: lab)
+            defer { rooms.stopAll() }
+            let a = try rooms.start("rooma"), b = try rooms.start("roomb")
+            try rooms.start("roomc")
+            c.require(rooms.waitOnline("rooma", ["roomb"]), "A sees B")
+            guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else {
+                c.check(false, "call placed")
+                return [a, b]
+            }
+            c.require(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "connected")
+            let rssBefore = Self.residentKB(b.process.processIdentifier)
+
+            // Per round: random bytes to both ports, an RTP header with a random SSRC and payload,
+            // a signalling envelope claiming to come from room A with a random type and body.
+            let target = lab.host("roomB").address
+            let script = """
+                import os, random, socket, struct, time
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                rnd = random.Random(7)
+                start = time.time()
+                for i in range(7500):
+                    s.sendto(os.urandom(rnd.randint(1, 1400)), ("\(target)", 5004))
+                    s.sendto(os.urandom(rnd.randint(1, 300)), ("\(target)", 5070))
+                    rtp = struct.pack("!BBHII", 0x80, 96, rnd.randrange(65536), rnd.randrange(2**32), rnd.randrange(2**32))
+                    s.sendto(rtp + os.urandom(rnd.randint(0, 200)), ("\(target)", 5004))
+                    sig = b"IC\\x01" + bytes([rnd.randint(1, 11), 0]) + os.urandom(4) + b"\\x05rooma" + os.urandom(rnd.randint(0, 60))
+                    s.sendto(sig, ("\(target)", 5070))
+                    if i % 100 == 99:
+                        time.sleep(max(0, start + (i + 1) * 0.0004 - time.time()))
+                print("sent", 4 * 7500, "in", round(time.time() - start, 2), "s")
+                """
+            let (ip, args) = lab.command("attacker", "/usr/bin/python3", ["-c", script])
+            let floodOut = Pipe()
+            let flood = try Command.start(ip, args, stdout: floodOut.fileHandleForWriting)
+            let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A"))
+            flood.waitUntilExit()
+            try? floodOut.fileHandleForWriting.close()
+            let floodText = String(decoding: floodOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let rssAfter = Self.residentKB(b.process.processIdentifier)
+            let q = try Quality.measure([(ab.clipPath, ab.recordingPath)])
+            c.check(rooms.isConnected("rooma") && rooms.isConnected("roomb"), "the call is still up after the flood")
+            c.check(rooms.participant(rooms.status("rooma"), "roomb") == .connected, "A still shows B connected")
+            XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+            _ = rooms.stop("roomb")
+            let stats = NetworkStats(log: b.log)
+            let calls = b.log.split(separator: "\n").last { $0.contains("calls: final stats:") }.map(String.init) ?? ""
+            let decodeErrors = calls.range(of: "decode_errors=").map { Int(calls[$0.upperBound...].prefix { $0.isNumber }) ?? 0 } ?? 0
+            print("resilience: flood: \(floodText.trimmingCharacters(in: .whitespacesAndNewlines)); B: \(stats?.line ?? "no stats"); \(calls); RSS \(rssBefore) → \(rssAfter) kB; A → B \(q[0])")
+            c.check(q[0].stoi >= CallTests.minSTOI, "B hears A through the flood: \(q[0])")
+            // Datagrams from a source no call routes are dropped before parsing (`not_routed`).
+            let droppedMedia = (stats?.malformed ?? 0) + (stats.map { Self.counter("not_routed", in: $0.line) } ?? 0)
+            c.check(droppedMedia >= 1500, "B counts the forged and garbage media datagrams: \(droppedMedia) of 15,000")
+            c.check(decodeErrors >= 750, "B counts the garbage signalling: \(decodeErrors) decode errors of 15,000")
+            c.check(rssAfter - rssBefore < 16_384, "B's memory stays bounded: \(rssBefore) → \(rssAfter) kB")
+            return [a, b]
+        }
+    }
+
+    static func counter(_ key: String, in line: String) -> Int {
+        guard let r = line.range(of: " \(key)=") else { return 0 }
+        return Int(line[r.upperBound...].prefix { $0.isNumber }) ?? 0
+    }
+
+    /// VmRSS of a process, kB (0 when it is gone).
+    static func residentKB(_ pid: Int32) -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
 }
