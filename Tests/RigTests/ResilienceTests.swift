@@ -193,4 +193,47 @@ final class ResilienceTests: XCTestCase {
               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
+
+    /// B is cut off the network during a call with A and C, then plugged back in: both sides end
+    /// B's part with a status (A shows B unavailable, B's call ends), presence shows B offline and
+    /// then online again, and a new call to B works.
+    func testNetworkPartitionEndsTheCutOffPartCleanlyAndHealingRestoresPresenceAndCalls() throws {
+        try Rig.require()
+        let names = ["roomA", "roomB", "roomC", "roomD"]
+        let lab = try NetLab(hosts: names)
+        defer { lab.close() }
+        let rooms = try CallRooms(names, lab: lab)
+        defer { rooms.stopAll() }
+        for id in names.map({ $0.lowercased() }) { try rooms.start(id) }
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc", "roomd"]))
+        guard case .success(.callPlaced) = try rooms.control("rooma", .callRooms([RoomID("roomb")!, RoomID("roomc")!])) else {
+            return XCTFail("call placed")
+        }
+        XCTAssertTrue(rooms.wait(5) { ["rooma", "roomb", "roomc"].allSatisfy(rooms.isConnected) }, "connected")
+
+        try lab.setLink("roomB", connected: false)
+        let cut = Date()
+        XCTAssertTrue(rooms.wait(5) { rooms.participant(rooms.status("rooma"), "roomb") == .unavailable }, "A shows B unavailable")
+        let seenByA = Date().timeIntervalSince(cut)
+        XCTAssertTrue(rooms.wait(5) { rooms.isIdle("roomb") }, "B's side of the call ends too")
+        XCTAssertTrue(rooms.isConnected("rooma") && rooms.isConnected("roomc"), "A and C go on")
+        XCTAssertTrue(rooms.wait(6) { !Self.online(rooms, "rooma", "roomb") }, "A shows B offline")
+        XCTAssertEqual(rooms.history("roomb").last?.outcome, .finished, "B keeps the call in its history")
+
+        try lab.setLink("roomB", connected: true)
+        let healed = Date()
+        XCTAssertTrue(rooms.wait(5) { Self.online(rooms, "rooma", "roomb") }, "B is online again after healing")
+        let backAfter = Date().timeIntervalSince(healed)
+        XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+        XCTAssertTrue(rooms.wait(3) { ["rooma", "roomc"].allSatisfy(rooms.isIdle) })
+        guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else { return XCTFail("new call placed") }
+        XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "a new call to B works")
+        print(String(format: "resilience: partition: A saw B unavailable after %.2f s; B online again %.2f s after healing", seenByA, backAfter))
+        XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+    }
+
+    static func online(_ rooms: CallRooms, _ id: String, _ other: String) -> Bool {
+        guard case .success(.rooms(let d))? = try? rooms.control(id, .rooms) else { return false }
+        return d.rooms.first { $0.id.value == other }?.presence.online == true
+    }
 }

@@ -55,6 +55,12 @@ public final class NetLab: @unchecked Sendable {
         (Self.ipPath, ["netns", "exec", host(name).namespace, program] + arguments)
     }
 
+    /// Cuts a host off the bridge (`connected: false`) or plugs it back in: a network partition.
+    public func setLink(_ name: String, connected: Bool) throws {
+        guard let i = hosts.firstIndex(where: { $0.name == name }) else { return }
+        try Self.ip(["-n", hub, "link", "set", "h\(i)", connected ? "up" : "down"])
+    }
+
     public func close() {
         guard !closed else { return }
         closed = true
