@@ -236,4 +236,87 @@ final class ResilienceTests: XCTestCase {
         guard case .success(.rooms(let d))? = try? rooms.control(id, .rooms) else { return false }
         return d.rooms.first { $0.id.value == other }?.presence.online == true
     }
+
+    /// Control-socket abuse at B during a call with A: 300 connections at once, 20 subscribers
+    /// that never read while events pour out, a client sending an endless line. B's memory stays
+    /// bounded, a well-behaved client is still answered, and B still hears A.
+    func testControlSocketAbuseLeavesAudioAndMemoryAlone() throws {
+        try Rig.require()
+        try measureWithRetries("control-socket abuse during a call") { c in
+            let rooms = try CallRooms(["roomA", "roomB"])
+            defer { rooms.stopAll() }
+            let a = try rooms.start("rooma"), b = try rooms.start("roomb")
+            c.require(rooms.waitOnline("rooma", ["roomb"]), "A sees B")
+            guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else {
+                c.check(false, "call placed")
+                return [a, b]
+            }
+            c.require(rooms.wait(5) { rooms.isConnected("roomb") }, "connected")
+            let path = rooms.room("roomb").socket
+            let rssBefore = Self.residentKB(b.process.processIdentifier)
+
+            // The abuse runs on its own thread while A talks to B.
+            let abuse = Thread {
+                var crowd: [Int32] = []
+                for _ in 0..<300 { if let fd = Self.connectUnix(path) { crowd.append(fd) } }
+                var silent: [Int32] = []
+                for _ in 0..<20 {
+                    if let fd = Self.connectUnix(path) { Self.write(fd, "{\"cmd\":\"subscribe\"}\n"); silent.append(fd) }
+                }
+                if let fd = Self.connectUnix(path) {
+                    let chunk = String(repeating: "x", count: 64 * 1024)
+                    for _ in 0..<32 where Self.write(fd, chunk) {}  // 2 MB without a newline
+                    silent.append(fd)
+                }
+                // Events nobody reads: do-not-disturb toggles at B (they leave a running call alone).
+                if let client = try? ControlClient(path: path, timeout: 5) {
+                    for i in 0..<200 { _ = try? client.run(.setDoNotDisturb(i % 2 == 0)) }
+                    _ = try? client.run(.setDoNotDisturb(false))
+                    client.close()
+                }
+                Thread.sleep(forTimeInterval: 1)
+                for fd in crowd + silent { close(fd) }
+            }
+            abuse.start()
+            let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A"))
+            while !abuse.isFinished { usleep(10_000) }
+            let started = Date()
+            let answered = rooms.status("roomb") != nil
+            let latency = Date().timeIntervalSince(started)
+            let rssAfter = Self.residentKB(b.process.processIdentifier)
+            let q = try Quality.measure([(ab.clipPath, ab.recordingPath)])
+            print(String(format: "resilience: control abuse: status answered %@ in %.0f ms; RSS %d → %d kB; A → B %@",
+                         answered ? "yes" : "no", latency * 1000, rssBefore, rssAfter, q[0].description))
+            c.check(answered && latency < 1, "a well-behaved client is answered after the abuse")
+            c.check(rssAfter - rssBefore < 16_384, "B's memory stays bounded: \(rssBefore) → \(rssAfter) kB")
+            c.check(q[0].stoi >= CallTests.minSTOI, "B hears A through the abuse: \(q[0])")
+            c.check(rooms.isConnected("roomb"), "the call is still up")
+            return [a, b]
+        }
+    }
+
+    static func connectUnix(_ path: String) -> Int32? {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.utf8.prefix(raw.count - 1).enumerated() { raw[i] = byte }
+        }
+        let ok = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard ok == 0 else { close(fd); return nil }
+        var nonBlocking = fcntl(fd, F_GETFL)
+        nonBlocking |= O_NONBLOCK
+        _ = fcntl(fd, F_SETFL, nonBlocking)
+        return fd
+    }
+
+    /// Writes what the socket takes without blocking; false once it takes nothing more.
+    @discardableResult
+    static func write(_ fd: Int32, _ text: String) -> Bool {
+        var bytes = Array(text.utf8)
+        return bytes.withUnsafeMutableBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } > 0
+    }
 }
