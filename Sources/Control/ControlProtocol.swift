@@ -49,6 +49,15 @@ public enum ControlCommand: Sendable, Equatable {
     case networkLoopback(room: RoomID, count: Int)
     case networkLoopbackResult
 
+    /// The technician's commands, which `control.technician_group` may reserve (reading a
+    /// result included: it describes the room's devices and network).
+    public var isTechnicians: Bool {
+        switch self {
+        case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult: true
+        default: false
+        }
+    }
+
     /// The call engine's command for this request, or nil for the queries.
     public var callCommand: CallCommand? {
         switch self {

@@ -30,17 +30,25 @@ public struct ControlSocketError: Error, CustomStringConvertible, Equatable {
     }
 }
 
-/// Who is at the other end of a connection, as the kernel saw it at connect (SO_PEERCRED).
+/// Who is at the other end of a connection, as the kernel saw it at connect (SO_PEERCRED, and
+/// SO_PEERGROUPS for the supplementary groups).
 public struct PeerCredentials: Sendable, Equatable, CustomStringConvertible {
     public let pid: Int32
     public let uid: UInt32
     public let gid: UInt32
-    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+    public let groups: [UInt32]
+    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
+        self.groups = groups
     }
-    public var description: String { "pid \(pid) uid \(uid) gid \(gid)" }
+    public var description: String {
+        "pid \(pid) uid \(uid) gid \(gid)" + (groups.isEmpty ? "" : " groups \(groups.map(String.init).joined(separator: ","))")
+    }
+
+    /// Root, or a member of `group` (primary or supplementary).
+    public func mayAct(asMemberOf group: UInt32) -> Bool { uid == 0 || gid == group || groups.contains(group) }
 }
 
 /// struct ucred from <sys/socket.h>: Glibc's Swift module hides it (it needs _GNU_SOURCE).
@@ -135,8 +143,16 @@ public final class UnixSocket: @unchecked Sendable {
         var cred = UCred()
         var length = socklen_t(MemoryLayout<UCred>.size)
         guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0 else { return nil }
-        return PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid)
+        // SO_PEERGROUPS (Linux 4.13): the supplementary groups at connect; an empty list if refused.
+        var groups = [gid_t](repeating: 0, count: 64)
+        var size = socklen_t(groups.count * MemoryLayout<gid_t>.size)
+        let found = getsockopt(descriptor, SOL_SOCKET, Self.peerGroupsOption, &groups, &size) == 0
+            ? Int(size) / MemoryLayout<gid_t>.size : 0
+        return PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: Array(groups.prefix(found)))
     }
+
+    /// SO_PEERGROUPS from <asm-generic/socket.h>; Glibc's Swift overlay does not export it.
+    private static let peerGroupsOption: Int32 = 59
 
     // MARK: Client side
 
@@ -239,6 +255,9 @@ public final class UnixSocket: @unchecked Sendable {
         }
         guard unlink(path) == 0 || errno == ENOENT else { throw ControlSocketError("unlink stale socket", path: path) }
     }
+
+    /// A group by name or number, for the settings that name one.
+    public static func resolveGroup(_ group: String) throws(ControlSocketError) -> gid_t { try groupID(group, path: "") }
 
     private static func groupID(_ group: String, path: String) throws(ControlSocketError) -> gid_t {
         if let number = gid_t(group) { return number }

@@ -42,6 +42,8 @@ final class CallService: ControlHandler, @unchecked Sendable {
     /// The network round-trip test; the calls thread hands it the reflected probes.
     let networkLoopback: NetworkLoopback
     var audioRunning: @Sendable () -> Bool = { false }
+    /// When set, only root and members of this group may run the technician's commands (set once before `start`).
+    var technicianGroup: UInt32?
     /// This terminal's timing for the network loopback's report (set once before `start`).
     var terminalTiming: @Sendable () -> TerminalTiming = {
         TerminalTiming(periodMs: 10, bufferPeriods: 3, processingDelayMs: 10, codecLookaheadMs: 0, jitterMinMs: 10,
@@ -132,6 +134,10 @@ final class CallService: ControlHandler, @unchecked Sendable {
     }
 
     func handle(_ command: ControlCommand, from client: ControlClientInfo) -> Result<ControlReply, ControlFailure> {
+        if let group = technicianGroup, command.isTechnicians, client.credentials?.mayAct(asMemberOf: group) != true {
+            log.notice("calls: \(client) refused \(command): not in the technician group \(group)")
+            return .failure(ControlFailure(.notPermitted, "the loopback tests are for the technician group (gid \(group)) and root"))
+        }
         switch command {
         case .loopback(let insertMs):
             guard let loopback else { return .failure(ControlFailure(.unavailable, "no loopback test in this daemon")) }
@@ -177,6 +183,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
         }
     }
 
+    func clientConnected(_ client: ControlClientInfo) { log.info("calls: \(client) connected") }
     func clientDisconnected(_ client: ControlClientInfo, reason: String) { log.info("calls: \(client) gone: \(reason)") }
     func serverError(_ message: String) { log.error("control socket: \(message)") }
 

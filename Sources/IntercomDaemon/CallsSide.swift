@@ -38,6 +38,14 @@ final class CallsSide: @unchecked Sendable {
         let port = settings.directory[settings.room]!.signalling.port
         service = try CallService(settings: settings, signalling: UDPEndpoint(address: 0, port: port), routes: routes,
                                   mixer: mixer, chime: chime, history: history, state: state, logger: logger)
+        if !config.control.technicianGroup.isEmpty {
+            do {
+                service.technicianGroup = try UnixSocket.resolveGroup(config.control.technicianGroup)
+            } catch {
+                throw ConfigError(source: "configuration", issues: [ConfigIssue(
+                    key: "control.technician_group", problem: "\(config.control.technicianGroup): \(error.message)")])
+            }
+        }
         server = try ControlServer(settings: config.controlSettings(), handler: service)
         service.control = server
         let k = config.keys

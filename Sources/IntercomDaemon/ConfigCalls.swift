@@ -93,6 +93,9 @@ public struct ControlSection: Sendable, Equatable {
     public var mode: UInt32 = 0o660
     /// Group owning the socket (name or number); "" = the daemon's.
     public var group: String = ""
+    /// Members of this group (and root) may run the technician's commands (the loopback tests);
+    /// "" = anyone who may connect.
+    public var technicianGroup: String = ""
 
     public init() {}
 
@@ -237,6 +240,8 @@ extension DaemonConfig {
                     }),
             .octalMode("mode", \.control.mode, "Permissions of the socket file (clients need write permission)"),
             .string("group", \.control.group, "Group owning the socket, name or number; \"\" = the daemon's", .any),
+            .string("technician_group", \.control.technicianGroup,
+                    "Only root and members of this group (name or number) may run the loopback tests; \"\" = every client", .any),
         ]),
         SchemaSection(name: "keys", comment: "The terminal's keys (a Linux input device).", keys: [
             .string("device", \.keys.device, "Input device (evdev), e.g. /dev/input/event0; \"\" = no keys", .any),

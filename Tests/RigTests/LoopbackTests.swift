@@ -181,4 +181,35 @@ final class LoopbackTests: XCTestCase {
             return [d]
         }
     }
+
+    /// With `control.technician_group` set, a client outside the group (uid nobody, no groups) may
+    /// ask for the status but not start a loopback test (`not_permitted`, exit status 1); the same
+    /// user with the group as a supplementary group may; every connection is logged with its
+    /// credentials.
+    func testTechnicianCommandsAreLimitedToTheTechnicianGroup() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        chmod((rooms.room("rooma").socket as NSString).deletingLastPathComponent, 0o755)
+        let a = try rooms.start("rooma", extra: "mode = \"0666\"\ntechnician_group = \"audio\"")
+        let ctl = Repo.builtProgram("intercomctl"), socket = rooms.room("rooma").socket
+        func run(_ groups: String, _ args: [String]) throws -> (Int32, String) {
+            let out = Pipe()
+            let p = try Command.start("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", groups == "" ? "--clear-groups" : "--groups=\(groups)",
+                                                            ctl, "--socket", socket] + args, stdout: out.fileHandleForWriting, stderr: out.fileHandleForWriting)
+            p.waitUntilExit()
+            try? out.fileHandleForWriting.close()
+            return (p.terminationStatus, String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+        }
+        let (statusCode, statusText) = try run("", ["status"])
+        XCTAssertEqual(statusCode, 0, "anyone who may connect gets the status: \(statusText)")
+        let (refusedCode, refusedText) = try run("", ["loopback"])
+        XCTAssertEqual(refusedCode, 1, refusedText)
+        XCTAssertTrue(refusedText.contains("not_permitted"), refusedText)
+        let (allowedCode, allowedText) = try run("29", ["loopback"])
+        XCTAssertEqual(allowedCode, 0, "a member of the technician group runs the test: \(allowedText)")
+        XCTAssertTrue(allowedText.contains("round trip"), allowedText)
+        XCTAssertTrue(a.log.contains("uid 65534 gid 65534 groups 29) connected"), "connections are logged with credentials: \(a.log)")
+        print("technician group: refused: \(refusedText.trimmingCharacters(in: .whitespacesAndNewlines)); allowed: \(allowedText.split(separator: "\n").first ?? "")")
+    }
 }
