@@ -6,19 +6,27 @@ import XCTest
 
 /// Faults in a running call, with every room on its own host (network namespaces on a bridge).
 final class ResilienceTests: XCTestCase {
+    /// Every resilience test runs four rooms, each daemon on its own host (network namespace).
+    static let four = ["roomA", "roomB", "roomC", "roomD"]
+
+    /// The four rooms started on a fresh lab, A seeing the others online.
+    private func startFour(_ extraHosts: [String] = []) throws -> (NetLab, CallRooms) {
+        let lab = try NetLab(hosts: Self.four + extraHosts)
+        let rooms = try CallRooms(Self.four, lab: lab)
+        for id in Self.four.map({ $0.lowercased() }) { try rooms.start(id) }
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc", "roomd"]), "A sees B, C and D online")
+        return (lab, rooms)
+    }
+
     /// A calls B, C and D; C's daemon is killed (SIGKILL: no leave is sent). A shows C unavailable
     /// within 2 s (call keepalives every 0.2 s, 1.5 s of silence); B and D stay connected and
     /// still hear A.
     func testKilledCalleeIsLostWithinTwoSecondsAndTheOthersGoOn() throws {
         try Rig.require()
         try measureWithRetries("callee killed in a 1:3 call") { c in
-            let names = ["roomA", "roomB", "roomC", "roomD"]
-            let lab = try NetLab(hosts: names)
+            let (lab, rooms) = try startFour()
             defer { lab.close() }
-            let rooms = try CallRooms(names, lab: lab)
             defer { rooms.stopAll() }
-            for id in names.map({ $0.lowercased() }) { try rooms.start(id) }
-            c.require(rooms.waitOnline("rooma", ["roomb", "roomc", "roomd"]), "A sees B, C and D online")
             guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "all")) else {
                 c.check(false, "call placed")
                 return []
@@ -50,18 +58,17 @@ final class ResilienceTests: XCTestCase {
     /// its call history, including a missed call refused by do-not-disturb, are still there.
     func testDaemonRestartKeepsHistoryAndDoNotDisturb() throws {
         try Rig.require()
-        let rooms = try CallRooms(["roomA", "roomB"])
+        let (lab, rooms) = try startFour()
+        defer { lab.close() }
         defer { rooms.stopAll() }
-        try rooms.start("rooma")
-        try rooms.start("roomb")
-        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
         // One finished call, then do-not-disturb and a refused one.
         guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else { return XCTFail("call placed") }
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("roomb") }, "connected")
         XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
-        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomb") })
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomb") && rooms.isIdle("rooma") })
         XCTAssertEqual(try rooms.control("roomb", .setDoNotDisturb(true)), .success(.doNotDisturb(true)))
-        guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else { return XCTFail("second call placed") }
+        let second = try rooms.control("rooma", .call(button: "roomb"))
+        guard case .success(.callPlaced) = second else { return XCTFail("second call placed: \(second)") }
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") }, "refused by do-not-disturb")
         XCTAssertTrue(rooms.wait(2) { rooms.history("roomb").count == 2 })
         let before = rooms.history("roomb")
@@ -84,14 +91,14 @@ final class ResilienceTests: XCTestCase {
     func testXrunStormDuringACallIsRecoveredAndCountedAndTheCallGoesOn() throws {
         try Rig.require()
         try measureWithRetries("xrun storm in a call") { c in  // A's xruns are the point; B's would spoil the attempt
-            let rooms = try CallRooms(["roomA", "roomB"])
+            let (lab, rooms) = try startFour()
+            defer { lab.close() }
             defer { rooms.stopAll() }
-            let a = try rooms.start("rooma")
-            let b = try rooms.start("roomb")
-            c.require(rooms.waitOnline("rooma", ["roomb"]), "A sees B")
+            let a = rooms.daemons["rooma"]!, b = rooms.daemons["roomb"]!
+            let others = [b, rooms.daemons["roomc"]!, rooms.daemons["roomd"]!]
             guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else {
                 c.check(false, "call placed")
-                return [a, b]
+                return others
             }
             c.require(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "connected")
             for _ in 0..<8 {
@@ -110,25 +117,21 @@ final class ResilienceTests: XCTestCase {
             print("resilience: xrun storm: A counted \(xruns) xruns; afterwards A → B \(q[0])")
             c.check(xruns >= 1, "the stalls are counted as xruns: \(xruns)")
             c.check(q[0].stoi >= CallTests.minSTOI, "B hears A after the storm: \(q[0])")
-            return [b]
+            return others
         }
     }
 
-    /// Garbage, forged RTP and forged signalling (claiming to be the caller) from a fourth host at
+    /// Garbage, forged RTP and forged signalling (claiming to be the caller) from a fifth host at
     /// B's media and signalling ports, 30,000 datagrams in about three seconds, while A talks to B
     /// in a call: B still hears A, the call stays up, B counts what it dropped, and B's memory does
     /// not grow with the flood.
     func testFloodOfForgedAndGarbagePacketsDuringACallIsCountedAndChangesNothing() throws {
         try Rig.require()
         try measureWithRetries("flood during a call") { c in
-            let names = ["roomA", "roomB", "roomC", "attacker"]
-            let lab = try NetLab(hosts: names)
+            let (lab, rooms) = try startFour(["attacker"])
             defer { lab.close() }
-            let rooms = try CallRooms(["roomA", "roomB", "roomC"], lab: lab)
             defer { rooms.stopAll() }
-            let a = try rooms.start("rooma"), b = try rooms.start("roomb")
-            try rooms.start("roomc")
-            c.require(rooms.waitOnline("rooma", ["roomb"]), "A sees B")
+            let a = rooms.daemons["rooma"]!, b = rooms.daemons["roomb"]!
             guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else {
                 c.check(false, "call placed")
                 return [a, b]
@@ -199,13 +202,9 @@ final class ResilienceTests: XCTestCase {
     /// then online again, and a new call to B works.
     func testNetworkPartitionEndsTheCutOffPartCleanlyAndHealingRestoresPresenceAndCalls() throws {
         try Rig.require()
-        let names = ["roomA", "roomB", "roomC", "roomD"]
-        let lab = try NetLab(hosts: names)
+        let (lab, rooms) = try startFour()
         defer { lab.close() }
-        let rooms = try CallRooms(names, lab: lab)
         defer { rooms.stopAll() }
-        for id in names.map({ $0.lowercased() }) { try rooms.start(id) }
-        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc", "roomd"]))
         guard case .success(.callPlaced) = try rooms.control("rooma", .callRooms([RoomID("roomb")!, RoomID("roomc")!])) else {
             return XCTFail("call placed")
         }
@@ -243,10 +242,10 @@ final class ResilienceTests: XCTestCase {
     func testControlSocketAbuseLeavesAudioAndMemoryAlone() throws {
         try Rig.require()
         try measureWithRetries("control-socket abuse during a call") { c in
-            let rooms = try CallRooms(["roomA", "roomB"])
+            let (lab, rooms) = try startFour()
+            defer { lab.close() }
             defer { rooms.stopAll() }
-            let a = try rooms.start("rooma"), b = try rooms.start("roomb")
-            c.require(rooms.waitOnline("rooma", ["roomb"]), "A sees B")
+            let a = rooms.daemons["rooma"]!, b = rooms.daemons["roomb"]!
             guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else {
                 c.check(false, "call placed")
                 return [a, b]
