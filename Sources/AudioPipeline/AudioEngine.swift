@@ -41,6 +41,8 @@ public final class AudioEngine: @unchecked Sendable {
     /// When the last microphone frame was processed, and whether the streams restarted since.
     private let frameNanos: Double
     private var captureClock: CaptureClock
+    /// Limits a loop through another terminal that the canceller cannot see (on what is sent).
+    public let howlGuard: HowlGuard?
     /// Samples written to playback and read from capture since the streams last started: one
     /// clock for both (the device's), for the loopback test.
     private var playPosition = 0
@@ -51,7 +53,7 @@ public final class AudioEngine: @unchecked Sendable {
     ///   nil: every frame is handed on (recorders, measurements).
     public init(frameSize: Int, mixer: Mixer, canceller: EchoCanceller, ringFrames: Int = 32,
                 recordRaw: Bool = false, microphoneReady: Doorbell? = nil, maxCaptureBacklogMs: Double? = nil,
-                loopback: LoopbackProbe? = nil, onAudioThreadStart: (@Sendable () -> Void)? = nil) {
+                loopback: LoopbackProbe? = nil, howlGuard: HowlGuard? = nil, onAudioThreadStart: (@Sendable () -> Void)? = nil) {
         precondition(canceller.settings.frameSize == frameSize, "echo canceller frame must equal the period")
         self.frameSize = frameSize
         self.mixer = mixer
@@ -60,6 +62,7 @@ public final class AudioEngine: @unchecked Sendable {
         rawMicrophone = recordRaw ? SampleRing(minimumCapacity: frameSize * ringFrames) : nil
         self.onAudioThreadStart = onAudioThreadStart
         self.loopback = loopback
+        self.howlGuard = howlGuard
         self.microphoneReady = microphoneReady
         let frameNanos = Double(frameSize) * 1e9 / Double(canceller.settings.sampleRate)
         self.frameNanos = frameNanos
@@ -171,6 +174,7 @@ public final class AudioEngine: @unchecked Sendable {
         rawMicrophone?.write(mic, count: frameSize)
         canceller.process(capture: mic, output: cleaned)
         mixer.applyMicrophone(cleaned)
+        howlGuard?.process(cleaned)
         if !send {
             stats.staleCaptureFrames.increment()
             stats.captureGapFrames.increment()

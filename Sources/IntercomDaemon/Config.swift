@@ -96,6 +96,8 @@ public struct EchoSection: Sendable, Equatable {
     public var echoSuppressActiveDb: Int = -15
     /// Automatic gain control of the microphone.
     public var agc: Bool = false
+    /// The howl guard on the sent microphone (`HowlGuard`), with echo cancellation on.
+    public var howlGuard: Bool = true
 
     public init() {}
 
@@ -611,6 +613,8 @@ extension DaemonConfig {
                  "Maximum attenuation of residual echo while the near end talks too, in dB",
                  .range(EchoSection.echoSuppressDbRange)),
             .bool("agc", \.echo.agc, "Automatic gain control of the microphone"),
+            .bool("howl_guard", \.echo.howlGuard,
+                  "Limit a loop through another terminal the canceller cannot see (two terminals that hear each other)"),
         ]),
         SchemaSection(name: "mixer", comment: "Mute and gain at start-up.", keys: [
             .bool("mic_muted", \.mixer.micMuted, "Start with the microphone muted"),

@@ -64,7 +64,9 @@ public final class Daemon: @unchecked Sendable {
         engine = AudioEngine(frameSize: frame, mixer: mixer, canceller: canceller,
                              recordRaw: config.local.recordRawWav != nil, microphoneReady: network?.doorbell,
                              maxCaptureBacklogMs: network == nil ? nil : AudioEngine.liveCaptureBacklogMs,
-                             loopback: loopback.probe)
+                             loopback: loopback.probe,
+                             howlGuard: config.echo.enabled && config.echo.howlGuard
+                                ? HowlGuard(frameSize: frame, sampleRate: a.sampleRate) : nil)
         let devices = DeviceSettings(captureDevice: a.captureDevice, playbackDevice: a.playbackDevice,
                                      sampleRate: a.sampleRate, periodFrames: frame,
                                      bufferPeriods: a.bufferPeriods, link: a.linkDevices)

@@ -60,5 +60,6 @@ final class StatsReporter: @unchecked Sendable {
             + "erle=\(erle)dB echo_delay=\(echoDelay)ms delay=\(ms(s.captureDelayFrames.load))+\(ms(s.playbackDelayFrames.load))ms "
             + "cpu=\(cpu)% (max \(cpuMax)%) mic_drops=\(s.micDrops.load) input_underruns=[\(underruns)] "
             + "reference_misses=\(e.canceller.referenceMisses.load) short_writes=\(s.playbackShortWrites.load) aec_resets=\(e.canceller.resets.load) aec_realigned=\(e.canceller.realignments.load) sessions=\(s.sessions.load) capture_gap_frames=\(s.captureGapFrames.load) stale=\(s.staleCaptureFrames.load) poll_timeouts=\(s.pollTimeouts.load)"
+            + (e.howlGuard.map { String(format: " howls=%d guard=-%.1fdB", $0.howls.load, $0.attenuationDB.load) } ?? "")
     }
 }

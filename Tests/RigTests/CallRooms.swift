@@ -25,16 +25,19 @@ final class CallRooms {
     let ringMs: Int
     let lab: NetLab?
 
-    init(_ names: [String], ringMs: Int = 500, lab: NetLab? = nil) throws {
+    /// `sharing`: rooms whose terminal stands in another rig room (id → rig room), e.g. two
+    /// terminals in one room for the howling test.
+    init(_ names: [String], ringMs: Int = 500, lab: NetLab? = nil, sharing: [String: String] = [:]) throws {
         self.ringMs = ringMs
         self.lab = lab
         dir = try Repo.scratchFolder("calls")
-        rooms = try names.map { rig in
-            let socket = "\(try Repo.scratchFolder("calls-sock"))/\(rig).sock"
+        rooms = try names.map { name in
+            let socket = "\(try Repo.scratchFolder("calls-sock"))/\(name).sock"
+            let rig = sharing[name.lowercased()] ?? name
             if let lab {
-                return Room(id: rig.lowercased(), rig: rig, address: lab.host(rig).address, signalling: 5070, media: 5004, socket: socket)
+                return Room(id: name.lowercased(), rig: rig, address: lab.host(name).address, signalling: 5070, media: 5004, socket: socket)
             }
-            return Room(id: rig.lowercased(), rig: rig, address: "127.0.0.1", signalling: try FreePort.udp(),
+            return Room(id: name.lowercased(), rig: rig, address: "127.0.0.1", signalling: try FreePort.udp(),
                         media: try FreePort.udp(), socket: socket)
         }
     }
@@ -48,7 +51,7 @@ final class CallRooms {
     func start(_ id: String, calls: String = "", extra: String = "", signallingVia: [String: Int] = [:]) throws -> DaemonProcess {
         let me = room(id)
         let directory = rooms.map { r in
-            "[rooms.\(r.id)]\nname = \"\(r.rig)\"\naddress = \"\(r.address)\"\nsignalling_port = \(signallingVia[r.id] ?? r.signalling)\nmedia_port = \(r.media)"
+            "[rooms.\(r.id)]\nname = \"\(r.rig.lowercased() == r.id ? r.rig : r.id)\"\naddress = \"\(r.address)\"\nsignalling_port = \(signallingVia[r.id] ?? r.signalling)\nmedia_port = \(r.media)"
         }.joined(separator: "\n")
         let others = rooms.filter { $0.id != id }.map(\.id)
         let buttons = others.map { "[buttons.\($0)]\nrooms = [\"\($0)\"]" }.joined(separator: "\n")

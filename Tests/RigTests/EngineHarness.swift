@@ -24,7 +24,9 @@ final class EngineHarness: @unchecked Sendable {
         // A loopback probe too, so that a device round-trip test can run inside the counted window.
         let chirp = Signals.toInt16(Signals.chirp(from: 100, to: 8000, duration: 0.5, sampleRate: 48000, amplitude: 0.25))
         let probe = LoopbackProbe(signal: chirp, sampleRate: 48000, frameSize: periodFrames, maxRoundTripSamples: 24000)
-        engine = AudioEngine(frameSize: periodFrames, mixer: mixer, canceller: canceller, loopback: probe, onAudioThreadStart: hook)
+        // And the howl guard, as the daemon runs it, inside the counted window.
+        engine = AudioEngine(frameSize: periodFrames, mixer: mixer, canceller: canceller, loopback: probe,
+                             howlGuard: HowlGuard(frameSize: periodFrames, sampleRate: 48000), onAudioThreadStart: hook)
         devices = try AudioDevices(DeviceSettings(captureDevice: room, playbackDevice: room,
                                                   periodFrames: periodFrames, bufferPeriods: bufferPeriods))
         let engine = engine, devices = devices
