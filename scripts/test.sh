@@ -14,6 +14,10 @@ BUILD=(-c release -Xswiftc -enable-testing --scratch-path .build-tests)
 swift build "${BUILD[@]}" --build-tests 2>&1 | grep -v "^\[" || true
 swift build "${BUILD[@]}" --build-tests >/dev/null   # fail here, with the compiler's output above, if it does not build
 
+# Every fuzz target for a bounded time (parsers of outside input: RTP, signalling, control
+# requests, key events); a crash fails the run. Longer runs: fuzz/<target>/build.sh run.
+sh fuzz/run-all.sh 15
+
 # Let the build's writes reach the disk before real-time tests start.
 sync
 bash scripts/rig-selftest.sh

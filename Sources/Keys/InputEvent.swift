@@ -34,7 +34,9 @@ public struct InputEvent: Sendable, Equatable {
     }
 
     /// The event's time stamp in microseconds.
-    public var timeMicroseconds: Int64 { Int64(seconds) * 1_000_000 + Int64(microseconds) }
+    /// Wrapping arithmetic: a record with absurd fields (a simulator, a broken driver) must not
+    /// trap the key reader; such a stamp only makes one debounce decision wrong.
+    public var timeMicroseconds: Int64 { Int64(truncatingIfNeeded: seconds) &* 1_000_000 &+ Int64(truncatingIfNeeded: microseconds) }
 
     public init(decoding raw: UnsafeRawBufferPointer) {
         precondition(raw.count >= Self.size)

@@ -31,8 +31,9 @@ struct KeyFilter {
         guard let action = map[e.code] else { return .unknown(e.code) }
         let t = e.timeMicroseconds != 0 ? e.timeMicroseconds : arrivalMicroseconds
         // A clock stepped backwards (evdev stamps CLOCK_REALTIME) gives a negative gap: not a bounce.
-        if let last = lastAccepted[e.code], t >= last, t - last < debounceMicroseconds {
-            return .bounce
+        if let last = lastAccepted[e.code] {
+            let (gap, overflow) = t.subtractingReportingOverflow(last)
+            if !overflow, gap >= 0, gap < debounceMicroseconds { return .bounce }
         }
         lastAccepted[e.code] = t
         return .action(action)

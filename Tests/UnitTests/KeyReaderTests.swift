@@ -74,6 +74,19 @@ final class KeyReaderTests: XCTestCase {
         XCTAssertEqual(c.allEvents.first, .opened(path: fifo))
     }
 
+    /// Found by fuzz/keys: a record whose time fields are absurd trapped on overflow in the reader
+    /// thread (and took the daemon down). Now it is just a press with an odd stamp.
+    func testRecordsWithAbsurdTimeStampsDoNotStopTheReader() throws {
+        let c = KeyCollector()
+        try start(c)
+        let w = try FIFOWriter(path: fifo)
+        defer { w.close() }
+        let absurd = [InputEvent(seconds: .max, microseconds: .max, type: InputEvent.keyType, code: callKey, value: InputEvent.press),
+                      InputEvent(seconds: .min, microseconds: .min, type: InputEvent.keyType, code: callKey, value: InputEvent.press)]
+        w.write(absurd + tap(sentinelKey, at: 300))
+        XCTAssertEqual(c.waitForActions(3), [.callButton(.index(1)), .callButton(.index(1)), .toggleMicMute])
+    }
+
     func testBounceWithinTheDebounceWindowIsFilteredAndALaterPressIsNot() throws {
         let c = KeyCollector()
         let debounceMS = 50

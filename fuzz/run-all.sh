@@ -1,0 +1,19 @@
+#!/bin/sh
+# Builds every fuzz target and runs each for SECONDS (default 15): the bounded run in CI. A crash,
+# a trap or a sanitizer report fails it (libFuzzer exits non-zero and leaves .build-fuzz/crash-*).
+# Longer runs for BENCHMARKS.md: fuzz/<target>/build.sh run -max_total_time=300
+set -eu
+cd "$(dirname "$0")/.."
+seconds=${1:-15}
+mkdir -p .build-fuzz
+rm -f .build-fuzz/crash-*
+for target in rtp signal control keys; do
+    echo "fuzz: $target for $seconds s"
+    if ! sh "fuzz/$target/build.sh" run -max_total_time="$seconds" -artifact_prefix="$PWD/.build-fuzz/crash-$target-" \
+            > ".build-fuzz/$target.log" 2>&1; then
+        grep -E "ERROR|panic|Fatal|error" ".build-fuzz/$target.log" | head -20
+        echo "fuzz: $target failed (.build-fuzz/$target.log, $(ls .build-fuzz/crash-$target-* 2>/dev/null))"
+        exit 1
+    fi
+    grep -E "^Done" ".build-fuzz/$target.log"
+done
