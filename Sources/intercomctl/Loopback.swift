@@ -108,22 +108,7 @@ struct Loopback: ParsableCommand {
     }
 
     private func requestNetwork(_ client: ControlClient, _ command: ControlCommand) throws -> NetworkLoopbackStatus {
-        do {
-            let (response, line) = try client.send(.command(command))
-            if options.json { Output.out(line) }
-            switch response.outcome {
-            case .failure(let failure):
-                Output.err("intercomctl: the daemon refused: \(failure.code.rawValue): \(failure.message)")
-                throw ExitCode(Exit.refused)
-            case .success(let result):
-                guard case .networkLoopback(let s) = try ControlJSON.decodeReply(result, for: command) else { Session.fail(.protocolViolation("not a loopback reply")) }
-                return s
-            }
-        } catch let error as ControlClientError {
-            Session.fail(error)
-        } catch let error as ControlProtocolViolation {
-            Session.fail(.protocolViolation(error.message))
-        }
+        try reply(client, command) { if case .networkLoopback(let s) = $0 { s } else { nil } }
     }
 
     static func render(_ r: RoundTripSummary, room: RoomID) -> String {
@@ -142,6 +127,12 @@ struct Loopback: ParsableCommand {
     }
 
     private func request(_ client: ControlClient, _ command: ControlCommand) throws -> LoopbackStatus {
+        try reply(client, command) { if case .loopback(let s) = $0 { s } else { nil } }
+    }
+
+    /// Sends one loopback command and takes its status out of the reply; a refusal or a reply of
+    /// another kind ends the session with the daemon's message.
+    private func reply<T>(_ client: ControlClient, _ command: ControlCommand, _ take: (ControlReply) -> T?) throws -> T {
         do {
             let (response, line) = try client.send(.command(command))
             if options.json { Output.out(line) }
@@ -150,7 +141,7 @@ struct Loopback: ParsableCommand {
                 Output.err("intercomctl: the daemon refused: \(failure.code.rawValue): \(failure.message)")
                 throw ExitCode(Exit.refused)
             case .success(let result):
-                guard case .loopback(let s) = try ControlJSON.decodeReply(result, for: command) else { Session.fail(.protocolViolation("not a loopback reply")) }
+                guard let s = take(try ControlJSON.decodeReply(result, for: command)) else { Session.fail(.protocolViolation("not a loopback reply")) }
                 return s
             }
         } catch let error as ControlClientError {
