@@ -11,10 +11,12 @@ public struct EchoCancelSettings: Sendable, Equatable {
     public var echoSuppressDB: Int
     public var echoSuppressActiveDB: Int
     public var agc: Bool
+    /// Attenuate what the canceller leaves while the far end talks (`EchoGate`).
+    public var residualGate: Bool
 
     public init(sampleRate: Int = 48000, frameSize: Int = 480, tailMilliseconds: Int = 200,
                 noiseSuppressDB: Int = -15, echoSuppressDB: Int = -40, echoSuppressActiveDB: Int = -15,
-                agc: Bool = false) {
+                agc: Bool = false, residualGate: Bool = true) {
         self.sampleRate = sampleRate
         self.frameSize = frameSize
         self.tailMilliseconds = tailMilliseconds
@@ -22,6 +24,7 @@ public struct EchoCancelSettings: Sendable, Equatable {
         self.echoSuppressDB = echoSuppressDB
         self.echoSuppressActiveDB = echoSuppressActiveDB
         self.agc = agc
+        self.residualGate = residualGate
     }
 
     public var tailSamples: Int { sampleRate * tailMilliseconds / 1000 }

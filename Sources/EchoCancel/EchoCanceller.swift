@@ -23,10 +23,12 @@ public final class EchoCanceller: @unchecked Sendable {
     /// Captured frames whose reference had not been played yet or was already overwritten.
     public let referenceMisses = Counter()
     public let resets = Counter()
+    /// Frames the residual echo gate attenuated (`EchoGate`).
+    public let gatedFrames = Counter()
     /// Times the capture position was paired with the playback position anew because the
     /// reference had been missing for `realignAfterMisses` frames in a row (see `process`).
     public let realignments = Counter()
-    /// How far the reference is currently shifted, in samples.
+    /// How far the reference is currently shifted, in samples (negative: read ahead).
     public let referenceShift = Counter()
     /// The raw microphone and the played samples at the same positions, for an `EchoDelayEstimator`.
     public let captureTap: SampleRing
@@ -41,11 +43,13 @@ public final class EchoCanceller: @unchecked Sendable {
     private var shift = 0     // reference delay applied, samples
     private let reference: UnsafeMutablePointer<Int16>
     private let tapReference: UnsafeMutablePointer<Int16>
+    private let upcoming: UnsafeMutablePointer<Int16>
     private var wasBypassed = false
     private var missRun = 0
     /// Consecutive missing references after which the positions are paired anew.
     public static let realignAfterMisses = 5
     private var erle = ERLETracker()
+    private var gate: EchoGate
     private let delayRequest = Request()
     /// Kept between the measured delay and the reference, so jitter never makes the echo arrive first.
     private let safetyMargin: Int
@@ -70,7 +74,10 @@ public final class EchoCanceller: @unchecked Sendable {
         reference.initialize(repeating: 0, count: frame)
         tapReference = .allocate(capacity: frame)
         tapReference.initialize(repeating: 0, count: frame)
+        upcoming = .allocate(capacity: frame)
+        upcoming.initialize(repeating: 0, count: frame)
         safetyMargin = settings.sampleRate / 200
+        gate = EchoGate(frameSize: settings.frameSize, sampleRate: settings.sampleRate, tailSamples: settings.tailSamples)
         captureTap = SampleRing(minimumCapacity: settings.sampleRate / 2)
         referenceTap = SampleRing(minimumCapacity: settings.sampleRate / 2)
     }
@@ -79,6 +86,7 @@ public final class EchoCanceller: @unchecked Sendable {
         history.deallocate()
         reference.deallocate()
         tapReference.deallocate()
+        upcoming.deallocate()
     }
 
     /// Records one frame exactly as it was written to the speaker.
@@ -88,12 +96,17 @@ public final class EchoCanceller: @unchecked Sendable {
     }
 
     /// Aligns the reference to a measured echo delay (any thread; applied on the next frame).
-    public func requestEchoDelay(samples: Int) { delayRequest.post(samples + 1) }
+    /// The delay may be negative: capture can be paired with playback so that the echo arrives
+    /// at or before its nominal position (a sound server whose monitor returns exactly what it
+    /// rendered does that), and then the reference is taken from samples played later.
+    public func requestEchoDelay(samples: Int) { delayRequest.post(samples + Self.requestBias) }
+    /// Keeps a posted delay positive: a request of 0 means none.
+    private static let requestBias = 1 << 30
 
     /// Cleans one captured frame into `output`.
     public func process(capture: UnsafePointer<Int16>, output: UnsafeMutablePointer<Int16>) {
         let request = delayRequest.take()
-        if request > 0 { align(toEchoDelay: request - 1) }
+        if request > 0 { align(toEchoDelay: request - Self.requestBias) }
         // The estimator sees the unshifted reference, so it measures the whole delay.
         if fetch(from: captured, into: tapReference) {
             captureTap.write(capture, count: frame)
@@ -112,8 +125,14 @@ public final class EchoCanceller: @unchecked Sendable {
             wasBypassed = true
             return
         }
-        if wasBypassed { speex.reset(); wasBypassed = false }
+        if wasBypassed { speex.reset(); gate.reset(); wasBypassed = false }
         speex.cancel(capture: capture, reference: reference, output: output)
+        if settings.residualGate {
+            // The next frame of the reference too, when played already: an echo path that moved
+            // earlier brings the first echo of a word before its reference.
+            _ = fetch(from: captured - shift, into: upcoming)
+            if gate.process(reference: reference, upcoming: upcoming, output: output) { gatedFrames.increment() }
+        }
         if let db = erle.update(capture: capture, output: output, reference: reference, count: frame) {
             erleDB.store(db)
         }
@@ -127,6 +146,7 @@ public final class EchoCanceller: @unchecked Sendable {
         missRun = 0
         history.update(repeating: 0, count: historySize)
         erle = ERLETracker()
+        gate.reset()
         resets.increment()
     }
 
@@ -167,15 +187,19 @@ public final class EchoCanceller: @unchecked Sendable {
         missRun = 0
         speex.reset()
         erle = ERLETracker()
+        gate.reset()
         realignments.increment()
     }
 
-    /// The filter must re-learn the path after the reference moved.
+    /// The filter must re-learn the path after the reference moved. A negative shift reads
+    /// ahead of the capture position, at most as far as playback has been written.
     private func align(toEchoDelay samples: Int) {
-        shift = max(0, min(samples - safetyMargin, historySize - 2 * frame))
+        let earliest = min(0, -(written - captured - frame))
+        shift = max(earliest, min(samples - safetyMargin, historySize - 2 * frame))
         referenceShift.store(shift)
         speex.reset()
         erle = ERLETracker()
+        gate.reset()
     }
 }
 

@@ -13,12 +13,15 @@ public final class EchoDelayEstimator: @unchecked Sendable {
     /// Estimates are made at 8 kHz: enough for speech, and 36 times cheaper to correlate.
     static let decimation = 6
     public let maxDelaySamples: Int
-    /// The last measured delay in samples at the full rate (-1: none yet).
+    /// The last measured delay in samples at the full rate (`none`: not measured yet).
     public let estimate = Counter()
+    public static let none = Int.min
 
     private let canceller: EchoCanceller
     private let window: Int      // decimated samples correlated per estimate
     private let maxLag: Int      // decimated
+    /// How early an echo can be found (20 ms, decimated): see `EchoCanceller.requestEchoDelay`.
+    private let earlyLag: Int
     // Histories at 8 kHz, each ending at absolute (decimated) sample index `*End`. Both taps get one
     // frame per engine cycle, so equal indices mean "captured while that reference was written".
     private var mic: [Float] = []
@@ -35,16 +38,16 @@ public final class EchoDelayEstimator: @unchecked Sendable {
         let rate = canceller.settings.sampleRate
         maxDelaySamples = rate * maxDelayMilliseconds / 1000
         maxLag = maxDelaySamples / Self.decimation
+        earlyLag = rate / 50 / Self.decimation
         window = rate / Self.decimation  // 1 s of speech per estimate
-        estimate.store(-1)
+        estimate.store(Self.none)
     }
 
     public func start() {
         let t = Thread { [self] in
             while !stopping.isSet {
                 usleep(250_000)
-                drainTaps()
-                estimateOnce()
+                step()
             }
             done.signal()
         }
@@ -55,6 +58,13 @@ public final class EchoDelayEstimator: @unchecked Sendable {
     public func stop() {
         stopping.set(true)
         done.wait()
+    }
+
+    /// One round: takes what the taps collected and estimates. The thread runs it every 250 ms;
+    /// tests call it directly (the taps hold half a second).
+    public func step() {
+        drainTaps()
+        estimateOnce()
     }
 
     private func drainTaps() {
@@ -81,17 +91,18 @@ public final class EchoDelayEstimator: @unchecked Sendable {
     }
 
     private func estimateOnce() {
-        // Microphone: the newest window plus maxLag before it. Reference: one window starting at the
-        // same absolute index, so a lag L means the reference came back L samples later.
+        // Microphone: the newest window plus maxLag before it, and `earlyLag` more. Reference: one
+        // window starting `earlyLag` after the microphone, so a lag L means the reference came back
+        // L - earlyLag samples later (negative: the pairing of the streams put the echo first).
         let start = micEnd - window - maxLag
         let micFirst = micEnd - mic.count, refFirst = referenceEnd - reference.count
-        guard start >= micFirst, start >= refFirst, start + window <= referenceEnd else { return }
-        let micSlice = Array(mic[(start - micFirst)...])
+        guard start - earlyLag >= micFirst, start >= refFirst, start + window <= referenceEnd else { return }
+        let micSlice = Array(mic[(start - earlyLag - micFirst)...])
         let refSlice = Array(reference[(start - refFirst)..<(start - refFirst + window)])
         guard Levels.rmsDB(refSlice) > -50,
-              let found = Correlation.findDelay(reference: refSlice, in: micSlice, maxLag: maxLag),
+              let found = Correlation.findDelay(reference: refSlice, in: micSlice, maxLag: maxLag + earlyLag),
               found.peak > 0.3 else { return }
-        accept(Int((found.fractionalLag * Double(Self.decimation)).rounded()))
+        accept(Int(((found.fractionalLag - Double(earlyLag)) * Double(Self.decimation)).rounded()))
     }
 
     /// Two estimates within 1 ms of each other make a measured delay. The reference is moved when
@@ -107,7 +118,7 @@ public final class EchoDelayEstimator: @unchecked Sendable {
         estimate.store(delay)
         let relative = delay - canceller.referenceShift.load
         let covered = (rate / 500)...(canceller.settings.tailSamples - rate * 30 / 1000)
-        let jumped = previous >= 0 && abs(previous - delay) >= rate * 5 / 1000
+        let jumped = previous != Self.none && abs(previous - delay) >= rate * 5 / 1000
         guard jumped || !covered.contains(relative) else { return }
         if let a = applied, abs(a - delay) <= rate / 500 { return }
         applied = delay

@@ -98,6 +98,8 @@ public struct EchoSection: Sendable, Equatable {
     public var agc: Bool = false
     /// The howl guard on the sent microphone (`HowlGuard`), with echo cancellation on.
     public var howlGuard: Bool = true
+    /// Attenuate the echo the canceller leaves while the far end talks (`EchoGate`).
+    public var residualGate: Bool = true
 
     public init() {}
 
@@ -615,6 +617,8 @@ extension DaemonConfig {
             .bool("agc", \.echo.agc, "Automatic gain control of the microphone"),
             .bool("howl_guard", \.echo.howlGuard,
                   "Limit a loop through another terminal the canceller cannot see (two terminals that hear each other)"),
+            .bool("residual_gate", \.echo.residualGate,
+                  "Attenuate the echo the canceller has not yet learned to remove while the far end talks (half duplex until it has)"),
         ]),
         SchemaSection(name: "mixer", comment: "Mute and gain at start-up.", keys: [
             .bool("mic_muted", \.mixer.micMuted, "Start with the microphone muted"),

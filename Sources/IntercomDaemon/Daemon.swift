@@ -40,7 +40,8 @@ public final class Daemon: @unchecked Sendable {
         let echo = EchoCancelSettings(
             sampleRate: a.sampleRate, frameSize: frame, tailMilliseconds: config.echo.tailMs,
             noiseSuppressDB: config.echo.noiseSuppressDb, echoSuppressDB: config.echo.echoSuppressDb,
-            echoSuppressActiveDB: config.echo.echoSuppressActiveDb, agc: config.echo.agc)
+            echoSuppressActiveDB: config.echo.echoSuppressActiveDb, agc: config.echo.agc,
+            residualGate: config.echo.residualGate)
         let canceller = try EchoCanceller(echo)
         canceller.bypass.set(!config.echo.enabled)
         delayEstimator = EchoDelayEstimator(canceller: canceller)

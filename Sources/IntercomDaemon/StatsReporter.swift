@@ -1,4 +1,5 @@
 import AudioPipeline
+import EchoCancel
 import Foundation
 import Logging
 import RealTime
@@ -54,12 +55,13 @@ final class StatsReporter: @unchecked Sendable {
         let cpu = String(format: "%.2f", Double(s.processNanos.load) / frameNanos * 100)
         let cpuMax = String(format: "%.2f", Double(s.processNanosMax.load) / frameNanos * 100)
         let erle = String(format: "%.1f", e.canceller.erleDB.load)
-        let echoDelay = ms(max(0, echoDelayEstimate.load))
+        let measured = echoDelayEstimate.load
+        let echoDelay = measured == EchoDelayEstimator.none ? "unmeasured" : "\(ms(measured))ms"
         let underruns = e.mixer.inputs.map { "\($0.underruns.load)" }.joined(separator: ",")
         return "frames=\(s.frames.load) xruns=\(s.xruns) (capture \(s.captureXruns.load), playback \(s.playbackXruns.load)) "
-            + "erle=\(erle)dB echo_delay=\(echoDelay)ms delay=\(ms(s.captureDelayFrames.load))+\(ms(s.playbackDelayFrames.load))ms "
+            + "erle=\(erle)dB echo_delay=\(echoDelay) delay=\(ms(s.captureDelayFrames.load))+\(ms(s.playbackDelayFrames.load))ms "
             + "cpu=\(cpu)% (max \(cpuMax)%) mic_drops=\(s.micDrops.load) input_underruns=[\(underruns)] "
-            + "reference_misses=\(e.canceller.referenceMisses.load) short_writes=\(s.playbackShortWrites.load) aec_resets=\(e.canceller.resets.load) aec_realigned=\(e.canceller.realignments.load) sessions=\(s.sessions.load) capture_gap_frames=\(s.captureGapFrames.load) stale=\(s.staleCaptureFrames.load) poll_timeouts=\(s.pollTimeouts.load)"
+            + "reference_misses=\(e.canceller.referenceMisses.load) short_writes=\(s.playbackShortWrites.load) aec_resets=\(e.canceller.resets.load) aec_realigned=\(e.canceller.realignments.load) echo_gated=\(e.canceller.gatedFrames.load) sessions=\(s.sessions.load) capture_gap_frames=\(s.captureGapFrames.load) stale=\(s.staleCaptureFrames.load) poll_timeouts=\(s.pollTimeouts.load)"
             + (e.howlGuard.map { String(format: " howls=%d guard=-%.1fdB", $0.howls.load, $0.attenuationDB.load) } ?? "")
     }
 }

@@ -11,6 +11,9 @@ import XCTest
 final class CallTests: XCTestCase {
     static let minSTOI = 0.80
     static let maxSTOIOfOthers = 0.60
+    /// How far below the talker in the caller's room a callee may hear another callee (the
+    /// caller's residual echo): 60 dB on the rig with the residual echo gate, 16 dB without.
+    static let minLeakAttenuationDB = 40.0
 
     private func heard(_ r: TalkerProbe.Result) throws -> Quality {
         try Quality.measure(reference: r.clipPath, recording: r.recordingPath)
@@ -95,6 +98,9 @@ final class CallTests: XCTestCase {
             }
             c.check(q[3].stoi >= Self.minSTOI, "B is heard in A: \(q[3])")
             c.check(q[4].stoi < Self.maxSTOIOfOthers, "B is not heard in C: \(q[4])")
+            // What leaks is A's residual echo: far below B in A's room, or C would hear B.
+            c.check(q[4].levelDb < q[3].levelDb - Self.minLeakAttenuationDB,
+                    "B reaches C \(Self.minLeakAttenuationDB) dB below B in A's room: \(q[4].levelDb) against \(q[3].levelDb) dBFS")
 
             XCTAssertEqual(try rooms.control("roomc", .hangUp), .success(.done))
             XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomc") && rooms.participant(rooms.status("rooma"), "roomc") == .left }, "C left")

@@ -56,7 +56,8 @@ final class EchoCancellerTests: XCTestCase {
     func testEchoDelayedBeyondTheTailIsCancelledOnceTheReferenceIsAligned() throws {
         let far = farEnd(seconds: 8, seed: 4)
         let delay = 12000  // 250 ms: longer than the 200 ms tail
-        let unaligned = try EchoCanceller(EchoCancelSettings(frameSize: frame, tailMilliseconds: 200))
+        // Without the gate, which would hide the unaligned path.
+        let unaligned = try EchoCanceller(EchoCancelSettings(frameSize: frame, tailMilliseconds: 200, residualGate: false))
         let r0 = run(unaligned, far: far, near: nil, delay: delay)
         let aligned = try EchoCanceller(EchoCancelSettings(frameSize: frame, tailMilliseconds: 200))
         // Played position of far[x] is x + 960 (two primed frames first): the echo arrives delay - 960 later.
@@ -69,6 +70,55 @@ final class EchoCancellerTests: XCTestCase {
         XCTAssertGreaterThan(after.medianDB, 20, "aligned, it is")
     }
 
+    /// A sound server whose monitor returns exactly what it rendered pairs the streams so that
+    /// the echo can come at, or a little before, its nominal position: nothing causal can cancel
+    /// it until the reference is read ahead of the capture position.
+    func testEchoArrivingBeforeItsNominalPositionIsCancelledOnceTheReferenceReadsAhead() throws {
+        let far = farEnd(seconds: 6, seed: 8)
+        let delay = 720  // played position of far[x] is x + 960: the echo comes 240 samples early
+        let settings = EchoCancelSettings(frameSize: frame, tailMilliseconds: 200, residualGate: false)
+        let unaligned = try EchoCanceller(settings)
+        let r0 = run(unaligned, far: far, near: nil, delay: delay)
+        let aligned = try EchoCanceller(settings)
+        aligned.requestEchoDelay(samples: delay - 960)
+        let r1 = run(aligned, far: far, near: nil, delay: delay)
+        let start = 3 * 48000
+        let before = Levels.erleDB(mic: Array(r0.mic[start...]), processed: Array(r0.out[start...]), frame: frame, activeThresholdDB: -50)
+        let after = Levels.erleDB(mic: Array(r1.mic[start...]), processed: Array(r1.out[start...]), frame: frame, activeThresholdDB: -50)
+        XCTAssertLessThan(before.medianDB, 10, "an echo ahead of its reference is not cancelled")
+        XCTAssertLessThan(aligned.referenceShift.load, 0, "the reference reads ahead")
+        XCTAssertGreaterThan(after.medianDB, 20, "read ahead, it is")
+        XCTAssertEqual(aligned.referenceMisses.load, 0, "never further ahead than what was played")
+    }
+
+    /// The estimator finds such an early echo too, and moves the reference ahead by itself.
+    func testDelayEstimatorMeasuresAnEarlyEchoAndTheCancellerThenRemovesIt() throws {
+        let far = farEnd(seconds: 8, seed: 9)
+        let delay = 720
+        let c = try EchoCanceller(EchoCancelSettings(frameSize: frame, tailMilliseconds: 200, residualGate: false))
+        let estimator = EchoDelayEstimator(canceller: c)
+        var mic = [Float](), out = [Float]()
+        var inBuf = [Int16](repeating: 0, count: frame), outBuf = [Int16](repeating: 0, count: frame)
+        let silence = [Int16](repeating: 0, count: frame)
+        c.played(silence); c.played(silence)
+        for f in 0..<(far.count / frame) {
+            // The echo of far[x] is in microphone sample x + delay; far[x] is played at x + 960.
+            for i in 0..<frame {
+                let t = f * frame + i
+                inBuf[i] = t >= delay ? Int16(clamping: Int(0.6 * Double(far[t - delay]))) : 0
+            }
+            c.process(capture: inBuf, output: &outBuf)
+            c.played(Array(far[(f * frame)..<((f + 1) * frame)]))
+            mic += inBuf.map { Float($0) / 32768 }
+            out += outBuf.map { Float($0) / 32768 }
+            if f % 12 == 11 { estimator.step() }  // as its thread would, every 120 ms
+        }
+        XCTAssertEqual(Double(estimator.estimate.load), Double(delay - 960), accuracy: 12, "early by 5 ms")
+        XCTAssertLessThan(c.referenceShift.load, 0)
+        let erle = Levels.erleDB(mic: Array(mic[(5 * 48000)...]), processed: Array(out[(5 * 48000)...]), frame: frame, activeThresholdDB: -50)
+        XCTAssertGreaterThan(erle.medianDB, 20)
+    }
+
     func testBypassPassesTheMicrophoneThroughUntouched() throws {
         let c = try EchoCanceller(EchoCancelSettings(frameSize: frame))
         c.bypass.set(true)
@@ -78,7 +128,8 @@ final class EchoCancellerTests: XCTestCase {
     }
 
     func testResetForgetsTheEchoPath() throws {
-        let c = try EchoCanceller(EchoCancelSettings(frameSize: frame))
+        // Without the gate, which would hide the unlearned path (see the gate's tests below).
+        let c = try EchoCanceller(EchoCancelSettings(frameSize: frame, residualGate: false))
         let far = farEnd(seconds: 5, seed: 3)
         _ = run(c, far: far, near: nil, delay: 2400)
         c.reset()
@@ -87,5 +138,43 @@ final class EchoCancellerTests: XCTestCase {
         let r = run(c, far: Array(far.prefix(48000)), near: nil, delay: 2400)
         let erle = Levels.erleDB(mic: Array(r.mic.prefix(9600)), processed: Array(r.out.prefix(9600)), frame: frame, activeThresholdDB: -50)
         XCTAssertLessThan(erle.medianDB, 15)
+    }
+
+    /// The gate's reason to exist: right after a reset speexdsp has learned nothing, and its own
+    /// residual suppression follows its (empty) echo estimate, so the echo goes out nearly whole.
+    func testResidualGateMutesTheEchoWhileTheCancellerIsStillLearning() throws {
+        let far = farEnd(seconds: 1, seed: 5)
+        func firstHalfSecondERLE(gate: Bool) throws -> (erle: Double, gated: Int) {
+            let c = try EchoCanceller(EchoCancelSettings(frameSize: frame, residualGate: gate))
+            let r = run(c, far: far, near: nil, delay: 2400)
+            let span = 4800..<24000  // from the echo's arrival to 0.5 s
+            let erle = Levels.erleDB(mic: Array(r.mic[span]), processed: Array(r.out[span]), frame: frame, activeThresholdDB: -50)
+            return (erle.medianDB, c.gatedFrames.load)
+        }
+        let open = try firstHalfSecondERLE(gate: false)
+        let gated = try firstHalfSecondERLE(gate: true)
+        XCTAssertLessThan(open.erle, 15, "speexdsp alone while learning")
+        XCTAssertGreaterThan(gated.erle, open.erle + 20, "the gate adds its 30 dB while the canceller learns")
+        XCTAssertEqual(open.gated, 0)
+        XCTAssertGreaterThan(gated.gated, 30)
+    }
+
+    /// Once the canceller has converged, what it leaves is far below a person in the room: double
+    /// talk passes the gate (near-end energy within 1 dB of the ungated canceller's).
+    func testDoubleTalkPassesTheGateOnceTheCancellerHasConverged() throws {
+        let far = farEnd(seconds: 9, seed: 6)
+        let talkFrom = 6 * 48000
+        let near = farEnd(seconds: 3, seed: 7)
+        let nearAt = [Int16](repeating: 0, count: talkFrom) + near
+        func doubleTalkOutput(gate: Bool) throws -> [Float] {
+            let c = try EchoCanceller(EchoCancelSettings(frameSize: frame, residualGate: gate))
+            return Array(run(c, far: far, near: nearAt, delay: 2400).out[talkFrom...])
+        }
+        let open = try doubleTalkOutput(gate: false)
+        let gated = try doubleTalkOutput(gate: true)
+        let energy = { (x: [Float]) in x.reduce(0.0) { $0 + Double($1 * $1) } }
+        let keptDB = 10 * log10(energy(gated) / energy(open))
+        XCTAssertGreaterThan(keptDB, -1, "near-end energy kept in double talk")
+        XCTAssertGreaterThan(Correlation.normalizedCorrelation(gated, open), 0.95)
     }
 }
