@@ -11,6 +11,7 @@ PACKAGES=(
     gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good  # an RTP/Opus peer nobody here wrote
     iproute2                                     # network namespaces: one host per room in the multicast calls test
     valgrind binutils                            # the measurement suite counts instructions (callgrind) of a stripped copy
+    systemd                                      # systemd-analyze verify/security for the unit; systemd-sysusers for the package
     pkg-config
     python3-venv python3-dev gcc                 # .venv for speech quality measures (pesq builds a C extension)
 )

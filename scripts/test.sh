@@ -6,6 +6,8 @@
 # @testable imports) in their own build folder: the rig tests run up to five daemons, a sound
 # server and the talker probe on two cores, and a debug build costs the audio threads headroom
 # that a shared machine does not always have. `swift test` (debug) works as usual for development.
+# With no arguments it also runs the measurement suite's smoke run and the package test
+# (scripts/test-package.sh: the .deb built, installed here, its unit verified, purged).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,4 +29,6 @@ bash scripts/rig.sh run --dir "$PWD/.rig-test" -- swift test "${BUILD[@]}" --ski
 # BENCHMARKS.md come from a full run: scripts/bench-suite.sh). Skipped when tests were selected.
 if [[ $# -eq 0 ]]; then
     SUITE_SKIP_SETUP=1 bash scripts/bench-suite.sh --smoke --out "$PWD/.build-tests/BENCHMARKS.smoke.md"
+    # The Debian package: built, installed on this machine, its unit verified, purged again.
+    bash scripts/test-package.sh
 fi

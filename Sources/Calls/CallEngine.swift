@@ -2,7 +2,7 @@
 // commands, received datagrams and ticks with the current time, and executes the effects.
 
 public struct CallEngine: Sendable {
-    public let settings: CallSettings
+    public internal(set) var settings: CallSettings
     public internal(set) var statistics = CallStatistics()
     public internal(set) var doNotDisturb: Bool
     public internal(set) var mute = MuteState()
@@ -47,6 +47,21 @@ public struct CallEngine: Sendable {
     public func presence(of room: RoomID) -> Presence { presenceTable[room].presence }
 
     public var pendingMissedCallNotices: Int { notices.count }
+
+    /// Takes new settings from a reloaded configuration: only between calls (a call keeps the rules
+    /// it began with), and only if this room and its sockets stay as they are (those need a
+    /// restart). Rooms no longer in the directory are forgotten. Returns false if not taken.
+    public mutating func reconfigure(_ new: CallSettings) -> Bool {
+        guard call == nil, new.room == settings.room, new.media == settings.media,
+              new.directory[new.room]?.signalling == settings.directory[settings.room]?.signalling else { return false }
+        settings = new
+        presenceTable.forget(roomsNotIn: Set(new.directory.keys))
+        notices.removeAll { new.directory[$0.room] == nil }
+        return true
+    }
+
+    /// Messages sent reliably and not yet acknowledged (e.g. the goodbye of a hang-up).
+    public var awaitingAcknowledgement: Bool { !outbox.pending.isEmpty }
 
     /// The next time `tick` has something to do; the integrator may sleep until then (or until a
     /// datagram or command arrives).

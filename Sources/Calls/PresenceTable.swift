@@ -14,6 +14,8 @@ struct PresenceTable: Sendable {
 
     subscript(room: RoomID) -> RoomPresence { rooms[room] ?? RoomPresence() }
 
+    mutating func forget(roomsNotIn keep: Set<RoomID>) { rooms = rooms.filter { keep.contains($0.key) } }
+
     /// Notes a message from `room`; returns the presence if it changed (came online).
     mutating func heard(_ room: RoomID, now: Double) -> Presence? {
         var r = self[room]

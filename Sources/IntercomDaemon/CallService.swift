@@ -19,8 +19,11 @@ import Transport
 /// mutex; none of them is real-time and each holds it only to run the engine and its effects,
 /// none of which blocks (UDP sends are non-blocking, routes are posted lock-free).
 final class CallService: ControlHandler, @unchecked Sendable {
-    // @unchecked: `control` is set once before `start`; the rest is immutable or behind `engine`.
-    let settings: CallSettings
+    // @unchecked: `control` is set once before `start`; the rest is immutable or behind a mutex.
+    /// The settings in force (a reload may replace them between calls).
+    var settings: CallSettings { engine.withLock { $0.settings } }
+    /// Settings from a reload that came during a call, taken when it ends.
+    private let pendingSettings = Mutex<CallSettings?>(nil)
     private let engine: Mutex<CallEngine>
     private let socket: UDPSocket
     private let wake: Doorbell
@@ -52,7 +55,6 @@ final class CallService: ControlHandler, @unchecked Sendable {
 
     init(settings: CallSettings, signalling: UDPEndpoint, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer,
          history: HistoryStore?, state: StateStore<TerminalState>?, logger: Logger) throws {
-        self.settings = settings
         networkLoopback = NetworkLoopback(logger: logger)
         socket = try UDPSocket(bind: signalling)
         wake = try Doorbell()
@@ -79,11 +81,20 @@ final class CallService: ControlHandler, @unchecked Sendable {
         t.name = "intercom-calls"
         thread = t
         t.start()
+        let settings = settings
         log.info("calls: room \(settings.room) on signalling \(socket.local), \(settings.directory.count) rooms in the directory, \(settings.buttons.count) buttons, auto-answer \(settings.autoAnswer ? "on" : "off")")
     }
 
-    func stop() {
+    /// Stops the calls thread. A call in progress is ended first, so that the others see this room
+    /// leave rather than vanish; its goodbye gets up to `grace` seconds to be acknowledged.
+    func stop(grace: Double = 1.0) {
         guard thread != nil else { return }
+        if engine.withLock({ $0.state != .idle }) {
+            log.info("calls: stopping: ending the call in progress")
+            perform(.hangUp)
+            let deadline = Self.now() + grace
+            while Self.now() < deadline, engine.withLock({ $0.awaitingAcknowledgement }) { usleep(10_000) }
+        }
         stopRequest.set(true)
         wake.ring()
         finished.wait()
@@ -115,7 +126,27 @@ final class CallService: ControlHandler, @unchecked Sendable {
                 engine.withLock { e in execute(e.receive(datagram: datagram, from: source, now: Self.now())) }
             }
             engine.withLock { e in execute(e.tick(now: Self.now())) }
+            takePendingSettings()
         }
+    }
+
+    /// New settings from a reload: taken now if idle, else when the call ends. Returns true if taken now.
+    @discardableResult
+    func reconfigure(_ new: CallSettings) -> Bool {
+        pendingSettings.withLock { $0 = new }
+        let taken = takePendingSettings()
+        wake.ring()
+        return taken
+    }
+
+    @discardableResult
+    private func takePendingSettings() -> Bool {
+        guard let new = pendingSettings.withLock({ $0 }) else { return false }
+        let taken = engine.withLock { $0.reconfigure(new) }
+        guard taken else { return false }
+        pendingSettings.withLock { if $0 == new { $0 = nil } }
+        log.info("calls: reloaded settings in force: \(new.directory.count) rooms, \(new.buttons.count) buttons, auto-answer \(new.autoAnswer ? "on" : "off")")
+        return true
     }
 
     // MARK: commands (control socket, keys)
@@ -146,6 +177,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
             guard let loopback else { return .failure(ControlFailure(.unavailable, "no loopback test in this daemon")) }
             return .success(loopback.status())
         case .networkLoopback(let room, let count):
+            let settings = settings
             guard settings.directory[room] != nil, room != settings.room else {
                 return .failure(ControlFailure(.invalidArgument, "no other room \"\(room)\" in the directory"))
             }
@@ -200,7 +232,38 @@ final class CallService: ControlHandler, @unchecked Sendable {
         }
     }
 
+    /// One line for a person: the call, or idle with who is reachable (systemd's STATUS=).
+    func summaryLine() -> String {
+        engine.withLock { e in
+            let settings = e.settings
+            let online = settings.directory.keys.filter { $0 != settings.room && e.presence(of: $0).online }.count
+            let reachable = "\(online) of \(settings.directory.count - 1) rooms online"
+            guard let call = e.call else {
+                return "idle, \(reachable)" + (e.doNotDisturb ? ", do not disturb" : "")
+            }
+            let others = call.participants.map { "\($0.room.value) \(Self.word($0.status))" }.joined(separator: ", ")
+            switch e.state {
+            case .ringingIncoming: return "ringing: call from \(call.caller.value)"
+            case .ringingOutgoing: return "calling \(others)"
+            default:
+                let with = call.role == .caller ? others : call.caller.value
+                return "in a call with \(with)" + (e.mute.microphone ? ", microphone muted" : "") + (e.mute.speaker ? ", speaker muted" : "")
+            }
+        }
+    }
+
+    private static func word(_ s: ParticipantStatus) -> String {
+        switch s {
+        case .ringing: "ringing"
+        case .connected: "connected"
+        case .declined(let why): "declined (\(why.rawValue))"
+        case .unavailable: "unavailable"
+        case .left: "left"
+        }
+    }
+
     private func status(_ e: CallEngine) -> ControlStatus {
+        let settings = e.settings
         let name = settings.directory[settings.room]?.name ?? settings.room.value
         var s = ControlStatus(room: settings.room, name: name, doNotDisturb: e.doNotDisturb, mute: e.mute, media: mediaStreams())
         if let call = e.call {
@@ -211,7 +274,8 @@ final class CallService: ControlHandler, @unchecked Sendable {
     }
 
     private func directory(_ e: CallEngine) -> RoomDirectory {
-        RoomDirectory(
+        let settings = e.settings
+        return RoomDirectory(
             rooms: settings.directory.keys.sorted().map { id in
                 RoomDirectory.Room(id: id, name: settings.directory[id]!.name, presence: e.presence(of: id))
             },

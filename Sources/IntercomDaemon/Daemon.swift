@@ -20,12 +20,15 @@ public enum ExitCode: Int32 {
 /// intercomd: builds the audio engine from the configuration, supervises it, and stops on a signal.
 public final class Daemon: @unchecked Sendable {
     // @unchecked: built and driven from the main thread; other threads see only the thread-safe parts.
-    public let config: DaemonConfig
+    /// The configuration in force (a reload on SIGHUP changes its live parts; main thread only).
+    public internal(set) var config: DaemonConfig
+    /// The file the configuration came from: read again on SIGHUP (nil: no reload).
+    public var configPath: String?
     public let engine: AudioEngine
     public let supervisor: AudioSupervisor
     private let local: LocalMode
     private let network: NetworkMedia?
-    private let calls: CallsSide?
+    let calls: CallsSide?
     private let delayEstimator: EchoDelayEstimator
     /// The device round-trip test: offered on the control socket (with calls) and by `--loopback`.
     let deviceLoopback: DeviceLoopback
@@ -66,8 +69,8 @@ public final class Daemon: @unchecked Sendable {
                              recordRaw: config.local.recordRawWav != nil, microphoneReady: network?.doorbell,
                              maxCaptureBacklogMs: network == nil ? nil : AudioEngine.liveCaptureBacklogMs,
                              loopback: loopback.probe,
-                             howlGuard: config.echo.enabled && config.echo.howlGuard
-                                ? HowlGuard(frameSize: frame, sampleRate: a.sampleRate) : nil)
+                             howlGuard: HowlGuard(frameSize: frame, sampleRate: a.sampleRate))
+        engine.howlGuard?.enabled.set(config.echo.enabled && config.echo.howlGuard)
         let devices = DeviceSettings(captureDevice: a.captureDevice, playbackDevice: a.playbackDevice,
                                      sampleRate: a.sampleRate, periodFrames: frame,
                                      bufferPeriods: a.bufferPeriods, link: a.linkDevices)
@@ -129,11 +132,13 @@ public final class Daemon: @unchecked Sendable {
             reporter?.start()
         }
         let deadline = config.local.durationS > 0 ? Date().addingTimeInterval(config.local.durationS) : nil
+        let notifier = ServiceNotifier()
+        let health = notifier.map { announceReady($0) }
         var code = ExitCode.ok
         while true {
             if let signal = Daemon.waitForSignal(milliseconds: 100) {
                 if signal == SIGHUP {
-                    log.notice("SIGHUP: configuration reload is not supported yet; restart the service to apply changes")
+                    reloadOnSignal(notifier)
                     continue
                 }
                 log.info("signal \(signal): stopping")
@@ -142,6 +147,8 @@ public final class Daemon: @unchecked Sendable {
             if supervisor.gaveUp.isSet { code = .unavailable; break }
             if let deadline, Date() >= deadline { log.info("duration reached: stopping"); break }
         }
+        notifier?.stopping(status: "stopping: ending calls")
+        health?.stop()
         calls?.stop()
         supervisor.stop()
         network?.stop()
@@ -156,6 +163,41 @@ public final class Daemon: @unchecked Sendable {
         log.info("final stats: \(StatsReporter.summary(engine, echoDelayEstimate: delayEstimator.estimate, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate))")
         if let network { log.info("final \(network.summary())") }
         return code
+    }
+
+    /// Under systemd: waits (up to 5 s) for the audio thread, sends READY=1 with a status line,
+    /// and starts feeding the watchdog and updating the status.
+    private func announceReady(_ notifier: ServiceNotifier) -> ServiceHealth {
+        let until = Date().addingTimeInterval(5)
+        while !engine.stats.running.isSet, Date() < until { usleep(20_000) }
+        let health = ServiceHealth(notifier: notifier, frames: { [engine] in engine.stats.frames.load },
+                                   status: { [self] in statusLine() }, logger: log)
+        notifier.ready(status: statusLine())
+        log.info("service manager notified: ready\(notifier.watchdogInterval.map { String(format: ", watchdog every %.1f s", $0) } ?? "")")
+        health.start()
+        return health
+    }
+
+    /// What `systemctl status` shows: the audio, then the calls.
+    func statusLine() -> String {
+        let audio = engine.stats.running.isSet ? "audio running, \(engine.stats.xruns) xruns" : "audio device unavailable, retrying"
+        let room = config.callsEnabled ? "room \(config.room.id): " : ""
+        return room + (calls?.service.summaryLine() ?? "no calls configured") + "; " + audio
+    }
+
+    private func reloadOnSignal(_ notifier: ServiceNotifier?) {
+        guard let path = configPath else {
+            log.notice("SIGHUP: no configuration file to read again")
+            return
+        }
+        notifier?.reloading()
+        let outcome = reload(from: path)
+        if outcome.error != nil {
+            log.error("SIGHUP: \(outcome.summary)")
+        } else {
+            log.notice("SIGHUP: \(outcome.summary)")
+        }
+        notifier?.ready(status: outcome.error == nil ? statusLine() : "reload failed (see the log); " + statusLine())
     }
 
     /// Blocks the stop and reload signals so only `waitForSignal` receives them; call before any thread starts.

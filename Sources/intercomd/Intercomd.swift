@@ -78,6 +78,7 @@ struct Intercomd: ParsableCommand {
             log.critical("cannot start: \(error)")
             throw ExitCode(IntercomDaemon.ExitCode.software.rawValue)
         }
+        daemon.configPath = config
         let code = loopback ? daemon.runLoopback(insertMs: 0, plot: plot) : daemon.run()
         if code != .ok { throw ExitCode(code.rawValue) }
     }

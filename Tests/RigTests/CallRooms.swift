@@ -48,7 +48,8 @@ final class CallRooms {
     /// `signallingVia` points this room's directory entry for another room at a different local
     /// signalling port (an impairment relay in front of that room).
     @discardableResult
-    func start(_ id: String, calls: String = "", extra: String = "", signallingVia: [String: Int] = [:]) throws -> DaemonProcess {
+    func start(_ id: String, calls: String = "", extra: String = "", signallingVia: [String: Int] = [:],
+               environment: [String: String] = [:]) throws -> DaemonProcess {
         let me = room(id)
         let directory = rooms.map { r in
             "[rooms.\(r.id)]\nname = \"\(r.rig.lowercased() == r.id ? r.rig : r.id)\"\naddress = \"\(r.address)\"\nsignalling_port = \(signallingVia[r.id] ?? r.signalling)\nmedia_port = \(r.media)"
@@ -74,7 +75,7 @@ final class CallRooms {
             socket = "\(me.socket)"
             \(extra)
             """)
-        let d = try DaemonProcess(arguments: ["--config", config], name: "intercomd-\(id)", host: lab?.host(me.rig))
+        let d = try DaemonProcess(arguments: ["--config", config], environment: environment, name: "intercomd-\(id)", host: lab?.host(me.rig))
         daemons[id] = d
         XCTAssertTrue(d.waitForLog("control socket", timeout: 10), "\(id) starts its control socket: \(d.log)")
         XCTAssertTrue(d.waitForLog("audio thread", timeout: 10), d.log)

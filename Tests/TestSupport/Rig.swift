@@ -11,6 +11,12 @@ public struct RigError: Error, CustomStringConvertible {
 public enum Rig {
     public static var directory: String? { ProcessInfo.processInfo.environment["INTERCOM_RIG_DIR"] }
 
+    /// The rig's sound server (to freeze it: every stream on it stalls).
+    public static var soundServerPID: Int32? {
+        guard let dir = directory, let text = try? String(contentsOfFile: dir + "/pulseaudio.pid", encoding: .utf8) else { return nil }
+        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
     public static func require() throws {
         guard directory != nil else {
             throw RigError(description: "the virtual audio rig is not running: run the tests with scripts/test.sh (or scripts/rig.sh run -- swift test)")

@@ -1,0 +1,76 @@
+import Foundation
+import Logging
+import RealTime
+
+/// Keeps systemd informed while the daemon runs: `WATCHDOG=1` only while the audio thread makes
+/// progress (frames counted since the last look), so that a stalled audio thread gets the service
+/// restarted by `WatchdogSec=`; and a `STATUS=` line a person can read in `systemctl status`,
+/// sent whenever it changes. An ordinary thread; it only reads counters and builds a string.
+final class ServiceHealth: @unchecked Sendable {
+    // @unchecked: the fields below belong to the health thread; `stopping` is atomic.
+    private let notifier: ServiceNotifier
+    private let frames: @Sendable () -> Int
+    private let status: @Sendable () -> String
+    private let log: Logger
+    private let interval: Double
+    private let stopping = Flag()
+    private let wake = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private var lastFrames = -1
+    private var lastStatus = ""
+    private var stalledSince: Double?
+    /// Watchdog notifications sent, for tests and the log.
+    let pings = Counter()
+
+    /// - Parameters:
+    ///   - frames: the audio thread's processed-frame counter.
+    ///   - status: the current one-line status.
+    init(notifier: ServiceNotifier, frames: @escaping @Sendable () -> Int, status: @escaping @Sendable () -> String,
+         logger: Logger) {
+        self.notifier = notifier
+        self.frames = frames
+        self.status = status
+        log = logger
+        // Half of systemd's interval already; the status needs no more than a second.
+        interval = min(notifier.watchdogInterval ?? 1, 1)
+    }
+
+    func start() {
+        let t = Thread { [self] in
+            while !stopping.isSet {
+                check()
+                _ = wake.wait(timeout: .now() + interval)
+            }
+            done.signal()
+        }
+        t.name = "service-health"
+        t.start()
+    }
+
+    func stop() {
+        stopping.set(true)
+        wake.signal()
+        done.wait()
+    }
+
+    private func check() {
+        let now = Double(monotonicNanos()) / 1e9
+        let f = frames()
+        if f != lastFrames {
+            lastFrames = f
+            if notifier.watchdogInterval != nil { notifier.watchdog(); pings.increment() }
+            if let since = stalledSince {
+                log.notice("audio thread running again after \(String(format: "%.1f", now - since)) s; watchdog fed")
+                stalledSince = nil
+            }
+        } else if stalledSince == nil {
+            stalledSince = now
+            log.warning("audio thread made no progress: the watchdog is no longer fed")
+        }
+        let s = stalledSince == nil ? status() : "audio stalled; " + status()
+        if s != lastStatus {
+            lastStatus = s
+            notifier.status(s)
+        }
+    }
+}

@@ -1,0 +1,80 @@
+import Calls
+import Foundation
+import XCTest
+
+@testable import IntercomDaemon
+
+/// What a SIGHUP applies at once, and what it names as needing a restart (`Daemon.liveParts`,
+/// `Daemon.restartNeeded`); the engine side of taking new call settings between calls.
+final class ReloadTests: XCTestCase {
+    private let base = """
+        [room]
+        id = "empfang"
+        [rooms.empfang]
+        address = "192.168.10.11"
+        [rooms.beh1]
+        address = "192.168.10.12"
+        [buttons.beh1]
+        rooms = ["beh1"]
+        [mixer]
+        mic_gain_db = 0
+        """
+
+    private func config(_ extra: String = "", replacing: (String, String)? = nil) throws -> DaemonConfig {
+        var text = base
+        if let (old, new) = replacing { text = text.replacingOccurrences(of: old, with: new) }
+        return try DaemonConfig.parse(text + "\n" + extra)
+    }
+
+    func testGainsEchoSwitchesAndTheDirectoryAreAppliedWithoutARestart() throws {
+        let running = try config()
+        let new = try config("""
+            [rooms.beh2]
+            address = "192.168.10.13"
+            [buttons.alle]
+            rooms = ["beh1", "beh2"]
+            [echo]
+            howl_guard = false
+            """, replacing: ("mic_gain_db = 0", "mic_gain_db = 6"))
+        let (live, sections) = Daemon.liveParts(of: new, over: running)
+        XCTAssertEqual(sections, ["mixer gains", "echo switches", "rooms, buttons and call rules"])
+        XCTAssertEqual(live, new, "everything changed is live")
+        XCTAssertEqual(Daemon.restartNeeded(new, running: running), [])
+    }
+
+    func testDevicesPortsAndThisRoomNeedARestartAndAreNotApplied() throws {
+        let running = try config()
+        let new = try config("""
+            [audio]
+            period_ms = 5
+            [jitter]
+            min_delay_ms = 20
+            """, replacing: ("address = \"192.168.10.11\"", "address = \"192.168.10.21\""))
+        let (live, sections) = Daemon.liveParts(of: new, over: running)
+        XCTAssertEqual(sections, [])
+        XCTAssertEqual(live, running, "nothing applied")
+        XCTAssertEqual(Daemon.restartNeeded(new, running: running), ["audio", "jitter", "rooms"])
+    }
+
+    func testAnEngineTakesNewSettingsOnlyBetweenCalls() throws {
+        let running = try config().callSettings()
+        var engine = CallEngine(settings: running, seed: 1)
+        var more = running
+        more.buttons["alle"] = [RoomID("beh1")!]
+        XCTAssertTrue(engine.reconfigure(more))
+        XCTAssertEqual(engine.settings.buttons.count, 2)
+
+        _ = engine.handle(.call(button: "beh1"), now: 0)
+        XCTAssertNotEqual(engine.state, .idle)
+        var fewer = more
+        fewer.buttons["alle"] = nil
+        XCTAssertFalse(engine.reconfigure(fewer), "a call keeps the rules it began with")
+        XCTAssertEqual(engine.settings.buttons.count, 2)
+
+        var moved = more
+        moved.media = IPv4Endpoint("192.168.10.11:6000")!
+        _ = engine.handle(.hangUp, now: 1)
+        XCTAssertFalse(engine.reconfigure(moved), "this room's sockets need a restart")
+        XCTAssertTrue(engine.reconfigure(fewer))
+    }
+}

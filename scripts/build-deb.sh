@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Builds the Debian package: scripts/build-deb.sh [--out DIR]
+#
+# Release binaries with the Swift runtime linked in (the terminals have no Swift toolchain), the
+# systemd unit, the commented default configuration (a conffile), the system user (sysusers.d),
+# and maintainer scripts that create the user and enable the service. dpkg-deb is enough: no
+# debhelper. The package's dependencies are read off the binaries (ldd → dpkg -S).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=.build-deb
+while (($#)); do
+    case $1 in
+        --out) OUT=$2; shift 2 ;;
+        *) echo "usage: $0 [--out DIR]" >&2; exit 64 ;;
+    esac
+done
+
+NAME=intercomd
+ARCH=$(dpkg --print-architecture)
+# 0.<commits>+g<hash>: increases with every commit, names the one it was built from.
+VERSION="0.$(git rev-list --count HEAD 2>/dev/null || echo 0)+g$(git rev-parse --short=8 HEAD 2>/dev/null || echo unknown)"
+BUILD=.build-release
+STAGE=$OUT/stage
+DEB=$OUT/${NAME}_${VERSION}_${ARCH}.deb
+
+echo "build-deb: building release binaries (static Swift runtime)" >&2
+for product in intercomd intercomctl; do
+    swift build -c release --static-swift-stdlib --build-path "$BUILD" --product "$product" >&2
+done
+BIN=$(swift build -c release --build-path "$BUILD" --show-bin-path)
+
+rm -rf "$STAGE"
+install -d "$STAGE/DEBIAN" "$STAGE/usr/bin" "$STAGE/lib/systemd/system" "$STAGE/etc/intercomd" \
+    "$STAGE/usr/lib/sysusers.d" "$STAGE/usr/share/doc/$NAME"
+install -m 0755 -s "$BIN/intercomd" "$BIN/intercomctl" "$STAGE/usr/bin/"
+install -m 0644 systemd/intercomd.service "$STAGE/lib/systemd/system/"
+# The configuration holds the room directory and (later) names the site key: not world-readable.
+install -m 0640 config/intercomd.example.toml "$STAGE/etc/intercomd/intercomd.toml"
+install -m 0644 README.md docs/architecture.md docs/calls.md "$STAGE/usr/share/doc/$NAME/"
+cat >"$STAGE/usr/lib/sysusers.d/$NAME.conf" <<'EOF'
+# The service user: owns the control socket, the call history and do-not-disturb.
+u intercomd - "intercomd room intercom terminal" /var/lib/intercomd
+EOF
+
+# Dependencies: the package of every shared library the binaries load.
+deps=$(for b in "$STAGE"/usr/bin/*; do ldd "$b"; done | awk '/=> \// { print $3 }' | sort -u |
+    while read -r lib; do dpkg -S "$(readlink -f "$lib")" 2>/dev/null || dpkg -S "$lib" 2>/dev/null || true; done |
+    cut -d: -f1 | sort -u | grep -v "^$NAME$" | paste -sd, | sed 's/,/, /g')
+[[ -n $deps ]] || { echo "build-deb: could not find the libraries' packages" >&2; exit 1; }
+if ldd "$STAGE/usr/bin/intercomd" | grep -q libswift; then
+    echo "build-deb: intercomd still loads the Swift runtime" >&2
+    exit 1
+fi
+
+SIZE=$(du -sk "$STAGE" | cut -f1)
+cat >"$STAGE/DEBIAN/control" <<EOF
+Package: $NAME
+Version: $VERSION
+Architecture: $ARCH
+Maintainer: intercomd developers <dev@intercomd.invalid>
+Installed-Size: $SIZE
+Depends: $deps, systemd
+Section: sound
+Priority: optional
+Description: room intercom terminal daemon
+ Real-time audio daemon for wall-mounted intercom terminals: ALSA capture,
+ acoustic echo cancellation (speexdsp), Opus over RTP, an adaptive jitter
+ buffer and ALSA playback; calls between rooms, do-not-disturb, call history,
+ a control socket (intercomctl) and loopback measurements for technicians.
+EOF
+echo "/etc/intercomd/intercomd.toml" >"$STAGE/DEBIAN/conffiles"
+
+cat >"$STAGE/DEBIAN/postinst" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+    systemd-sysusers intercomd.conf
+    chown root:intercomd /etc/intercomd/intercomd.toml
+    chmod 0640 /etc/intercomd/intercomd.toml
+    if [ -d /run/systemd/system ]; then
+        systemctl daemon-reload
+        # Enabled, not started: the room's configuration comes first (README, "Installing").
+        systemctl enable intercomd.service >/dev/null
+        systemctl try-restart intercomd.service
+    fi
+fi
+EOF
+cat >"$STAGE/DEBIAN/prerm" <<'EOF'
+#!/bin/sh
+set -e
+if [ -d /run/systemd/system ] && [ "$1" = remove ]; then
+    systemctl disable --now intercomd.service >/dev/null || true
+fi
+EOF
+cat >"$STAGE/DEBIAN/postrm" <<'EOF'
+#!/bin/sh
+set -e
+[ -d /run/systemd/system ] && systemctl daemon-reload || true
+if [ "$1" = purge ]; then
+    # The call history and do-not-disturb; the user stays (Debian leaves system users in place).
+    rm -rf /var/lib/intercomd
+fi
+EOF
+chmod 0755 "$STAGE/DEBIAN/postinst" "$STAGE/DEBIAN/prerm" "$STAGE/DEBIAN/postrm"
+
+dpkg-deb --root-owner-group --build "$STAGE" "$DEB" >&2
+echo "$DEB"
