@@ -14,6 +14,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         // C libraries from Debian, one system-library target each (pkg-config names).
@@ -59,10 +60,12 @@ let package = Package(
         .executableTarget(name: "intercomctl", dependencies: [
             "Control", "Calls", "SignalTools", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
+        // The site key, and what is derived from it: sealed signalling.
+        .target(name: "SiteSecurity", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "AudioPipeline", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
-            "Calls", "CallStore", "Control", "Keys",
+            "Calls", "CallStore", "Control", "Keys", "SiteSecurity",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
@@ -77,11 +80,11 @@ let package = Package(
 
         .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "Keys", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport",
+            "Calls", "Keys", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "SiteSecurity",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "CAllocCounter",
-            "Calls", "Control", "Keys",
+            "Calls", "Control", "Keys", "SiteSecurity",
         ]),
     ]
 )

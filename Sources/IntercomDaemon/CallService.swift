@@ -3,6 +3,7 @@ import Calls
 import CallStore
 import Control
 import Foundation
+import SiteSecurity
 import Logging
 import RealTime
 import SignalTools
@@ -33,6 +34,11 @@ final class CallService: ControlHandler, @unchecked Sendable {
     private let history: HistoryStore?
     private let state: StateStore<TerminalState>?
     private let log: Logger
+    /// Seals what is sent and opens what arrives (nil: no site key, signalling in the clear).
+    private let seal: SignalSeal?
+    /// Datagrams refused before the call engine saw them, by `SignalSeal.Failure`, and sealed ones
+    /// whose inner sender was not the one the seal named.
+    let refused = SealRefusals()
     private let stopRequest = Flag(false)
     private var thread: Thread?
     private let finished = DispatchSemaphore(value: 0)
@@ -54,7 +60,8 @@ final class CallService: ControlHandler, @unchecked Sendable {
     }
 
     init(settings: CallSettings, signalling: UDPEndpoint, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer,
-         history: HistoryStore?, state: StateStore<TerminalState>?, logger: Logger) throws {
+         history: HistoryStore?, state: StateStore<TerminalState>?, seal: SignalSeal? = nil, logger: Logger) throws {
+        self.seal = seal
         networkLoopback = NetworkLoopback(logger: logger)
         socket = try UDPSocket(bind: signalling)
         wake = try Doorbell()
@@ -100,7 +107,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
         finished.wait()
         thread = nil
         let st = engine.withLock { $0.statistics }
-        log.info("calls: final stats: decode_errors=\(st.decodeErrorCount) unknown_sender=\(st.unknownSender) address_mismatch=\(st.addressMismatch) duplicates=\(st.duplicates) stale=\(st.stale) retransmissions=\(st.retransmissions) unreachable=\(st.unreachable)")
+        log.info("calls: final stats: decode_errors=\(st.decodeErrorCount) unknown_sender=\(st.unknownSender) address_mismatch=\(st.addressMismatch) duplicates=\(st.duplicates) stale=\(st.stale) retransmissions=\(st.retransmissions) unreachable=\(st.unreachable) refused: \(refused.summary)")
     }
 
     private static func now() -> Double { Double(monotonicNanos()) / 1e9 }
@@ -120,13 +127,33 @@ final class CallService: ControlHandler, @unchecked Sendable {
             _ = poll(&fds, nfds_t(fds.count), wait)
             if fds[1].revents != 0 { _ = wake.drain() }
             while let (count, from) = socket.receive(into: buffer) {
-                let datagram = [UInt8](UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                guard let datagram = opened([UInt8](UnsafeRawBufferPointer(rebasing: buffer[0..<count]))) else { continue }
                 let source = IPv4Endpoint(address: from.address, port: from.port)
                 // Effects run under the lock too: their order across threads is the engine's order.
                 engine.withLock { e in execute(e.receive(datagram: datagram, from: source, now: Self.now())) }
             }
             engine.withLock { e in execute(e.tick(now: Self.now())) }
             takePendingSettings()
+        }
+    }
+
+    /// The datagram as the engine may see it: opened, when there is a site key; nil if refused
+    /// (counted). A refused datagram never reaches the engine: it cannot ring, open audio or
+    /// change a call.
+    private func opened(_ datagram: [UInt8]) -> [UInt8]? {
+        guard let seal else { return datagram }
+        switch seal.open(datagram) {
+        case .failure(let why):
+            refused.count(why)
+            return nil
+        case .success(let (sender, plaintext)):
+            // The engine checks the sender against the source address; the seal vouches for the
+            // sender it named, so the two must agree.
+            guard case .success(let envelope) = SignalCodec.decode(plaintext), envelope.sender.value == sender else {
+                refused.senderMismatch.increment()
+                return nil
+            }
+            return plaintext
         }
     }
 
@@ -145,6 +172,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
         let taken = engine.withLock { $0.reconfigure(new) }
         guard taken else { return false }
         pendingSettings.withLock { if $0 == new { $0 = nil } }
+        seal?.setKnownRooms(Set(new.directory.keys.map(\.value)))
         log.info("calls: reloaded settings in force: \(new.directory.count) rooms, \(new.buttons.count) buttons, auto-answer \(new.autoAnswer ? "on" : "off")")
         return true
     }
@@ -287,8 +315,9 @@ final class CallService: ControlHandler, @unchecked Sendable {
     private func execute(_ effects: [CallEffect]) {
         for effect in effects {
             switch effect {
-            case .send(_, let address, let datagram):
+            case .send(_, let address, let plain):
                 let to = UDPEndpoint(address: address.address, port: address.port)
+                let datagram = seal?.seal(plain) ?? plain
                 _ = datagram.withUnsafeBytes { socket.send($0, to: to) }
             case .setMediaPlan(let plan):
                 let routes = MediaRoutes(sendTo: plan.sendTo.map(Self.udp),

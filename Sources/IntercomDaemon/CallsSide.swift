@@ -3,6 +3,7 @@ import Calls
 import CallStore
 import Control
 import Foundation
+import SiteSecurity
 import Keys
 import Logging
 import SignalTools
@@ -36,8 +37,19 @@ final class CallsSide: @unchecked Sendable {
         let state = try StateStore(path: c.statePath, default: TerminalState(doNotDisturb: c.doNotDisturb))
         if let problem = state.loadProblem { logger.warning("calls: state \(c.statePath): \(problem); using the defaults") }
         let port = settings.directory[settings.room]!.signalling.port
+        var seal: SignalSeal?
+        if !config.security.siteKey.isEmpty {
+            do {
+                let key = try SiteKey(path: config.security.siteKey)
+                seal = SignalSeal(siteKey: key, room: settings.room.value, knownRooms: Set(settings.directory.keys.map(\.value)))
+            } catch {
+                throw ConfigError(source: "configuration", issues: [ConfigIssue(key: "security.site_key", problem: error.description)])
+            }
+        } else {
+            logger.warning("calls: no site key (security.site_key): signalling is neither encrypted nor authenticated")
+        }
         service = try CallService(settings: settings, signalling: UDPEndpoint(address: 0, port: port), routes: routes,
-                                  mixer: mixer, chime: chime, history: history, state: state, logger: logger)
+                                  mixer: mixer, chime: chime, history: history, state: state, seal: seal, logger: logger)
         if !config.control.technicianGroup.isEmpty {
             do {
                 service.technicianGroup = try UnixSocket.resolveGroup(config.control.technicianGroup)

@@ -36,6 +36,7 @@ public struct DaemonConfig: Sendable, Equatable {
     public var buttons: [String: ButtonEntry] = [:]
     public var calls = CallsSection()
     public var control = ControlSection()
+    public var security = SecuritySection()
     public var keys = KeysSection()
 
     /// All defaults.

@@ -86,6 +86,15 @@ public struct CallsSection: Sendable, Equatable {
     public static let historyLimitRange = 1...100_000
 }
 
+/// `[security]`: the site key that authenticates and encrypts what terminals send each other.
+public struct SecuritySection: Sendable, Equatable {
+    /// Path of the site key file (base64, at least 32 bytes, not readable by others); "" = none:
+    /// signalling travels in the clear and anyone on the network can take part.
+    public var siteKey: String = ""
+
+    public init() {}
+}
+
 /// `[control]`: the local control socket (docs/control.md).
 public struct ControlSection: Sendable, Equatable {
     public var socket: String = ControlSettings.defaultSocketPath
@@ -231,6 +240,10 @@ extension DaemonConfig {
                  .range(CallsSection.historyLimitRange)),
             .string("state_path", \.calls.statePath, "File keeping do-not-disturb across restarts"),
             .string("chime_wav", \.calls.chimeWav, "48 kHz mono 16-bit WAV replacing the generated chime; \"\" = generated", .any),
+        ]),
+        SchemaSection(name: "security", comment: "The site key: the same file on every terminal of the site.", keys: [
+            .string("site_key", \.security.siteKey,
+                    "Site key file (make one: head -c 32 /dev/urandom | base64 > FILE; chmod 0640, group intercomd); \"\" = signalling in the clear", .any),
         ]),
         SchemaSection(name: "control", comment: "The local control socket (intercomctl, docs/control.md).", keys: [
             .string("socket", \.control.socket, "Path of the Unix socket",

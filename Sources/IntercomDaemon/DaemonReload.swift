@@ -68,7 +68,7 @@ extension Daemon {
         compare("mixer", \.mixer); compare("retry", \.retry); compare("log", \.log)
         compare("local", \.local); compare("network", \.network); compare("opus", \.opus)
         compare("jitter", \.jitter); compare("room", \.room); compare("rooms", \.rooms)
-        compare("buttons", \.buttons); compare("calls", \.calls); compare("control", \.control)
+        compare("buttons", \.buttons); compare("calls", \.calls); compare("control", \.control); compare("security", \.security)
         compare("keys", \.keys)
         return out
     }

@@ -1,0 +1,71 @@
+import Calls
+import Control
+import Foundation
+import TestSupport
+import XCTest
+
+/// Signalling sealed with the site key between real daemons: rooms with the key call each other;
+/// a room with another site's key is refused before the call engine sees anything.
+final class SealedSignallingTests: XCTestCase {
+    private func keyFile(_ byte: UInt8, in dir: String) throws -> String {
+        let path = "\(dir)/site-\(byte).key"
+        try Data(Array(repeating: byte, count: 32)).base64EncodedString().write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        return path
+    }
+
+    func testRoomsWithTheSiteKeyCallEachOtherAndAnotherKeyNeverRingsOrChangesAnything() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB", "roomC"])
+        defer { rooms.stopAll() }
+        let site = try keyFile(7, in: rooms.dir), other = try keyFile(9, in: rooms.dir)
+        try rooms.start("rooma", extra: "[security]\nsite_key = \"\(site)\"")
+        try rooms.start("roomb", extra: "[security]\nsite_key = \"\(site)\"")
+        let c = try rooms.start("roomc", extra: "[security]\nsite_key = \"\(other)\"")
+
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), "A sees B through sealed hellos")
+        _ = try rooms.control("rooma", .call(button: "roomb"))
+        XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "a sealed call connects")
+        _ = try rooms.control("rooma", .hangUp)
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") && rooms.isIdle("roomb") })
+        let historyA = rooms.history("rooma").count
+
+        // C holds another site's key: A never sees it online, and C's call does not ring at A.
+        _ = try rooms.control("roomc", .call(button: "rooma"))
+        XCTAssertTrue(rooms.wait(6) { rooms.isIdle("roomc") }, "C's attempt ends unanswered")
+        XCTAssertEqual(rooms.history("roomc").last?.outcome, .notReached, "\(rooms.history("roomc"))")
+        XCTAssertTrue(rooms.isIdle("rooma"), "A was never called")
+        XCTAssertEqual(rooms.history("rooma").count, historyA, "nothing of C's reached A's history")
+        guard case .success(.rooms(let seen)) = try rooms.control("rooma", .rooms) else { return XCTFail("rooms") }
+        XCTAssertEqual(seen.rooms.first { $0.id.value == "roomc" }?.presence.online, false, "C is not online for A")
+
+        let a = rooms.daemons["rooma"]!
+        XCTAssertEqual(rooms.stop("rooma"), 0)
+        let final = a.log.components(separatedBy: "\n").first { $0.contains("calls: final stats") } ?? ""
+        let refused = final.range(of: #"authentication=(\d+)"#, options: .regularExpression).map { Int(final[$0].dropFirst(15))! } ?? 0
+        XCTAssertGreaterThan(refused, 0, "C's datagrams are counted as failing authentication: \(final)")
+        XCTAssertTrue(c.log.contains("calls: room roomc"), "C ran")
+        print("sealed signalling: A refused \(refused) of C's datagrams (authentication); \(final)")
+    }
+
+    /// Every datagram from A to B arrives twice (a relay that duplicates all): the copies are
+    /// refused as replays before the call engine, and A and B still see each other.
+    func testReplayedSealedDatagramsAreRefusedAndCounted() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        let site = try keyFile(7, in: rooms.dir)
+        let relay = try ImpairmentRelayProcess(targetPort: rooms.room("roomb").signalling, options: ["--duplicate", "100", "--seed", "3"])
+        defer { relay.stop() }
+        try rooms.start("rooma", extra: "[security]\nsite_key = \"\(site)\"", signallingVia: ["roomb": relay.port])
+        let b = try rooms.start("roomb", extra: "[security]\nsite_key = \"\(site)\"")
+        XCTAssertTrue(rooms.waitOnline("roomb", ["rooma"]), "B hears A's hellos through the relay")
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertEqual(rooms.stop("roomb"), 0)
+        let final = b.log.components(separatedBy: "\n").first { $0.contains("calls: final stats") } ?? ""
+        let replays = final.range(of: #"replay=(\d+)"#, options: .regularExpression).map { Int(final[$0].dropFirst(7))! } ?? 0
+        XCTAssertGreaterThan(replays, 0, "the copies are counted as replays: \(final)")
+        XCTAssertTrue(final.contains("duplicates=0"), "none reached the engine's own duplicate check: \(final)")
+        print("sealed signalling: B refused \(replays) replayed copies; \(final)")
+    }
+}
