@@ -62,6 +62,8 @@ let package = Package(
         ]),
         // The site key, and what is derived from it: sealed signalling.
         .target(name: "SiteSecurity", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        // The configuration parser's libFuzzer target (fuzz/config/build.sh); a stub otherwise.
+        .executableTarget(name: "config-fuzz", dependencies: ["IntercomDaemon"]),
         // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "AudioPipeline", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",

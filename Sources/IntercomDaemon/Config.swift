@@ -266,6 +266,14 @@ extension DaemonConfig {
                 ConfigIssue(key: "", problem: "the file contains a NUL byte", line: line)
             ])
         }
+        if let bad = TOMLHeaderCheck.firstBadHeader(in: text) {
+            throw ConfigError(source: source, issues: [
+                ConfigIssue(
+                    key: KeyLocator(text).context(ofLine: bad.line).joined(separator: "."),
+                    problem: "a table header must begin with a name, like [room] or [rooms.empfang]",
+                    line: bad.line, column: bad.column)
+            ])
+        }
         let root: TOMLTable
         do {
             root = try TOMLTable(string: text)

@@ -403,6 +403,41 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(found?.problem, "the file contains a NUL byte")
     }
 
+    /// toml++ aborts the process on these (an assertion in its table-header parser); before the
+    /// header check, each of them killed the test run. The last one is what the fuzzer found.
+    func testTableHeaderWithoutANameIsAnErrorNotACrash() {
+        let cases: [(text: String, line: Int, column: Int)] = [
+            ("[\n", 1, 2),
+            ("[room]\nid = \"a\"\n  [ .rooms]\n", 3, 5),
+            ("[[+]]\n", 1, 3),
+            ("[audio]\n[\r\n", 2, 2),
+            ("\u{FEFF}[.a]\n", 1, 5),
+            ("[.\"\n[[ooms.empfanpgle for a rcomd \nmay_callation:llr", 1, 2),
+        ]
+        for c in cases {
+            let found = issue(c.text)
+            XCTAssertEqual(found?.line, c.line, "\(c.text.debugDescription)")
+            XCTAssertEqual(found?.column, c.column, "\(c.text.debugDescription)")
+            XCTAssertEqual(found?.problem, "a table header must begin with a name, like [room] or [rooms.empfang]")
+        }
+        XCTAssertEqual(issue("[audio]\n[ .x]\n")?.key, "audio")
+    }
+
+    /// The header check must not refuse valid TOML whose lines start with `[` inside values.
+    func testHeaderCheckLeavesBracketsInsideValuesAlone() {
+        let valid = [
+            "x = [\n  [1, 2],\n  [+3],\n  [ {a = 1} ],\n]\n",
+            "s = \"\"\"\n[.not a header]\n\"\"\"\n",
+            "s = '''\n[+]\n'''\n",
+            "s = \"\"\"a\\\n[.b]\"\"\"\"\n[ok]\n",
+            "\"a[\" = 1 # [.\n['q.x']\n[ \"y\" ]\n[[t]]\n",
+        ]
+        for text in valid {
+            XCTAssertNil(TOMLHeaderCheck.firstBadHeader(in: text), text.debugDescription)
+        }
+        XCTAssertNotNil(TOMLHeaderCheck.firstBadHeader(in: "s = \"\"\"\n\"\"\"\n[.b]\n"))
+    }
+
     func testValidateChecksValuesSetInCode() {
         var c = DaemonConfig()
         c.audio.periodMs = 7

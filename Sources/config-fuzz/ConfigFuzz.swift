@@ -1,0 +1,63 @@
+import IntercomDaemon
+
+// libFuzzer target for the configuration parser (TOMLKit and our rules), built by
+// fuzz/config/build.sh with -DFUZZING and -sanitize=fuzzer,address.
+// Unlike the other targets this one needs SwiftPM (TOMLKit wraps the C++ toml++), so it is a
+// target of the package; a plain `swift build` makes the stub below instead.
+//
+// Properties: any bytes either parse or give a ConfigError with issues (never a trap); a parsed
+// configuration renders to TOML that parses back to the same configuration; what the daemon
+// derives from a valid one (call settings, key map, control settings) does not trap.
+
+#if FUZZING
+// SwiftPM links an executable with `main` aliased to `<target>_main`, so libFuzzer's own `main`
+// is never used: this entry point hands the command line to libFuzzer's driver instead.
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
+) -> CInt
+
+@_cdecl("config_fuzz_main")
+public func configFuzzMain(
+    _ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> CInt {
+    var count = argc
+    var arguments = argv
+    return LLVMFuzzerRunDriver(&count, &arguments) { data, size in fuzzOneInput(data, size) }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
+    let config: DaemonConfig
+    do {
+        config = try DaemonConfig.parse(text, source: "fuzz.toml")
+    } catch let error as ConfigError {
+        precondition(!error.issues.isEmpty, "a ConfigError without issues")
+        return 0
+    } catch {
+        preconditionFailure("not a ConfigError: \(error)")
+    }
+    do {
+        let again = try DaemonConfig.parse(config.rendered(), source: "rendered")
+        precondition(again == config, "parse(rendered()) differs from the parsed configuration")
+    } catch {
+        preconditionFailure("the rendered configuration does not parse: \(error)")
+    }
+    if config.callsEnabled {
+        _ = config.callSettings()
+        _ = config.keyMap()
+    }
+    _ = config.controlSettings()
+    return 0
+}
+#else
+@main
+struct ConfigFuzzStub {
+    static func main() {
+        print("config-fuzz: build the fuzzer with fuzz/config/build.sh")
+    }
+}
+#endif
