@@ -21,6 +21,7 @@ let package = Package(
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         // Counts heap allocations per thread; linked only into tests and the benchmark.
         .target(name: "CAllocCounter"),
 
@@ -43,8 +44,8 @@ let package = Package(
             "Impairment", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // UDP sockets (unicast, multicast, DSCP), the network thread: microphone frame → Opus → RTP
-        // → peers, and datagram → RTP parse → per-stream jitter buffer (a mixer slot).
-        .target(name: "Transport", dependencies: ["RTP", "AudioPipeline", "Jitter", "RealTime"]),
+        // → peers, and datagram → RTP parse → per-stream jitter buffer (a mixer slot); SRTP (SRTP.swift).
+        .target(name: "Transport", dependencies: ["RTP", "AudioPipeline", "Jitter", "RealTime", "CSRTP"]),
         // Adaptive jitter buffer (issue 3).
         .target(name: "Jitter", dependencies: ["RealTime", "SpeexDSP"]),
         // Calls between rooms: vocabulary, signalling protocol, the call engine, history. No I/O.
@@ -76,7 +77,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "intercom-bench", dependencies: [
-            "IntercomDaemon", "AudioPipeline", "EchoCancel", "SignalTools", "CAllocCounter", "Jitter", "RTP", "SpeexDSP",
+            "IntercomDaemon", "AudioPipeline", "EchoCancel", "SignalTools", "CAllocCounter", "Jitter", "RTP", "SpeexDSP", "Transport",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 

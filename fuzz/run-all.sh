@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-15}
 mkdir -p .build-fuzz
 rm -f .build-fuzz/crash-*
-for target in rtp signal control keys config; do
+for target in rtp srtp signal control keys config; do
     echo "fuzz: $target for $seconds s"
     if ! sh "fuzz/$target/build.sh" run -max_total_time="$seconds" -artifact_prefix="$PWD/.build-fuzz/crash-$target-" \
             > ".build-fuzz/$target.log" 2>&1; then

@@ -73,6 +73,9 @@ awk -v c1="${IR[chain$lo]}" -v c2="${IR[chain$hi]}" -v b1="${IR[bare$lo]}" -v b2
 step "jitter buffer against speexdsp's on packet traces"
 { "$BIN/intercom-bench" jitter "${JITTER[@]}" | sed 's/^## /### /'; echo; } >"$WORK/30-jitter.md"
 
+step "SRTP per packet"
+{ "$BIN/intercom-bench" srtp $([[ $MODE == smoke ]] && echo "--runs 1 --packets 100") | sed 's/^## /### /'; echo; } >"$WORK/35-srtp.md"
+
 step "mouth-to-ear delay on the rig"
 "${RIG[@]}" "$BIN/intercom-bench" --mouth-to-ear "${M2E[@]}" >"$WORK/40-mouth-to-ear.md"
 
@@ -98,6 +101,9 @@ sed -n 's/^SUITE|//p' "$WORK/suite.log" >"$WORK/50-suite.md"
     echo "## Jitter buffer"
     echo
     cat "$WORK/30-jitter.md"
+    echo "## Media security"
+    echo
+    cat "$WORK/35-srtp.md"
     echo "## Delay"
     cat "$WORK/40-mouth-to-ear.md"
     echo

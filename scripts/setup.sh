@@ -5,10 +5,12 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
     libasound2-dev libopus-dev libspeexdsp-dev   # the C libraries intercomd links
+    libsrtp2-dev                                 # SRTP for media (RFC 3711)
     alsa-utils libasound2-plugins                # aplay/arecord; ALSA's pulse PCM for the virtual rig
     pulseaudio pulseaudio-utils                  # the virtual audio rig (null sinks as rooms)
     espeak-ng sox                                # speech clips and level measurements for tests
     gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good  # an RTP/Opus peer nobody here wrote
+    gstreamer1.0-plugins-bad                     # srtpdec: decrypts our SRTP in the interop test
     iproute2                                     # network namespaces: one host per room in the multicast calls test
     valgrind binutils                            # the measurement suite counts instructions (callgrind) of a stripped copy
     systemd                                      # systemd-analyze verify/security for the unit; systemd-sysusers for the package

@@ -22,11 +22,15 @@ public struct MediaPlan: Equatable, Sendable {
     public var receiveFrom: [MediaPeer]
     /// Multicast groups to join (a callee of a multicast call).
     public var joinGroups: [IPv4Endpoint]
+    /// The call this media belongs to (its SRTP keys are derived from it); nil when idle.
+    public var call: CallID?
 
-    public init(sendTo: [IPv4Endpoint] = [], receiveFrom: [MediaPeer] = [], joinGroups: [IPv4Endpoint] = []) {
+    public init(sendTo: [IPv4Endpoint] = [], receiveFrom: [MediaPeer] = [], joinGroups: [IPv4Endpoint] = [],
+                call: CallID? = nil) {
         self.sendTo = sendTo
         self.receiveFrom = receiveFrom
         self.joinGroups = joinGroups
+        self.call = call
     }
 
     public static let idle = MediaPlan()

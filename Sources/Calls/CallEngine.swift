@@ -232,13 +232,13 @@ public struct CallEngine: Sendable {
             }
             guard !peers.isEmpty else { return .idle }
             switch settings.callerVoice {
-            case .unicast: return MediaPlan(sendTo: peers.map(\.endpoint), receiveFrom: peers)
-            case .multicast(let group): return MediaPlan(sendTo: [group], receiveFrom: peers)
+            case .unicast: return MediaPlan(sendTo: peers.map(\.endpoint), receiveFrom: peers, call: call.id)
+            case .multicast(let group): return MediaPlan(sendTo: [group], receiveFrom: peers, call: call.id)
             }
         case .callee:
             guard let invite = call.invite else { return .idle }
             let caller = MediaPeer(room: call.caller, endpoint: invite.callerMedia)
-            var plan = MediaPlan(sendTo: [invite.callerMedia], receiveFrom: [caller])
+            var plan = MediaPlan(sendTo: [invite.callerMedia], receiveFrom: [caller], call: call.id)
             if case .multicast(let group) = invite.voice { plan.joinGroups = [group] }
             return plan
         }

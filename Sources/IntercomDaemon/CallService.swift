@@ -36,6 +36,8 @@ final class CallService: ControlHandler, @unchecked Sendable {
     private let log: Logger
     /// Seals what is sent and opens what arrives (nil: no site key, signalling in the clear).
     private let seal: SignalSeal?
+    /// SRTP sessions for each call's media (nil: no site key, media in the clear).
+    private let mediaKeys: MediaKeys?
     /// Datagrams refused before the call engine saw them, by `SignalSeal.Failure`, and sealed ones
     /// whose inner sender was not the one the seal named.
     let refused = SealRefusals()
@@ -60,8 +62,10 @@ final class CallService: ControlHandler, @unchecked Sendable {
     }
 
     init(settings: CallSettings, signalling: UDPEndpoint, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer,
-         history: HistoryStore?, state: StateStore<TerminalState>?, seal: SignalSeal? = nil, logger: Logger) throws {
+         history: HistoryStore?, state: StateStore<TerminalState>?, seal: SignalSeal? = nil, mediaKeys: MediaKeys? = nil,
+         logger: Logger) throws {
         self.seal = seal
+        self.mediaKeys = mediaKeys
         networkLoopback = NetworkLoopback(logger: logger)
         socket = try UDPSocket(bind: signalling)
         wake = try Doorbell()
@@ -320,9 +324,18 @@ final class CallService: ControlHandler, @unchecked Sendable {
                 let datagram = seal?.seal(plain) ?? plain
                 _ = datagram.withUnsafeBytes { socket.send($0, to: to) }
             case .setMediaPlan(let plan):
-                let routes = MediaRoutes(sendTo: plan.sendTo.map(Self.udp),
+                var routes = MediaRoutes(sendTo: plan.sendTo.map(Self.udp),
                                          acceptFrom: plan.receiveFrom.map { Self.udp($0.endpoint) },
                                          joinGroups: plan.joinGroups.map(Self.udp))
+                if let mediaKeys {
+                    do {
+                        routes.protection = try mediaKeys.protection(for: plan)
+                    } catch {
+                        // Without sessions nothing may flow in the clear: media stays off for this call.
+                        log.error("calls: media keys for call \(plan.call.map(\.description) ?? "-"): \(error); media off")
+                        routes = MediaRoutes(sendTo: [], acceptFrom: [], joinGroups: [])
+                    }
+                }
                 _ = self.routes.post(routes)
                 log.info("calls: media \(plan.isIdle ? "idle" : "to \(plan.sendTo.map(\.description)), from \(plan.receiveFrom.map(\.room.value))")")
             case .startChime: chime.start()

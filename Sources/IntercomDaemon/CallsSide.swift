@@ -38,18 +38,21 @@ final class CallsSide: @unchecked Sendable {
         if let problem = state.loadProblem { logger.warning("calls: state \(c.statePath): \(problem); using the defaults") }
         let port = settings.directory[settings.room]!.signalling.port
         var seal: SignalSeal?
+        var mediaKeys: MediaKeys?
         if !config.security.siteKey.isEmpty {
             do {
                 let key = try SiteKey(path: config.security.siteKey)
                 seal = SignalSeal(siteKey: key, room: settings.room.value, knownRooms: Set(settings.directory.keys.map(\.value)))
+                mediaKeys = MediaKeys(siteKey: key, room: settings.room, ssrc: routes.sender?.ssrc ?? 0)
             } catch {
                 throw ConfigError(source: "configuration", issues: [ConfigIssue(key: "security.site_key", problem: error.description)])
             }
         } else {
-            logger.warning("calls: no site key (security.site_key): signalling is neither encrypted nor authenticated")
+            logger.warning("calls: no site key (security.site_key): signalling and media are neither encrypted nor authenticated")
         }
         service = try CallService(settings: settings, signalling: UDPEndpoint(address: 0, port: port), routes: routes,
-                                  mixer: mixer, chime: chime, history: history, state: state, seal: seal, logger: logger)
+                                  mixer: mixer, chime: chime, history: history, state: state, seal: seal,
+                                  mediaKeys: mediaKeys, logger: logger)
         if !config.control.technicianGroup.isEmpty {
             do {
                 service.technicianGroup = try UnixSocket.resolveGroup(config.control.technicianGroup)

@@ -243,7 +243,7 @@ extension DaemonConfig {
         ]),
         SchemaSection(name: "security", comment: "The site key: the same file on every terminal of the site.", keys: [
             .string("site_key", \.security.siteKey,
-                    "Site key file (make one: head -c 32 /dev/urandom | base64 > FILE; chmod 0640, group intercomd); \"\" = signalling in the clear", .any),
+                    "Site key file (make one: head -c 32 /dev/urandom | base64 > FILE; chmod 0640, group intercomd); \"\" = signalling and media in the clear", .any),
         ]),
         SchemaSection(name: "control", comment: "The local control socket (intercomctl, docs/control.md).", keys: [
             .string("socket", \.control.socket, "Path of the Unix socket",

@@ -114,11 +114,12 @@ final class NetworkMedia: @unchecked Sendable {
         guard let loop else { return "network: off" }
         var parts: [String] = []
         if let s = loop.sender {
-            parts.append("sent=\(s.packetsSent.load) (\(s.bytesSent.load) B, dtx_silent=\(s.silentFrames.load), errors=\(s.sendErrors.load))")
+            parts.append("sent=\(s.packetsSent.load) (\(s.bytesSent.load) B, dtx_silent=\(s.silentFrames.load), errors=\(s.sendErrors.load), srtp_errors=\(s.protectErrors.load))")
         }
         if let r = loop.receiver {
             let st = r.statistics, t = r.table
             parts.append("received=\(st.accepted.load)/\(st.datagrams.load) malformed=\(st.malformedTotal)[\(st.malformedSummary)] own=\(st.ownPackets.load) queue_full=\(st.queueFull.load) audio_stopped=\(st.audioStopped.load) not_routed=\(st.notRouted.load)")
+            parts.append("srtp authenticated=\(st.authenticated.load) unauthenticated=\(st.unauthenticated.load) replayed=\(st.replayed.load) failed=\(st.unprotectFailed.load)")
             parts.append("streams active=\(t.active.load) started=\(t.started.load) evicted=\(t.evicted.load) refused=\(t.refused.load) probation=\(t.probation.load)")
             for s in streams where s.input.handOff?.isActive == true {
                 let j = s.jitter.statistics

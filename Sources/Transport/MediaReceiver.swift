@@ -18,6 +18,14 @@ public final class ReceiveStatistics: Sendable {
     public let audioStopped = Counter()
     /// Datagrams from a source the current routes do not accept (`MediaRoutes.acceptFrom`).
     public let notRouted = Counter()
+    /// SRTP packets that failed authentication (forged, damaged, or under another key).
+    public let unauthenticated = Counter()
+    /// SRTP packets seen before (a replay or a duplicate) or older than the replay window.
+    public let replayed = Counter()
+    /// SRTP packets refused for another reason (too short, unparsable header).
+    public let unprotectFailed = Counter()
+    /// Packets taken after SRTP checked them.
+    public let authenticated = Counter()
 
     public init() {}
 
@@ -77,6 +85,9 @@ public final class MediaReceiver: @unchecked Sendable {
     /// Sources taken: any (until routes say otherwise), or those in `accepted`.
     private var acceptsAny = true
     private let accepted = EndpointList(capacity: MediaRoutes.maxEndpoints)
+    /// While protected, only SRTP is heard: each accepted source's packets are checked with its session.
+    private var protected = false
+    private let sessions = SessionList()
 
     public init(table: StreamTable, payloadType: UInt8, ownSSRC: UInt32?, audioRunning: Flag? = nil) {
         precondition(RTPParseError.allCases.count == 9, "update statIndex")
@@ -86,10 +97,27 @@ public final class MediaReceiver: @unchecked Sendable {
         self.audioRunning = audioRunning
     }
 
+    /// Takes one datagram; a protected one is decrypted in place (so `datagram` is mutable).
     @inline(__always)
-    public func handle(_ datagram: UnsafeRawBufferPointer, from source: UDPEndpoint, arrival: UInt64) {
+    public func handle(_ received: UnsafeMutableRawBufferPointer, from source: UDPEndpoint, arrival: UInt64) {
         statistics.datagrams.increment()
-        guard acceptsAny || accepted.matches(source: source) else { statistics.notRouted.increment(); return }
+        let index = acceptsAny ? -1 : accepted.firstMatch(source: source)
+        guard acceptsAny || index >= 0 else { statistics.notRouted.increment(); return }
+        var datagram = UnsafeRawBufferPointer(received)
+        if protected {
+            guard let session = sessions[index], received.count > 0 else { statistics.unprotectFailed.increment(); return }
+            let n = session.unprotect(received.baseAddress!, length: received.count)
+            guard n > 0 else {
+                switch Int32(-n) {
+                case SRTPError.authenticationFailed: statistics.unauthenticated.increment()
+                case SRTPError.replayed, SRTPError.tooOld: statistics.replayed.increment()
+                default: statistics.unprotectFailed.increment()
+                }
+                return
+            }
+            statistics.authenticated.increment()
+            datagram = UnsafeRawBufferPointer(rebasing: received[0..<n])
+        }
         let packet: RTPPacket
         switch RTPParser.parse(datagram, expectedPayloadType: payloadType) {
         case .success(let p): packet = p
@@ -107,11 +135,14 @@ public final class MediaReceiver: @unchecked Sendable {
         if queued { statistics.accepted.increment() } else { statistics.queueFull.increment() }
     }
 
-    /// Network thread, between packets: takes datagrams from any source, or only from `sources`,
-    /// and evicts at once the streams of sources no longer taken, so the mixer stops playing them.
-    func replaceAccepted(any: Bool, sources: EndpointList) {
+    /// Network thread, between packets: takes datagrams from any source, or only from `sources`
+    /// (checked by SRTP with the matching entry of `sessions` when `protected`), and evicts at
+    /// once the streams of sources no longer taken, so the mixer stops playing them.
+    func replaceAccepted(any: Bool, sources: EndpointList, sessions newSessions: SessionList, protected isProtected: Bool) {
         acceptsAny = any
         accepted.replace(with: sources)
+        sessions.replace(with: newSessions)
+        protected = isProtected
         if !any { table.evict { !accepted.matches(source: $0) } }
     }
 }

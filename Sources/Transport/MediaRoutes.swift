@@ -8,14 +8,55 @@ public struct MediaRoutes: Sendable, Equatable {
     public var acceptFrom: [UDPEndpoint]?
     /// Multicast groups to be a member of (ports ignored).
     public var joinGroups: [UDPEndpoint]
+    /// SRTP: when set, what is sent is protected and only authentic packets are heard.
+    public var protection: MediaProtection?
 
     /// The bound of each list: the network thread's copies are allocated once, this large.
     public static let maxEndpoints = 16
 
-    public init(sendTo: [UDPEndpoint], acceptFrom: [UDPEndpoint]?, joinGroups: [UDPEndpoint]) {
+    public init(sendTo: [UDPEndpoint], acceptFrom: [UDPEndpoint]?, joinGroups: [UDPEndpoint],
+                protection: MediaProtection? = nil) {
+        precondition(protection == nil || protection!.inbound.count == acceptFrom?.count,
+                     "protected routes name a session for each accepted source")
         self.sendTo = sendTo
         self.acceptFrom = acceptFrom
         self.joinGroups = joinGroups
+        self.protection = protection
+    }
+}
+
+/// The SRTP sessions of one call: ours, and one per accepted source (in `acceptFrom`'s order).
+/// The poster keeps them alive until the network thread has moved on to other routes: a session
+/// must be freed on the thread that made it, never on the network thread.
+public struct MediaProtection: Sendable, Equatable {
+    public var outbound: SRTPSession
+    public var inbound: [SRTPSession]
+
+    public init(outbound: SRTPSession, inbound: [SRTPSession]) {
+        self.outbound = outbound
+        self.inbound = inbound
+    }
+
+    public static func == (a: MediaProtection, b: MediaProtection) -> Bool {
+        a.outbound === b.outbound && a.inbound.count == b.inbound.count && zip(a.inbound, b.inbound).allSatisfy { $0 === $1 }
+    }
+}
+
+/// Sessions in storage allocated once (as `EndpointList`), so the network thread replaces them
+/// without allocating; assigning a reference only counts it.
+final class SessionList: @unchecked Sendable {
+    // @unchecked: each list is used by one thread at a time (see RoutesMailbox).
+    private var storage = [SRTPSession?](repeating: nil, count: MediaRoutes.maxEndpoints)
+
+    @inline(__always)
+    subscript(i: Int) -> SRTPSession? { storage[i] }
+
+    func replace(with sessions: [SRTPSession]?) {
+        for i in 0..<storage.count { storage[i] = i < (sessions?.count ?? 0) ? sessions![i] : nil }
+    }
+
+    func replace(with other: SessionList) {
+        for i in 0..<storage.count { storage[i] = other[i] }
     }
 }
 
@@ -77,10 +118,14 @@ final class EndpointList: @unchecked Sendable {
 
     /// True when an entry matches `source`: same address, and the same port unless the entry's is 0.
     @inline(__always)
-    func matches(source: UDPEndpoint) -> Bool {
+    func matches(source: UDPEndpoint) -> Bool { firstMatch(source: source) >= 0 }
+
+    /// The index of the first entry that matches `source` (as `matches`), or -1.
+    @inline(__always)
+    func firstMatch(source: UDPEndpoint) -> Int {
         for i in 0..<count where storage[i].address == source.address && (storage[i].port == 0 || storage[i].port == source.port) {
-            return true
+            return i
         }
-        return false
+        return -1
     }
 }

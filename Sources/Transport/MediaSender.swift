@@ -15,16 +15,26 @@ public final class MediaSender: @unchecked Sendable {
     public let encodeErrors = Counter()
     /// Frames not sent because the encoder found silence (DTX).
     public let silentFrames = Counter()
+    /// Frames not sent because SRTP refused to protect them (e.g. a key used up).
+    public let protectErrors = Counter()
+    /// Our stream's SSRC, readable from any thread (for the keys of our outbound SRTP session).
+    public let ssrc: UInt32
 
     private let encoder: OpusEncoder
     private let socket: UDPSocket
     private let peers: EndpointList
     private let packet: UnsafeMutableRawBufferPointer
     private var talking = false
+    /// Set while a call's media is protected: every packet goes out as SRTP.
+    private var protection: SRTPSession?
 
-    public init(encoder: OpusEncoder, rtp: RTPSender, socket: UDPSocket, peers: [UDPEndpoint], frameSize: Int) {
+    /// `protection`: SRTP from the first packet (calls set it with their routes instead).
+    public init(encoder: OpusEncoder, rtp: RTPSender, socket: UDPSocket, peers: [UDPEndpoint], frameSize: Int,
+                protection: SRTPSession? = nil) {
+        self.protection = protection
         self.encoder = encoder
         self.rtp = rtp
+        ssrc = rtp.ssrc
         self.socket = socket
         self.peers = EndpointList(peers, capacity: max(peers.count, MediaRoutes.maxEndpoints))
         self.frameSize = frameSize
@@ -43,7 +53,8 @@ public final class MediaSender: @unchecked Sendable {
     public func send(_ pcm: UnsafePointer<Int16>) -> Int {
         let headerLength = RTPHeader.fixedLength  // no CSRCs, no extension
         let payload = packet.baseAddress!.assumingMemoryBound(to: UInt8.self) + headerLength
-        let encoded = encoder.encode(pcm, frameSize: frameSize, into: payload, capacity: packet.count - headerLength)
+        let capacity = packet.count - headerLength - SRTPSession.trailerRoom
+        let encoded = encoder.encode(pcm, frameSize: frameSize, into: payload, capacity: capacity)
         guard encoded > 0 else {
             encodeErrors.increment()
             return encoded
@@ -61,7 +72,15 @@ public final class MediaSender: @unchecked Sendable {
             encodeErrors.increment()
             return -1
         }
-        let datagram = UnsafeRawBufferPointer(start: packet.baseAddress, count: headerLength + encoded)
+        var length = headerLength + encoded
+        if let protection {
+            length = protection.protect(packet.baseAddress!, length: length)
+            guard length > 0 else {
+                protectErrors.increment()
+                return length
+            }
+        }
+        let datagram = UnsafeRawBufferPointer(start: packet.baseAddress, count: length)
         for i in 0..<peers.count {
             let n = socket.send(datagram, to: peers[i])
             if n < 0 { sendErrors.increment() } else { packetsSent.increment(); bytesSent.increment(by: n) }
@@ -80,10 +99,12 @@ public final class MediaSender: @unchecked Sendable {
     /// The next packet starts a new talk spurt.
     public func endTalkSpurt() { talking = false }
 
-    /// Network thread, between frames: sends to `newPeers` from the next frame on, which starts a
-    /// talk spurt (a receiver that joins now needs the marker to start its playout cleanly).
-    func replacePeers(with newPeers: EndpointList) {
+    /// Network thread, between frames: sends to `newPeers` from the next frame on, protected by
+    /// `session` when set, which starts a talk spurt (a receiver that joins now needs the marker
+    /// to start its playout cleanly).
+    func replacePeers(with newPeers: EndpointList, protection session: SRTPSession?) {
         peers.replace(with: newPeers)
+        protection = session
         talking = false
     }
 }

@@ -69,6 +69,7 @@ public final class NetworkLoop: @unchecked Sendable {
         let limit = MediaRoutes.maxEndpoints
         precondition(newRoutes.sendTo.count <= limit && (newRoutes.acceptFrom?.count ?? 0) <= limit
                      && newRoutes.joinGroups.count <= limit, "at most \(limit) endpoints per route list")
+        precondition(newRoutes.protection == nil || newRoutes.acceptFrom != nil, "protected routes name their sources")
         guard !stopRequest.isSet else { return false }
         routes.post(newRoutes)
         routesDoorbell.ring()
@@ -132,8 +133,8 @@ public final class NetworkLoop: @unchecked Sendable {
 
     private func applyPostedRoutes() {
         guard let r = routes.take() else { return }
-        sender?.replacePeers(with: r.sendTo)
-        receiver?.replaceAccepted(any: r.acceptsAny, sources: r.acceptFrom)
+        sender?.replacePeers(with: r.sendTo, protection: r.outbound)
+        receiver?.replaceAccepted(any: r.acceptsAny, sources: r.acceptFrom, sessions: r.inbound, protected: r.outbound != nil)
         updateMemberships(r.joinGroups)
         routesApplied.increment()
     }
@@ -163,7 +164,7 @@ public final class NetworkLoop: @unchecked Sendable {
         let buffer = UnsafeMutableRawBufferPointer(datagram)
         while let (count, from) = socket.receive(into: buffer) {
             guard let receiver else { continue }
-            receiver.handle(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), from: from, arrival: monotonicNanos())
+            receiver.handle(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), from: from, arrival: monotonicNanos())
         }
     }
 }

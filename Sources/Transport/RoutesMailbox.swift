@@ -7,12 +7,18 @@ final class PostedRoutes: @unchecked Sendable {
     var acceptsAny = true
     let acceptFrom = EndpointList(capacity: MediaRoutes.maxEndpoints)
     let joinGroups = EndpointList(capacity: MediaRoutes.maxEndpoints)
+    var outbound: SRTPSession?
+    /// The session of each `acceptFrom` entry, when protected.
+    let inbound = SessionList()
 
+    /// Poster's side. Sessions replaced here are released here, on the poster's thread.
     func fill(from routes: MediaRoutes) {
         sendTo.replace(with: routes.sendTo)
         acceptsAny = routes.acceptFrom == nil
         acceptFrom.replace(with: routes.acceptFrom ?? [])
         joinGroups.replace(with: routes.joinGroups)
+        outbound = routes.protection?.outbound
+        inbound.replace(with: routes.protection?.inbound)
     }
 }
 

@@ -12,7 +12,7 @@ import SignalTools
 struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "intercom-bench", abstract: "Measure CPU, allocations and rig latency of the audio core.",
-        subcommands: [JitterBench.self])
+        subcommands: [JitterBench.self, SRTPBench.self])
 
     @Option(help: "Runs per CPU figure (the median is reported).")
     var runs = 7

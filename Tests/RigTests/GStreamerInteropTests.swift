@@ -1,6 +1,13 @@
+import AudioPipeline
+import Calls
 import Foundation
+import IntercomDaemon
+import RealTime
+import RTP
 import SignalTools
+import SiteSecurity
 import TestSupport
+import Transport
 import XCTest
 
 /// Interoperability with an RTP/Opus implementation nobody here wrote: GStreamer from Debian,
@@ -104,5 +111,61 @@ final class GStreamerInteropTests: XCTestCase {
             c.check(q.stoi >= Self.minSTOI, "room B's speaker plays GStreamer's speech: \(q); \(b.logPath)")
             return [b]
         }
+    }
+
+    /// Our SRTP, as a call's sender makes it (MediaSender, the key MediaKeys derives for one call
+    /// and room, libsrtp2), decrypted by GStreamer's srtpdec given that key: it must decode the
+    /// speech. A second srtpdec given the key of another room in the same call decodes nothing.
+    /// No sound devices: the stream is sent straight from the sender, paced at 10 ms.
+    func testGStreamerSrtpdecDecryptsOurSRTPGivenTheDerivedKey() throws {
+        try requireElements(["udpsrc", "srtpdec", "rtpjitterbuffer", "rtpopusdepay", "opusdec", "wavenc"])
+        let dir = try Repo.scratchFolder("gst-srtp")
+        let site = try SiteKey(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 3) })
+        let call = CallID(0x5EED_CA11), room = RoomID("empfang")!
+        let key = MediaKeys.key(site, call: call, sender: room)
+        let wrongKey = MediaKeys.key(site, call: call, sender: RoomID("labor")!)
+        let rtp = try RTPSender(payloadType: 96)
+        let socket = try UDPSocket(bind: .loopback(port: 0))
+        let ports = [try FreePort.udp(), try FreePort.udp()]
+        let sender = MediaSender(encoder: try OpusEncoder(), rtp: rtp, socket: socket,
+                                 peers: ports.map { UDPEndpoint.loopback(port: UInt16($0)) }, frameSize: 480,
+                                 protection: try SRTPSession(key: key, direction: .outbound(ssrc: rtp.ssrc)))
+        let hex = { (k: [UInt8]) in k.map { String(format: "%02x", $0) }.joined() }
+        let wavs = ["\(dir)/srtpdec-right-key.wav", "\(dir)/srtpdec-wrong-key.wav"]
+        let null = FileHandle(forWritingAtPath: "/dev/null")
+        let pipelines = try zip(ports, zip([key, wrongKey], wavs)).map { port, kw in
+            try Command.start(Self.gst, [
+                "-e", "udpsrc", "address=127.0.0.1", "port=\(port)",
+                "caps=application/x-srtp,media=audio,clock-rate=48000,encoding-name=OPUS,payload=96,ssrc=(uint)\(rtp.ssrc),"
+                    + "srtp-key=(buffer)\(hex(kw.0)),srtp-cipher=aes-128-icm,srtp-auth=hmac-sha1-80,"
+                    + "srtcp-cipher=aes-128-icm,srtcp-auth=hmac-sha1-80",
+                "!", "srtpdec", "!", "rtpjitterbuffer", "latency=50", "!", "rtpopusdepay", "!", "opusdec", "!", "audioconvert", "!",
+                "audio/x-raw,format=S16LE,channels=1,rate=48000", "!", "wavenc", "!", "filesink", "location=\(kw.1)",
+            ], stdout: null, stderr: null)
+        }
+        defer { pipelines.forEach(stopGStreamer) }
+        Thread.sleep(forTimeInterval: 1)  // both pipelines listening
+
+        let clip = try Speech.roomA()
+        let speech = try WAVAudio.read(path: clip).samples
+        var next = monotonicNanos()
+        speech.withUnsafeBufferPointer { pcm in
+            for f in 0..<(pcm.count / 480) {
+                sender.send(pcm.baseAddress! + f * 480)
+                next += 10_000_000
+                let now = monotonicNanos()
+                if next > now { usleep(UInt32((next - now) / 1000)) }
+            }
+        }
+        Thread.sleep(forTimeInterval: 0.5)
+        pipelines.forEach(stopGStreamer)
+        XCTAssertEqual(sender.protectErrors.load, 0)
+        XCTAssertGreaterThan(sender.packetsSent.load, 200)
+
+        let q = try Quality.measure(reference: clip, recording: wavs[0])
+        let wrong = (try? WAVAudio.read(path: wavs[1]))?.samples ?? []
+        print("gstreamer interop: SRTP → srtpdec with the derived key: \(q); with another room's key: \(wrong.count) samples decoded (\(wavs[0]))")
+        XCTAssertGreaterThanOrEqual(q.stoi, Self.minSTOI, "srtpdec decodes intelligible speech from our SRTP: \(q)")
+        XCTAssertLessThan(Levels.rms(wrong.map { Float($0) / 32768 }), 0.001, "another key decodes nothing audible")
     }
 }

@@ -4,8 +4,9 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Signalling sealed with the site key between real daemons: rooms with the key call each other;
-/// a room with another site's key is refused before the call engine sees anything.
+/// Signalling sealed and media protected (SRTP) with the site key between real daemons: rooms
+/// with the key call each other and hear each other; a room with another site's key is refused
+/// before the call engine sees anything.
 final class SealedSignallingTests: XCTestCase {
     private func keyFile(_ byte: UInt8, in dir: String) throws -> String {
         let path = "\(dir)/site-\(byte).key"
@@ -26,6 +27,12 @@ final class SealedSignallingTests: XCTestCase {
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), "A sees B through sealed hellos")
         _ = try rooms.control("rooma", .call(button: "roomb"))
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "a sealed call connects")
+        // Media is SRTP under the call's keys, and plays both ways.
+        func plays(_ id: String, from other: String) -> Bool {
+            let source = "127.0.0.1:\(rooms.room(other).media)"
+            return rooms.status(id)?.media.contains { $0.source == source && $0.played > 50 } == true
+        }
+        XCTAssertTrue(rooms.wait(5) { plays("rooma", from: "roomb") && plays("roomb", from: "rooma") }, "SRTP plays both ways")
         _ = try rooms.control("rooma", .hangUp)
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") && rooms.isIdle("roomb") })
         let historyA = rooms.history("rooma").count
@@ -45,7 +52,12 @@ final class SealedSignallingTests: XCTestCase {
         let refused = final.range(of: #"authentication=(\d+)"#, options: .regularExpression).map { Int(final[$0].dropFirst(15))! } ?? 0
         XCTAssertGreaterThan(refused, 0, "C's datagrams are counted as failing authentication: \(final)")
         XCTAssertTrue(c.log.contains("calls: room roomc"), "C ran")
-        print("sealed signalling: A refused \(refused) of C's datagrams (authentication); \(final)")
+        let network = a.log.components(separatedBy: "\n").first { $0.contains("final network:") } ?? ""
+        let authentic = network.range(of: #"srtp authenticated=(\d+)"#, options: .regularExpression)
+            .map { Int(network[$0].split(separator: "=").last!)! } ?? 0
+        XCTAssertGreaterThan(authentic, 25, "A took B's media as SRTP: \(network)")
+        XCTAssertTrue(network.contains("srtp_errors=0"), network)
+        print("sealed signalling: A refused \(refused) of C's datagrams (authentication); \(final); A took \(authentic) SRTP packets")
     }
 
     /// Every datagram from A to B arrives twice (a relay that duplicates all): the copies are

@@ -19,10 +19,12 @@ enum CallScenarios {
         XCTAssertEqual(sim.engine(ra).state, .connected)
         XCTAssertEqual(sim.engine(rb).state, .connected)
         XCTAssertEqual(sim.status(ra, of: rb), .connected)
+        let id = sim.engine(ra).call?.id
+        XCTAssertNotNil(id)
         XCTAssertEqual(sim.plan[ra], MediaPlan(sendTo: [sim.mediaEndpoint(rb)],
-                                               receiveFrom: [MediaPeer(room: rb, endpoint: sim.mediaEndpoint(rb))]))
+                                               receiveFrom: [MediaPeer(room: rb, endpoint: sim.mediaEndpoint(rb))], call: id))
         XCTAssertEqual(sim.plan[rb], MediaPlan(sendTo: [sim.mediaEndpoint(ra)],
-                                               receiveFrom: [MediaPeer(room: ra, endpoint: sim.mediaEndpoint(ra))]))
+                                               receiveFrom: [MediaPeer(room: ra, endpoint: sim.mediaEndpoint(ra))], call: id))
         XCTAssertEqual(sim.engine(ra).call?.id, sim.engine(rb).call?.id)
     }
 
