@@ -32,7 +32,6 @@ public final class AudioEngine: @unchecked Sendable {
     private let speaker: UnsafeMutablePointer<Int16>
     private let silence: UnsafeMutablePointer<Int16>
     private var primePeriods = 2
-    private var playbackBufferFrames = 3 * 480
     /// A live talker's backlog limit: late audio is worse than none in a conversation.
     public static let liveCaptureBacklogMs = 50.0
     /// Captured frames beyond this backlog are not handed on (see `processAvailableFrames`).
@@ -84,7 +83,6 @@ public final class AudioEngine: @unchecked Sendable {
         onAudioThreadStart?()
         stats.sessions.increment()
         primePeriods = devices.primePeriods
-        playbackBufferFrames = devices.playbackGeometry.bufferFrames
         guard let captureFds = try? devices.capture.pollDescriptors(),
               let playbackFds = try? devices.playback.pollDescriptors() else {
             return .deviceFailed(device: devices.capture.name, operation: "poll descriptors", code: -EIO)
@@ -161,11 +159,11 @@ public final class AudioEngine: @unchecked Sendable {
         }
         let left = d.capture.delay()
         if let left { stats.captureDelayFrames.store(left) }
-        // Re-pair only once capture has caught up: mid-backlog the frames read are old.
-        if (left ?? 0) <= 2 * frameSize {
-            canceller.realignIfOutOfStep(playbackBufferSamples: playbackBufferFrames)
-        }
-        return fillPlayback(d)
+        if let failure = fillPlayback(d) { return failure }
+        // Re-pair only once capture has caught up (mid-backlog the frames read are old), and
+        // after the fill, so that what was just written is still ahead of the echo.
+        if (left ?? 0) <= 2 * frameSize { canceller.realignIfOutOfStep() }
+        return nil
     }
 
     /// Echo-cancel one captured frame, apply gain/mute, hand it on (unless it is stale).

@@ -166,22 +166,25 @@ public final class EchoCanceller: @unchecked Sendable {
         return complete
     }
 
-    /// Call when the capture device has been read empty (no backlog left), with the playback
-    /// buffer's length in samples. When the last `realignAfterMisses` frames had no reference,
+    /// Call when the capture device has been read empty (no backlog left) and the playback
+    /// device has just been filled. When the last `realignAfterMisses` frames had no reference,
     /// the streams are out of step: a sound server that underran playback without an xrun (its
     /// client was starved) and then delivered the capture it had kept, or streams that did not
     /// start together. Capture then runs ahead of what was played, or so far behind that the
     /// history is gone; nothing is cancelled, and two rooms would hear each other's echo until
-    /// the next restart. Pairing the newest captured frame with the played sample one buffer
-    /// back, and a margin more, makes the echo delay positive again; the delay estimator, which
-    /// gets taps again, measures it.
+    /// the next restart.
+    /// The next captured frame is paired with the newest frame played: a sample's echo cannot
+    /// be heard before the sample was written, so the echo delay is then at least what playback
+    /// and capture still hold (minus that frame, which the next read needs as its reference) and
+    /// never negative. Pairing further back, to allow for a sound server's latency, gets the
+    /// sign wrong: when the buffer had drained during the stall, the echo then came before its
+    /// reference and nothing could cancel it (seen on the rig as a -20 ms echo delay after a
+    /// realignment and a callee heard through the caller's room). A later echo only uses some of
+    /// the filter's tail until the delay estimator, which gets taps again, shifts the reference.
     /// Waiting for an empty capture device matters: mid-backlog the captured frames are old.
-    public func realignIfOutOfStep(playbackBufferSamples: Int) {
+    public func realignIfOutOfStep() {
         guard missRun >= Self.realignAfterMisses else { return }
-        // One buffer plus a frame plus 20 ms: a sound server's own latency on top of the buffer
-        // must not put the echo before its reference (then nothing can cancel it); an echo
-        // later than assumed only uses some of the filter's tail until the estimator shifts it.
-        captured = max(0, written - playbackBufferSamples - frame - settings.sampleRate / 50)
+        captured = max(0, written - frame)
         shift = 0
         referenceShift.store(0)
         missRun = 0

@@ -50,10 +50,24 @@ final class StallRecoveryTests: XCTestCase {
             } else {
                 c.check(false, "the clip was not found in B's speaker: \(ab.summary)")
             }
+            // A room that re-paired its echo reference after its stall must have paired it so
+            // that the echo follows the reference (a negative delay cannot be cancelled).
+            for (room, name) in [(a, "A"), (b, "B")] where (room.finalStat("aec_realigned") ?? 0) > 0 {
+                if let delay = Self.finalEchoDelayMs(room.log) {
+                    c.check(delay > -5, "\(name) re-paired its echo reference with the echo \(delay) ms before it: \(room.logPath)")
+                }
+            }
             if let s = c.require(stream, "B's final statistics list A's stream: \(b.logPath)") {
                 c.check(s.cutBacks <= 2, "B cut back \(s.cutBacks) times: \(b.logPath)")
             }
             return [a, b]
         }
+    }
+
+    /// The echo delay in a daemon's final statistics, if it was measured.
+    static func finalEchoDelayMs(_ log: String) -> Double? {
+        guard let line = log.split(separator: "\n").last(where: { $0.contains("final stats: frames=") }),
+              let r = line.range(of: " echo_delay=") else { return nil }
+        return Double(line[r.upperBound...].prefix { $0 == "-" || $0 == "." || $0.isNumber })
     }
 }

@@ -119,6 +119,57 @@ final class EchoCancellerTests: XCTestCase {
         XCTAssertGreaterThan(erle.medianDB, 20)
     }
 
+    /// A starved client, modelled as the sound server sees it: the speaker drains the playback
+    /// buffer and then plays silence while the microphone keeps recording. The backlog puts
+    /// capture ahead of what was played, the references go missing and the canceller re-pairs
+    /// the streams. The echo must then follow its reference, or nothing cancels it.
+    func testRealignmentAfterAStallPairsTheStreamsSoTheEchoFollowsItsReferenceAndIsCancelled() throws {
+        let c = try EchoCanceller(EchoCancelSettings(frameSize: frame, tailMilliseconds: 200, residualGate: false))
+        let far = farEnd(seconds: 10, seed: 11)
+        let bufferFrames = 3, acousticDelay = 240
+        let stall = 300..<315  // cycles (10 ms each): 150 ms without the audio thread
+        var queue = [Int16](), emitted = [Int16](), backlog = [[Int16]]()
+        var nextFar = 0
+        var mic = [Float](), out = [Float]()
+        var outBuf = [Int16](repeating: 0, count: frame)
+        var missesAfterRealign: Int?
+        let silence = [Int16](repeating: 0, count: frame)
+        for _ in 0..<2 { queue += silence; c.played(silence) }  // primed, as the engine does
+        for cycle in 0..<(far.count / frame - 20) {
+            // The device: one frame leaves the speaker (silence when the buffer ran dry) and the
+            // microphone records its echo.
+            let heard = queue.count >= frame ? Array(queue.prefix(frame)) : silence
+            queue.removeFirst(min(frame, queue.count))
+            emitted += heard
+            let base = emitted.count - frame
+            backlog.append((0..<frame).map { i in
+                let t = base + i - acousticDelay
+                return t >= 0 ? Int16(clamping: Int(0.6 * Double(emitted[t]))) : 0
+            })
+            if stall.contains(cycle) { continue }
+            // The audio thread, in the engine's order: read all capture, fill playback, re-pair.
+            for captured in backlog {
+                c.process(capture: captured, output: &outBuf)
+                mic += captured.map { Float($0) / 32768 }
+                out += outBuf.map { Float($0) / 32768 }
+            }
+            backlog.removeAll()
+            while queue.count < bufferFrames * frame {
+                let next = Array(far[nextFar..<(nextFar + frame)])
+                nextFar += frame
+                queue += next
+                c.played(next)
+            }
+            c.realignIfOutOfStep()
+            if missesAfterRealign == nil, c.realignments.load > 0 { missesAfterRealign = c.referenceMisses.load }
+        }
+        XCTAssertEqual(c.realignments.load, 1, "the stall put capture ahead of playback once")
+        XCTAssertEqual(c.referenceMisses.load, missesAfterRealign, "no reference missing after the re-pairing")
+        let start = (stall.upperBound + 300) * frame  // 3 s to converge again
+        let erle = Levels.erleDB(mic: Array(mic[start...]), processed: Array(out[start...]), frame: frame, activeThresholdDB: -50)
+        XCTAssertGreaterThan(erle.medianDB, 20, "the echo is cancelled again after the stall")
+    }
+
     func testBypassPassesTheMicrophoneThroughUntouched() throws {
         let c = try EchoCanceller(EchoCancelSettings(frameSize: frame))
         c.bypass.set(true)
