@@ -8,8 +8,10 @@ extension OpusDecoder: FrameDecoder {
         decodeFrame(payload.baseAddress?.assumingMemoryBound(to: UInt8.self), length: payload.count, into: output, frameSize: frameSize)
     }
 
+    /// -1 when the next packet carries no FEC data: Opus would conceal and call it success.
     public func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
-        decode(next.baseAddress?.assumingMemoryBound(to: UInt8.self), length: next.count, into: output, frameSize: frameSize, fec: true)
+        guard OpusPacket.carriesFEC(next) else { return -1 }
+        return decode(next.baseAddress?.assumingMemoryBound(to: UInt8.self), length: next.count, into: output, frameSize: frameSize, fec: true)
     }
 
     public func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {

@@ -114,7 +114,7 @@ final class NetworkMedia: @unchecked Sendable {
         guard let loop else { return "network: off" }
         var parts: [String] = []
         if let s = loop.sender {
-            parts.append("sent=\(s.packetsSent.load) (\(s.bytesSent.load) B, dtx_silent=\(s.silentFrames.load), errors=\(s.sendErrors.load), srtp_errors=\(s.protectErrors.load))")
+            parts.append("sent=\(s.packetsSent.load) (\(s.bytesSent.load) B, dtx_silent=\(s.silentFrames.load), fec_carried=\(s.fecCarried.load), errors=\(s.sendErrors.load), srtp_errors=\(s.protectErrors.load))")
         }
         if let r = loop.receiver {
             let st = r.statistics, t = r.table

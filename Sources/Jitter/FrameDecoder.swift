@@ -8,7 +8,8 @@
 public protocol FrameDecoder: AnyObject {
     /// Decodes one packet's payload.
     func decode(_ payload: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int
-    /// Recovers the frame *before* `next` from `next`'s in-band forward error correction data.
+    /// Recovers the frame *before* `next` from `next`'s in-band forward error correction data;
+    /// negative if `next` carries none (the buffer then conceals and counts a loss).
     func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int
     /// Packet loss concealment: synthesises a plausible frame when no data is available.
     func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int

@@ -15,6 +15,9 @@ public final class MediaSender: @unchecked Sendable {
     public let encodeErrors = Counter()
     /// Frames not sent because the encoder found silence (DTX).
     public let silentFrames = Counter()
+    /// Packets that carry FEC for the frame before them. libopus adds it only when the bitrate
+    /// leaves room at the expected loss, so this shows whether `fec = true` has any effect.
+    public let fecCarried = Counter()
     /// Frames not sent because SRTP refused to protect them (e.g. a key used up).
     public let protectErrors = Counter()
     /// Our stream's SSRC, readable from any thread (for the keys of our outbound SRTP session).
@@ -66,6 +69,7 @@ public final class MediaSender: @unchecked Sendable {
             silentFrames.increment()
             return 0
         }
+        if OpusPacket.carriesFEC(UnsafeRawBufferPointer(start: payload, count: encoded)) { fecCarried.increment() }
         let header = rtp.next(frameSamples: UInt32(frameSize), marker: !talking)
         talking = true
         guard case .success(headerLength) = RTPWriter.writeHeader(header, into: packet) else {

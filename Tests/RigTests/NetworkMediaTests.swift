@@ -92,8 +92,10 @@ final class NetworkMediaTests: XCTestCase {
 
     /// A → B through the impairment relay (30 ms jitter, 5 % random loss, seeded): the speech stays
     /// intelligible, B's final statistics show FEC recoveries and concealment, the delay stays
-    /// bounded by the jitter buffer's maximum, and both daemons stop cleanly.
-    func testSpeechStaysIntelligibleThrough30msJitterAnd5PercentLoss() throws {
+    /// bounded by the jitter buffer's maximum, and both daemons stop cleanly. Room C, with FEC
+    /// off, sends to B through a second lossy relay: its losses are all concealed, none counted
+    /// as recovered.
+    func testSpeechStaysIntelligibleThrough30msJitterAnd5PercentLossAndOnlyRealFECCounts() throws {
         try Rig.require()
         try measureWithRetries("A → relay → B") { c in
             let dir = try Repo.scratchFolder("net-impaired")
@@ -102,13 +104,17 @@ final class NetworkMediaTests: XCTestCase {
             let b = try startRoom("roomB", listen: portB, peers: [], other: "[jitter]\nmax_delay_ms = \(Int(maxJitterBufferMs))")
             let relay = try ImpairmentRelayProcess(targetPort: portB, options: ["--jitter", "30", "--loss", "5", "--seed", "3"])
             let a = try startRoom("roomA", listen: 0, peers: ["127.0.0.1:\(relay.port)"])
-            defer { a.terminate(); b.terminate(); relay.stop() }
-            waitUntilStreaming([a, b])
+            let relayC = try ImpairmentRelayProcess(targetPort: portB, options: ["--loss", "5", "--seed", "4"])
+            let cRoom = try startRoom("roomC", listen: 0, peers: ["127.0.0.1:\(relayC.port)"], other: "[opus]\nfec = false")
+            defer { a.terminate(); b.terminate(); cRoom.terminate(); relay.stop(); relayC.stop() }
+            waitUntilStreaming([a, b, cRoom])
 
             let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: dir, name: "roomB-speaker"))
             // B first, while A still sends: its stream is still active in the final statistics.
             let stats = stopCleanly(b, "room B")
             stopCleanly(a, "room A")
+            stopCleanly(cRoom, "room C")
+            relayC.stop()
             XCTAssertEqual(relay.stop(), 0, "the relay stops cleanly: \(relay.log)")
             XCTAssertTrue(relay.log.contains("forward:"), "the relay ran: \(relay.log)")
             print("network media: impaired: B \(stats?.line ?? "-")\nnetwork media: relay: \(relay.log.split(separator: "\n").filter { $0.contains("forward") }.joined())")
@@ -118,10 +124,17 @@ final class NetworkMediaTests: XCTestCase {
             let bound = maxJitterBufferMs + 30 + 27 + 30 + 2 + 50
             checkHeard(c, ab, try Quality.measure(reference: ab.clipPath, recording: ab.recordingPath),
                        "A → B through 30 ms jitter, 5 % loss", maxDelayMs: bound, logs: [a, b])
-            if let stream = c.require(stats?.streams.first, "B's final statistics list A's stream: \(stats?.line ?? b.logPath)") {
+            let ssrcA = a.log.firstMatch(of: /as SSRC ([0-9a-f]+)/).map { String($0.1) }
+            if let stream = c.require(stats?.streams.first { $0.ssrc == ssrcA }, "B's final statistics list A's stream: \(stats?.line ?? b.logPath)") {
                 c.check(stream.fec > 0, "no lost packet was recovered from the next packet's FEC: \(stats!.line)")
                 c.check(stream.concealed + stream.underruns > 0, "no concealment: \(stats!.line)")
             }
+            let ssrcC = cRoom.log.firstMatch(of: /as SSRC ([0-9a-f]+)/).map { String($0.1) }
+            if let fromC = c.require(stats?.streams.first { $0.ssrc == ssrcC }, "B lists C's stream \(ssrcC ?? "?"): \(stats?.line ?? b.logPath)") {
+                c.check(fromC.fec == 0 && fromC.concealed > 0, "C sends without FEC: its losses are concealed, not recovered: \(stats!.line)")
+            }
+            let carried = { (d: DaemonProcess) in d.log.firstMatch(of: /final network: .*fec_carried=(\d+)/).flatMap { Int($0.1) } ?? -1 }
+            c.check(carried(a) > 0 && carried(cRoom) == 0, "A's packets carry FEC (\(carried(a))), C's none (\(carried(cRoom)))")
             return [a, b]
         }
     }

@@ -103,6 +103,8 @@ public struct Quality: Decodable, Sendable, CustomStringConvertible {
 /// The `network:` statistics line intercomd logs (`final network: ...` at exit).
 public struct NetworkStats: Sendable, CustomStringConvertible {
     public struct Stream: Sendable {
+        /// The sender's SSRC, in hex as the daemon logs it.
+        public var ssrc = ""
         public var delayMs = 0.0, targetMs = 0.0
         public var received = 0, concealed = 0, fec = 0, late = 0, underruns = 0, cutBacks = 0
     }
@@ -138,6 +140,7 @@ public struct NetworkStats: Sendable, CustomStringConvertible {
         for chunk in text.split(separator: "[").dropFirst() where chunk.contains("delay=") {
             let body = chunk.prefix { $0 != "]" }
             var s = Stream()
+            s.ssrc = String(body.prefix { $0 != " " })
             s.delayMs = double("delay", in: body) ?? 0
             s.targetMs = double("target", in: body) ?? 0
             s.received = int("received", in: body) ?? 0

@@ -42,6 +42,35 @@ final class JitterOpusTests: XCTestCase {
                      Double(played.count) / 48000, s.fecRecovered.load, s.lost.load, found.peak, Double(found.lagSamples) / 48))
     }
 
+    /// A sender with FEC off: the same losses are all concealed and none is counted as recovered
+    /// (libopus asked for FEC that is not there conceals and reports success).
+    func testLossesFromASenderWithoutFECAreCountedAsConcealedNotRecovered() throws {
+        let frame = 480
+        let encoder = try OpusEncoder(fec: false)
+        let speech = Signals.toInt16(Signals.chirp(from: 200, to: 3000, duration: 2, sampleRate: 48000, amplitude: 0.4))
+        final class Clock: @unchecked Sendable { var now: UInt64 = 1_000_000_000 }
+        let clock = Clock()
+        let buffer = JitterBuffer(settings: JitterSettings(frameSize: frame), decoder: try OpusDecoder(), clock: { clock.now })
+        let lost: Set<Int> = [50, 51, 52, 120]
+        var packet = [UInt8](repeating: 0, count: 1500)
+        var out = [Int16](repeating: 0, count: frame)
+        for f in 0..<(speech.count / frame + 10) {
+            if f < speech.count / frame {
+                let n = speech.withUnsafeBufferPointer { encoder.encode($0.baseAddress! + f * frame, frameSize: frame, into: &packet, capacity: 1500) }
+                if !lost.contains(f) {
+                    _ = packet.withUnsafeBytes { raw in
+                        buffer.queue.push(payload: UnsafeRawBufferPointer(rebasing: raw[0..<n]), sequence: UInt16(f), timestamp: UInt32(f * frame),
+                                          marker: f == 0, arrivalNanos: clock.now)
+                    }
+                }
+            }
+            _ = buffer.readFrame(into: &out, count: frame)
+            clock.now += 10_000_000
+        }
+        XCTAssertEqual(buffer.statistics.fecRecovered.load, 0)
+        XCTAssertEqual(buffer.statistics.lost.load, 4)
+    }
+
     /// A peer sending 20 ms packets (GStreamer's opusenc default) to a 10 ms terminal: every packet
     /// plays as two frames, none as silence or a decoding error.
     func testPacketsLongerThanAFramePlayWhole() throws {
