@@ -10,9 +10,11 @@ extension OpusDecoder: FrameDecoder {
 
     /// -1 when the next packet carries no FEC data: Opus would conceal and call it success.
     public func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
-        guard OpusPacket.carriesFEC(next) else { return -1 }
+        guard carriesFEC(next) else { return -1 }
         return decode(next.baseAddress?.assumingMemoryBound(to: UInt8.self), length: next.count, into: output, frameSize: frameSize, fec: true)
     }
+
+    public func carriesFEC(_ next: UnsafeRawBufferPointer) -> Bool { OpusPacket.carriesFEC(next) }
 
     public func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
         decode(nil, length: 0, into: output, frameSize: frameSize)

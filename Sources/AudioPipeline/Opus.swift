@@ -34,8 +34,8 @@ public final class OpusEncoder: @unchecked Sendable {
     /// Discontinuous transmission: silent frames encode to 1-2 bytes that need not be sent.
     public let dtx: Bool
 
-    public init(sampleRate: Int = 48000, application: OpusApplication = .voip, bitrate: Int = 32000,
-                complexity: Int = 8, fec: Bool = true, expectedLossPercent: Int = 10, dtx: Bool = false) throws {
+    public init(sampleRate: Int = 48000, application: OpusApplication = .voip, bitrate: Int = 64000,
+                complexity: Int = 8, fec: Bool = true, expectedLossPercent: Int = 5, dtx: Bool = false) throws {
         var err: Int32 = 0
         guard let s = opus_encoder_create(Int32(sampleRate), 1, application.value, &err), err == OPUS_OK else {
             throw OpusError("create encoder at \(sampleRate) Hz", err)

@@ -124,9 +124,9 @@ final class NetworkMedia: @unchecked Sendable {
             for s in streams where s.input.handOff?.isActive == true {
                 let j = s.jitter.statistics
                 parts.append(String(
-                    format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d played=%d concealed=%d fec=%d late=%d underruns=%d inserted=%d dropped=%d cut_backs=%d stalls=%d silence=%d rebuffers=%d decode_errors=%d drift=%.0fppm]",
+                    format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d played=%d concealed=%d fec=%d fec_missed=%d late=%d underruns=%d inserted=%d dropped=%d cut_backs=%d stalls=%d silence=%d rebuffers=%d decode_errors=%d drift=%.0fppm]",
                     s.currentSSRC.load, s.sourceDescription, j.currentDelayMs.load, j.targetDelayMs.load,
-                    j.received.load, j.played.load, j.lost.load, j.fecRecovered.load, j.late.load, j.underruns.load,
+                    j.received.load, j.played.load, j.lost.load, j.fecRecovered.load, j.fecMissed.load, j.late.load, j.underruns.load,
                     j.inserted.load, j.dropped.load, j.cutBacks.load, j.consumerStalls.load, j.silenceFrames.load, j.rebuffers.load, j.decodeErrors.load, j.driftPPM.load))
             }
         }

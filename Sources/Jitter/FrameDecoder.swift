@@ -11,6 +11,8 @@ public protocol FrameDecoder: AnyObject {
     /// Recovers the frame *before* `next` from `next`'s in-band forward error correction data;
     /// negative if `next` carries none (the buffer then conceals and counts a loss).
     func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int
+    /// Whether `next` carries FEC data for the frame before it (without decoding anything).
+    func carriesFEC(_ next: UnsafeRawBufferPointer) -> Bool
     /// Packet loss concealment: synthesises a plausible frame when no data is available.
     func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int
     /// Forgets all history, as if newly created (a new stream reuses the slot). Called by
@@ -22,6 +24,9 @@ public protocol FrameDecoder: AnyObject {
 }
 
 extension FrameDecoder {
+    /// Decoders without forward error correction never carry any.
+    public func carriesFEC(_ next: UnsafeRawBufferPointer) -> Bool { false }
+
     /// Decoders whose packets are always one frame carry nothing over.
     public func takeCarried(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int { 0 }
 }

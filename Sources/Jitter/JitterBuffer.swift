@@ -34,6 +34,11 @@ import RealTime
 ///   `minDropIntervalFrames` apart: after a long stall (the network held packets back, or nobody
 ///   read the buffer) the delay comes back in seconds, not minutes.
 ///   Fine, inaudible steering is left to the drift controller (`bufferLevelMs`, `currentDelayMs`).
+/// - FEC look-ahead: a lost frame can come back from the next packet's FEC only if that packet is
+///   buffered when the frame is due, i.e. at two frames of delay or more. On a link with little
+///   jitter the target is less; a loss that FEC would have repaired but for that (`fecMissed`), or
+///   did repair, keeps the desired delay at two frames or more for `fecHoldMs`: a lossy link pays
+///   up to a frame, a clean one nothing, a jittery one (already above two frames) nothing either.
 public final class JitterBuffer: @unchecked Sendable {
     // @unchecked: all mutable state is touched by the audio thread only (the queue is SPSC).
     public let settings: JitterSettings
@@ -60,6 +65,9 @@ public final class JitterBuffer: @unchecked Sendable {
     /// When `readFrame` last ran (0: not yet).
     private var lastReadNanos: Int64 = 0
     private let underrunConcealFrames: Int
+    private let fecHoldNs: Int64
+    /// Until when the desired delay keeps a frame for FEC look-ahead (.min: no hold).
+    private var fecHoldUntil: Int64 = .min
     private let estimator: DelayEstimator
 
     // Reorder store: slot = sequence & mask.
@@ -119,6 +127,7 @@ public final class JitterBuffer: @unchecked Sendable {
         resetGapNs = Int64(settings.resetGapMs * 1e6)
         backlogSpacingNs = Int64(settings.backlogSpacingFrames * Double(frameNs))
         consumerStallNs = Int64(settings.consumerStallMs * 1e6)
+        fecHoldNs = Int64(settings.fecHoldMs * 1e6)
         underrunConcealFrames = max(1, Int((settings.underrunConcealMs / settings.frameMs).rounded(.up)))
         let windowCount = max(16, Int((settings.windowMs / settings.frameMs).rounded(.up)))
         estimator = DelayEstimator(windowCount: windowCount, percentile: settings.percentile)
@@ -175,6 +184,7 @@ public final class JitterBuffer: @unchecked Sendable {
         inBacklog = false
         targetNs = initialTargetNs
         lastTargetChange = 0
+        fecHoldUntil = .min
         currentDelayNs = 0
         statistics.currentDelayMs.store(0)
         statistics.targetDelayMs.store(Double(targetNs) / 1e6)
@@ -379,7 +389,8 @@ public final class JitterBuffer: @unchecked Sendable {
         // the band's lower edge, target - frame/2: p + frame/2 would do for the buffer alone. Not
         // yet: through the `DriftCorrector` the extra underruns it brings make the buffer drop
         // every minute or so with a 200 ppm sender (DriftTraceTests), so the margin stays a frame.
-        let desired = max(minDelayNs, min(maxDelayNs, p + frameNs))
+        let fecFloor = now < fecHoldUntil ? 2 * frameNs : 0
+        let desired = max(minDelayNs, min(maxDelayNs, max(p + frameNs, fecFloor)))
         if desired > targetNs {
             targetNs = desired
             lastTargetChange = now
@@ -390,6 +401,12 @@ public final class JitterBuffer: @unchecked Sendable {
             lastTargetChange = now
         }
         statistics.targetDelayMs.store(Double(targetNs) / 1e6)
+    }
+
+    /// Starts or extends the FEC look-ahead (see the type's comment) and applies it at once.
+    private func holdForFEC(now: Int64) {
+        fecHoldUntil = now + fecHoldNs
+        updateTarget(now: now)
     }
 
     @inline(__always)
@@ -562,6 +579,11 @@ public final class JitterBuffer: @unchecked Sendable {
                 if missingTimestamp < playout {
                     // Already covered by a frame concealed during an underrun: it is lost, not late.
                     statistics.lost.increment()
+                    if first == nextSeq &+ 1 && fecHoldNs > 0 && decoder.carriesFEC(payload(first)) {
+                        // Its repair arrived a moment too late: keep a frame more from now on.
+                        statistics.fecMissed.increment()
+                        holdForFEC(now: now)
+                    }
                     nextSeq &+= 1
                     continue
                 }
@@ -580,6 +602,7 @@ public final class JitterBuffer: @unchecked Sendable {
                 if fec >= 0 {
                     result = fec
                     statistics.fecRecovered.increment()
+                    if fecHoldNs > 0 { holdForFEC(now: now) }  // the look-ahead pays: keep it
                 } else {  // no next packet, or it carries no usable FEC data
                     result = decoder.conceal(into: out, frameSize: frameSize)
                     statistics.lost.increment()

@@ -40,12 +40,16 @@ public struct JitterSettings: Sendable, Equatable {
     /// ran dry): the listener has heard that gap already, so the delay it left is cut back to
     /// the target at once instead of being dropped frame by frame over seconds.
     public var consumerStallMs: Double
+    /// After a loss that the next packet's FEC would have repaired, had it been buffered (the loss
+    /// showed as an underrun), the target keeps one frame more for this long, so that the next
+    /// loss finds its successor at hand. 0: never (the delay then follows jitter alone).
+    public var fecHoldMs: Double
 
     public init(frameSize: Int = 480, sampleRate: Int = 48_000, minDelayMs: Double = 20, maxDelayMs: Double = 200,
                 capacity: Int = 64, maxPayloadBytes: Int = 1500, percentile: Double = 0.95, windowMs: Double = 2000,
                 shrinkIntervalMs: Double = 3000, resetGapMs: Double = 200, underrunConcealMs: Double = 60,
                 dropInSpeech: Bool = true, minDropIntervalFrames: Int = 20, quietLevelDBFS: Double = -45,
-                backlogSpacingFrames: Double = 0.5, consumerStallMs: Double = 80) {
+                backlogSpacingFrames: Double = 0.5, consumerStallMs: Double = 80, fecHoldMs: Double = 10_000) {
         self.frameSize = frameSize
         self.sampleRate = sampleRate
         self.minDelayMs = minDelayMs
@@ -62,6 +66,7 @@ public struct JitterSettings: Sendable, Equatable {
         self.quietLevelDBFS = quietLevelDBFS
         self.backlogSpacingFrames = backlogSpacingFrames
         self.consumerStallMs = consumerStallMs
+        self.fecHoldMs = fecHoldMs
     }
 
     public var frameMs: Double { Double(frameSize) * 1000 / Double(sampleRate) }
@@ -77,6 +82,10 @@ public final class JitterStatistics: Sendable {
     public let lost = Counter()
     /// Frames recovered from the next packet's in-band FEC.
     public let fecRecovered = Counter()
+    /// Of `lost`: frames whose repair came too late: the next packet carried FEC for them but
+    /// arrived after they had been concealed. Each one holds the target a frame higher
+    /// (`fecHoldMs`).
+    public let fecMissed = Counter()
     /// Packets arriving after their frame was played (or skipped); dropped.
     public let late = Counter()
     /// Packets received twice; the copy is dropped.

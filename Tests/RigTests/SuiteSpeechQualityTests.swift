@@ -37,7 +37,7 @@ final class SuiteSpeechQualityTests: XCTestCase {
             try measureWithRetries("speech quality \(condition.name), FEC \(condition.fec)", attempts: 3) { c in
                 let dir = try Repo.scratchFolder("suite-pesq")
                 let portB = try FreePort.udp()
-                let opus = "[opus]\nfec = \(condition.fec)\nexpected_loss_percent = \(condition.fec ? 10 : 0)"
+                let opus = "[opus]\nfec = \(condition.fec)\nexpected_loss_percent = \(condition.fec ? 5 : 0)"
                 let b = try startRoom("roomB", listen: portB, peers: [], other: opus)
                 let relay = try condition.relay.map { try ImpairmentRelayProcess(targetPort: portB, options: $0 + ["--seed", "\(11 + i)"]) }
                 let a = try startRoom("roomA", listen: 0, peers: ["127.0.0.1:\(relay?.port ?? portB)"], other: opus)

@@ -106,7 +106,7 @@ public struct NetworkStats: Sendable, CustomStringConvertible {
         /// The sender's SSRC, in hex as the daemon logs it.
         public var ssrc = ""
         public var delayMs = 0.0, targetMs = 0.0
-        public var received = 0, concealed = 0, fec = 0, late = 0, underruns = 0, cutBacks = 0
+        public var received = 0, concealed = 0, fec = 0, fecMissed = 0, late = 0, underruns = 0, cutBacks = 0
     }
 
     public var sent = 0
@@ -136,7 +136,7 @@ public struct NetworkStats: Sendable, CustomStringConvertible {
             datagrams = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
         }
         malformed = int("malformed", in: text) ?? 0
-        // Per stream: "[ssrc from addr: delay=.. target=.. ms received=.. concealed=.. fec=.. late=.. underruns=.. drift=..]"
+        // Per stream: "[ssrc from addr: delay=.. target=.. ms received=.. concealed=.. fec=.. fec_missed=.. late=.. underruns=.. drift=..]"
         for chunk in text.split(separator: "[").dropFirst() where chunk.contains("delay=") {
             let body = chunk.prefix { $0 != "]" }
             var s = Stream()
@@ -146,6 +146,7 @@ public struct NetworkStats: Sendable, CustomStringConvertible {
             s.received = int("received", in: body) ?? 0
             s.concealed = int("concealed", in: body) ?? 0
             s.fec = int("fec", in: body) ?? 0
+            s.fecMissed = int("fec_missed", in: body) ?? 0
             s.late = int("late", in: body) ?? 0
             s.underruns = int("underruns", in: body) ?? 0
             s.cutBacks = int("cut_backs", in: body) ?? 0

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Speech clips for tests, spoken by espeak-ng and converted to 48 kHz mono by sox,
-/// made once per test process in a temporary folder.
+/// made once per test process in a temporary folder; the same every time (sox -R seeds its
+/// dither), so that a codec or a score sees the same input in every run.
 public enum Speech {
     public static let farEndText = "Good morning, this is the reception. Doctor Weber, your next patient is waiting in room three. Please come to the front desk when you are ready."
     public static let nearEndText = "Thank you, I will be there in two minutes. Please ask the patient to take a seat."
@@ -18,7 +19,7 @@ public enum Speech {
         let out = "\(folder)/\(name).wav"
         if FileManager.default.fileExists(atPath: out) { return out }
         try Command.run("/usr/bin/espeak-ng", ["-v", voice, "-s", "\(speed)", "-w", raw, text])
-        try Command.run("/usr/bin/sox", [raw, "-r", "48000", "-c", "1", "-b", "16", out, "gain", "-n", "\(gainDB)"])
+        try Command.run("/usr/bin/sox", ["-R", raw, "-r", "48000", "-c", "1", "-b", "16", out, "gain", "-n", "\(gainDB)"])
         return out
     }
 

@@ -218,6 +218,38 @@ final class JitterBufferTests: XCTestCase {
         XCTAssertEqual(h.stats.currentDelayMs.load, 20, accuracy: 5.01, "a loss must not grow the delay")
     }
 
+    /// A jitter-free link read 8 ms behind the packets: the buffer holds less than a frame, so a
+    /// lost packet shows as an underrun and its successor (carrying FEC) comes 2 ms too late.
+    private func lossyCleanLink(fecHoldMs: Double) -> (Harness, [Output]) {
+        let h = Harness(settings: JitterSettings(minDelayMs: 0, fecHoldMs: fecHoldMs))
+        h.schedule((0..<1700).filter { $0 != 50 && $0 != 150 }.map { h.packet($0, transit: 9 * ms) })
+        return (h, h.run(1700))
+    }
+
+    func testFECMissedByAnUnderrunAddsAFrameOfLookAheadSoTheNextLossIsRecoveredThenItExpires() {
+        let (h, out) = lossyCleanLink(fecHoldMs: 10_000)
+        guard let i = out.firstIndex(of: .decoded(1049)) else { return XCTFail("1049 not played") }
+        XCTAssertEqual(out[i + 1], .concealed, "the first loss: nothing buffered, concealed")
+        XCTAssertEqual(h.stats.fecMissed.load, 1, "its successor carried FEC but came late")
+        XCTAssertTrue(out.contains(.fec(1150)), "the second loss comes back from FEC")
+        XCTAssertEqual(h.stats.fecRecovered.load, 1)
+        XCTAssertEqual(h.stats.lost.load, 1)
+        XCTAssertGreaterThanOrEqual(h.stats.inserted.load, 1, "the look-ahead frame was inserted")
+        // 10 s after the last loss (cycle ~150) the hold ends and the target comes back down.
+        XCTAssertEqual(h.stats.targetDelayMs.load, 10, accuracy: 0.5)
+        let expected = (0..<1690).filter { $0 != 50 && $0 != 150 }.map { 1000 + UInt16($0) }
+        XCTAssertEqual(Array(decodedSequences(out).prefix { $0 < 2690 }), expected, "every other frame played, once, in order")
+    }
+
+    func testWithoutFECLookAheadEveryLossOnATightBufferIsConcealed() {
+        let (h, out) = lossyCleanLink(fecHoldMs: 0)
+        XCTAssertFalse(out.contains(.fec(1150)))
+        XCTAssertEqual(h.stats.fecRecovered.load, 0)
+        XCTAssertEqual(h.stats.fecMissed.load, 0, "not counted without the look-ahead")
+        XCTAssertEqual(h.stats.lost.load, 2)
+        XCTAssertEqual(h.stats.targetDelayMs.load, 10, accuracy: 0.5)
+    }
+
     /// The sender stops during silence (DTX) and resumes with a marker bit and a timestamp jump.
     private func dtx(gapFrames: Int, lossBeforeSpurt: Bool) -> Harness {
         let h = Harness()

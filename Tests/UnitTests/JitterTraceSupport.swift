@@ -23,6 +23,9 @@ final class TagDecoder: FrameDecoder {
         return frameSize
     }
 
+    /// Every packet carries FEC for the one before it (as `decodeFEC` pretends).
+    func carriesFEC(_ next: UnsafeRawBufferPointer) -> Bool { true }
+
     func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
         output.update(repeating: 0, count: frameSize)
         output[0] = Self.concealed

@@ -4,7 +4,7 @@ import XCTest
 
 final class OpusTests: XCTestCase {
     func testSpeechBandSignalSurvivesEncodeAndDecode() throws {
-        let enc = try OpusEncoder()
+        let enc = try OpusEncoder(bitrate: 32000)
         let dec = try OpusDecoder()
         let frame = 480
         let input = Signals.toInt16(Signals.chirp(from: 200, to: 4000, duration: 1, sampleRate: 48000, amplitude: 0.5))
