@@ -66,7 +66,7 @@ public final class JitterBuffer: @unchecked Sendable {
     private var lastReadNanos: Int64 = 0
     private let underrunConcealFrames: Int
     private let fecHoldNs: Int64
-    /// Until when the desired delay keeps a frame for FEC look-ahead (.min: no hold).
+    /// Until when the desired delay stays at two frames or more for FEC look-ahead (.min: no hold).
     private var fecHoldUntil: Int64 = .min
     private let estimator: DelayEstimator
 
@@ -580,7 +580,7 @@ public final class JitterBuffer: @unchecked Sendable {
                     // Already covered by a frame concealed during an underrun: it is lost, not late.
                     statistics.lost.increment()
                     if first == nextSeq &+ 1 && fecHoldNs > 0 && decoder.carriesFEC(payload(first)) {
-                        // Its repair arrived a moment too late: keep a frame more from now on.
+                        // Its repair arrived a moment too late: hold two frames from now on.
                         statistics.fecMissed.increment()
                         holdForFEC(now: now)
                     }

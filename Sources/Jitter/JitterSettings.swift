@@ -41,8 +41,9 @@ public struct JitterSettings: Sendable, Equatable {
     /// the target at once instead of being dropped frame by frame over seconds.
     public var consumerStallMs: Double
     /// After a loss that the next packet's FEC would have repaired, had it been buffered (the loss
-    /// showed as an underrun), the target keeps one frame more for this long, so that the next
-    /// loss finds its successor at hand. 0: never (the delay then follows jitter alone).
+    /// showed as an underrun), or that it did repair, the target stays at two frames or more for
+    /// this long, so that the next loss finds its successor at hand. 0: never (the delay then
+    /// follows jitter alone).
     public var fecHoldMs: Double
 
     public init(frameSize: Int = 480, sampleRate: Int = 48_000, minDelayMs: Double = 20, maxDelayMs: Double = 200,
