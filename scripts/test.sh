@@ -11,24 +11,40 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each stage's wall time, so that CI's 30-minute budget can be planned (printed at the end too).
+TIMES=()
+STAGE_START=$SECONDS
+stage_done() {
+    TIMES+=("$1 $((SECONDS - STAGE_START)) s")
+    echo "test.sh: $1 took $((SECONDS - STAGE_START)) s" >&2
+    STAGE_START=$SECONDS
+}
+trap 'echo "test.sh: stages: ${TIMES[*]:-none}; total $SECONDS s" >&2' EXIT
+
 bash scripts/setup.sh
+stage_done setup
 BUILD=(-c release -Xswiftc -enable-testing --scratch-path .build-tests)
 swift build "${BUILD[@]}" --build-tests 2>&1 | grep -v "^\[" || true
 swift build "${BUILD[@]}" --build-tests >/dev/null   # fail here, with the compiler's output above, if it does not build
+stage_done build
 
 # Every fuzz target for a bounded time (parsers of outside input: RTP, signalling, control
 # requests, key events); a crash fails the run. Longer runs: fuzz/<target>/build.sh run.
 sh fuzz/run-all.sh 15
+stage_done fuzz
 
 # Let the build's writes reach the disk before real-time tests start.
 sync
 bash scripts/rig-selftest.sh
 # All tests are XCTest; without Swift Testing the run closes on the XCTest summary.
 bash scripts/rig.sh run --dir "$PWD/.rig-test" -- swift test "${BUILD[@]}" --skip-build --disable-swift-testing "$@"
+stage_done rig-selftest+tests
 # The measurement suite at its smallest sizes, so that it cannot rot unnoticed (the figures in
 # BENCHMARKS.md come from a full run: scripts/bench-suite.sh). Skipped when tests were selected.
 if [[ $# -eq 0 ]]; then
     SUITE_SKIP_SETUP=1 bash scripts/bench-suite.sh --smoke --out "$PWD/.build-tests/BENCHMARKS.smoke.md"
+    stage_done suite-smoke
     # The Debian package: built, installed on this machine, its unit verified, purged again.
     bash scripts/test-package.sh
+    stage_done package
 fi
