@@ -63,11 +63,18 @@ let package = Package(
         ]),
         // The site key, and what is derived from it: sealed signalling.
         .target(name: "SiteSecurity", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        // The daemon's configuration: TOML in, checked settings out (nothing that runs).
+        .target(name: "Configuration", dependencies: [
+            "Transport", "Calls", "Control", "Keys",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "TOMLKit", package: "TOMLKit"),
+        ]),
         // The configuration parser's libFuzzer target (fuzz/config/build.sh); a stub otherwise.
-        .executableTarget(name: "config-fuzz", dependencies: ["IntercomDaemon"]),
-        // Configuration, supervision, local mode: everything intercomd does besides parsing argv.
+        // It needs only Configuration, so its instrumented build leaves out swift-crypto.
+        .executableTarget(name: "config-fuzz", dependencies: ["Configuration"]),
+        // Supervision, calls, media, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
-            "AudioPipeline", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
+            "Configuration", "AudioPipeline", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
             "Calls", "CallStore", "Control", "Keys", "SiteSecurity",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
@@ -83,10 +90,10 @@ let package = Package(
 
         .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "Keys", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "SiteSecurity",
+            "Calls", "Keys", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity",
         ]),
         .testTarget(name: "RigTests", dependencies: [
-            "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "TestSupport", "CAllocCounter",
+            "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "CAllocCounter",
             "Calls", "Control", "Keys", "SiteSecurity",
         ]),
     ]

@@ -5,6 +5,7 @@ import Keys
 import XCTest
 
 @testable import IntercomDaemon
+@testable import Configuration
 
 final class ConfigCallsTests: XCTestCase {
     /// Three rooms; this terminal is the reception.

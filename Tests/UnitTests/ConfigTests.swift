@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 
 @testable import IntercomDaemon
+@testable import Configuration
 
 final class ConfigTests: XCTestCase {
     // MARK: Helpers

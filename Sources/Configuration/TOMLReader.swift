@@ -118,7 +118,7 @@ enum TOMLWrite {
 
 /// `10` for integral values, `2.5`, `1e-05`, `nan`, `inf` otherwise: valid TOML and readable in
 /// messages. Exact: Swift prints the shortest text that reads back as the same Double.
-func formatNumber(_ d: Double) -> String {
+public func formatNumber(_ d: Double) -> String {
     if d.isFinite, d == d.rounded(), abs(d) < 1e15 { return String(Int64(d)) }
     return "\(d)"
 }
