@@ -403,8 +403,10 @@ public final class JitterBuffer: @unchecked Sendable {
         statistics.targetDelayMs.store(Double(targetNs) / 1e6)
     }
 
-    /// Starts or extends the FEC look-ahead (see the type's comment) and applies it at once.
+    /// Starts or extends the FEC look-ahead (see the type's comment) and applies it at once;
+    /// nothing when the look-ahead is off (`fecHoldMs` 0).
     private func holdForFEC(now: Int64) {
+        guard fecHoldNs > 0 else { return }
         fecHoldUntil = now + fecHoldNs
         updateTarget(now: now)
     }
@@ -602,7 +604,7 @@ public final class JitterBuffer: @unchecked Sendable {
                 if fec >= 0 {
                     result = fec
                     statistics.fecRecovered.increment()
-                    if fecHoldNs > 0 { holdForFEC(now: now) }  // the look-ahead pays: keep it
+                    holdForFEC(now: now)  // the look-ahead pays: keep it
                 } else {  // no next packet, or it carries no usable FEC data
                     result = decoder.conceal(into: out, frameSize: frameSize)
                     statistics.lost.increment()

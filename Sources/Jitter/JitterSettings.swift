@@ -84,7 +84,7 @@ public final class JitterStatistics: Sendable {
     /// Frames recovered from the next packet's in-band FEC.
     public let fecRecovered = Counter()
     /// Of `lost`: frames whose repair came too late: the next packet carried FEC for them but
-    /// arrived after they had been concealed. Each one holds the target a frame higher
+    /// arrived after they had been concealed. Each one holds the target at two frames or more
     /// (`fecHoldMs`).
     public let fecMissed = Counter()
     /// Packets arriving after their frame was played (or skipped); dropped.
