@@ -10,7 +10,7 @@ let package = Package(
         .executable(name: "intercomctl", targets: ["intercomctl"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
@@ -25,39 +25,42 @@ let package = Package(
         // Counts heap allocations per thread; linked only into tests and the benchmark.
         .target(name: "CAllocCounter"),
 
-        // Lock-free rings and the real-time thread: no dependency on audio.
-        .target(name: "RealTime", dependencies: [.product(name: "Atomics", package: "swift-atomics")]),
+        // The one system layer: errno error and EINTR retry, IPv4 endpoint, UDP socket, doorbell
+        // (wake pipe), monotonic clock, worker thread. Everything else calls the C library through it.
+        .target(name: "Posix", dependencies: [.product(name: "SystemPackage", package: "swift-system")]),
+        // Lock-free rings and atomic cells between threads: no dependency on audio.
+        .target(name: "RealTime", dependencies: ["Posix"]),
         // speexdsp (echo canceller, preprocessor, resampler, its jitter buffer for comparison): one wrapper file.
         .target(name: "SpeexDSP", dependencies: ["CSpeexDSP"]),
         // Echo cancellation around speexdsp: reference alignment, delay estimation, ERLE.
-        .target(name: "EchoCancel", dependencies: ["SpeexDSP", "RealTime", "SignalTools"]),
+        .target(name: "EchoCancel", dependencies: ["SpeexDSP", "RealTime", "Posix", "SignalTools"]),
         // Measurement helpers and WAV files: used by the daemon's local mode, tests and benchmarks.
         .target(name: "SignalTools"),
         // ALSA devices, mixer, the audio engine (capture -> AEC -> rings -> mix -> playback).
-        .target(name: "AudioPipeline", dependencies: ["CALSA", "COpus", "RealTime", "EchoCancel", "Jitter"]),
+        .target(name: "AudioPipeline", dependencies: ["CALSA", "COpus", "RealTime", "Posix", "EchoCancel", "Jitter"]),
         // RTP (RFC 3550) with the Opus payload format (RFC 7587): packet building and strict parsing.
         .target(name: "RTP"),
         // Seeded, deterministic network impairment (delay, jitter, loss, reordering, duplication)
         // and a UDP relay applying it: netem is not available on the test machines.
-        .target(name: "Impairment", dependencies: ["SignalTools"]),
+        .target(name: "Impairment", dependencies: ["SignalTools", "Posix"]),
         .executableTarget(name: "impairment-relay", dependencies: [
-            "Impairment", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "Impairment", "Posix", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // UDP sockets (unicast, multicast, DSCP), the network thread: microphone frame → Opus → RTP
         // → peers, and datagram → RTP parse → per-stream jitter buffer (a mixer slot); SRTP (SRTP.swift).
-        .target(name: "Transport", dependencies: ["RTP", "AudioPipeline", "Jitter", "RealTime", "CSRTP"]),
+        .target(name: "Transport", dependencies: ["RTP", "AudioPipeline", "Jitter", "RealTime", "Posix", "CSRTP"]),
         // Adaptive jitter buffer (issue 3).
-        .target(name: "Jitter", dependencies: ["RealTime", "SpeexDSP"]),
+        .target(name: "Jitter", dependencies: ["RealTime", "Posix", "SpeexDSP"]),
         // Calls between rooms: vocabulary, signalling protocol, the call engine, history. No I/O.
-        .target(name: "Calls"),
+        .target(name: "Calls", dependencies: ["Posix"]),
         // Terminal keys: evdev key presses → debounced actions, on their own thread; reopens lost devices.
-        .target(name: "Keys", dependencies: ["Calls"]),
+        .target(name: "Keys", dependencies: ["Calls", "Posix"]),
         // Call history and small state (do-not-disturb) in JSON files, written atomically.
         .target(name: "CallStore", dependencies: ["Calls"]),
         // Test helper: appends history entries until killed (the crash-safety test).
         .executableTarget(name: "callstore-crash-writer", dependencies: ["CallStore", "Calls"], path: "Tests/CallStoreCrashWriter"),
         // The control socket: Unix socket server, newline-delimited JSON protocol, event stream; and its client.
-        .target(name: "Control", dependencies: ["Calls", "RealTime", "SignalTools"]),
+        .target(name: "Control", dependencies: ["Calls", "RealTime", "Posix", "SignalTools"]),
         .executableTarget(name: "intercomctl", dependencies: [
             "Control", "Calls", "SignalTools", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
@@ -65,7 +68,7 @@ let package = Package(
         .target(name: "SiteSecurity", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         // The daemon's configuration: TOML in, checked settings out (nothing that runs).
         .target(name: "Configuration", dependencies: [
-            "Transport", "Calls", "Control", "Keys",
+            "Transport", "Calls", "Control", "Keys", "Posix",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
@@ -75,7 +78,7 @@ let package = Package(
         // Supervision, calls, media, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "Configuration", "AudioPipeline", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
-            "Calls", "CallStore", "Control", "Keys", "SiteSecurity",
+            "Calls", "CallStore", "Control", "Keys", "SiteSecurity", "Posix",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
@@ -84,17 +87,17 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "intercom-bench", dependencies: [
-            "IntercomDaemon", "AudioPipeline", "EchoCancel", "SignalTools", "CAllocCounter", "Jitter", "RTP", "SpeexDSP", "Transport",
+            "IntercomDaemon", "AudioPipeline", "EchoCancel", "SignalTools", "CAllocCounter", "Jitter", "RTP", "SpeexDSP", "Transport", "Posix",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
         .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "Keys", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity",
+            "Calls", "Keys", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity", "Posix",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "CAllocCounter",
-            "Calls", "Control", "Keys", "SiteSecurity",
+            "Calls", "Control", "Keys", "SiteSecurity", "Posix",
         ]),
     ]
 )

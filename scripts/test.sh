@@ -19,7 +19,18 @@ stage_done() {
     echo "test.sh: $1 took $((SECONDS - STAGE_START)) s" >&2
     STAGE_START=$SECONDS
 }
-trap 'echo "test.sh: stages: ${TIMES[*]:-none}; total $SECONDS s" >&2' EXIT
+# Every repeated measurement attempt and its cause (tests append to it: TestSupport/Retries.swift).
+mkdir -p .build-tests
+export INTERCOM_RETRY_LOG="$PWD/.build-tests/retries.log"
+: >"$INTERCOM_RETRY_LOG"
+summary() {
+    echo "test.sh: stages: ${TIMES[*]:-none}; total $SECONDS s" >&2
+    local n
+    n=$(wc -l <"$INTERCOM_RETRY_LOG" 2>/dev/null || echo 0)
+    echo "test.sh: $n measurement attempts repeated (only for xruns or a rig fault the attempt proved)" >&2
+    sed 's/^/test.sh:   retry: /' "$INTERCOM_RETRY_LOG" >&2 2>/dev/null || true
+}
+trap summary EXIT
 
 bash scripts/setup.sh
 stage_done setup

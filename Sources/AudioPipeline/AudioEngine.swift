@@ -1,5 +1,6 @@
 import EchoCancel
 import Glibc
+import Posix
 import RealTime
 
 /// The real-time loop: capture → echo cancel → microphone ring; mixer → playback → echo reference.
@@ -144,7 +145,7 @@ public final class AudioEngine: @unchecked Sendable {
         let backlog = max(avail, d.capture.delay() ?? 0)
         var stale = backlog / frameSize - maxCaptureBacklogFrames
         var queued = max(avail, backlog) / frameSize  // frames captured before the next one read, this one included
-        let readAt = monotonicNanos()
+        let readAt = MonotonicClock.nanoseconds()
         while avail >= frameSize {
             let got = readFrame(d.capture)
             if got < 0 { return recoverXrun(d, failed: d.capture, code: Int32(got)) }
@@ -168,7 +169,7 @@ public final class AudioEngine: @unchecked Sendable {
 
     /// Echo-cancel one captured frame, apply gain/mute, hand it on (unless it is stale).
     private func processCapturedFrame(send: Bool) {
-        let t0 = monotonicNanos()
+        let t0 = MonotonicClock.nanoseconds()
         rawMicrophone?.write(mic, count: frameSize)
         canceller.process(capture: mic, output: cleaned)
         mixer.applyMicrophone(cleaned)
@@ -193,10 +194,10 @@ public final class AudioEngine: @unchecked Sendable {
         if space < 0 { return recoverXrun(d, failed: d.playback, code: Int32(space)) }
         var mixNanos = 0
         while space >= frameSize {
-            let t0 = monotonicNanos()
+            let t0 = MonotonicClock.nanoseconds()
             mixer.mix(into: speaker)
             let probing = loopback?.replacePlayback(speaker) ?? false
-            mixNanos += Int(monotonicNanos() - t0)
+            mixNanos += Int(MonotonicClock.nanoseconds() - t0)
             // The device reported room for the frame, so this write takes all of it without waiting.
             let n = d.playback.write(speaker, frames: frameSize)
             if n == -Int(EAGAIN) { stats.playbackShortWrites.increment(); break }
@@ -220,7 +221,7 @@ public final class AudioEngine: @unchecked Sendable {
 
     /// CPU of one frame: the microphone half just measured plus the most recent mix.
     private func noteCPU(since t0: UInt64) {
-        let spent = Int(monotonicNanos() - t0) + lastMixNanos
+        let spent = Int(MonotonicClock.nanoseconds() - t0) + lastMixNanos
         stats.processNanos.store(spent)
         if spent > stats.processNanosMax.load { stats.processNanosMax.store(spent) }
     }

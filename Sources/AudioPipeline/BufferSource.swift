@@ -1,3 +1,4 @@
+import Posix
 import RealTime
 
 /// Plays a fixed buffer once, one frame per call, then silence: a test signal whose frame `n`
@@ -24,7 +25,7 @@ public final class BufferSource: FrameSource, @unchecked Sendable {
             let p = position + i
             buffer[i] = p < samples.count ? samples[p] : 0
         }
-        if mark >= position, mark < position + count { markTime.store(Int(monotonicNanos())) }
+        if mark >= position, mark < position + count { markTime.store(Int(MonotonicClock.nanoseconds())) }
         position += count
         return true
     }

@@ -1,3 +1,4 @@
+import Posix
 // What the engine asks the integrator to do. The engine does no I/O: the integrator executes
 // these in order (send datagrams, reconfigure media, play the chime, publish, persist).
 

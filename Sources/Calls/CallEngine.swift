@@ -1,3 +1,4 @@
+import Posix
 // The call state machine of one room: deterministic, no I/O, no clock. The integrator feeds it
 // commands, received datagrams and ticks with the current time, and executes the effects.
 

@@ -1,3 +1,4 @@
+import Posix
 // The one call a room takes part in, from this room's side.
 
 public struct CallSession: Sendable, Equatable {

@@ -1,3 +1,4 @@
+import Posix
 // Everything the call engine is configured with. Every time and bound has its default here and
 // nowhere else; the integrator fills these from the daemon's configuration.
 

@@ -1,3 +1,4 @@
+import Posix
 // Messages awaiting an ack: resent with a doubling interval until acked or `giveUpAfter` passes.
 
 struct PendingMessage: Sendable {

@@ -1,3 +1,4 @@
+import Posix
 // The signalling wire format: big-endian, length-prefixed room ids, every field checked against
 // the datagram before use. Layout and rationale: docs/calls.md.
 

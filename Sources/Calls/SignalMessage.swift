@@ -1,3 +1,4 @@
+import Posix
 // The messages daemons exchange to set up and tear down calls (docs/calls.md has the byte layout).
 
 /// How the caller's voice reaches the callees.

@@ -1,4 +1,5 @@
 import Logging
+import Posix
 import TOMLKit
 import Transport
 
@@ -685,7 +686,8 @@ extension DaemonConfig {
             .strings("multicast_groups", \.network.multicastGroups, "Multicast groups received on listen_port",
                      allowed: "\"a.b.c.d\" each, 224.0.0.0...239.255.255.255") { v in
                          if let p = ipv4Problem(v) { return p }
-                         return UDPEndpoint("\(v):1")!.isMulticast ? nil : "is not a multicast address (224...239.x.x.x)"
+                         return IPv4Endpoint(address: (try? IPv4Endpoint.parseAddress(v)) ?? 0, port: 0).isMulticast
+                             ? nil : "is not a multicast address (224...239.x.x.x)"
                      },
             .string("multicast_interface", \.network.multicastInterface,
                     "Address of the interface multicast goes through; 0.0.0.0 = the kernel's choice",
@@ -738,11 +740,13 @@ extension DaemonConfig {
 
 /// Problem with an IPv4 address in dotted form, or nil.
 func ipv4Problem(_ text: String) -> String? {
-    UDPEndpoint("\(text):1") == nil ? "is not an IPv4 address (a.b.c.d)" : nil
+    do { _ = try IPv4Endpoint.parseAddress(text) } catch { return "is not an IPv4 address (a.b.c.d): \(error.problem)" }
+    return nil
 }
 
 /// Problem with "a.b.c.d:port", or nil.
 func endpointProblem(_ text: String) -> String? {
-    guard let e = UDPEndpoint(text) else { return "is not an IPv4 address and port (a.b.c.d:port)" }
+    let e: IPv4Endpoint
+    do { e = try IPv4Endpoint.parse(text) } catch { return "is not an IPv4 address and port (a.b.c.d:port): \(error.problem)" }
     return e.port == 0 ? "port 0 cannot be sent to" : nil
 }

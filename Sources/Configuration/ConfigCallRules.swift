@@ -1,5 +1,6 @@
 import Calls
 import Keys
+import Posix
 
 // Checks of the call configuration that look across keys and tables: the directory, the
 // buttons, the key map and this room. Each issue names the key to fix. Whatever passes here
@@ -139,7 +140,7 @@ extension DaemonConfig {
         if !network.peers.isEmpty {
             out.append((["network", "peers"], "must be empty with calls on: the calls decide where this room's voice goes"))
         }
-        if calls.callerVoice == "multicast", let group = parseIPv4Endpoint(calls.multicastGroup), group.isMulticast {
+        if calls.callerVoice == "multicast", let group = IPv4Endpoint(calls.multicastGroup), group.isMulticast {
             // Callees receive the group on their media socket, so its port must be theirs.
             for (id, entry) in rooms.sorted(by: { $0.key < $1.key })
             where id != room.id && permits(room.id, id) && entry.mediaPort != Int(group.port) {
@@ -156,7 +157,8 @@ extension DaemonConfig {
 /// Problem with the address of a room's terminal, or nil.
 private func unicastAddressProblem(_ text: String) -> String? {
     if text.isEmpty { return "is required: the IPv4 address of the room's terminal" }
-    guard let a = parseIPv4(text) else { return "\(TOMLWrite.string(text)) is not an IPv4 address (a.b.c.d)" }
+    let a: UInt32
+    do { a = try IPv4Endpoint.parseAddress(text) } catch { return "\(TOMLWrite.string(text)) is not an IPv4 address (a.b.c.d): \(error.problem)" }
     if a == 0 || a == .max || a >> 28 == 0xE {
         return "\(TOMLWrite.string(text)) is not the address of a terminal (a unicast address)"
     }

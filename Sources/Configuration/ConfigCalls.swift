@@ -1,6 +1,7 @@
 import Calls
 import Control
 import Keys
+import Posix
 import TOMLKit
 
 // Calls: this room, the directory of rooms, the call buttons, how calls behave, the control
@@ -152,7 +153,7 @@ extension DaemonConfig {
         }
         s.autoAnswer = calls.autoAnswer
         s.doNotDisturb = calls.doNotDisturb
-        if calls.callerVoice == "multicast" { s.callerVoice = .multicast(group: parseIPv4Endpoint(calls.multicastGroup)!) }
+        if calls.callerVoice == "multicast" { s.callerVoice = .multicast(group: IPv4Endpoint(calls.multicastGroup)!) }
         s.timing.ringTime = Double(calls.ringMs) / 1000
         s.timing.answerTimeout = Double(calls.answerTimeoutMs) / 1000
         return s
@@ -179,31 +180,9 @@ extension DaemonConfig {
 extension RoomEntry {
     /// `address:port`, nil when the address is not dotted IPv4 or the port is out of range.
     func endpoint(port: Int) -> IPv4Endpoint? {
-        guard let a = parseIPv4(address), let p = UInt16(exactly: port) else { return nil }
+        guard let a = try? IPv4Endpoint.parseAddress(address), let p = UInt16(exactly: port) else { return nil }
         return IPv4Endpoint(address: a, port: p)
     }
-}
-
-/// A dotted IPv4 address: four decimal numbers 0...255 of 1-3 digits (no signs, no spaces).
-func parseIPv4(_ text: String) -> UInt32? {
-    let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-    guard parts.count == 4 else { return nil }
-    var address: UInt32 = 0
-    for part in parts {
-        guard (1...3).contains(part.utf8.count), part.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
-              let octet = UInt8(part) else { return nil }
-        address = address << 8 | UInt32(octet)
-    }
-    return address
-}
-
-/// "a.b.c.d:port" with a strict address and a port 0...65535.
-func parseIPv4Endpoint(_ text: String) -> IPv4Endpoint? {
-    let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-    guard parts.count == 2, let address = parseIPv4(String(parts[0])),
-          (1...5).contains(parts[1].utf8.count), parts[1].utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
-          let port = UInt16(parts[1]) else { return nil }
-    return IPv4Endpoint(address: address, port: port)
 }
 
 // MARK: - Schema of the fixed call sections
@@ -268,7 +247,10 @@ extension DaemonConfig {
 /// Problem with `calls.multicast_group` on its own, or nil ("" is fine here).
 private func multicastGroupProblem(_ text: String) -> String? {
     if text.isEmpty { return nil }
-    guard let group = parseIPv4Endpoint(text) else { return "\(TOMLWrite.string(text)) is not an IPv4 address and port (a.b.c.d:port)" }
+    let group: IPv4Endpoint
+    do { group = try IPv4Endpoint.parse(text) } catch {
+        return "\(TOMLWrite.string(text)) is not an IPv4 address and port (a.b.c.d:port): \(error.problem)"
+    }
     if !group.isMulticast { return "\(TOMLWrite.string(text)) is not a multicast address (224...239.x.x.x)" }
     return group.port == 0 ? "\(TOMLWrite.string(text)): port 0 cannot be sent to" : nil
 }

@@ -65,8 +65,8 @@ final class ClientConnection {
             case .wouldBlock, .endOfStream:
                 compact()
                 return true
-            case .failed(_, let message):
-                dropReason = "write failed: \(message)"
+            case .failed(let code):
+                dropReason = "write failed: \(code.description)"
                 return false
             }
         }

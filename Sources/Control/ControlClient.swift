@@ -1,3 +1,4 @@
+import Posix
 import Foundation
 
 /// Why a client could not talk to the daemon (a refusal is not an error here: see `ControlResponse`).
@@ -44,7 +45,7 @@ public final class ControlClient {
         do {
             socket = try UnixSocket.connect(path: path, timeout: timeout)
         } catch {
-            throw .unreachable(path: path, reason: error.message)
+            throw .unreachable(path: path, reason: error.reason)
         }
     }
 
@@ -102,7 +103,7 @@ public final class ControlClient {
             case .done(let n): sent += n
             case .wouldBlock: throw .timedOut(path: path, seconds: timeout)
             case .endOfStream: throw .closed(path: path, reason: nil)
-            case .failed(_, let message): throw .closed(path: path, reason: message)
+            case .failed(let code): throw .closed(path: path, reason: code.description)
             }
         }
     }
@@ -140,8 +141,8 @@ public final class ControlClient {
             case .endOfStream:
                 guard input.isEmpty else { throw .closed(path: path, reason: "in the middle of a line") }
                 return nil
-            case .failed(_, let message):
-                throw .closed(path: path, reason: message)
+            case .failed(let code):
+                throw .closed(path: path, reason: code.description)
             }
         }
     }

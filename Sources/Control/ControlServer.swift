@@ -1,6 +1,7 @@
 import Calls
 import Dispatch
 import Foundation
+import Posix
 import RealTime
 import Synchronization
 
@@ -21,7 +22,7 @@ public final class ControlServer: Sendable {
     let events: EventQueue
     let stopRequested = Atomic<Bool>(false)
     private let phase = Mutex(Phase.created)
-    private let finished = DispatchSemaphore(value: 0)
+    private let thread = Mutex<WorkerThread?>(nil)
     let counters = Mutex(ControlServerStatistics())
 
     private enum Phase { case created, running, stopped }
@@ -36,13 +37,13 @@ public final class ControlServer: Sendable {
             doorbell = try Doorbell()
         } catch {
             UnixSocket.removeSocketFile(path: settings.socketPath, inode: inode)
-            throw ControlSocketError("pipe", path: settings.socketPath, code: error.code)
+            throw ControlSocketError(error, path: settings.socketPath)
         }
         events = EventQueue(capacity: settings.maxPendingEvents)
     }
 
     /// Starts the server thread ("intercom-control"). Once only.
-    public func start() {
+    public func start() throws(SystemError) {
         let go = phase.withLock { p in
             guard p == .created else { return false }
             p = .running
@@ -50,14 +51,10 @@ public final class ControlServer: Sendable {
         }
         guard go else { return }
         let loop = ServerLoop(server: self)
-        let thread = Thread { [finished] in
-            loop.run()
-            finished.signal()
-        }
-        thread.name = "intercom-control"
-        // Decoding nested JSON recurses; 512 levels (the decoder's limit) need more than the default stack.
-        thread.stackSize = 4 << 20
-        thread.start()
+        // Decoding nested JSON recurses; 512 levels (the decoder's limit) need 4 MiB of stack.
+        let t = WorkerThread(name: "intercom-control", stackBytes: 4 << 20) { loop.run() }
+        try t.start()
+        thread.withLock { $0 = t }
     }
 
     /// Queues an event for the subscribers; never blocks beyond a short mutex. When the queue is
@@ -77,7 +74,7 @@ public final class ControlServer: Sendable {
         case .running:
             stopRequested.store(true, ordering: .releasing)
             doorbell.ring()
-            finished.wait()
+            thread.withLock { $0 }?.join()
         case .created:
             listener.close()
         case .stopped:

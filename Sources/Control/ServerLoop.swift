@@ -1,3 +1,4 @@
+import Posix
 import Foundation
 
 /// The server thread's state and loop. Only that thread touches it once started.
@@ -115,8 +116,8 @@ final class ServerLoop: @unchecked Sendable {
             if c.closeReason == nil { c.closeReason = "closed by the client" }
         case .wouldBlock:
             break
-        case .failed(_, let message):
-            c.dropReason = "read failed: \(message)"
+        case .failed(let code):
+            c.dropReason = "read failed: \(code.description)"
         }
         _ = c.flush(now: t)
         checkOutputBound(c, now: t)

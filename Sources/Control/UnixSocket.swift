@@ -1,32 +1,37 @@
 import Glibc
+import Posix
 
 // The only file in Control that makes system calls (sockets, poll, the socket file).
 
-/// A failed system call, with the system's text for errno.
+/// The control socket could not be used: the path, and the failed call or the problem found.
 public struct ControlSocketError: Error, CustomStringConvertible, Equatable {
-    public let operation: String
     public let path: String
-    /// errno, or 0 when the problem is not a failed call (then `message` says what).
-    public let code: Int32
-    public let message: String
+    /// The failed call; for a problem this code found, its text and the nearest errno.
+    public let cause: SystemError
+    /// False when `cause` is a problem this code found rather than a failed call.
+    public let isSystemCall: Bool
+    public var code: Int32 { cause.errno.rawValue }
+    /// The system's text for a failed call, or the problem found.
+    public var reason: String { isSystemCall ? cause.errno.description : cause.operation }
 
-    init(_ operation: String, path: String, code: Int32 = errno) {
-        self.operation = operation
-        self.path = path
-        self.code = code
-        message = String(cString: strerror(code))
+    init(_ operation: String, path: String, errno: Errno = SystemError.currentErrno) {
+        self.init(SystemError(operation, errno), path: path)
     }
 
-    init(_ operation: String, path: String, message: String, code: Int32 = 0) {
-        self.operation = operation
+    init(_ cause: SystemError, path: String) {
         self.path = path
-        self.code = code
-        self.message = message
+        self.cause = cause
+        isSystemCall = true
+    }
+
+    init(path: String, problem: String, errno: Errno) {
+        self.path = path
+        cause = SystemError(problem, errno)
+        isSystemCall = false
     }
 
     public var description: String {
-        code == 0 ? "control socket \(path): \(message)"
-            : "control socket \(path): \(operation) failed: \(message) (\(code))"
+        isSystemCall ? "control socket \(path): \(cause)" : "control socket \(path): \(cause.operation)"
     }
 }
 
@@ -77,7 +82,7 @@ public final class UnixSocket: @unchecked Sendable {
         case done(Int)
         case wouldBlock
         case endOfStream
-        case failed(code: Int32, message: String)
+        case failed(Errno)
     }
 
     // MARK: Server side
@@ -123,19 +128,14 @@ public final class UnixSocket: @unchecked Sendable {
 
     /// The next pending connection, non-blocking; nil when there is none.
     func accept() throws(ControlSocketError) -> UnixSocket? {
-        while true {
-            let fd = Glibc.accept(descriptor, nil, nil)
-            if fd >= 0 {
-                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                return UnixSocket(descriptor: fd)
-            }
-            switch errno {
-            case EINTR: continue
-            // The peer gave up while queued: nothing to accept this time.
-            case EAGAIN, EWOULDBLOCK, ECONNABORTED, EPROTO: return nil
-            default: throw ControlSocketError("accept", path: "")
-            }
+        switch retryingInterrupts({ Glibc.accept(descriptor, nil, nil) }) {
+        case .success(let fd):
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            return UnixSocket(descriptor: fd)
+        // The peer gave up while queued: nothing to accept this time.
+        case .failure(.resourceTemporarilyUnavailable), .failure(.connectionAbort), .failure(.protocolError): return nil
+        case .failure(let code): throw ControlSocketError("accept", path: "", errno: code)
         }
     }
 
@@ -166,14 +166,13 @@ public final class UnixSocket: @unchecked Sendable {
         // A Unix connect waits on a full backlog for up to SO_SNDTIMEO.
         sock.setTimeout(SO_SNDTIMEO, timeout)
         sock.setTimeout(SO_RCVTIMEO, receiveTimeout ?? timeout)
-        while true {
-            let rc = withUnsafePointer(to: &address) {
+        let connected = retryingInterrupts {
+            withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
             }
-            if rc == 0 { return sock }
-            if errno == EINTR { continue }
-            throw ControlSocketError("connect", path: path)
         }
+        if case .failure(let code) = connected { throw ControlSocketError("connect", path: path, errno: code) }
+        return sock
     }
 
     /// Changes how long a blocking receive waits (0: forever).
@@ -189,28 +188,20 @@ public final class UnixSocket: @unchecked Sendable {
 
     /// Sends without SIGPIPE; `wouldBlock` when a non-blocking socket is full or a blocking one timed out.
     public func send(_ bytes: UnsafeRawBufferPointer) -> IOResult {
-        while true {
-            let n = Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
-            if n >= 0 { return .done(n) }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: return .wouldBlock
-            default: return .failed(code: errno, message: String(cString: strerror(errno)))
-            }
+        switch retryingInterrupts({ Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) }) {
+        case .success(let n): return .done(n)
+        case .failure(.resourceTemporarilyUnavailable): return .wouldBlock
+        case .failure(let code): return .failed(code)
         }
     }
 
     /// Receives up to `buffer.count` bytes.
     public func receive(into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
-        while true {
-            let n = recv(descriptor, buffer.baseAddress, buffer.count, 0)
-            if n > 0 { return .done(n) }
-            if n == 0 { return .endOfStream }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: return .wouldBlock
-            default: return .failed(code: errno, message: String(cString: strerror(errno)))
-            }
+        switch retryingInterrupts({ recv(descriptor, buffer.baseAddress, buffer.count, 0) }) {
+        case .success(0): return .endOfStream
+        case .success(let n): return .done(n)
+        case .failure(.resourceTemporarilyUnavailable): return .wouldBlock
+        case .failure(let code): return .failed(code)
         }
     }
 
@@ -224,7 +215,7 @@ public final class UnixSocket: @unchecked Sendable {
         let bytes = Array(path.utf8)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
         guard !bytes.isEmpty, bytes.count < capacity else {
-            throw ControlSocketError("bind", path: path, message: "path must be 1 to \(capacity - 1) bytes long", code: ENAMETOOLONG)
+            throw ControlSocketError(path: path, problem: "path must be 1 to \(capacity - 1) bytes long", errno: Errno(rawValue: ENAMETOOLONG))
         }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             raw.copyBytes(from: bytes)
@@ -248,10 +239,10 @@ public final class UnixSocket: @unchecked Sendable {
             throw ControlSocketError("stat", path: path)
         }
         guard st.st_mode & S_IFMT == S_IFSOCK else {
-            throw ControlSocketError("bind", path: path, message: "exists and is not a socket; not removing it", code: EEXIST)
+            throw ControlSocketError(path: path, problem: "exists and is not a socket; not removing it", errno: Errno(rawValue: EEXIST))
         }
         if (try? connect(path: path, timeout: 1)) != nil {
-            throw ControlSocketError("bind", path: path, message: "another daemon is listening on it", code: EADDRINUSE)
+            throw ControlSocketError(path: path, problem: "another daemon is listening on it", errno: Errno(rawValue: EADDRINUSE))
         }
         guard unlink(path) == 0 || errno == ENOENT else { throw ControlSocketError("unlink stale socket", path: path) }
     }
@@ -265,8 +256,8 @@ public final class UnixSocket: @unchecked Sendable {
         var result: UnsafeMutablePointer<group_struct>?
         var buffer = [CChar](repeating: 0, count: 16 * 1024)
         let rc = getgrnam_r(group, &entry, &buffer, buffer.count, &result)
-        guard rc == 0 else { throw ControlSocketError("getgrnam \(group)", path: path, code: rc) }
-        guard result != nil else { throw ControlSocketError("chown", path: path, message: "no group named \(group)", code: ENOENT) }
+        guard rc == 0 else { throw ControlSocketError("getgrnam \(group)", path: path, errno: Errno(rawValue: rc)) }
+        guard result != nil else { throw ControlSocketError(path: path, problem: "no group named \(group)", errno: .noSuchFileOrDirectory) }
         return entry.gr_gid
     }
 }
@@ -292,7 +283,7 @@ struct Poller {
     /// Waits up to `timeoutMs` (-1: forever). EINTR counts as a wake-up with nothing ready.
     mutating func wait(timeoutMs: Int32) throws(ControlSocketError) {
         let rc = fds.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), timeoutMs) }
-        if rc < 0, errno != EINTR { throw ControlSocketError("poll", path: "") }
+        if rc < 0, SystemError.currentErrno != .interrupted { throw ControlSocketError("poll", path: "") }
         if rc < 0 { for i in fds.indices { fds[i].revents = 0 } }
     }
 

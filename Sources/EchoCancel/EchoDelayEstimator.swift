@@ -1,4 +1,6 @@
 import Foundation
+import Synchronization
+import Posix
 import RealTime
 import SignalTools
 
@@ -30,8 +32,7 @@ public final class EchoDelayEstimator: @unchecked Sendable {
     private var referenceEnd = 0
     private var candidate: Int?
     private var applied: Int?
-    private let stopping = Flag(false)
-    private let done = DispatchSemaphore(value: 0)
+    private let worker = Mutex<PeriodicWorker?>(nil)
 
     public init(canceller: EchoCanceller, maxDelayMilliseconds: Int = 300) {
         self.canceller = canceller
@@ -43,21 +44,14 @@ public final class EchoDelayEstimator: @unchecked Sendable {
         estimate.store(Self.none)
     }
 
-    public func start() {
-        let t = Thread { [self] in
-            while !stopping.isSet {
-                usleep(250_000)
-                step()
-            }
-            done.signal()
-        }
-        t.name = "echo-delay"
-        t.start()
+    /// Runs `step` every 250 ms on the "echo-delay" thread until `stop`.
+    public func start() throws(SystemError) {
+        let w = try PeriodicWorker(name: "echo-delay", interval: 0.25) { [self] in step() }
+        worker.withLock { $0 = w }
     }
 
     public func stop() {
-        stopping.set(true)
-        done.wait()
+        worker.withLock { w in defer { w = nil }; return w }?.stop()
     }
 
     /// One round: takes what the taps collected and estimates. The thread runs it every 250 ms;

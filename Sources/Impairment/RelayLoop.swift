@@ -1,6 +1,5 @@
-#if canImport(Glibc)
 import Glibc
-#endif
+import Posix
 
 /// The relay thread's state and loop: receive, decide, queue, send when due.
 ///
@@ -9,53 +8,46 @@ import Glibc
 final class RelayLoop: @unchecked Sendable {
     private let client: UDPSocket
     private let upstream: UDPSocket
-    private let targetAddress: sockaddr_in
-    private let target: LoopbackEndpoint
-    private let wakeFD: Int32
+    private let target: IPv4Endpoint
+    private let wake: Doorbell
     private var forward: ImpairmentModel
     private var reverse: ImpairmentModel
     private var queue: SendQueue
     private var statistics = RelayStatistics()
-    private var lastClient: sockaddr_in?
+    private var lastClient: IPv4Endpoint?
     private var order: UInt64 = 0
     private var buffer = [UInt8](repeating: 0, count: 65_536)
 
-    init(client: UDPSocket, upstream: UDPSocket, target: LoopbackEndpoint, wakeFD: Int32,
+    init(client: UDPSocket, upstream: UDPSocket, target: IPv4Endpoint, wake: Doorbell,
          forward: ImpairmentModel, reverse: ImpairmentModel, queueCapacity: Int) {
         self.client = client
         self.upstream = upstream
         self.target = target
-        targetAddress = target.socketAddress
-        self.wakeFD = wakeFD
+        self.wake = wake
         self.forward = forward
         self.reverse = reverse
         queue = SendQueue(capacity: queueCapacity)
     }
 
-    func close() {
-        client.close()
-        upstream.close()
-    }
-
     /// Runs until the wake pipe becomes readable; `publish` gets a snapshot after every wake-up.
     func run(publish: (RelayStatistics) -> Void) {
         var fds = [
-            pollfd(fd: client.fd, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: upstream.fd, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: client.descriptor, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: upstream.descriptor, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0),
         ]
         while true {
-            sendDue(now: monotonicNanoseconds())
+            sendDue(now: MonotonicClock.nanoseconds())
             publish(statistics)
             var timeoutMs: Int32 = -1
             if let next = queue.first {
-                let now = monotonicNanoseconds()
+                let now = MonotonicClock.nanoseconds()
                 // Round up: poll() has millisecond resolution and a datagram must never leave early.
                 timeoutMs = next.dueNs <= now ? 0 : Int32(min((next.dueNs - now + 999_999) / 1_000_000, 1_000))
             }
             for i in fds.indices { fds[i].revents = 0 }
             let ready = poll(&fds, nfds_t(fds.count), timeoutMs)
-            if ready < 0 && errno != EINTR { break }
+            if ready < 0 && SystemError.currentErrno != .interrupted { break }
             if fds[2].revents != 0 { break }
             if fds[0].revents != 0 { drainClient() }
             if fds[1].revents != 0 { drainUpstream() }
@@ -67,22 +59,22 @@ final class RelayLoop: @unchecked Sendable {
     }
 
     private func drainClient() {
-        while let (count, source) = client.receive(into: &buffer) {
+        while let (count, source) = receive(client) {
             lastClient = source
-            let times = forward.sendTimes(arrivalNs: monotonicNanoseconds())
+            let times = forward.sendTimes(arrivalNs: MonotonicClock.nanoseconds())
             statistics.forward.model = forward.counters
             schedule(times, direction: .forward, payload: Array(buffer[0..<count]))
         }
     }
 
     private func drainUpstream() {
-        while let (count, source) = upstream.receive(into: &buffer) {
+        while let (count, source) = receive(upstream) {
             // Only the target may talk back, and only once a client is known to receive it.
-            guard LoopbackEndpoint(unchecked: source) == target, lastClient != nil else {
+            guard source == target, lastClient != nil else {
                 statistics.ignored += 1
                 continue
             }
-            let times = reverse.sendTimes(arrivalNs: monotonicNanoseconds())
+            let times = reverse.sendTimes(arrivalNs: MonotonicClock.nanoseconds())
             statistics.reverse.model = reverse.counters
             schedule(times, direction: .reverse, payload: Array(buffer[0..<count]))
         }
@@ -105,19 +97,28 @@ final class RelayLoop: @unchecked Sendable {
             _ = queue.popFirst()
             switch next.direction {
             case .forward:
-                if upstream.send(next.payload, to: targetAddress) {
+                if send(next.payload, from: upstream, to: target) {
                     statistics.forward.delivered += 1
                 } else {
                     statistics.forward.sendErrors += 1
                 }
             case .reverse:
                 // The reply goes to whoever spoke last at send time (the client may have moved ports).
-                if let destination = lastClient, client.send(next.payload, to: destination) {
+                if let destination = lastClient, send(next.payload, from: client, to: destination) {
                     statistics.reverse.delivered += 1
                 } else {
                     statistics.reverse.sendErrors += 1
                 }
             }
         }
+    }
+
+    private func receive(_ socket: UDPSocket) -> (count: Int, from: IPv4Endpoint)? {
+        buffer.withUnsafeMutableBytes { socket.receive(into: $0) }
+    }
+
+    /// True when the whole datagram was handed to the kernel.
+    private func send(_ payload: [UInt8], from socket: UDPSocket, to destination: IPv4Endpoint) -> Bool {
+        payload.withUnsafeBytes { socket.send($0, to: destination) } == .success(payload.count)
     }
 }

@@ -1,7 +1,5 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
+import Posix
 
 /// A loopback UDP relay that applies an `ImpairmentProfile` in both directions.
 ///
@@ -12,9 +10,9 @@ import Foundation
 /// resolution), never early.
 public final class UDPRelay: @unchecked Sendable {
     /// The endpoint clients send to (with the real port when 0 was asked for).
-    public let listenEndpoint: LoopbackEndpoint
+    public let listenEndpoint: IPv4Endpoint
     /// Where datagrams from clients are forwarded.
-    public let target: LoopbackEndpoint
+    public let target: IPv4Endpoint
     /// The impairment applied in both directions.
     public let profile: ImpairmentProfile
 
@@ -25,14 +23,15 @@ public final class UDPRelay: @unchecked Sendable {
     private let lock = NSLock()
     private var published = RelayStatistics()
     private var state = State.idle
-    private let finished = DispatchSemaphore(value: 0)
     private let loop: RelayLoop
-    private let wakeRead: Int32, wakeWrite: Int32
+    /// Rung by `stop`: wakes the relay's poll at once.
+    private let wake: Doorbell
+    private var thread: WorkerThread?
 
     private enum State { case idle, running, stopped }
 
     /// Binds the listening and target-side sockets; throws on an invalid profile, a target port of 0 or a socket error.
-    public init(listen: LoopbackEndpoint, target: LoopbackEndpoint, profile: ImpairmentProfile,
+    public init(listen: IPv4Endpoint, target: IPv4Endpoint, profile: ImpairmentProfile,
                 queueCapacity: Int = 10_000) throws {
         try profile.validate()
         guard target.port != 0 else { throw RelayError.malformedEndpoint("\(target): the target needs a port") }
@@ -40,39 +39,32 @@ public final class UDPRelay: @unchecked Sendable {
         reverseProfile.seed = profile.seed &+ 1
         let forwardModel = try ImpairmentModel(profile: profile)
         let reverseModel = try ImpairmentModel(profile: reverseProfile)
-        let client = try UDPSocket(bindingTo: listen)
-        let upstream: UDPSocket
-        do { upstream = try UDPSocket(bindingTo: LoopbackEndpoint(port: 0)) } catch { client.close(); throw error }
-        var fds: [Int32] = [0, 0]
-        // A byte written to this pipe wakes poll() at once: that is what makes stop() prompt.
-        guard pipe(&fds) == 0 else {
-            let e = errno
-            client.close()
-            upstream.close()
-            throw RelayError.system(call: "pipe", errno: e)
+        _ = try listen.requireLoopback()
+        _ = try target.requireLoopback()
+        // Large buffers: a test may fire hundreds of datagrams in one go; the kernel must not drop them before we do.
+        let client: UDPSocket, upstream: UDPSocket
+        do throws(SystemError) {
+            client = try UDPSocket(bind: listen, bufferBytes: 4 << 20)
+            upstream = try UDPSocket(bind: .loopback(port: 0), bufferBytes: 4 << 20)
+            wake = try Doorbell()
+        } catch {
+            throw RelayError.system(error)
         }
-        wakeRead = fds[0]
-        wakeWrite = fds[1]
         listenEndpoint = client.local
         self.target = target
         self.profile = profile
-        loop = RelayLoop(client: client, upstream: upstream, target: target, wakeFD: fds[0],
+        loop = RelayLoop(client: client, upstream: upstream, target: target, wake: wake,
                          forward: forwardModel, reverse: reverseModel, queueCapacity: max(1, queueCapacity))
     }
 
     /// Convenience: listen on 127.0.0.1:`listenPort` (0 = ephemeral) and forward to 127.0.0.1:`targetPort`.
     public convenience init(listenPort: UInt16 = 0, targetPort: UInt16, profile: ImpairmentProfile,
                             queueCapacity: Int = 10_000) throws {
-        try self.init(listen: LoopbackEndpoint(port: listenPort), target: LoopbackEndpoint(port: targetPort),
+        try self.init(listen: .loopback(port: listenPort), target: .loopback(port: targetPort),
                       profile: profile, queueCapacity: queueCapacity)
     }
 
-    deinit {
-        stop()
-        loop.close()
-        _ = Glibc.close(wakeRead)
-        _ = Glibc.close(wakeWrite)
-    }
+    deinit { stop() }
 
     /// Starts the relay thread; a relay runs once (throws `RelayError.notRestartable` otherwise).
     public func start() throws {
@@ -80,12 +72,11 @@ public final class UDPRelay: @unchecked Sendable {
             guard state == .idle else { throw RelayError.notRestartable }
             state = .running
         }
-        let thread = Thread { [self] in
+        let thread = WorkerThread(name: "impairment-relay") { [self] in
             loop.run { statistics in self.lock.withLock { self.published = statistics } }
-            finished.signal()
         }
-        thread.name = "impairment-relay"
-        thread.start()
+        do { try thread.start() } catch { throw RelayError.system(error) }
+        lock.withLock { self.thread = thread }
     }
 
     /// Stops the relay thread and waits for it (a few microseconds); pending datagrams are discarded and counted.
@@ -96,9 +87,8 @@ public final class UDPRelay: @unchecked Sendable {
             return running
         }
         guard wasRunning else { return }
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
-        finished.wait()
+        wake.ring()
+        lock.withLock { thread }?.join()
     }
 
     /// A snapshot of the counters (updated after every poll() wake-up; final after `stop()`).

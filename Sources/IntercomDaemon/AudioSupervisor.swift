@@ -2,6 +2,7 @@ import AudioPipeline
 import Dispatch
 import Foundation
 import Logging
+import Posix
 import RealTime
 
 /// Keeps the audio engine running: opens the devices, runs a session on a real-time thread,
@@ -27,12 +28,11 @@ public final class AudioSupervisor: @unchecked Sendable {
     public let gaveUp = Flag(false)
 
     private let log: Logger
-    private let wake = DispatchSemaphore(value: 0)
-    private let stopping = Flag(false)
-    private var thread: Thread?
-    private let finished = DispatchSemaphore(value: 0)
+    private let stopping: StopSignal
+    private var thread: WorkerThread?
 
-    public init(engine: AudioEngine, settings: DeviceSettings, priority: Int32, retry: Retry, logger: Logger) {
+    public init(engine: AudioEngine, settings: DeviceSettings, priority: Int32, retry: Retry, logger: Logger) throws(SystemError) {
+        stopping = try StopSignal()
         self.engine = engine
         self.settings = settings
         self.priority = priority
@@ -40,22 +40,15 @@ public final class AudioSupervisor: @unchecked Sendable {
         log = logger
     }
 
-    public func start() {
-        let t = Thread { [self] in
-            supervise()
-            finished.signal()
-        }
-        t.name = "audio-supervisor"
-        thread = t
-        t.start()
+    public func start() throws(SystemError) {
+        thread = try WorkerThread.start(name: "audio-supervisor") { [self] in supervise() }
     }
 
     /// Ends the running session and the retry loop; returns when both are done.
     public func stop() {
-        stopping.set(true)
+        stopping.set()
         engine.stopRequest.set(true)
-        wake.signal()
-        if thread != nil { finished.wait() }
+        thread?.join()
         thread = nil
     }
 
@@ -98,7 +91,7 @@ public final class AudioSupervisor: @unchecked Sendable {
         let box = Box()
         let engine = engine
         engine.stopRequest.set(stopping.isSet)
-        let rt = RealtimeThread(name: "intercom-audio") { box.end = engine.run(devices: devices) }
+        let rt = WorkerThread(name: "intercom-audio") { box.end = engine.run(devices: devices) }
         do {
             try rt.start(priority: priority)
         } catch {
@@ -125,7 +118,7 @@ public final class AudioSupervisor: @unchecked Sendable {
 
     /// Sleeps unless stopped first; returns true when stopping.
     private func wait(milliseconds: Int) -> Bool {
-        _ = wake.wait(timeout: .now() + .milliseconds(milliseconds))
+        stopping.bell.wait(seconds: Double(milliseconds) / 1000)
         return stopping.isSet
     }
 }

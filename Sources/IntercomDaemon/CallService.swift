@@ -3,6 +3,7 @@ import Calls
 import CallStore
 import Control
 import Foundation
+import Posix
 import SiteSecurity
 import Logging
 import RealTime
@@ -42,8 +43,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
     /// whose inner sender was not the one the seal named.
     let refused = SealRefusals()
     private let stopRequest = Flag(false)
-    private var thread: Thread?
-    private let finished = DispatchSemaphore(value: 0)
+    private var thread: WorkerThread?
     /// Publishes events to control clients; nil until the server runs.
     var control: ControlServer?
     /// The streams the network side plays now (read from its atomics), for `status`.
@@ -61,7 +61,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
                        jitterMaxMs: 200, xruns: 0, processMaxMs: 0)
     }
 
-    init(settings: CallSettings, signalling: UDPEndpoint, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer,
+    init(settings: CallSettings, signalling: IPv4Endpoint, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer,
          history: HistoryStore?, state: StateStore<TerminalState>?, seal: SignalSeal? = nil, mediaKeys: MediaKeys? = nil,
          logger: Logger) throws {
         self.seal = seal
@@ -82,16 +82,10 @@ final class CallService: ControlHandler, @unchecked Sendable {
         _ = routes.post(MediaRoutes(sendTo: [], acceptFrom: [], joinGroups: []))
     }
 
-    var signallingAddress: UDPEndpoint { socket.local }
+    var signallingAddress: IPv4Endpoint { socket.local }
 
-    func start() {
-        let t = Thread { [self] in
-            run()
-            finished.signal()
-        }
-        t.name = "intercom-calls"
-        thread = t
-        t.start()
+    func start() throws(SystemError) {
+        thread = try WorkerThread.start(name: "intercom-calls") { [self] in run() }
         let settings = settings
         log.info("calls: room \(settings.room) on signalling \(socket.local), \(settings.directory.count) rooms in the directory, \(settings.buttons.count) buttons, auto-answer \(settings.autoAnswer ? "on" : "off")")
     }
@@ -108,13 +102,13 @@ final class CallService: ControlHandler, @unchecked Sendable {
         }
         stopRequest.set(true)
         wake.ring()
-        finished.wait()
+        thread?.join()
         thread = nil
         let st = engine.withLock { $0.statistics }
         log.info("calls: final stats: decode_errors=\(st.decodeErrorCount) unknown_sender=\(st.unknownSender) address_mismatch=\(st.addressMismatch) duplicates=\(st.duplicates) stale=\(st.stale) retransmissions=\(st.retransmissions) unreachable=\(st.unreachable) refused: \(refused.summary)")
     }
 
-    private static func now() -> Double { Double(monotonicNanos()) / 1e9 }
+    private static func now() -> Double { Double(MonotonicClock.nanoseconds()) / 1e9 }
 
     // MARK: the calls thread
 
@@ -320,7 +314,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
         for effect in effects {
             switch effect {
             case .send(_, let address, let plain):
-                let to = UDPEndpoint(address: address.address, port: address.port)
+                let to = IPv4Endpoint(address: address.address, port: address.port)
                 let datagram = seal?.seal(plain) ?? plain
                 _ = datagram.withUnsafeBytes { socket.send($0, to: to) }
             case .setMediaPlan(let plan):
@@ -358,5 +352,5 @@ final class CallService: ControlHandler, @unchecked Sendable {
         }
     }
 
-    private static func udp(_ e: IPv4Endpoint) -> UDPEndpoint { UDPEndpoint(address: e.address, port: e.port) }
+    private static func udp(_ e: IPv4Endpoint) -> IPv4Endpoint { IPv4Endpoint(address: e.address, port: e.port) }
 }

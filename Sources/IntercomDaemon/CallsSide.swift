@@ -3,6 +3,7 @@ import Calls
 import CallStore
 import Control
 import Foundation
+import Posix
 import SiteSecurity
 import Keys
 import Logging
@@ -50,7 +51,7 @@ final class CallsSide: @unchecked Sendable {
         } else {
             logger.warning("calls: no site key (security.site_key): signalling and media are neither encrypted nor authenticated")
         }
-        service = try CallService(settings: settings, signalling: UDPEndpoint(address: 0, port: port), routes: routes,
+        service = try CallService(settings: settings, signalling: IPv4Endpoint(address: 0, port: port), routes: routes,
                                   mixer: mixer, chime: chime, history: history, state: state, seal: seal,
                                   mediaKeys: mediaKeys, logger: logger)
         if !config.control.technicianGroup.isEmpty {
@@ -58,7 +59,7 @@ final class CallsSide: @unchecked Sendable {
                 service.technicianGroup = try UnixSocket.resolveGroup(config.control.technicianGroup)
             } catch {
                 throw ConfigError(source: "configuration", issues: [ConfigIssue(
-                    key: "control.technician_group", problem: "\(config.control.technicianGroup): \(error.message)")])
+                    key: "control.technician_group", problem: "\(config.control.technicianGroup): \(error.reason)")])
             }
         }
         server = try ControlServer(settings: config.controlSettings(), handler: service)
@@ -67,9 +68,9 @@ final class CallsSide: @unchecked Sendable {
         keySettings = k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounceMilliseconds: k.debounceMs)
     }
 
-    func start() {
-        server.start()
-        service.start()
+    func start() throws(SystemError) {
+        try server.start()
+        try service.start()
         log.info("control socket \(server.settings.socketPath)")
         guard let keySettings else { return }
         let service = service, log = log

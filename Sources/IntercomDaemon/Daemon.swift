@@ -3,6 +3,7 @@ import EchoCancel
 import Foundation
 import Glibc
 import Logging
+import Posix
 import RealTime
 import SignalTools
 
@@ -74,7 +75,7 @@ public final class Daemon: @unchecked Sendable {
         let devices = DeviceSettings(captureDevice: a.captureDevice, playbackDevice: a.playbackDevice,
                                      sampleRate: a.sampleRate, periodFrames: frame,
                                      bufferPeriods: a.bufferPeriods, link: a.linkDevices)
-        supervisor = AudioSupervisor(
+        supervisor = try AudioSupervisor(
             engine: engine, settings: devices, priority: Int32(config.realtime.priority),
             retry: .init(enabled: config.retry.enabled, initialMilliseconds: config.retry.initialMs,
                          maxMilliseconds: config.retry.maxMs),
@@ -120,22 +121,27 @@ public final class Daemon: @unchecked Sendable {
                 log.info("memory locked")
             }
         }
-        local.start()
-        network?.start()
-        calls?.start()
-        delayEstimator.start()
-        supervisor.start()
-        if config.log.statsIntervalS > 0 {
-            let network = network
-            reporter = StatsReporter(engine: engine, echoDelay: delayEstimator.estimate, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate,
-                                     interval: config.log.statsIntervalS, logger: log, extra: { network?.summary() })
-            reporter?.start()
+        var code = ExitCode.ok
+        do throws(SystemError) {
+            try local.start()
+            try network?.start()
+            try calls?.start()
+            try delayEstimator.start()
+            try supervisor.start()
+            if config.log.statsIntervalS > 0 {
+                let network = network
+                reporter = StatsReporter(engine: engine, echoDelay: delayEstimator.estimate, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate,
+                                         interval: config.log.statsIntervalS, logger: log, extra: { network?.summary() })
+                try reporter?.start()
+            }
+        } catch {
+            log.critical("cannot start: \(error)")
+            code = .software
         }
         let deadline = config.local.durationS > 0 ? Date().addingTimeInterval(config.local.durationS) : nil
-        let notifier = ServiceNotifier()
+        let notifier = code == .ok ? ServiceNotifier() : nil
         let health = notifier.map { announceReady($0) }
-        var code = ExitCode.ok
-        while true {
+        while code == .ok {
             if let signal = Daemon.waitForSignal(milliseconds: 100) {
                 if signal == SIGHUP {
                     reloadOnSignal(notifier)
@@ -174,7 +180,11 @@ public final class Daemon: @unchecked Sendable {
                                    status: { [self] in statusLine() }, logger: log)
         notifier.ready(status: statusLine())
         log.info("service manager notified: ready\(notifier.watchdogInterval.map { String(format: ", watchdog every %.1f s", $0) } ?? "")")
-        health.start()
+        do {
+            try health.start()
+        } catch {
+            log.error("service health: \(error); the watchdog is not fed")
+        }
         return health
     }
 

@@ -7,7 +7,12 @@ extension Daemon {
     /// the report; `plot` receives the correlation as SVG. Exit status 2 when the measurement found
     /// a problem (a silent microphone, an unheard speaker, clipping) or could not run.
     public func runLoopback(insertMs: Double, plot: String?) -> ExitCode {
-        supervisor.start()
+        do {
+            try supervisor.start()
+        } catch {
+            log.error("loopback: \(error)")
+            return .software
+        }
         defer { supervisor.stop() }
         let started = Date()
         while !engine.stats.running.isSet, Date().timeIntervalSince(started) < 10 { usleep(20_000) }

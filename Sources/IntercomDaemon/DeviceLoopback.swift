@@ -2,6 +2,7 @@ import AudioPipeline
 import Control
 import Foundation
 import Logging
+import Posix
 import SignalTools
 import Synchronization
 
@@ -41,9 +42,12 @@ final class DeviceLoopback: Sendable {
         }
         guard started else { return .failure(ControlFailure(.busy, "a loopback test is running")) }
         log.notice("loopback: device round-trip test started\(insert > 0 ? " (\(insert) samples inserted)" : "")")
-        let t = Thread { [self] in finish() }
-        t.name = "loopback"
-        t.start()
+        do {
+            try WorkerThread.start(name: "loopback") { [self] in finish() }
+        } catch {
+            last.withLock { $0 = LoopbackStatus(state: .aborted) }
+            return .failure(ControlFailure(.unavailable, "\(error)"))
+        }
         return .success(.loopback(LoopbackStatus(state: .running)))
     }
 

@@ -1,5 +1,7 @@
 import AudioPipeline
 import Foundation
+import Synchronization
+import Posix
 import RealTime
 import SignalTools
 
@@ -19,7 +21,7 @@ public final class LocalMode: @unchecked Sendable {
     /// (8 frames far end, 32 microphone) and 5× fewer wake-ups than a fixed 2 ms.
     private let roundMicroseconds: UInt32
     private let stopping = Flag(false)
-    private let done = DispatchSemaphore(value: 0)
+    private let thread = Mutex<WorkerThread?>(nil)
     private var position = 0
     public let framesRecorded = Counter()
 
@@ -51,21 +53,17 @@ public final class LocalMode: @unchecked Sendable {
     /// True when there is nothing to feed, drain or record: no thread is started then.
     public var isIdle: Bool { farEnd == nil && microphone == nil && rawMicrophone == nil }
 
-    public func start() {
+    public func start() throws(SystemError) {
         guard !isIdle else { return }
-        let t = Thread { [self] in
-            pump()
-            done.signal()
-        }
-        t.name = "local-mode"
-        t.start()
+        let t = try WorkerThread.start(name: "local-mode") { [self] in pump() }
+        thread.withLock { $0 = t }
     }
 
     /// Stops the worker and finishes the WAV files.
     public func stop() throws {
         if !isIdle {
             stopping.set(true)
-            done.wait()
+            thread.withLock { $0 }?.join()
         }
         try processedWriter?.close()
         try rawWriter?.close()

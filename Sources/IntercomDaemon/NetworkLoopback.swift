@@ -2,6 +2,7 @@ import Calls
 import Control
 import Foundation
 import Logging
+import Posix
 import RealTime
 import SignalTools
 import Synchronization
@@ -30,7 +31,7 @@ final class NetworkLoopback: Sendable {
         log = logger
     }
 
-    static func micros() -> UInt64 { monotonicNanos() / 1000 }
+    static func micros() -> UInt64 { MonotonicClock.nanoseconds() / 1000 }
 
     /// Control thread: starts a run; `send` puts one probe on the wire (false: unknown room).
     /// `timing` is read when the run ends: the jitter bounds to judge the path against, and the
@@ -49,9 +50,14 @@ final class NetworkLoopback: Sendable {
         }
         guard let run else { return .failure(ControlFailure(.busy, "a network loopback test is running")) }
         log.notice("loopback: network round-trip test to \(room), \(count) probes every \(intervalMs) ms")
-        let t = Thread { [self] in probe(run: run, count: count, intervalMs: intervalMs, timing: timing, send: send) }
-        t.name = "net-loopback"
-        t.start()
+        do {
+            try WorkerThread.start(name: "net-loopback") { [self] in
+                probe(run: run, count: count, intervalMs: intervalMs, timing: timing, send: send)
+            }
+        } catch {
+            state.withLock { $0.status = NetworkLoopbackStatus(state: .aborted, room: room) }
+            return .failure(ControlFailure(.unavailable, "\(error)"))
+        }
         return .success(.networkLoopback(NetworkLoopbackStatus(state: .running, room: room)))
     }
 

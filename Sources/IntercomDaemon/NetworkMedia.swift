@@ -3,6 +3,7 @@ import Control
 import Foundation
 import Jitter
 import Logging
+import Posix
 import RealTime
 import RTP
 import Transport
@@ -16,7 +17,7 @@ final class NetworkMedia: @unchecked Sendable {
     let doorbell: Doorbell
     private(set) var loop: NetworkLoop?
     private(set) var socket: UDPSocket?
-    private var thread: RealtimeThread?
+    private var thread: WorkerThread?
     private let config: DaemonConfig
     private let log: Logger
     /// The Opus encoder's look-ahead in samples, once `open` made it.
@@ -43,10 +44,11 @@ final class NetworkMedia: @unchecked Sendable {
     /// Opens the socket and the encoder; `tee` receives a copy of each microphone frame.
     func open(engine: AudioEngine, tee: SampleRing?) throws {
         let n = config.network, o = config.opus, a = config.audio
-        let peers = n.peers.compactMap(UDPEndpoint.init)
-        let groups = n.multicastGroups.compactMap { UDPEndpoint("\($0):\(n.listenPort)") }
-        let interface = UDPEndpoint("\(n.multicastInterface):0")!.address
-        let bind = UDPEndpoint("\(n.bindAddress):\(n.listenPort)")!
+        let peers = n.peers.compactMap(IPv4Endpoint.init)
+        // The configuration was checked: these parse.
+        let groups = n.multicastGroups.map { IPv4Endpoint(address: try! IPv4Endpoint.parseAddress($0), port: UInt16(n.listenPort)) }
+        let interface = try! IPv4Endpoint.parseAddress(n.multicastInterface)
+        let bind = IPv4Endpoint(address: try! IPv4Endpoint.parseAddress(n.bindAddress), port: UInt16(n.listenPort))
         let socket = try UDPSocket(bind: bind, reuse: !groups.isEmpty)
         try socket.setDSCP(UInt8(n.dscp))
         // A caller with caller_voice = "multicast" sends to the group (interface, TTL, loopback as configured).
@@ -79,15 +81,10 @@ final class NetworkMedia: @unchecked Sendable {
             """)
     }
 
-    func start() {
+    func start() throws(SystemError) {
         guard let loop else { return }
-        let t = RealtimeThread(name: "intercom-net") { loop.run() }
-        do {
-            try t.start(priority: Int32(config.network.priority))
-        } catch {
-            log.critical("cannot start the network thread: \(error)")
-            return
-        }
+        let t = WorkerThread(name: "intercom-net") { loop.run() }
+        try t.start(priority: Int32(config.network.priority))
         if case let .normal(reason) = t.scheduling, config.network.priority > 0 {
             log.warning("network thread: real-time priority \(config.network.priority) refused (\(reason)); normal scheduling")
         }

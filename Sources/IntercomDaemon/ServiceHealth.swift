@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Posix
 import RealTime
 
 /// Keeps systemd informed while the daemon runs: `WATCHDOG=1` only while the audio thread makes
@@ -13,9 +14,7 @@ final class ServiceHealth: @unchecked Sendable {
     private let status: @Sendable () -> String
     private let log: Logger
     private let interval: Double
-    private let stopping = Flag()
-    private let wake = DispatchSemaphore(value: 0)
-    private let done = DispatchSemaphore(value: 0)
+    private var worker: PeriodicWorker?
     private var lastFrames = -1
     private var lastStatus = ""
     private var stalledSince: Double?
@@ -35,26 +34,17 @@ final class ServiceHealth: @unchecked Sendable {
         interval = min(notifier.watchdogInterval ?? 1, 1)
     }
 
-    func start() {
-        let t = Thread { [self] in
-            while !stopping.isSet {
-                check()
-                _ = wake.wait(timeout: .now() + interval)
-            }
-            done.signal()
-        }
-        t.name = "service-health"
-        t.start()
+    func start() throws(SystemError) {
+        worker = try PeriodicWorker(name: "service-health", interval: interval, tickFirst: true) { [self] in check() }
     }
 
     func stop() {
-        stopping.set(true)
-        wake.signal()
-        done.wait()
+        worker?.stop()
+        worker = nil
     }
 
     private func check() {
-        let now = Double(monotonicNanos()) / 1e9
+        let now = MonotonicClock.seconds()
         let f = frames()
         if f != lastFrames {
             lastFrames = f

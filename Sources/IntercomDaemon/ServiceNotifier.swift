@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Posix
 
 /// systemd's readiness protocol (sd_notify(3)): one datagram of `KEY=value` lines to the AF_UNIX
 /// socket named by `$NOTIFY_SOCKET` (a path, or `@name` in the abstract namespace).
@@ -61,9 +62,5 @@ public final class ServiceNotifier: Sendable {
     public func reloading() { notify([("RELOADING", "1"), ("MONOTONIC_USEC", "\(monotonicMicroseconds())")]) }
     public func stopping(status: String) { notify([("STOPPING", "1"), ("STATUS", status)]) }
 
-    private func monotonicMicroseconds() -> UInt64 {
-        var t = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &t)
-        return UInt64(t.tv_sec) * 1_000_000 + UInt64(t.tv_nsec) / 1000
-    }
+    private func monotonicMicroseconds() -> UInt64 { MonotonicClock.nanoseconds() / 1000 }
 }

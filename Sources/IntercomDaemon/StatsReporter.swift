@@ -2,6 +2,7 @@ import AudioPipeline
 import EchoCancel
 import Foundation
 import Logging
+import Posix
 import RealTime
 
 /// Logs the engine's counters at a fixed interval from an ordinary thread.
@@ -13,9 +14,7 @@ final class StatsReporter: @unchecked Sendable {
     private let sampleRate: Int
     private let interval: Double
     private let log: Logger
-    private let wake = DispatchSemaphore(value: 0)
-    private let done = DispatchSemaphore(value: 0)
-    private let stopping = Flag()
+    private var worker: PeriodicWorker?
     private let extra: @Sendable () -> String?
 
     /// - Parameter extra: a further line to log each time (the network's), if any.
@@ -30,22 +29,16 @@ final class StatsReporter: @unchecked Sendable {
         log = logger
     }
 
-    func start() {
-        let t = Thread { [self] in
-            while wake.wait(timeout: .now() + interval) == .timedOut, !stopping.isSet {
-                log.info("stats: \(Self.summary(engine, echoDelayEstimate: echoDelay, frameSize: frameSize, sampleRate: sampleRate))")
-                if let line = extra() { log.info("stats: \(line)") }
-            }
-            done.signal()
+    func start() throws(SystemError) {
+        worker = try PeriodicWorker(name: "stats", interval: interval) { [self] in
+            log.info("stats: \(Self.summary(engine, echoDelayEstimate: echoDelay, frameSize: frameSize, sampleRate: sampleRate))")
+            if let line = extra() { log.info("stats: \(line)") }
         }
-        t.name = "stats"
-        t.start()
     }
 
     func stop() {
-        stopping.set(true)
-        wake.signal()
-        done.wait()
+        worker?.stop()
+        worker = nil
     }
 
     static func summary(_ e: AudioEngine, echoDelayEstimate: Counter, frameSize: Int, sampleRate: Int) -> String {

@@ -1,4 +1,5 @@
 import Foundation
+import Posix
 import RealTime
 
 /// Audio-thread side of one remote stream: reorders received packets by sequence number,
@@ -110,7 +111,7 @@ public final class JitterBuffer: @unchecked Sendable {
     /// - Parameter clock: monotonic nanoseconds, the clock the network thread stamps arrivals with
     ///   (tests pass a simulated one).
     public init(settings: JitterSettings, decoder: FrameDecoder, queue: PacketQueue? = nil,
-                clock: @escaping @Sendable () -> UInt64 = { monotonicNanos() }) {
+                clock: @escaping @Sendable () -> UInt64 = { MonotonicClock.nanoseconds() }) {
         precondition(settings.frameSize > 0 && settings.sampleRate > 0)
         precondition(settings.minDelayMs >= 0 && settings.maxDelayMs >= settings.minDelayMs)
         self.settings = settings

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Posix
 import Synchronization
 
 /// How the key reader finds and treats its device.
@@ -63,9 +64,9 @@ public struct KeyReaderStats: Sendable, Equatable {
 /// Lost devices are reopened with back-off. `stop()` (or releasing the reader) ends the thread;
 /// not from inside the callbacks, which run on that thread (it would wait for itself).
 public final class KeyReader: Sendable {
-    private let wake: WakePipe
+    private let wake: Doorbell
     private let shared: Shared
-    private let finished = DispatchSemaphore(value: 0)
+    private let thread: WorkerThread
     private let stopped = Mutex(false)
 
     final class Shared: Sendable {
@@ -76,17 +77,15 @@ public final class KeyReader: Sendable {
     public init(settings: KeyReaderSettings,
                 onPress: @escaping @Sendable (KeyPress) -> Void,
                 onEvent: @escaping @Sendable (KeyReaderEvent) -> Void = { _ in }) throws {
-        do { wake = try WakePipe.make() } catch { throw KeyReaderError(path: settings.path, problem: error.description) }
+        do { wake = try Doorbell() } catch { throw KeyReaderError(path: settings.path, problem: error.description) }
         shared = Shared()
-        let (wake, shared, finished) = (wake, shared, finished)
-        let thread = Thread {
-            var loop = KeyReaderLoop(settings: settings, wakeFD: wake.readFD, shared: shared,
+        let (wake, shared) = (wake, shared)
+        thread = WorkerThread(name: "intercom-keys") {
+            var loop = KeyReaderLoop(settings: settings, wakeFD: wake.descriptor, shared: shared,
                                      onPress: onPress, onEvent: onEvent)
             loop.run()
-            finished.signal()
         }
-        thread.name = "intercom-keys"
-        thread.start()
+        do { try thread.start() } catch { throw KeyReaderError(path: settings.path, problem: error.description) }
     }
 
     public var stats: KeyReaderStats { shared.stats.withLock { $0 } }
@@ -98,9 +97,8 @@ public final class KeyReader: Sendable {
             return !s
         }
         guard first else { return }
-        wake.wake()
-        finished.wait()
-        wake.close()
+        wake.ring()
+        thread.join()
     }
 
     deinit { stop() }

@@ -1,3 +1,4 @@
+import Posix
 import Foundation
 
 /// The reader thread's state; lives only on that thread.
@@ -33,14 +34,14 @@ struct KeyReaderLoop {
         var buffer = [UInt8](repeating: 0, count: InputEvent.size * 64)
         defer { source?.close() }
         while true {
-            var now = monotonicSeconds()
+            var now = MonotonicClock.seconds()
             if source == nil, now >= nextOpen { open(now: now) }
             let deadline = source == nil ? nextOpen : nextPathCheck
             let fds = [wakeFD] + (source.map { [$0.fd] } ?? [])
             let ready = pollReadable(fds, timeout: deadline - now)
             if ready[0] { return }
             if ready.count > 1, ready[1] { drain(&buffer) }
-            now = monotonicSeconds()
+            now = MonotonicClock.seconds()
             if let s = source, now >= nextPathCheck {
                 nextPathCheck = now + settings.pathCheckInterval
                 let current = FileIdentity.of(path: settings.path)
@@ -86,15 +87,15 @@ struct KeyReaderLoop {
                 buffer.withUnsafeBytes { raw in
                     decoder.feed(UnsafeRawBufferPointer(rebasing: raw[0..<n])) { events.append($0) }
                 }
-                let arrival = Int64(monotonicSeconds() * 1e6)
+                let arrival = Int64(MonotonicClock.seconds() * 1e6)
                 for event in events { handle(event, arrival: arrival) }
             case .wouldBlock:
                 return
             case .endOfFile:
-                lose("end of file", now: monotonicSeconds())
+                lose("end of file", now: MonotonicClock.seconds())
                 return
             case .failed(let failure):
-                lose(failure.description, now: monotonicSeconds())
+                lose(failure.description, now: MonotonicClock.seconds())
                 return
             }
         }

@@ -1,4 +1,4 @@
-import Atomics
+import Synchronization
 
 /// Lock-free single-producer single-consumer ring of 16-bit samples.
 ///
@@ -11,8 +11,8 @@ public final class SampleRing: @unchecked Sendable {
     private let mask: Int
     private let storage: UnsafeMutablePointer<Int16>
     /// Total samples ever written / read; only the producer stores `written`, only the consumer `read`.
-    private let written = ManagedAtomic<Int>(0)
-    private let consumed = ManagedAtomic<Int>(0)
+    private let written = Atomic<Int>(0)
+    private let consumed = Atomic<Int>(0)
 
     /// - Parameter minimumCapacity: rounded up to a power of two.
     public init(minimumCapacity: Int) {

@@ -1,4 +1,4 @@
-import Atomics
+import Synchronization
 
 /// Lock-free hand-over of one mixer slot between a control thread (the network thread, which
 /// starts and evicts remote streams) and the audio thread (which reads the active ones).
@@ -10,7 +10,7 @@ import Atomics
 /// make everything the previous owner wrote visible to the next one.
 public final class SlotHandOff: Sendable {
     private enum State: UInt8 { case free = 0, active, releasing }
-    private let state = ManagedAtomic<UInt8>(State.free.rawValue)
+    private let state = Atomic<UInt8>(State.free.rawValue)
 
     public init() {}
 

@@ -1,4 +1,5 @@
 import Jitter
+import Posix
 import RealTime
 import RTP
 
@@ -99,7 +100,7 @@ public final class MediaReceiver: @unchecked Sendable {
 
     /// Takes one datagram; a protected one is decrypted in place (so `datagram` is mutable).
     @inline(__always)
-    public func handle(_ received: UnsafeMutableRawBufferPointer, from source: UDPEndpoint, arrival: UInt64) {
+    public func handle(_ received: UnsafeMutableRawBufferPointer, from source: IPv4Endpoint, arrival: UInt64) {
         statistics.datagrams.increment()
         let index = acceptsAny ? -1 : accepted.firstMatch(source: source)
         guard acceptsAny || index >= 0 else { statistics.notRouted.increment(); return }

@@ -1,20 +1,21 @@
+import Posix
 /// Where the network thread sends the microphone and whose datagrams it takes, changed at run
 /// time for calls (`NetworkLoop.post`). Each list holds at most `maxEndpoints` entries.
 public struct MediaRoutes: Sendable, Equatable {
     /// Unicast peers or multicast groups the microphone goes to.
-    public var sendTo: [UDPEndpoint]
+    public var sendTo: [IPv4Endpoint]
     /// Sources whose datagrams are taken: nil takes any; otherwise a datagram's address and port
     /// must match an entry, or only its address when the entry's port is 0.
-    public var acceptFrom: [UDPEndpoint]?
+    public var acceptFrom: [IPv4Endpoint]?
     /// Multicast groups to be a member of (ports ignored).
-    public var joinGroups: [UDPEndpoint]
+    public var joinGroups: [IPv4Endpoint]
     /// SRTP: when set, what is sent is protected and only authentic packets are heard.
     public var protection: MediaProtection?
 
     /// The bound of each list: the network thread's copies are allocated once, this large.
     public static let maxEndpoints = 16
 
-    public init(sendTo: [UDPEndpoint], acceptFrom: [UDPEndpoint]?, joinGroups: [UDPEndpoint],
+    public init(sendTo: [IPv4Endpoint], acceptFrom: [IPv4Endpoint]?, joinGroups: [IPv4Endpoint],
                 protection: MediaProtection? = nil) {
         precondition(protection == nil || protection!.inbound.count == acceptFrom?.count,
                      "protected routes name a session for each accepted source")
@@ -66,15 +67,15 @@ final class EndpointList: @unchecked Sendable {
     // @unchecked: each list is used by one thread at a time (see RoutesMailbox).
     let capacity: Int
     private(set) var count = 0
-    private let storage: UnsafeMutablePointer<UDPEndpoint>
+    private let storage: UnsafeMutablePointer<IPv4Endpoint>
 
     init(capacity: Int) {
         self.capacity = capacity
         storage = .allocate(capacity: capacity)
-        storage.initialize(repeating: UDPEndpoint(address: 0, port: 0), count: capacity)
+        storage.initialize(repeating: IPv4Endpoint(address: 0, port: 0), count: capacity)
     }
 
-    convenience init(_ endpoints: [UDPEndpoint], capacity: Int) {
+    convenience init(_ endpoints: [IPv4Endpoint], capacity: Int) {
         self.init(capacity: capacity)
         replace(with: endpoints)
     }
@@ -82,9 +83,9 @@ final class EndpointList: @unchecked Sendable {
     deinit { storage.deallocate() }
 
     @inline(__always)
-    subscript(i: Int) -> UDPEndpoint { storage[i] }
+    subscript(i: Int) -> IPv4Endpoint { storage[i] }
 
-    func replace(with endpoints: [UDPEndpoint]) {
+    func replace(with endpoints: [IPv4Endpoint]) {
         precondition(endpoints.count <= capacity, "\(endpoints.count) endpoints, at most \(capacity)")
         for (i, e) in endpoints.enumerated() { storage[i] = e }
         count = endpoints.count
@@ -96,7 +97,7 @@ final class EndpointList: @unchecked Sendable {
         count = other.count
     }
 
-    func append(_ e: UDPEndpoint) {
+    func append(_ e: IPv4Endpoint) {
         precondition(count < capacity)
         storage[count] = e
         count += 1
@@ -118,11 +119,11 @@ final class EndpointList: @unchecked Sendable {
 
     /// True when an entry matches `source`: same address, and the same port unless the entry's is 0.
     @inline(__always)
-    func matches(source: UDPEndpoint) -> Bool { firstMatch(source: source) >= 0 }
+    func matches(source: IPv4Endpoint) -> Bool { firstMatch(source: source) >= 0 }
 
     /// The index of the first entry that matches `source` (as `matches`), or -1.
     @inline(__always)
-    func firstMatch(source: UDPEndpoint) -> Int {
+    func firstMatch(source: IPv4Endpoint) -> Int {
         for i in 0..<count where storage[i].address == source.address && (storage[i].port == 0 || storage[i].port == source.port) {
             return i
         }

@@ -1,4 +1,5 @@
 import AudioPipeline
+import Posix
 import RealTime
 import RTP
 
@@ -32,7 +33,7 @@ public final class MediaSender: @unchecked Sendable {
     private var protection: SRTPSession?
 
     /// `protection`: SRTP from the first packet (calls set it with their routes instead).
-    public init(encoder: OpusEncoder, rtp: RTPSender, socket: UDPSocket, peers: [UDPEndpoint], frameSize: Int,
+    public init(encoder: OpusEncoder, rtp: RTPSender, socket: UDPSocket, peers: [IPv4Endpoint], frameSize: Int,
                 protection: SRTPSession? = nil) {
         self.protection = protection
         self.encoder = encoder
@@ -86,8 +87,10 @@ public final class MediaSender: @unchecked Sendable {
         }
         let datagram = UnsafeRawBufferPointer(start: packet.baseAddress, count: length)
         for i in 0..<peers.count {
-            let n = socket.send(datagram, to: peers[i])
-            if n < 0 { sendErrors.increment() } else { packetsSent.increment(); bytesSent.increment(by: n) }
+            switch socket.send(datagram, to: peers[i]) {
+            case .success(let n): packetsSent.increment(); bytesSent.increment(by: n)
+            case .failure: sendErrors.increment()
+            }
         }
         return datagram.count
     }

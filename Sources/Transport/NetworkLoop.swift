@@ -1,4 +1,5 @@
 import Glibc
+import Posix
 import RealTime
 
 /// The network thread's body: one `poll` over the microphone doorbell, the routes doorbell and
@@ -38,7 +39,7 @@ public final class NetworkLoop: @unchecked Sendable {
 
     /// Sends to `sender`'s peers and takes datagrams from any source until routes are posted.
     public init(socket: UDPSocket, sender: MediaSender?, receiver: MediaReceiver?, microphone: SampleRing,
-                doorbell: Doorbell, frameSize: Int, tee: SampleRing? = nil, captureGaps: Counter? = nil) throws(DoorbellError) {
+                doorbell: Doorbell, frameSize: Int, tee: SampleRing? = nil, captureGaps: Counter? = nil) throws(SystemError) {
         routesDoorbell = try Doorbell()
         self.captureGaps = captureGaps
         self.socket = socket
@@ -81,7 +82,7 @@ public final class NetworkLoop: @unchecked Sendable {
         var fds = (pollfd(fd: doorbell.descriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: routesDoorbell.descriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0))
-        var lastEviction = monotonicNanos()
+        var lastEviction = MonotonicClock.nanoseconds()
         applyPostedRoutes()  // posted before the thread started
         while !stopRequest.isSet {
             fds.0.revents = 0
@@ -90,7 +91,7 @@ public final class NetworkLoop: @unchecked Sendable {
             let ready = withUnsafeMutablePointer(to: &fds) {
                 $0.withMemoryRebound(to: pollfd.self, capacity: 3) { poll($0, 3, 100) }
             }
-            if ready < 0 && errno != EINTR { usleep(10_000); continue }
+            if ready < 0 && SystemError.currentErrno != .interrupted { usleep(10_000); continue }
             // Routes first: frames and datagrams that woke us with them already follow them.
             if fds.1.revents != 0 {
                 routesDoorbell.drain()
@@ -101,7 +102,7 @@ public final class NetworkLoop: @unchecked Sendable {
                 sendWaitingFrames()
             }
             if fds.2.revents != 0 { receiveWaitingDatagrams() }
-            let now = monotonicNanos()
+            let now = MonotonicClock.nanoseconds()
             if now - lastEviction > 100_000_000, let receiver {
                 receiver.table.evictIdle(now: now)
                 lastEviction = now
@@ -147,14 +148,14 @@ public final class NetworkLoop: @unchecked Sendable {
             if groups.contains(address: joined[i].address) {
                 i += 1
             } else {
-                if socket.setMembership(false, group: joined[i].address, interface: interface) != 0 { membershipErrors.increment() }
+                if case .failure = socket.setMembership(false, group: joined[i].address, interface: interface) { membershipErrors.increment() }
                 joined.remove(at: i)
             }
         }
         for k in 0..<groups.count where !joined.contains(address: groups[k].address) {
             switch socket.setMembership(true, group: groups[k].address, interface: interface) {
-            case 0: joined.append(groups[k])
-            case EADDRINUSE: break  // joined on the socket before the routes: not ours to leave
+            case .success: joined.append(groups[k])
+            case .failure(.addressInUse): break  // joined on the socket before the routes: not ours to leave
             default: membershipErrors.increment()
             }
         }
@@ -164,7 +165,7 @@ public final class NetworkLoop: @unchecked Sendable {
         let buffer = UnsafeMutableRawBufferPointer(datagram)
         while let (count, from) = socket.receive(into: buffer) {
             guard let receiver else { continue }
-            receiver.handle(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), from: from, arrival: monotonicNanos())
+            receiver.handle(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), from: from, arrival: MonotonicClock.nanoseconds())
         }
     }
 }

@@ -1,5 +1,6 @@
 import AudioPipeline
 import Jitter
+import Posix
 import RealTime
 
 /// One slot for a remote talker: its jitter buffer (with its own Opus decoder) and its place in
@@ -23,7 +24,7 @@ public final class RemoteStream: @unchecked Sendable {
     enum Phase { case free, active, draining }
     var phase = Phase.free
     var ssrc: UInt32 = 0
-    var source = UDPEndpoint(address: 0, port: 0)
+    var source = IPv4Endpoint(address: 0, port: 0)
     var lastArrival: UInt64 = 0
 
     private let resetSource: @Sendable () -> Void
@@ -46,6 +47,6 @@ public final class RemoteStream: @unchecked Sendable {
     /// The stream's source as "a.b.c.d:port", for logs.
     public var sourceDescription: String {
         let v = currentSource.load
-        return UDPEndpoint(address: UInt32(truncatingIfNeeded: v >> 16), port: UInt16(truncatingIfNeeded: v)).description
+        return IPv4Endpoint(address: UInt32(truncatingIfNeeded: v >> 16), port: UInt16(truncatingIfNeeded: v)).description
     }
 }

@@ -1,4 +1,5 @@
 import Jitter
+import Posix
 import RealTime
 
 /// Remote streams told apart by SSRC and source address, in a fixed number of slots.
@@ -29,7 +30,7 @@ public final class StreamTable: @unchecked Sendable {
     /// A stream on probation: its last sequence number and when it was last seen.
     private struct Candidate {
         var ssrc: UInt32 = 0
-        var source = UDPEndpoint(address: 0, port: 0)
+        var source = IPv4Endpoint(address: 0, port: 0)
         var sequence: UInt16 = 0
         var seen: UInt64 = 0
         var used = false
@@ -51,7 +52,7 @@ public final class StreamTable: @unchecked Sendable {
 
     /// The slot of the stream (`ssrc`, `source`); nil while it is on probation or when refused.
     @inline(__always)
-    public func route(ssrc: UInt32, source: UDPEndpoint, sequence: UInt16, now: UInt64) -> RemoteStream? {
+    public func route(ssrc: UInt32, source: IPv4Endpoint, sequence: UInt16, now: UInt64) -> RemoteStream? {
         for i in 0..<slots.count {
             let s = slots[i]
             if s.phase == .active && s.ssrc == ssrc && s.source == source {
@@ -67,7 +68,7 @@ public final class StreamTable: @unchecked Sendable {
     }
 
     /// True when this packet follows the candidate's previous one; records it otherwise.
-    private func passesProbation(ssrc: UInt32, source: UDPEndpoint, sequence: UInt16, now: UInt64) -> Bool {
+    private func passesProbation(ssrc: UInt32, source: IPv4Endpoint, sequence: UInt16, now: UInt64) -> Bool {
         var oldest = 0
         for i in 0..<candidates.count {
             if candidates[i].used && candidates[i].ssrc == ssrc && candidates[i].source == source {
@@ -85,7 +86,7 @@ public final class StreamTable: @unchecked Sendable {
         return false
     }
 
-    private func start(ssrc: UInt32, source: UDPEndpoint, now: UInt64) -> RemoteStream? {
+    private func start(ssrc: UInt32, source: IPv4Endpoint, now: UInt64) -> RemoteStream? {
         reclaimReleased()
         for i in 0..<slots.count where slots[i].phase == .free {
             let s = slots[i]
@@ -117,7 +118,7 @@ public final class StreamTable: @unchecked Sendable {
     }
 
     /// Evicts the streams whose source `rejected` returns true for (the routes changed).
-    func evict(where rejected: (UDPEndpoint) -> Bool) {
+    func evict(where rejected: (IPv4Endpoint) -> Bool) {
         for i in 0..<slots.count where slots[i].phase == .active && rejected(slots[i].source) { release(slots[i]) }
         reclaimReleased()
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Posix
 import Foundation
 import Impairment
 #if canImport(Glibc)
@@ -58,7 +59,7 @@ struct ImpairmentRelayCommand: ParsableCommand {
         sigaddset(&signals, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
 
-        let relay = try UDPRelay(listen: LoopbackEndpoint(parsing: listen), target: LoopbackEndpoint(parsing: target),
+        let relay = try UDPRelay(listen: IPv4Endpoint.loopbackOnly(parsing: listen), target: IPv4Endpoint.loopbackOnly(parsing: target),
                                  profile: profile, queueCapacity: queueCapacity)
         try relay.start()
         print("impairment-relay: listening on \(relay.listenEndpoint) -> \(relay.target) (port \(relay.boundPort))")

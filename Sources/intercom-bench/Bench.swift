@@ -4,6 +4,7 @@ import CAllocCounter
 import CSpeexDSP
 import EchoCancel
 import Foundation
+import Posix
 import RealTime
 import SignalTools
 
@@ -115,7 +116,7 @@ struct Bench: ParsableCommand {
         alloc_counter_track_current_thread()
         alloc_counter_reset()
         alloc_counter_arm(1)
-        let t0 = monotonicNanos()
+        let t0 = MonotonicClock.nanoseconds()
         mic.withUnsafeBufferPointer { m in
             for f in 0..<frames {
                 canceller.process(capture: m.baseAddress! + f * frame, output: cleaned)
@@ -126,7 +127,7 @@ struct Bench: ParsableCommand {
                 canceller.played(speaker)
             }
         }
-        let elapsed = Double(monotonicNanos() - t0)
+        let elapsed = Double(MonotonicClock.nanoseconds() - t0)
         alloc_counter_arm(0)
         allocations += alloc_counter_count()
         return elapsed / Double(frames)
@@ -146,7 +147,7 @@ struct Bench: ParsableCommand {
         speex_preprocess_ctl(pre, SPEEX_PREPROCESS_SET_ECHO_SUPPRESS_ACTIVE, &active)
         let out = UnsafeMutablePointer<Int16>.allocate(capacity: frame)
         defer { out.deallocate() }
-        let t0 = monotonicNanos()
+        let t0 = MonotonicClock.nanoseconds()
         mic.withUnsafeBufferPointer { m in
             far.withUnsafeBufferPointer { r in
                 for f in 0..<frames {
@@ -156,7 +157,7 @@ struct Bench: ParsableCommand {
                 }
             }
         }
-        return Double(monotonicNanos() - t0) / Double(frames)
+        return Double(MonotonicClock.nanoseconds() - t0) / Double(frames)
     }
 
     /// Wall-clock round trip on the rig: a chirp goes through an engine (echo cancellation

@@ -3,6 +3,7 @@ import CAllocCounter
 import EchoCancel
 import Foundation
 import Jitter
+import Posix
 import RealTime
 import RTP
 import SignalTools
@@ -55,13 +56,13 @@ struct ChainCPU {
         alloc_counter_track_current_thread()
         alloc_counter_reset()
         alloc_counter_arm(1)
-        let start = monotonicNanos()
+        let start = MonotonicClock.nanoseconds()
         mic.withUnsafeBufferPointer { m in
             for i in 0..<frames {
                 clock.now += 10_000_000
-                var t = monotonicNanos()
+                var t = MonotonicClock.nanoseconds()
                 func lap(_ stage: Int) {
-                    let n = monotonicNanos()
+                    let n = MonotonicClock.nanoseconds()
                     spent[stage] += Double(n - t)
                     t = n
                 }
@@ -89,7 +90,7 @@ struct ChainCPU {
                 lap(4)
             }
         }
-        let total = Double(monotonicNanos() - start)
+        let total = Double(MonotonicClock.nanoseconds() - start)
         alloc_counter_arm(0)
         let per = { (x: Double) in x / Double(frames) }
         return Result(

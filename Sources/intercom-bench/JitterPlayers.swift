@@ -1,5 +1,6 @@
 import CSpeexDSP
 import Jitter
+import Posix
 import RealTime
 import SpeexDSP
 
@@ -27,7 +28,7 @@ extension TracePlayer {
     func play(_ trace: JitterTrace, phaseNs: UInt64, tailFrames: Int = 50) -> PlayoutRecord {
         var record = PlayoutRecord(frames: trace.frames)
         var i = 0
-        let t0 = monotonicNanos()
+        let t0 = MonotonicClock.nanoseconds()
         for c in 0..<(trace.frames + tailFrames) {
             let now = JitterTrace.sentNs(c) + phaseNs
             while i < trace.packets.count, trace.packets[i].arrivalNs <= now {
@@ -37,7 +38,7 @@ extension TracePlayer {
             if let k = next(now: now), k >= 0, k < trace.frames, record.playedAt[k] == 0 { record.playedAt[k] = now }
             record.ticks += 1
         }
-        record.elapsedNs = monotonicNanos() - t0
+        record.elapsedNs = MonotonicClock.nanoseconds() - t0
         return record
     }
 }

@@ -1,6 +1,7 @@
 import AudioPipeline
 import EchoCancel
 import Foundation
+import Posix
 import RealTime
 import SignalTools
 
@@ -34,16 +35,16 @@ struct LatencyProbe {
                                  canceller: canceller, ringFrames: 64, recordRaw: true)
         let devices = try AudioDevices(DeviceSettings(captureDevice: capture, playbackDevice: playback, periodFrames: frame))
         let bufferFrames = devices.playbackGeometry.bufferFrames
-        let thread = RealtimeThread(name: "probe-audio") { _ = engine.run(devices: devices) }
+        let thread = WorkerThread(name: "probe-audio") { _ = engine.run(devices: devices) }
         try thread.start(priority: 50)
         // Drain the raw microphone every 0.5 ms, stamping each frame with the time it was seen.
         var raw: [Int16] = [], readAt: [UInt64] = []
         var buffer = [Int16](repeating: 0, count: frame)
-        let end = monotonicNanos() + UInt64(seconds * 1e9)
-        while monotonicNanos() < end {
+        let end = MonotonicClock.nanoseconds() + UInt64(seconds * 1e9)
+        while MonotonicClock.nanoseconds() < end {
             while engine.rawMicrophone!.read(into: &buffer, count: frame) {
                 raw += buffer
-                readAt.append(monotonicNanos())
+                readAt.append(MonotonicClock.nanoseconds())
             }
             usleep(500)
         }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CAllocCounter
 import Foundation
+import Posix
 import RealTime
 import Transport
 
@@ -43,15 +44,15 @@ struct SRTPBench: ParsableCommand {
 
         var protectNs: [Double] = [], bothNs: [Double] = []
         for _ in 0..<runs {
-            var t = monotonicNanos()
+            var t = MonotonicClock.nanoseconds()
             for _ in 0..<packets { packet(); _ = out.protect(buffer, length: length) }
-            protectNs.append(Double(monotonicNanos() - t) / Double(packets))
-            t = monotonicNanos()
+            protectNs.append(Double(MonotonicClock.nanoseconds() - t) / Double(packets))
+            t = MonotonicClock.nanoseconds()
             for _ in 0..<packets {
                 packet()
                 precondition(check.unprotect(buffer, length: out.protect(buffer, length: length)) == length)
             }
-            bothNs.append(Double(monotonicNanos() - t) / Double(packets))
+            bothNs.append(Double(MonotonicClock.nanoseconds() - t) / Double(packets))
         }
         alloc_counter_track_current_thread()
         alloc_counter_reset()

@@ -17,6 +17,20 @@ final class DaemonTests: XCTestCase {
         XCTAssertTrue(d.log.contains("audio.capture_devise: unknown key (did you mean audio.capture_device?)"), d.log)
     }
 
+    /// `--check-config` refuses each malformed peer address (exit 78, the key named), where a lenient
+    /// parser once passed `10.0.0.300.2:5004` and sent media to 10.0.0.2; and accepts a good one.
+    func testCheckConfigRefusesEveryMalformedAddress() throws {
+        for bad in ["10.0.0.300.2:5004", "1.2.x.3.4:5", "1.2.3.4:5:"] {
+            let path = try DaemonProcess.writeConfig("[network]\npeers = [\"\(bad)\"]\n")
+            let d = try DaemonProcess(arguments: ["--config", path, "--check-config"])
+            XCTAssertEqual(d.wait(timeout: 10), 78, "\(bad): \(d.log)")
+            XCTAssertTrue(d.log.contains("network.peers: element 1 \"\(bad)\": is not an IPv4 address and port"), d.log)
+        }
+        let good = try DaemonProcess.writeConfig("[network]\npeers = [\"10.0.0.2:5004\"]\n")
+        let d = try DaemonProcess(arguments: ["--config", good, "--check-config"])
+        XCTAssertEqual(d.wait(timeout: 10), 0, d.log)
+    }
+
     func testMissingConfigurationFileIsNamed() throws {
         let d = try DaemonProcess(arguments: ["--config", "/nonexistent/intercomd.toml"])
         XCTAssertEqual(d.wait(timeout: 10), 78)

@@ -1,6 +1,7 @@
 import AudioPipeline
 import EchoCancel
 import Foundation
+import Posix
 import RealTime
 import SignalTools
 import TestSupport
@@ -10,7 +11,7 @@ final class EngineHarness: @unchecked Sendable {
     let engine: AudioEngine
     let devices: AudioDevices
     let farEnd: SampleRing
-    private let thread: RealtimeThread
+    private let thread: WorkerThread
     private let feederStop = Flag(false)
     private var feeder: Thread?
     private(set) var startedAt = Date()
@@ -30,7 +31,7 @@ final class EngineHarness: @unchecked Sendable {
         devices = try AudioDevices(DeviceSettings(captureDevice: room, playbackDevice: room,
                                                   periodFrames: periodFrames, bufferPeriods: bufferPeriods))
         let engine = engine, devices = devices
-        thread = RealtimeThread(name: "test-audio") { _ = engine.run(devices: devices) }
+        thread = WorkerThread(name: "test-audio") { _ = engine.run(devices: devices) }
     }
 
     /// Starts the feeder and the audio thread, and waits until the loop runs.

@@ -2,6 +2,7 @@ import AudioPipeline
 import Calls
 import Foundation
 import IntercomDaemon
+import Posix
 import RealTime
 import RTP
 import SignalTools
@@ -128,7 +129,7 @@ final class GStreamerInteropTests: XCTestCase {
         let socket = try UDPSocket(bind: .loopback(port: 0))
         let ports = [try FreePort.udp(), try FreePort.udp()]
         let sender = MediaSender(encoder: try OpusEncoder(), rtp: rtp, socket: socket,
-                                 peers: ports.map { UDPEndpoint.loopback(port: UInt16($0)) }, frameSize: 480,
+                                 peers: ports.map { IPv4Endpoint.loopback(port: UInt16($0)) }, frameSize: 480,
                                  protection: try SRTPSession(key: key, direction: .outbound(ssrc: rtp.ssrc)))
         let hex = { (k: [UInt8]) in k.map { String(format: "%02x", $0) }.joined() }
         let wavs = ["\(dir)/srtpdec-right-key.wav", "\(dir)/srtpdec-wrong-key.wav"]
@@ -148,12 +149,12 @@ final class GStreamerInteropTests: XCTestCase {
 
         let clip = try Speech.roomA()
         let speech = try WAVAudio.read(path: clip).samples
-        var next = monotonicNanos()
+        var next = MonotonicClock.nanoseconds()
         speech.withUnsafeBufferPointer { pcm in
             for f in 0..<(pcm.count / 480) {
                 sender.send(pcm.baseAddress! + f * 480)
                 next += 10_000_000
-                let now = monotonicNanos()
+                let now = MonotonicClock.nanoseconds()
                 if next > now { usleep(UInt32((next - now) / 1000)) }
             }
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Posix
 import TestSupport
 import Transport
 import XCTest
@@ -59,9 +60,9 @@ final class SuiteFanOutTests: XCTestCase {
         let receivers: Receivers, peers: [String], network: String
         if multicast {
             let port = try FreePort.udp(address: "0.0.0.0")
-            let group = UDPEndpoint("239.255.0.77:\(port)")!
+            let group = IPv4Endpoint("239.255.0.77:\(port)")!
             let sockets = try (0..<n).map { _ in
-                let s = try UDPSocket(bind: UDPEndpoint(address: 0, port: UInt16(port)), reuse: true)
+                let s = try UDPSocket(bind: IPv4Endpoint(address: 0, port: UInt16(port)), reuse: true)
                 try s.joinMulticast(group: group.address, interface: 0x7F00_0001)
                 return s
             }
@@ -69,7 +70,7 @@ final class SuiteFanOutTests: XCTestCase {
             peers = [group.description]
             network = "multicast_interface = \"127.0.0.1\"\nmulticast_loopback = true"
         } else {
-            let sockets = try (0..<n).map { _ in try UDPSocket(bind: UDPEndpoint.loopback(port: 0)) }
+            let sockets = try (0..<n).map { _ in try UDPSocket(bind: IPv4Endpoint.loopback(port: 0)) }
             receivers = Receivers(sockets)
             peers = sockets.map { "127.0.0.1:\($0.local.port)" }
             network = ""

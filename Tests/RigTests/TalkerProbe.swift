@@ -1,6 +1,7 @@
 import AudioPipeline
 import EchoCancel
 import Foundation
+import Posix
 import RealTime
 import SignalTools
 import TestSupport
@@ -79,17 +80,17 @@ struct TalkerProbe {
         let devices = try AudioDevices(DeviceSettings(captureDevice: ear, playbackDevice: "\(mouth)_air",
                                                       periodFrames: frame, bufferPeriods: 6))
         let bufferFrames = devices.playbackGeometry.bufferFrames
-        let thread = RealtimeThread(name: "probe-audio") { _ = engine.run(devices: devices) }
+        let thread = WorkerThread(name: "probe-audio") { _ = engine.run(devices: devices) }
         try thread.start(priority: 50)
         // Drain the raw microphone every 0.5 ms, stamping each frame with the time it was read.
         var raw: [Int16] = [], readAt: [UInt64] = []
         raw.reserveCapacity(Int((leadIn + clip.duration + tail + 1) * Double(rate)))
         var buffer = [Int16](repeating: 0, count: frame)
-        let end = monotonicNanos() + UInt64((leadIn + clip.duration + tail) * 1e9)
-        while monotonicNanos() < end {
+        let end = MonotonicClock.nanoseconds() + UInt64((leadIn + clip.duration + tail) * 1e9)
+        while MonotonicClock.nanoseconds() < end {
             while engine.rawMicrophone!.read(into: &buffer, count: frame) {
                 raw += buffer
-                readAt.append(monotonicNanos())
+                readAt.append(MonotonicClock.nanoseconds())
             }
             while engine.microphone.read(into: &buffer, count: frame) {}  // only the raw microphone is recorded
             usleep(500)

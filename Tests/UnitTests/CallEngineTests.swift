@@ -1,4 +1,5 @@
 import Calls
+import Posix
 import SignalTools
 import XCTest
 

@@ -1,4 +1,5 @@
 import Calls
+import Posix
 import XCTest
 
 /// Every scenario again under 20 % loss, 20 % duplication and up to 20 ms of reordering, with

@@ -1,4 +1,5 @@
 import Calls
+import Posix
 import XCTest
 
 // The acceptance scenarios, each run on a simulated network; CallEngineTests runs them on

@@ -1,4 +1,5 @@
 import Calls
+import Posix
 import SignalTools
 
 /// Loss, duplication and reordering of the simulated network.

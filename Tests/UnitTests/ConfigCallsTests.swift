@@ -2,6 +2,7 @@ import Calls
 import Control
 import Foundation
 import Keys
+import Posix
 import XCTest
 
 @testable import IntercomDaemon

@@ -354,7 +354,18 @@ final class ConfigTests: XCTestCase {
     func testNetworkAddressesAreCheckedPerElement() {
         XCTAssertEqual(
             issue("[network]\npeers = [\"10.0.0.2:5004\", \"10.0.0.300:5004\"]\n"),
-            ConfigIssue(key: "network.peers", problem: "element 2 \"10.0.0.300:5004\": is not an IPv4 address and port (a.b.c.d:port)", line: 2))
+            ConfigIssue(key: "network.peers", problem: "element 2 \"10.0.0.300:5004\": is not an IPv4 address and port (a.b.c.d:port): \"300\" is not a number 0...255", line: 2))
+        // Forms an earlier lenient parser read as another address (10.0.0.300.2:5004 sent to 10.0.0.2).
+        for bad in IPv4EndpointTests.malformedEndpoints {
+            let found = issue("[network]\npeers = [\"\(bad)\"]\n")
+            XCTAssertEqual(found?.key, "network.peers", bad)
+            XCTAssertTrue(found?.problem.contains("is not an IPv4 address and port") ?? false, "\(bad): \(String(describing: found))")
+        }
+        for bad in IPv4EndpointTests.malformedAddresses {
+            XCTAssertEqual(issue("[network]\nbind_address = \"\(bad)\"\n")?.key, "network.bind_address", bad)
+            XCTAssertTrue(issues("[room]\nid = \"a\"\n[rooms.a]\naddress = \"10.0.0.1\"\n[rooms.b]\naddress = \"\(bad)\"\n")
+                .contains { $0.key == "rooms.b.address" }, bad)
+        }
         XCTAssertEqual(
             issue("[network]\nmulticast_groups = [\"10.0.0.1\"]\n")?.problem,
             "element 1 \"10.0.0.1\": is not a multicast address (224...239.x.x.x)")

@@ -50,7 +50,7 @@ final class ControlRobustnessTests: XCTestCase {
             case .done(let n): sent += n
             case .wouldBlock: sendError = "timed out"
             case .endOfStream: sendError = "closed"
-            case .failed(_, let message): sendError = message
+            case .failed(let code): sendError = code.description
             }
         }
         let after = ControlTestTools.residentBytes()

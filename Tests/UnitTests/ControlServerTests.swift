@@ -150,7 +150,7 @@ final class ControlServerTests: XCTestCase {
         XCTAssertThrowsError(try ControlClient(path: path, timeout: 1))
 
         let server = try ControlServer(settings: ControlSettings(socketPath: path), handler: FakeControlHandler())
-        server.start()
+        try server.start()
         XCTAssertEqual(try ControlClient(path: path, timeout: 5).send(.ping).response.outcome, .success(["pong": true]))
         server.stop()
 

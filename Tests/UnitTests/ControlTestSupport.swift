@@ -150,7 +150,7 @@ final class ServerFixture: Sendable {
         var settings = ControlSettings(socketPath: directory.socket())
         configure(&settings)
         server = try ControlServer(settings: settings, handler: handler)
-        server.start()
+        try server.start()
     }
 
     func client(timeout: Double = 5) throws -> ControlClient { try ControlClient(path: server.settings.socketPath, timeout: timeout) }

@@ -1,6 +1,7 @@
 import AudioPipeline
 import Foundation
 import Jitter
+import Posix
 import RealTime
 import RTP
 import SignalTools
@@ -25,7 +26,7 @@ final class LiveLoop: @unchecked Sendable {
     private let tone = Signals.toInt16(Signals.sine(frequency: 440, duration: 0.01, sampleRate: 48000, amplitude: 0.3))
     private let finished = Flag(false)
 
-    init(peers: [UDPEndpoint] = [], bind: UDPEndpoint = .loopback(port: 0)) throws {
+    init(peers: [IPv4Endpoint] = [], bind: IPv4Endpoint = .loopback(port: 0)) throws {
         let frame = liveFrame
         socket = try UDPSocket(bind: bind)
         try socket.configureMulticastSending(interface: 0x7F00_0001, ttl: 1, loopback: true)
@@ -82,7 +83,7 @@ final class Talker {
     private let tone = Signals.toInt16(Signals.sine(frequency: 1000, duration: 0.01, sampleRate: 48000, amplitude: 0.3))
 
     /// `key`: SRTP under this key (for its RTP stream's SSRC).
-    init(to peer: UDPEndpoint, key: [UInt8]? = nil) throws {
+    init(to peer: IPv4Endpoint, key: [UInt8]? = nil) throws {
         socket = try UDPSocket(bind: .loopback(port: 0))
         try socket.configureMulticastSending(interface: 0x7F00_0001, ttl: 1, loopback: true)
         let rtp = try RTPSender(payloadType: 96)
@@ -99,9 +100,9 @@ final class Talker {
 
 /// Polls `condition` until it holds or `seconds` passed.
 func eventually(within seconds: Double = 1, _ condition: () -> Bool) -> Bool {
-    let deadline = monotonicNanos() + UInt64(seconds * 1e9)
+    let deadline = MonotonicClock.nanoseconds() + UInt64(seconds * 1e9)
     while !condition() {
-        if monotonicNanos() > deadline { return false }
+        if MonotonicClock.nanoseconds() > deadline { return false }
         usleep(500)
     }
     return true

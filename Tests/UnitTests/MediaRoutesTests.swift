@@ -1,6 +1,7 @@
 import AudioPipeline
 import Foundation
 import Jitter
+import Posix
 import RealTime
 import RTP
 import SignalTools
@@ -12,10 +13,10 @@ import XCTest
 /// datagrams it takes, which groups it joins. Real sockets on loopback, the real loop on a thread.
 final class MediaRoutesTests: XCTestCase {
     private static let frame = 480
-    private let loopbackAnyPort = UDPEndpoint(address: 0x7F00_0001, port: 0)
+    private let loopbackAnyPort = IPv4Endpoint(address: 0x7F00_0001, port: 0)
 
-    private static func routes(sendTo: [UDPEndpoint] = [], acceptFrom: [UDPEndpoint]? = nil,
-                               joinGroups: [UDPEndpoint] = []) -> MediaRoutes {
+    private static func routes(sendTo: [IPv4Endpoint] = [], acceptFrom: [IPv4Endpoint]? = nil,
+                               joinGroups: [IPv4Endpoint] = []) -> MediaRoutes {
         MediaRoutes(sendTo: sendTo, acceptFrom: acceptFrom, joinGroups: joinGroups)
     }
 
@@ -94,10 +95,10 @@ final class MediaRoutesTests: XCTestCase {
         b.talk(frames: 3)
         XCTAssertTrue(eventually { live.table.started.load == 2 })
 
-        let start = monotonicNanos()
+        let start = MonotonicClock.nanoseconds()
         XCTAssertTrue(live.loop.post(Self.routes(acceptFrom: [b.socket.local])))
         XCTAssertTrue(eventually { live.table.evicted.load == 1 })
-        let elapsedMs = Double(monotonicNanos() - start) / 1e6
+        let elapsedMs = Double(MonotonicClock.nanoseconds() - start) / 1e6
         XCTAssertLessThan(elapsedMs, 100, "evicted when the routes are applied, not after the idle timeout")
         XCTAssertEqual(live.activeSources, [b.socket.local.description], "the mixer no longer plays the removed source")
 
@@ -107,10 +108,10 @@ final class MediaRoutesTests: XCTestCase {
     }
 
     func testJoinGroupsJoinsAndLeavesMulticastGroups() throws {
-        let live = try LiveLoop(bind: UDPEndpoint(address: 0, port: 0))  // multicast reaches only a socket bound to any
+        let live = try LiveLoop(bind: IPv4Endpoint(address: 0, port: 0))  // multicast reaches only a socket bound to any
         defer { live.stop() }
-        let group = try XCTUnwrap(UDPEndpoint("239.255.0.41:0"))
-        let talker = try Talker(to: UDPEndpoint(address: group.address, port: live.socket.local.port))
+        let group = try XCTUnwrap(IPv4Endpoint("239.255.0.41:0"))
+        let talker = try Talker(to: IPv4Endpoint(address: group.address, port: live.socket.local.port))
         let st = live.receiver.statistics
 
         XCTAssertTrue(live.apply(Self.routes(joinGroups: [group])))
@@ -129,8 +130,8 @@ final class MediaRoutesTests: XCTestCase {
         let live = try LiveLoop(peers: [sinks[0].local])
         defer { live.stop() }
         let a = try Talker(to: live.socket.local)
-        let many = (0..<MediaRoutes.maxEndpoints).map { UDPEndpoint(address: 0x7F00_0001, port: UInt16(9000 + $0)) }
-        let groups = (1...3).map { UDPEndpoint(address: 0xEFFF_0130 + UInt32($0), port: 0) }  // 239.255.1.49...
+        let many = (0..<MediaRoutes.maxEndpoints).map { IPv4Endpoint(address: 0x7F00_0001, port: UInt16(9000 + $0)) }
+        let groups = (1...3).map { IPv4Endpoint(address: 0xEFFF_0130 + UInt32($0), port: 0) }  // 239.255.1.49...
         let sets = [
             Self.routes(sendTo: [sinks[1].local], acceptFrom: [a.socket.local], joinGroups: [groups[0]]),
             Self.routes(sendTo: Array(many.prefix(14)) + sinks.map(\.local), acceptFrom: many, joinGroups: groups),
@@ -166,7 +167,7 @@ final class MediaRoutesTests: XCTestCase {
         // Two posting threads at once, then the newest from this one.
         DispatchQueue.concurrentPerform(iterations: 2) { t in
             for k in 0..<300 {
-                let others = (0..<(k % 17)).map { UDPEndpoint(address: 0x7F00_0001, port: UInt16(20000 + t * 100 + $0)) }
+                let others = (0..<(k % 17)).map { IPv4Endpoint(address: 0x7F00_0001, port: UInt16(20000 + t * 100 + $0)) }
                 loop.post(MediaRoutes(sendTo: [old], acceptFrom: k % 2 == 0 ? nil : others, joinGroups: []))
             }
         }

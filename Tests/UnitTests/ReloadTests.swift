@@ -1,5 +1,6 @@
 import Calls
 import Foundation
+import Posix
 import XCTest
 
 @testable import IntercomDaemon

@@ -1,4 +1,5 @@
 import AudioPipeline
+import Posix
 import RTP
 import SignalTools
 import TestSupport
@@ -68,16 +69,16 @@ final class TransportTests: XCTestCase {
     }
 
     func testMulticastReachesTwoReceiversOnLoopback() throws {
-        let group = try XCTUnwrap(UDPEndpoint("239.255.0.17:0"))
-        let first = try UDPSocket(bind: UDPEndpoint(address: 0, port: 0), reuse: true)
+        let group = try XCTUnwrap(IPv4Endpoint("239.255.0.17:0"))
+        let first = try UDPSocket(bind: IPv4Endpoint(address: 0, port: 0), reuse: true)
         let port = first.local.port
-        let second = try UDPSocket(bind: UDPEndpoint(address: 0, port: port), reuse: true)
+        let second = try UDPSocket(bind: IPv4Endpoint(address: 0, port: port), reuse: true)
         for r in [first, second] { try r.joinMulticast(group: group.address, interface: 0x7F00_0001) }
         let socket = try UDPSocket(bind: .loopback(port: 0))
         // On one host the receivers are local, so loopback must be on here (terminals keep it off).
         try socket.configureMulticastSending(interface: 0x7F00_0001, ttl: 1, loopback: true)
         let sender = MediaSender(encoder: try OpusEncoder(), rtp: try RTPSender(payloadType: 96), socket: socket,
-                                 peers: [UDPEndpoint(address: group.address, port: port)], frameSize: frame)
+                                 peers: [IPv4Endpoint(address: group.address, port: port)], frameSize: frame)
         sendAll(sender)
         let count = speechLike.count / frame
         XCTAssertEqual(receivePackets(first, expected: count).count, count)
