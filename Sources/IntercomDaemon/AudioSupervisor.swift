@@ -8,7 +8,7 @@ import RealTime
 /// Keeps the audio engine running: opens the devices, runs a session on a real-time thread,
 /// and when a device cannot be opened or fails, logs it by name and tries again with back-off.
 public final class AudioSupervisor: @unchecked Sendable {
-    // @unchecked: mutable state is touched only by the supervisor thread; `stop` uses atomics and a semaphore.
+    // @unchecked: mutable state is touched only by the supervisor thread; `stop` uses a StopSignal.
     public struct Retry: Sendable {
         public var enabled: Bool
         public var initialMilliseconds: Int
