@@ -108,7 +108,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
         log.info("calls: final stats: decode_errors=\(st.decodeErrorCount) unknown_sender=\(st.unknownSender) address_mismatch=\(st.addressMismatch) duplicates=\(st.duplicates) stale=\(st.stale) retransmissions=\(st.retransmissions) unreachable=\(st.unreachable) refused: \(refused.summary)")
     }
 
-    private static func now() -> Double { Double(MonotonicClock.nanoseconds()) / 1e9 }
+    private static func now() -> Double { MonotonicClock.seconds() }
 
     // MARK: the calls thread
 
@@ -126,9 +126,8 @@ final class CallService: ControlHandler, @unchecked Sendable {
             if fds[1].revents != 0 { _ = wake.drain() }
             while let (count, from) = socket.receive(into: buffer) {
                 guard let datagram = opened([UInt8](UnsafeRawBufferPointer(rebasing: buffer[0..<count]))) else { continue }
-                let source = IPv4Endpoint(address: from.address, port: from.port)
                 // Effects run under the lock too: their order across threads is the engine's order.
-                engine.withLock { e in execute(e.receive(datagram: datagram, from: source, now: Self.now())) }
+                engine.withLock { e in execute(e.receive(datagram: datagram, from: from, now: Self.now())) }
             }
             engine.withLock { e in execute(e.tick(now: Self.now())) }
             takePendingSettings()
@@ -313,14 +312,12 @@ final class CallService: ControlHandler, @unchecked Sendable {
     private func execute(_ effects: [CallEffect]) {
         for effect in effects {
             switch effect {
-            case .send(_, let address, let plain):
-                let to = IPv4Endpoint(address: address.address, port: address.port)
+            case .send(_, let to, let plain):
                 let datagram = seal?.seal(plain) ?? plain
                 _ = datagram.withUnsafeBytes { socket.send($0, to: to) }
             case .setMediaPlan(let plan):
-                var routes = MediaRoutes(sendTo: plan.sendTo.map(Self.udp),
-                                         acceptFrom: plan.receiveFrom.map { Self.udp($0.endpoint) },
-                                         joinGroups: plan.joinGroups.map(Self.udp))
+                var routes = MediaRoutes(sendTo: plan.sendTo, acceptFrom: plan.receiveFrom.map(\.endpoint),
+                                         joinGroups: plan.joinGroups)
                 if let mediaKeys {
                     do {
                         routes.protection = try mediaKeys.protection(for: plan)
@@ -351,6 +348,4 @@ final class CallService: ControlHandler, @unchecked Sendable {
             }
         }
     }
-
-    private static func udp(_ e: IPv4Endpoint) -> IPv4Endpoint { IPv4Endpoint(address: e.address, port: e.port) }
 }

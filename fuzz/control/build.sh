@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds the control request fuzzer (libFuzzer + AddressSanitizer) into .build-fuzz/control-fuzzer.
-# The parser spans three modules (Calls, SignalTools, Control); bare swiftc builds one module, so
+# The parser spans four modules (Calls, SignalTools, Control, and Posix's IPv4Endpoint); bare swiftc builds one module, so
 # their sources are copied into one folder without the imports between them (the SwiftPM build
 # would instrument every dependency and link libFuzzer's main into every executable).
 # Usage: fuzz/control/build.sh [run [libFuzzer options...]], e.g. fuzz/control/build.sh run -max_total_time=60
@@ -8,10 +8,10 @@ set -eu
 cd "$(dirname "$0")/../.."
 src=.build-fuzz/control-src
 rm -rf "$src"; mkdir -p "$src" .build-fuzz/control-corpus
-for f in Sources/Calls/*.swift Sources/SignalTools/*.swift \
+for f in Sources/Calls/*.swift Sources/Posix/IPv4Endpoint.swift Sources/SignalTools/*.swift \
          Sources/Control/JSONValue.swift Sources/Control/ControlProtocol.swift Sources/Control/ControlJSON.swift \
          Sources/Control/ControlLoopback.swift Sources/Control/ControlReply.swift; do
-    sed -e '/^import Calls$/d' -e '/^import SignalTools$/d' "$f" > "$src/$(basename "$(dirname "$f")")-$(basename "$f")"
+    sed -e '/^import Calls$/d' -e '/^import SignalTools$/d' -e '/^import Posix$/d' "$f" > "$src/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
 swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -g -use-ld=lld \
     -module-name ControlFuzz "$src"/*.swift fuzz/control/main.swift -o .build-fuzz/control-fuzzer

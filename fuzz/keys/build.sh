@@ -1,15 +1,15 @@
 #!/bin/sh
 # Builds the key input fuzzer (libFuzzer + AddressSanitizer) into .build-fuzz/keys-fuzzer.
-# The parser spans two modules (Calls, Keys): their sources are copied into one folder without the
+# The parser spans two modules (Calls, Keys) and Posix's IPv4Endpoint: their sources are copied into one folder without the
 # import between them, as in fuzz/control.
 # Usage: fuzz/keys/build.sh [run [libFuzzer options...]], e.g. fuzz/keys/build.sh run -max_total_time=60
 set -eu
 cd "$(dirname "$0")/../.."
 src=.build-fuzz/keys-src
 rm -rf "$src"; mkdir -p "$src" .build-fuzz/keys-corpus
-for f in Sources/Calls/*.swift Sources/Keys/InputEvent.swift Sources/Keys/KeyAction.swift \
+for f in Sources/Calls/*.swift Sources/Posix/IPv4Endpoint.swift Sources/Keys/InputEvent.swift Sources/Keys/KeyAction.swift \
          Sources/Keys/KeyFilter.swift Sources/Keys/KeyMap.swift; do
-    sed -e '/^import Calls$/d' "$f" > "$src/$(basename "$(dirname "$f")")-$(basename "$f")"
+    sed -e '/^import Calls$/d' -e '/^import Posix$/d' "$f" > "$src/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
 swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -g -use-ld=lld \
     -module-name KeysFuzz "$src"/*.swift fuzz/keys/main.swift -o .build-fuzz/keys-fuzzer

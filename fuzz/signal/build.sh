@@ -4,9 +4,15 @@
 # Usage: fuzz/signal/build.sh [run [libFuzzer options...]], e.g. fuzz/signal/build.sh run -max_total_time=60
 set -eu
 cd "$(dirname "$0")/../.."
-mkdir -p .build-fuzz/signal-corpus
+# Calls names addresses with Posix's IPv4Endpoint (a file of its own, Glibc only): the sources are
+# copied into one folder without the import, as in fuzz/control.
+src=.build-fuzz/signal-src
+rm -rf "$src"; mkdir -p "$src" .build-fuzz/signal-corpus
+for f in Sources/Calls/*.swift Sources/Posix/IPv4Endpoint.swift; do
+    sed -e '/^import Posix$/d' "$f" > "$src/$(basename "$(dirname "$f")")-$(basename "$f")"
+done
 swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -g -use-ld=lld \
-    -module-name SignalFuzz Sources/Calls/*.swift fuzz/signal/main.swift -o .build-fuzz/signal-fuzzer
+    -module-name SignalFuzz "$src"/*.swift fuzz/signal/main.swift -o .build-fuzz/signal-fuzzer
 echo "built .build-fuzz/signal-fuzzer"
 if [ "${1:-}" = run ]; then
     shift
