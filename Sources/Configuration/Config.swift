@@ -685,9 +685,9 @@ extension DaemonConfig {
                      allowed: "\"a.b.c.d:port\" each; [] = send nothing") { endpointProblem($0) },
             .strings("multicast_groups", \.network.multicastGroups, "Multicast groups received on listen_port",
                      allowed: "\"a.b.c.d\" each, 224.0.0.0...239.255.255.255") { v in
-                         if let p = ipv4Problem(v) { return p }
-                         return IPv4Endpoint(address: (try? IPv4Endpoint.parseAddress(v)) ?? 0, port: 0).isMulticast
-                             ? nil : "is not a multicast address (224...239.x.x.x)"
+                         let group: UInt32
+                         do throws(IPv4ParseError) { group = try IPv4Endpoint.parseAddress(v) } catch { return "is not an IPv4 address (a.b.c.d): \(error.problem)" }
+                         return IPv4Endpoint(address: group, port: 0).isMulticast ? nil : "is not a multicast address (224...239.x.x.x)"
                      },
             .string("multicast_interface", \.network.multicastInterface,
                     "Address of the interface multicast goes through; 0.0.0.0 = the kernel's choice",
