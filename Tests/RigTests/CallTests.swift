@@ -190,6 +190,12 @@ final class CallTests: XCTestCase {
                 told = line.contains("mute_changed") && line.contains("rooma") && line.contains("true")
             }
             XCTAssertTrue(told, "B is told that A muted its microphone")
+            // B answered as its incoming-call chime (0.6 s, 60 whole frames) was mixed; its last one
+            // or two frames were still in the sound server's buffer, and a probe started at once
+            // recorded them: 10-20 ms of the chime's 989 Hz note, identical samples in every run,
+            // -62.0 or -58.8 dBFS over the recording (the mute check's old failures). A's voice cannot
+            // reach B that early; waiting for B's buffers to play out measures only what A sends.
+            usleep(300_000)
             let muted = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A-muted")
             let mutedLevel = Levels.rmsDB(Signals.toFloat(muted.recording))
             XCTAssertLessThan(mutedLevel, -60, "A muted: B's speaker is silent (\(mutedLevel) dBFS)")
