@@ -8,6 +8,8 @@ let package = Package(
         .executable(name: "intercom-bench", targets: ["intercom-bench"]),
         .executable(name: "impairment-relay", targets: ["impairment-relay"]),
         .executable(name: "intercomctl", targets: ["intercomctl"]),
+        // Test-only: preloaded into intercomd to make fsync slow (Tests/FsyncDelay).
+        .library(name: "FsyncDelay", type: .dynamic, targets: ["FsyncDelay"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
@@ -55,8 +57,10 @@ let package = Package(
         .target(name: "Calls", dependencies: ["Posix"]),
         // Terminal keys: evdev key presses → debounced actions, on their own thread; reopens lost devices.
         .target(name: "Keys", dependencies: ["Calls", "Posix"]),
-        // Call history and small state (do-not-disturb) in JSON files, written atomically.
-        .target(name: "CallStore", dependencies: ["Calls"]),
+        // Call history and small state (do-not-disturb) in JSON files, written atomically by a thread of their own.
+        .target(name: "CallStore", dependencies: ["Calls", "Posix"]),
+        // Test helper: slows every fsync of the process it is preloaded into.
+        .target(name: "FsyncDelay", path: "Tests/FsyncDelay"),
         // Test helper: appends history entries until killed (the crash-safety test).
         .executableTarget(name: "callstore-crash-writer", dependencies: ["CallStore", "Calls"], path: "Tests/CallStoreCrashWriter"),
         // The control socket: Unix socket server, newline-delimited JSON protocol, event stream; and its client.
@@ -97,7 +101,7 @@ let package = Package(
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "CAllocCounter",
-            "Calls", "Control", "Keys", "SiteSecurity", "Posix",
+            "Calls", "CallStore", "Control", "Keys", "SiteSecurity", "Posix",
         ]),
     ]
 )

@@ -5,6 +5,9 @@ import Synchronization
 /// `capacity` entries. Every change rewrites the file atomically, so a crash leaves the old or
 /// the new history, never a mix. Safe to use from several threads; one store per file (opening
 /// removes temporary files a crashed writer left, which would break a second live writer).
+///
+/// Memory and file have separate locks: `record` and the readers never wait for the disk, and
+/// `persist` (the slow part, two fsyncs) can run on a thread of its own.
 public final class HistoryStore: Sendable {
     public static let defaultCapacity = 500
 
@@ -12,7 +15,8 @@ public final class HistoryStore: Sendable {
     public let capacity: Int
     /// Set when the file on disk was not valid: it was moved aside and the store started empty.
     public let loadProblem: StoreLoadProblem?
-    private let entries: Mutex<[HistoryEntry]>
+    private let entries: Mutex<Versioned<[HistoryEntry]>>
+    private let file = StoreFileWriter()
 
     /// Loads `path` (a missing file is an empty history). Throws when the directory or the file
     /// cannot be used at all.
@@ -22,36 +26,49 @@ public final class HistoryStore: Sendable {
         self.capacity = capacity
         let (file, problem) = try StoreFile.load(HistoryFile.self, path: path)
         loadProblem = problem
-        entries = Mutex(Array((file?.entries ?? []).suffix(capacity)))
+        entries = Mutex(Versioned(Array((file?.entries ?? []).suffix(capacity))))
     }
 
     /// Adds an entry (dropping the oldest beyond capacity) and writes the file. If the write
     /// fails the entry is still kept in memory and written with the next change.
     public func append(_ entry: HistoryEntry) throws(StoreError) {
-        try entries.withLock { (list: inout [HistoryEntry]) throws(StoreError) in
-            list.append(entry)
-            if list.count > capacity { list.removeFirst(list.count - capacity) }
-            // Written under the lock, so the file's order is the order of the calls to append.
-            let bytes = try StoreFile.encode(HistoryFile(entries: list), path: path)
-            try StoreFile.writeAtomically(path: path, bytes: bytes)
+        record(entry)
+        try persist()
+    }
+
+    /// Adds an entry in memory only; `persist` writes it. Never touches the disk.
+    public func record(_ entry: HistoryEntry) {
+        entries.withLock { e in
+            e.change { list in
+                list.append(entry)
+                if list.count > capacity { list.removeFirst(list.count - capacity) }
+            }
+        }
+    }
+
+    /// Writes the newest history unless a newer or equal one is on disk already; returns at once
+    /// when there is nothing new. Readers and `record` go on meanwhile.
+    public func persist() throws(StoreError) {
+        try file.write(entries.withLock { $0 }, path: path) { list throws(StoreError) in
+            try StoreFile.encode(HistoryFile(entries: list), path: path)
         }
     }
 
     /// Oldest first.
     public func all() -> [HistoryEntry] {
-        entries.withLock { $0 }
+        entries.withLock { $0.value }
     }
 
     /// The newest `count` entries, newest first.
     public func newest(_ count: Int) -> [HistoryEntry] {
-        entries.withLock { Array($0.suffix(max(0, count)).reversed()) }
+        entries.withLock { Array($0.value.suffix(max(0, count)).reversed()) }
     }
 
     /// Incoming calls nobody here took (missed or declined, e.g. do-not-disturb) that were placed
     /// at or after `since` (seconds since 1970), newest first.
     public func missed(since: Double) -> [HistoryEntry] {
         entries.withLock { list in
-            list.reversed().filter {
+            list.value.reversed().filter {
                 $0.direction == .incoming && ($0.outcome == .missed || $0.outcome == .declined) && $0.started >= since
             }
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// A store file or its directory could not be used; names the path and the system's reason.
 public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -156,6 +157,35 @@ enum StoreFile {
         case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c):
             return "wrong value at \(c.codingPath.map(\.stringValue).joined(separator: ".")): \(c.debugDescription)"
         default: return "\(error)"
+        }
+    }
+}
+
+/// A value and how often it has changed, so that a writer can tell a newer state from an older one.
+struct Versioned<Value: Sendable>: Sendable {
+    private(set) var value: Value
+    private(set) var version: UInt64 = 1
+
+    init(_ value: Value) { self.value = value }
+
+    mutating func change(_ body: (inout Value) -> Void) {
+        body(&value)
+        version &+= 1
+    }
+}
+
+/// Writes a store's file, one writer at a time, and never an older state over a newer one: two
+/// threads persisting at once leave the newer version on disk whatever order they finish in.
+final class StoreFileWriter: Sendable {
+    /// The version on disk (0: none written by this process).
+    private let written = Mutex<UInt64>(0)
+
+    func write<Value>(_ state: Versioned<Value>, path: String,
+                      encode: (Value) throws(StoreError) -> [UInt8]) throws(StoreError) {
+        try written.withLock { (onDisk: inout UInt64) throws(StoreError) in
+            guard state.version > onDisk else { return }
+            try StoreFile.writeAtomically(path: path, bytes: try encode(state.value))
+            onDisk = state.version
         }
     }
 }

@@ -15,11 +15,12 @@ import Transport
 /// signalling socket and a wake-up pipe, timers from the engine's next deadline, and the engine's
 /// effects carried out in order: datagrams sent, media routes posted to the network thread, the
 /// chime started and stopped, mute applied to the mixer, events published on the control socket,
-/// history and do-not-disturb written to disk.
+/// history and do-not-disturb changed in memory and handed to the store writer's thread.
 ///
 /// The engine is shared with the control server's thread and the key reader's (commands) under a
 /// mutex; none of them is real-time and each holds it only to run the engine and its effects,
-/// none of which blocks (UDP sends are non-blocking, routes are posted lock-free).
+/// none of which blocks (UDP sends are non-blocking, routes are posted lock-free, files are
+/// written by `storeWriter` after the lock is gone).
 final class CallService: ControlHandler, @unchecked Sendable {
     // @unchecked: `control` is set once before `start`; the rest is immutable or behind a mutex.
     /// The settings in force (a reload may replace them between calls).
@@ -34,6 +35,8 @@ final class CallService: ControlHandler, @unchecked Sendable {
     private let chime: ChimePlayer
     private let history: HistoryStore?
     private let state: StateStore<TerminalState>?
+    /// Writes history and state to disk; no lock of ours is held while it waits for the disk.
+    private let storeWriter: StoreWriter
     private let log: Logger
     /// Seals what is sent and opens what arrives (nil: no site key, signalling in the clear).
     private let seal: SignalSeal?
@@ -78,6 +81,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
         var seed: UInt64 = 0
         withUnsafeMutableBytes(of: &seed) { arc4random_buf($0.baseAddress!, 8) }
         engine = Mutex(CallEngine(settings: settings, doNotDisturb: state?.value.doNotDisturb, seed: seed))
+        storeWriter = try StoreWriter { [log] error in log.error("calls: not written (kept in memory, tried again with the next change): \(error)") }
         // Outside a call nothing is sent and no stream is accepted.
         _ = routes.post(MediaRoutes(sendTo: [], acceptFrom: [], joinGroups: []))
     }
@@ -93,7 +97,7 @@ final class CallService: ControlHandler, @unchecked Sendable {
     /// Stops the calls thread. A call in progress is ended first, so that the others see this room
     /// leave rather than vanish; its goodbye gets up to `grace` seconds to be acknowledged.
     func stop(grace: Double = 1.0) {
-        guard thread != nil else { return }
+        guard thread != nil else { storeWriter.stop(); return }
         if engine.withLock({ $0.state != .idle }) {
             log.info("calls: stopping: ending the call in progress")
             perform(.hangUp)
@@ -104,8 +108,9 @@ final class CallService: ControlHandler, @unchecked Sendable {
         wake.ring()
         thread?.join()
         thread = nil
+        storeWriter.stop()  // after the calls thread: the goodbye's history entry is written too
         let st = engine.withLock { $0.statistics }
-        log.info("calls: final stats: decode_errors=\(st.decodeErrorCount) unknown_sender=\(st.unknownSender) address_mismatch=\(st.addressMismatch) duplicates=\(st.duplicates) stale=\(st.stale) retransmissions=\(st.retransmissions) unreachable=\(st.unreachable) refused: \(refused.summary)")
+        log.info("calls: final stats: decode_errors=\(st.decodeErrorCount) unknown_sender=\(st.unknownSender) address_mismatch=\(st.addressMismatch) duplicates=\(st.duplicates) stale=\(st.stale) retransmissions=\(st.retransmissions) unreachable=\(st.unreachable) store_writes=\(storeWriter.statistics.written) store_failures=\(storeWriter.statistics.failed) refused: \(refused.summary)")
     }
 
     private static func now() -> Double { MonotonicClock.seconds() }
@@ -338,9 +343,13 @@ final class CallService: ControlHandler, @unchecked Sendable {
                 control?.publish(event)
                 log.info("calls: \(event)")
             case .persistHistory(let entry):
-                do { try history?.append(entry) } catch { log.error("calls: history not written: \(error)") }
+                guard let history else { break }
+                history.record(entry)
+                storeWriter.persist(history)
             case .persistDoNotDisturb(let on):
-                do { try state?.update { $0.doNotDisturb = on } } catch { log.error("calls: state not written: \(error)") }
+                guard let state else { break }
+                state.change { $0.doNotDisturb = on }
+                storeWriter.persist(state)
             case .peerUnreachable(let room): log.notice("calls: \(room) does not answer")
             case .rejected(let command, let why): log.notice("calls: \(command) refused: \(why)")
             case .probeReflected(let room, let sequence, let micros):

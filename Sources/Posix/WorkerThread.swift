@@ -1,5 +1,4 @@
 import Glibc
-import Posix
 import Synchronization
 
 /// How a thread was actually scheduled, for the log and for `status`.

@@ -44,7 +44,7 @@ struct Loopback: ParsableCommand {
         if let device, !options.json { Output.out(Self.render(device)) }
         let (network, terminal) = try runNetwork(client, room)
         if !options.json { Output.out(Self.render(network, room: room)) }
-        var problems = network.problems + (device?.problems ?? [])
+        let problems = network.problems + (device?.problems ?? [])
         if let device {
             guard let terminal, let budget = PathBudget.estimate(device: device, network: network, terminal: terminal) else {
                 Output.err("intercomctl: no whole-path estimate: a measurement above has no figure")

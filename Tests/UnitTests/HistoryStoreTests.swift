@@ -128,4 +128,50 @@ final class HistoryStoreTests: XCTestCase {
         }
         XCTAssertTrue(FileManager.default.fileExists(atPath: path))
     }
+
+    func testRecordTouchesOnlyMemoryAndTheWriterThreadWritesTheNewestOnce() throws {
+        let store = try HistoryStore(path: path)
+        let failures = FailureLog()
+        let writer = try StoreWriter { failures.add($0) }
+        for n in 1...3 { store.record(entry(UInt64(n))) }
+        XCTAssertEqual(store.all().count, 3, "readers see a recorded entry at once")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path), "record does not write")
+        for _ in 0..<5 { writer.persist(store) }
+        writer.stop()
+        XCTAssertEqual(try HistoryStore(path: path).all(), (1...3).map { entry(UInt64($0)) }, "stop writes what was asked for")
+        XCTAssertEqual(failures.all, [])
+        XCTAssertLessThanOrEqual(writer.statistics.written, 5)
+        // Nothing new: persisting again leaves the file alone (same inode, no rename).
+        var before = stat(), after = stat()
+        XCTAssertEqual(stat(path, &before), 0)
+        try store.persist()
+        XCTAssertEqual(stat(path, &after), 0)
+        XCTAssertEqual(before.st_ino, after.st_ino, "an unchanged history is not written again")
+    }
+
+    func testAFailedBackgroundWriteIsReportedAndTheNextRequestWritesTheEntry() throws {
+        let store = try HistoryStore(path: path)
+        let failures = FailureLog()
+        let writer = try StoreWriter { failures.add($0) }
+        XCTAssertEqual(mkdir(path, 0o700), 0)  // a directory where the file goes: the rename fails
+        store.record(entry(1))
+        writer.persist(store)
+        let deadline = Date().addingTimeInterval(5)
+        while failures.all.isEmpty, Date() < deadline { usleep(1000) }
+        XCTAssertEqual(failures.all.first?.path, path, "the failure names the file: \(failures.all)")
+        XCTAssertEqual(store.all(), [entry(1)], "the entry is kept in memory")
+        XCTAssertEqual(rmdir(path), 0)
+        store.record(entry(2))
+        writer.persist(store)
+        writer.stop()
+        XCTAssertEqual(try HistoryStore(path: path).all(), [entry(1), entry(2)], "the next write has both")
+        XCTAssertEqual(writer.statistics.failed, 1)
+    }
+}
+
+private final class FailureLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var errors: [StoreError] = []
+    func add(_ e: StoreError) { lock.withLock { errors.append(e) } }
+    var all: [StoreError] { lock.withLock { errors } }
 }
