@@ -95,7 +95,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
-        .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter", "Control", "Configuration"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
             "Calls", "Keys", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity", "Posix",
         ]),

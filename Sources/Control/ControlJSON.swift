@@ -77,6 +77,8 @@ public enum ControlJSON {
             return encode(status)
         case .networkLoopback(let status):
             return encode(status)
+        case .statistics(let s):
+            return s.json
         }
     }
 
@@ -193,6 +195,8 @@ public enum ControlJSON {
             return .loopback(try decodeLoopback(result))
         case .networkLoopback, .networkLoopbackResult:
             return .networkLoopback(try decodeNetworkLoopback(result))
+        case .statistics:
+            return .statistics(try DaemonStatistics(json: result))
         case .history:
             var entries: [HistoryEntry] = []
             for e in try field(result, "entries", \.arrayValue, "an array") { entries.append(try historyEntry(e)) }

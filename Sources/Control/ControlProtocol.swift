@@ -48,6 +48,8 @@ public enum ControlCommand: Sendable, Equatable {
     /// Starts the network round-trip test to `room`: `count` probes (default 200, one every 10 ms).
     case networkLoopback(room: RoomID, count: Int)
     case networkLoopbackResult
+    /// The daemon's counters: audio, network, calls.
+    case statistics
 
     /// The technician's commands, which `control.technician_group` may reserve (reading a
     /// result included: it describes the room's devices and network).
@@ -67,7 +69,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .setMuted(.microphone, let on): .setMicrophoneMuted(on)
         case .setMuted(.speaker, let on): .setSpeakerMuted(on)
         case .setDoNotDisturb(let on): .setDoNotDisturb(on)
-        case .status, .rooms, .history, .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult: nil
+        case .status, .rooms, .history, .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics: nil
         }
     }
 }
@@ -103,6 +105,7 @@ public enum ControlRequest: Sendable, Equatable {
             case .networkLoopback(let room, let count):
                 o["cmd"] = "net_loopback"; o["room"] = .string(room.value); o["count"] = .integer(Int64(count))
             case .networkLoopbackResult: o["cmd"] = "net_loopback_result"
+            case .statistics: o["cmd"] = "stats"
             }
         }
         return .object(o)
@@ -129,6 +132,7 @@ public enum ControlRequest: Sendable, Equatable {
             case "loopback_result": return .success(.command(.loopbackResult))
             case "net_loopback": return .success(.command(try parseNetworkLoopback(json)))
             case "net_loopback_result": return .success(.command(.networkLoopbackResult))
+            case "stats": return .success(.command(.statistics))
             default:
                 return .failure(.init(.unknownCommand, "unknown command \"\(name.prefix(64))\""))
             }

@@ -18,6 +18,7 @@ public enum ControlReply: Sendable, Equatable {
     case loopback(LoopbackStatus)
     /// net_loopback (started) and net_loopback_result.
     case networkLoopback(NetworkLoopbackStatus)
+    case statistics(DaemonStatistics)
 }
 
 /// This terminal's state (status).

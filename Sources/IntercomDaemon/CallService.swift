@@ -21,7 +21,7 @@ import Transport
 /// mutex; none of them is real-time and each holds it only to run the engine and its effects,
 /// none of which blocks (UDP sends are non-blocking, routes are posted lock-free, files are
 /// written by `storeWriter` after the lock is gone).
-final class CallService: ControlHandler, @unchecked Sendable {
+final class CallService: @unchecked Sendable {
     // @unchecked: `control` is set once before `start`; the rest is immutable or behind a mutex.
     /// The settings in force (a reload may replace them between calls).
     var settings: CallSettings { engine.withLock { $0.settings } }
@@ -51,13 +51,8 @@ final class CallService: ControlHandler, @unchecked Sendable {
     var control: ControlServer?
     /// The streams the network side plays now (read from its atomics), for `status`.
     var mediaStreams: @Sendable () -> [MediaStream] = { [] }
-    /// The device round-trip test, and whether the audio runs (set once before `start`).
-    var loopback: DeviceLoopback?
     /// The network round-trip test; the calls thread hands it the reflected probes.
     let networkLoopback: NetworkLoopback
-    var audioRunning: @Sendable () -> Bool = { false }
-    /// When set, only root and members of this group may run the technician's commands (set once before `start`).
-    var technicianGroup: UInt32?
     /// This terminal's timing for the network loopback's report (set once before `start`).
     var terminalTiming: @Sendable () -> TerminalTiming = {
         TerminalTiming(periodMs: 10, bufferPeriods: 3, processingDelayMs: 10, codecLookaheadMs: 0, jitterMinMs: 10,
@@ -194,18 +189,9 @@ final class CallService: ControlHandler, @unchecked Sendable {
         return rejection
     }
 
-    func handle(_ command: ControlCommand, from client: ControlClientInfo) -> Result<ControlReply, ControlFailure> {
-        if let group = technicianGroup, command.isTechnicians, client.credentials?.mayAct(asMemberOf: group) != true {
-            log.notice("calls: \(client) refused \(command): not in the technician group \(group)")
-            return .failure(ControlFailure(.notPermitted, "the loopback tests are for the technician group (gid \(group)) and root"))
-        }
+    /// A control command about calls (`DaemonControl` answers the others).
+    func handle(_ command: ControlCommand) -> Result<ControlReply, ControlFailure> {
         switch command {
-        case .loopback(let insertMs):
-            guard let loopback else { return .failure(ControlFailure(.unavailable, "no loopback test in this daemon")) }
-            return loopback.start(insertMs: insertMs, audioRunning: audioRunning())
-        case .loopbackResult:
-            guard let loopback else { return .failure(ControlFailure(.unavailable, "no loopback test in this daemon")) }
-            return .success(loopback.status())
         case .networkLoopback(let room, let count):
             let settings = settings
             guard settings.directory[room] != nil, room != settings.room else {
@@ -239,15 +225,19 @@ final class CallService: ControlHandler, @unchecked Sendable {
             case .history(let limit):
                 let all = history?.all() ?? []
                 return .success(.history(limit.map { Array(all.suffix($0)) } ?? all))
-            case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult:
-                return .failure(ControlFailure(.internal, "handled above"))
+            case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics:
+                return .failure(ControlFailure(.internal, "not a calls command"))
             }
         }
     }
 
-    func clientConnected(_ client: ControlClientInfo) { log.info("calls: \(client) connected") }
-    func clientDisconnected(_ client: ControlClientInfo, reason: String) { log.info("calls: \(client) gone: \(reason)") }
-    func serverError(_ message: String) { log.error("control socket: \(message)") }
+    /// The calls side's counters for `stats`.
+    func statistics() -> DaemonStatistics.Calls {
+        let st = engine.withLock { $0.statistics }
+        let store = storeWriter.statistics
+        return DaemonStatistics.Calls(decodeErrors: st.decodeErrorCount, retransmissions: st.retransmissions, unreachable: st.unreachable,
+                                      refused: refused.total, storeWrites: store.written, storeFailures: store.failed)
+    }
 
     private static func failure(_ why: CommandRejection) -> ControlFailure {
         switch why {

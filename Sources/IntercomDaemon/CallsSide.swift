@@ -11,12 +11,12 @@ import SignalTools
 import Transport
 
 /// Everything calls add to the daemon when `[room] id` is set: the history and state files, the
-/// calls thread (`CallService`), the control socket, and the key reader. Media goes through the
-/// network side's routes; the chime is a fixed mixer input made here before the mixer exists.
+/// calls thread (`CallService`) and the key reader. Media goes through the network side's routes;
+/// the chime is a fixed mixer input made here before the mixer exists. The control socket is the
+/// daemon's (`DaemonControl` hands calls commands to the service).
 final class CallsSide: @unchecked Sendable {
     // @unchecked: built and started/stopped from the main thread.
     let service: CallService
-    private let server: ControlServer
     private let keySettings: KeyReaderSettings?
     private var keys: KeyReader?
     private let log: Logger
@@ -54,24 +54,12 @@ final class CallsSide: @unchecked Sendable {
         service = try CallService(settings: settings, signalling: IPv4Endpoint(address: 0, port: port), routes: routes,
                                   mixer: mixer, chime: chime, history: history, state: state, seal: seal,
                                   mediaKeys: mediaKeys, logger: logger)
-        if !config.control.technicianGroup.isEmpty {
-            do {
-                service.technicianGroup = try UnixSocket.resolveGroup(config.control.technicianGroup)
-            } catch {
-                throw ConfigError(source: "configuration", issues: [ConfigIssue(
-                    key: "control.technician_group", problem: "\(config.control.technicianGroup): \(error.reason)")])
-            }
-        }
-        server = try ControlServer(settings: config.controlSettings(), handler: service)
-        service.control = server
         let k = config.keys
         keySettings = k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounceMilliseconds: k.debounceMs)
     }
 
     func start() throws(SystemError) {
-        try server.start()
         try service.start()
-        log.info("control socket \(server.settings.socketPath)")
         guard let keySettings else { return }
         let service = service, log = log
         let buttons = service.settings.buttons.keys.sorted()
@@ -90,7 +78,6 @@ final class CallsSide: @unchecked Sendable {
     func stop() {
         keys?.stop()
         keys = nil
-        server.stop()
         service.stop()
     }
 }

@@ -1,4 +1,5 @@
 import AudioPipeline
+import Control
 import EchoCancel
 import Foundation
 import Glibc
@@ -35,6 +36,8 @@ public final class Daemon: @unchecked Sendable {
     let deviceLoopback: DeviceLoopback
     let log: Logger
     private var reporter: StatsReporter?
+    /// The control socket: `stats` and the device loopback everywhere, calls when configured.
+    private let control: ControlServer
 
     public init(config: DaemonConfig, logger: Logger) throws {
         self.config = config
@@ -93,8 +96,6 @@ public final class Daemon: @unchecked Sendable {
         if let chime, let loop = network?.loop {
             calls = try CallsSide(config: config, routes: loop, mixer: mixer, chime: chime, logger: logger)
             calls?.service.mediaStreams = { [network] in network?.mediaStreams() ?? [] }
-            calls?.service.loopback = loopback
-            calls?.service.audioRunning = { [engine] in engine.stats.running.isSet }
             let echoOn = config.echo.enabled, jitter = config.jitter
             let lookaheadMs = Double(network?.encoderLookahead ?? 0) * 1000 / Double(a.sampleRate)
             calls?.service.terminalTiming = { [engine] in
@@ -105,6 +106,21 @@ public final class Daemon: @unchecked Sendable {
         } else {
             calls = nil
         }
+        var technicianGroup: UInt32?
+        if !config.control.technicianGroup.isEmpty {
+            do {
+                technicianGroup = try UnixSocket.resolveGroup(config.control.technicianGroup)
+            } catch {
+                throw ConfigError(source: "configuration", issues: [ConfigIssue(
+                    key: "control.technician_group", problem: "\(config.control.technicianGroup): \(error.reason)")])
+            }
+        }
+        let statistics = StatisticsSource(engine: engine, echoDelay: delayEstimator.estimate, sampleRate: a.sampleRate,
+                                          network: network, calls: calls?.service)
+        control = try ControlServer(settings: config.controlSettings(), handler: DaemonControl(
+            statistics: { statistics.read() }, loopback: loopback, audioRunning: { [engine] in engine.stats.running.isSet },
+            calls: calls?.service, technicianGroup: technicianGroup, logger: logger))
+        calls?.service.control = control
         local = try LocalMode(farEndPath: l.farEndWav, farEndRing: farEndRing, recordPath: l.recordWav,
                               rawPath: l.recordRawWav, microphone: recorded, engine: engine, sampleRate: a.sampleRate)
     }
@@ -126,6 +142,13 @@ public final class Daemon: @unchecked Sendable {
             try local.start()
             try network?.start()
             try calls?.start()
+            do throws(SystemError) {
+                try control.start()
+                log.info("control socket \(control.settings.socketPath)")
+            } catch where calls == nil {
+                // Without calls the socket only offers counters and the loopback test: run on.
+                log.warning("control socket \(control.settings.socketPath): \(error); running without it")
+            }
             try delayEstimator.start()
             try supervisor.start()
             if config.log.statsIntervalS > 0 {
@@ -156,6 +179,7 @@ public final class Daemon: @unchecked Sendable {
         notifier?.stopping(status: "stopping: ending calls")
         health?.stop()
         calls?.stop()
+        control.stop()
         supervisor.stop()
         network?.stop()
         delayEstimator.stop()

@@ -106,6 +106,27 @@ final class NetworkMedia: @unchecked Sendable {
         }
     }
 
+    /// The counters for `stats`; nil without a network. Stream counters are the slot's since start,
+    /// as in the statistics log.
+    func statistics() -> DaemonStatistics.Network? {
+        guard let loop else { return nil }
+        let sender = loop.sender, receiver = loop.receiver
+        let playing = streams.filter { $0.input.handOff?.isActive == true }.map { s in
+            let j = s.jitter.statistics
+            return DaemonStatistics.Stream(
+                ssrc: UInt32(truncatingIfNeeded: s.currentSSRC.load), source: s.sourceDescription, delayMs: j.currentDelayMs.load, targetMs: j.targetDelayMs.load,
+                received: j.received.load, played: j.played.load, concealed: j.lost.load, fecRecovered: j.fecRecovered.load,
+                fecMissed: j.fecMissed.load, late: j.late.load, underruns: j.underruns.load, cutBacks: j.cutBacks.load,
+                driftPPM: j.driftPPM.load)
+        }
+        return DaemonStatistics.Network(
+            ssrc: sender?.ssrc, sent: sender?.packetsSent.load ?? 0, sendErrors: sender?.sendErrors.load ?? 0,
+            fecCarried: sender?.fecCarried.load ?? 0,
+            datagrams: receiver?.statistics.datagrams.load ?? 0, accepted: receiver?.statistics.accepted.load ?? 0,
+            malformed: receiver?.statistics.malformedTotal ?? 0, notRouted: receiver?.statistics.notRouted.load ?? 0,
+            streams: playing)
+    }
+
     /// One line for the statistics log: sending, receiving, and each active stream.
     func summary() -> String {
         guard let loop else { return "network: off" }

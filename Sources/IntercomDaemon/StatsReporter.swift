@@ -1,4 +1,5 @@
 import AudioPipeline
+import Control
 import EchoCancel
 import Foundation
 import Logging
@@ -56,5 +57,27 @@ final class StatsReporter: @unchecked Sendable {
             + "cpu=\(cpu)% (max \(cpuMax)%) mic_drops=\(s.micDrops.load) input_underruns=[\(underruns)] "
             + "reference_misses=\(e.canceller.referenceMisses.load) short_writes=\(s.playbackShortWrites.load) aec_resets=\(e.canceller.resets.load) aec_realigned=\(e.canceller.realignments.load) echo_gated=\(e.canceller.gatedFrames.load) sessions=\(s.sessions.load) capture_gap_frames=\(s.captureGapFrames.load) stale=\(s.staleCaptureFrames.load) poll_timeouts=\(s.pollTimeouts.load)"
             + (e.howlGuard.map { String(format: " howls=%d guard=-%.1fdB", $0.howls.load, $0.attenuationDB.load) } ?? "")
+    }
+}
+
+/// Reads the daemon's counters for `stats` (from the same atomics as the statistics log).
+struct StatisticsSource: Sendable {
+    let engine: AudioEngine
+    let echoDelay: Counter
+    let sampleRate: Int
+    let network: NetworkMedia?
+    let calls: CallService?
+
+    func read() -> DaemonStatistics {
+        let s = engine.stats
+        let delay = echoDelay.load
+        let audio = DaemonStatistics.Audio(
+            running: s.running.isSet, frames: s.frames.load, xruns: s.xruns, captureXruns: s.captureXruns.load,
+            playbackXruns: s.playbackXruns.load, sessions: s.sessions.load, captureGapFrames: s.captureGapFrames.load,
+            micDrops: s.micDrops.load, echoReturnLossEnhancementDB: engine.canceller.erleDB.load,
+            echoDelayMs: delay == EchoDelayEstimator.none ? nil : Double(delay) * 1000 / Double(sampleRate),
+            echoCancellerResets: engine.canceller.resets.load, echoCancellerRealignments: engine.canceller.realignments.load,
+            processMaxMs: Double(s.processNanosMax.load) / 1e6, howls: engine.howlGuard?.howls.load)
+        return DaemonStatistics(audio: audio, network: network?.statistics(), calls: calls?.statistics())
     }
 }

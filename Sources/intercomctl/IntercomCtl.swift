@@ -13,7 +13,7 @@ struct IntercomCtl: ParsableCommand {
             64 usage; 69 the daemon is not reachable or did not answer in time; 76 protocol error.
             """,
         subcommands: [Call.self, Hangup.self, Leave.self, Mute.self, Unmute.self, DND.self,
-                      Status.self, Rooms.self, History.self, Events.self, Loopback.self])
+                      Status.self, Stats.self, Rooms.self, History.self, Events.self, Loopback.self])
 
     static func main() {
         main(GlobalOptions.movedAfterCommand(Array(CommandLine.arguments.dropFirst())))
@@ -123,6 +123,12 @@ struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "This room, do-not-disturb, mute and the call in progress.")
     @OptionGroup var options: GlobalOptions
     func run() throws { try Session.run(.status, options) }
+}
+
+struct Stats: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The daemon's counters: audio (xruns, echo canceller), network streams, calls.")
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try Session.run(.statistics, options) }
 }
 
 struct Rooms: ParsableCommand {

@@ -53,7 +53,34 @@ enum Render {
         case .history(let entries):
             guard !entries.isEmpty else { return "no calls yet" }
             return entries.map(history).joined(separator: "\n")
+        case .statistics(let s):
+            return statistics(s)
         }
+    }
+
+    static func statistics(_ s: DaemonStatistics) -> String {
+        let a = s.audio
+        var lines = [
+            "audio           \(a.running ? "running" : "not running"), \(a.frames) frames, \(a.sessions) sessions",
+            "xruns           \(a.xruns) (capture \(a.captureXruns), playback \(a.playbackXruns)); capture lost: \(a.captureGapFrames) frames",
+            String(format: "echo canceller  ERLE %.1f dB, echo delay %@, %d resets, %d realignments", a.echoReturnLossEnhancementDB,
+                   a.echoDelayMs.map { String(format: "%.1f ms", $0) } ?? "unmeasured", a.echoCancellerResets, a.echoCancellerRealignments),
+            String(format: "processing      %.2f ms per frame at most", a.processMaxMs),
+        ]
+        if let howls = a.howls { lines.append("howl guard      \(howls) frames caught") }
+        if let n = s.network {
+            lines.append("network         sent \(n.sent) (\(n.sendErrors) errors), received \(n.accepted) of \(n.datagrams) datagrams, \(n.malformed) malformed, \(n.notRouted) not routed")
+            for st in n.streams {
+                lines.append(String(format: "  stream %08x from %@: delay %.1f ms (target %.1f), %d received, %d played, %d concealed, %d late, %d underruns, drift %.0f ppm",
+                                    st.ssrc, st.source, st.delayMs, st.targetMs, st.received, st.played, st.concealed, st.late, st.underruns, st.driftPPM))
+            }
+        } else {
+            lines.append("network         off")
+        }
+        if let c = s.calls {
+            lines.append("calls           \(c.retransmissions) retransmissions, \(c.unreachable) unreachable, \(c.decodeErrors) undecodable, \(c.refused) refused; store: \(c.storeWrites) writes, \(c.storeFailures) failed")
+        }
+        return lines.joined(separator: "\n")
     }
 
     static func event(_ event: ControlEvent) -> String {

@@ -55,19 +55,19 @@ final class CallMulticastTests: XCTestCase {
             XCTAssertTrue(rooms.wait(3) { ["rooma", "roomb", "roomc"].allSatisfy(rooms.isIdle) }, "the caller's hang-up ends it for all")
 
             let daemons = Array(rooms.daemons.values)
-            var stats: [String: NetworkStats] = [:]
+            var stats: [String: DaemonStatistics.Network] = [:]
             for id in ["rooma", "roomb", "roomc"] {
                 let d = rooms.daemons[id]!
                 XCTAssertEqual(rooms.stop(id), 0, "\(id) exits cleanly: \(d.log)")
-                stats[id] = NetworkStats(log: d.log)
+                stats[id] = d.finalNetwork
             }
             // One stream for two callees: A sent about as many packets as B received from it
             // (unicast to each would be twice as many).
             if let sa = stats["rooma"], let sb = stats["roomb"], let sc = stats["roomc"] {
                 print("calls 1:2 multicast: A sent \(sa.sent), B received \(sb.accepted), C received \(sc.accepted)")
-                XCTAssertGreaterThan(sb.accepted, 300, "B received A's stream: \(sb.line)")
-                XCTAssertGreaterThan(sc.accepted, 300, "C received A's stream: \(sc.line)")
-                XCTAssertLessThan(Double(sa.sent), 1.3 * Double(sb.accepted), "A sends one stream, not one per callee: \(sa.line) / \(sb.line)")
+                XCTAssertGreaterThan(sb.accepted, 300, "B received A's stream: \(sb.summary)")
+                XCTAssertGreaterThan(sc.accepted, 300, "C received A's stream: \(sc.summary)")
+                XCTAssertLessThan(Double(sa.sent), 1.3 * Double(sb.accepted), "A sends one stream, not one per callee: \(sa.summary) / \(sb.summary)")
             } else {
                 XCTFail("final network statistics of every room: \(stats.keys)")
             }

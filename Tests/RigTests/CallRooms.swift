@@ -77,8 +77,7 @@ final class CallRooms {
             """)
         let d = try DaemonProcess(arguments: ["--config", config], environment: environment, name: "intercomd-\(id)", host: lab?.host(me.rig))
         daemons[id] = d
-        XCTAssertTrue(d.waitForLog("control socket", timeout: 10), "\(id) starts its control socket: \(d.log)")
-        XCTAssertTrue(d.waitForLog("audio thread", timeout: 10), d.log)
+        XCTAssertTrue(d.waitUntilRunning(timeout: 10), "\(id) answers stats on its control socket with its audio running: \(d.log)")
         return d
     }
 

@@ -1,3 +1,4 @@
+import Control
 import Foundation
 import TestSupport
 import XCTest
@@ -62,13 +63,46 @@ final class DaemonTests: XCTestCase {
     func testSIGINTStopsCleanly() throws {
         try Rig.require()
         let d = try DaemonProcess(arguments: ["--config", try DaemonProcess.writeRoomConfig("roomC")])
-        XCTAssertTrue(d.waitForLog("audio thread", timeout: 10), d.log)
+        XCTAssertTrue(d.waitUntilRunning(timeout: 10), d.log)
         Thread.sleep(forTimeInterval: 0.5)
         kill(d.process.processIdentifier, SIGINT)
         XCTAssertEqual(d.wait(timeout: 5), 0, d.log)
         XCTAssertTrue(d.log.contains("signal \(SIGINT): stopping"), d.log)
         XCTAssertTrue(d.log.contains("audio stopped"), d.log)
         XCTAssertTrue(d.log.contains("final stats: frames="), d.log)
+    }
+
+    /// A terminal without calls has a control socket too: `intercomctl stats` shows its counters
+    /// (typed: they grow while audio runs), and a calls command is refused as unavailable.
+    func testStatsAnswerOnATerminalWithoutCalls() throws {
+        try Rig.require()
+        let d = try DaemonProcess(arguments: ["--config", try DaemonProcess.writeRoomConfig("roomC")])
+        defer { d.terminate() }
+        XCTAssertTrue(d.waitUntilRunning(timeout: 10), d.log)
+        let socket = try XCTUnwrap(d.controlSocket)
+        let first = try d.statistics()
+        Thread.sleep(forTimeInterval: 0.5)
+        let text = try Command.run(Repo.builtProgram("intercomctl"), ["stats", "--socket", socket])
+        let json = try Command.run(Repo.builtProgram("intercomctl"), ["stats", "--socket", socket, "--json"])
+        let second = try d.statistics()
+        print("stats on a terminal without calls:\n\(text)")
+        XCTAssertGreaterThan(second.audio.frames, first.audio.frames + 20, "frames count on: \(first.audio) → \(second.audio)")
+        XCTAssertNil(second.calls, "no calls section without calls")
+        XCTAssertTrue(text.contains("xruns") && text.contains("echo canceller"), text)
+        let reply = try ControlResponse(json: JSONValue.parse(Array(json.utf8.prefix { $0 != 10 })))
+        guard case .success(let result)? = reply?.outcome else { return XCTFail("a success line: \(json)") }
+        XCTAssertNoThrow(try DaemonStatistics(json: result), json)
+        let refused = Process()
+        refused.executableURL = URL(fileURLWithPath: Repo.builtProgram("intercomctl"))
+        refused.arguments = ["status", "--socket", socket]
+        let err = Pipe()
+        refused.standardError = err
+        refused.standardOutput = Pipe()
+        try refused.run()
+        refused.waitUntilExit()
+        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertEqual(refused.terminationStatus, 1, "status is refused: \(message)")
+        XCTAssertTrue(message.contains("unavailable") && message.contains("[room] id"), message)
     }
 
     /// A terminal whose sound card is not there yet keeps retrying, names the device, starts
@@ -88,14 +122,23 @@ final class DaemonTests: XCTestCase {
         XCTAssertTrue(d.waitForLog("retrying in", timeout: 5), d.log)
         Thread.sleep(forTimeInterval: 1)
         XCTAssertTrue(d.isRunning, "must keep retrying, not exit")
+        XCTAssertEqual(try d.statistics().audio.running, false, "stats answers while the device is missing: no audio")
         XCTAssertTrue(d.log.contains("'roomLate'"), "the error names the device: \(d.log)")
 
         let module = try Command.run("/usr/bin/pactl", ["load-module", "module-null-sink", "sink_name=roomLate", "rate=48000", "channels=1"])
             .trimmingCharacters(in: .whitespacesAndNewlines)
-        XCTAssertTrue(d.waitForLog("audio devices open", timeout: 5), "opens once the device exists: \(d.log)")
+        XCTAssertTrue(d.waitUntilRunning(timeout: 5), "opens once the device exists: \(d.log)")
+        let opened = try d.statistics()
         Thread.sleep(forTimeInterval: 1)
         try Command.run("/usr/bin/pactl", ["unload-module", module])
-        XCTAssertTrue(d.waitForLog("audio failed", timeout: 5), "notices the device vanished: \(d.log)")
+        let deadline = Date().addingTimeInterval(5)
+        while (try? d.statistics())?.audio.running != false, Date() < deadline { usleep(50_000) }
+        let vanished = try d.statistics()
+        XCTAssertFalse(vanished.audio.running, "notices the device vanished: \(d.log)")
+        // A freshly made sink may not have delivered a frame yet (the rig's first use); what it
+        // must show is the stream failing when the device goes.
+        XCTAssertEqual(opened.audio.sessions, 1, "one session started: \(opened.audio)")
+        XCTAssertGreaterThan(vanished.audio.xruns, opened.audio.xruns, "the vanished device is counted as an xrun: \(vanished.audio)")
         Thread.sleep(forTimeInterval: 0.5)
         XCTAssertTrue(d.isRunning, "survives the device vanishing")
         XCTAssertEqual(d.terminate(), 0, "SIGTERM stops it cleanly: \(d.log)")

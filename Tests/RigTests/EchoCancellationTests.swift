@@ -25,7 +25,7 @@ final class EchoCancellationTests: XCTestCase {
             "--config", config, "--far-end", try Speech.farEnd(),
             "--record", "\(dir)/processed.wav", "--record-raw", "\(dir)/raw.wav", "--duration", "\(seconds)",
         ])
-        XCTAssertTrue(d.waitForLog("audio thread", timeout: 10), d.log)
+        XCTAssertTrue(d.waitUntilRunning(timeout: 10), d.log)
         var talker: Process?
         if let talkerAfter {
             Thread.sleep(forTimeInterval: talkerAfter)

@@ -58,7 +58,7 @@ final class GStreamerInteropTests: XCTestCase {
             let config = try DaemonProcess.writeRoomConfig("roomA", extra: "[network]\nlisten_port = 0\npeers = [\"127.0.0.1:\(port)\"]")
             let a = try DaemonProcess(arguments: ["--config", config], name: "intercomd-roomA")
             defer { a.terminate() }
-            XCTAssertTrue(a.waitForLog("audio thread", timeout: 10), a.log)
+            XCTAssertTrue(a.waitUntilRunning(timeout: 10), a.log)
             Thread.sleep(forTimeInterval: 0.5)
 
             let clip = try Speech.roomA()
@@ -89,7 +89,7 @@ final class GStreamerInteropTests: XCTestCase {
             let config = try DaemonProcess.writeRoomConfig("roomB", extra: "[network]\nlisten_port = \(port)\n[log]\nstats_interval_s = 1")
             let b = try DaemonProcess(arguments: ["--config", config], name: "intercomd-roomB")
             defer { b.terminate() }
-            XCTAssertTrue(b.waitForLog("audio thread", timeout: 10), b.log)
+            XCTAssertTrue(b.waitUntilRunning(timeout: 10), b.log)
             let speaker = try RoomRecorder(room: "roomB", path: "\(dir)/roomB-speaker.wav")
             defer { speaker.stop() }
             Thread.sleep(forTimeInterval: 0.3)
@@ -103,12 +103,12 @@ final class GStreamerInteropTests: XCTestCase {
             Thread.sleep(forTimeInterval: 0.8)
             speaker.stop()
             XCTAssertEqual(b.terminate(), 0, b.log)
-            let stats = try XCTUnwrap(NetworkStats(log: b.log), b.log)
-            XCTAssertGreaterThan(stats.accepted, 200, "intercomd accepted GStreamer's packets: \(stats.line)")
-            XCTAssertEqual(stats.malformed, 0, stats.line)
+            let stats = try XCTUnwrap(b.finalNetwork, "B answered stats before it stopped: \(b.log)")
+            XCTAssertGreaterThan(stats.accepted, 200, "intercomd accepted GStreamer's packets: \(stats.summary)")
+            XCTAssertEqual(stats.malformed, 0, stats.summary)
 
             let q = try Quality.measure(reference: clip, recording: speaker.path)
-            print("gstreamer interop: GStreamer → intercomd: \(q) (\(speaker.path)); \(stats.line)")
+            print("gstreamer interop: GStreamer → intercomd: \(q) (\(speaker.path)); \(stats.summary)")
             c.check(q.stoi >= Self.minSTOI, "room B's speaker plays GStreamer's speech: \(q); \(b.logPath)")
             return [b]
         }

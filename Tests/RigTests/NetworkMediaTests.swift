@@ -1,3 +1,4 @@
+import Control
 import Foundation
 import SignalTools
 import TestSupport
@@ -25,19 +26,20 @@ final class NetworkMediaTests: XCTestCase {
     static let maxSTOIOfNoSpeech = 0.60
     static let maxMouthToEarMs = 400.0
 
-    /// Stops a daemon with SIGTERM and asserts a clean exit (status 0, final statistics logged): never repeated.
+    /// Stops a daemon with SIGTERM and asserts a clean exit (status 0) and that it answered `stats`
+    /// with its network counters just before: never repeated.
     @discardableResult
-    private func stopCleanly(_ d: DaemonProcess, _ what: String) -> NetworkStats? {
+    private func stopCleanly(_ d: DaemonProcess, _ what: String) -> DaemonStatistics.Network? {
         XCTAssertEqual(d.terminate(), 0, "\(what) exits cleanly on SIGTERM: \(d.log)")
-        let stats = NetworkStats(log: d.log)
-        XCTAssertNotNil(stats, "\(what) logs its final network statistics: \(d.log)")
+        let stats = d.finalNetwork
+        XCTAssertNotNil(stats, "\(what) answered stats with its network counters before it stopped: \(d.log)")
         return stats
     }
 
     /// Checks that the probe heard the clip intelligibly with a bounded delay, and prints the figures.
     private func checkHeard(_ c: Checks, _ r: TalkerProbe.Result, _ quality: Quality, _ what: String,
                             maxDelayMs: Double = maxMouthToEarMs, logs: [DaemonProcess]) {
-        let context = "\n" + logs.map { d in "\(d.logPath): \(NetworkStats(log: d.log)?.line ?? "no final network statistics")" }.joined(separator: "\n")
+        let context = "\n" + logs.map { d in "\(d.logPath): \(d.finalNetwork?.summary ?? "no network statistics (still running)")" }.joined(separator: "\n")
         print(String(format: "network media: %@: mouth-to-ear %@ ms at the start of talk (%@ over the clip: %@), %@ (recording %@)",
                      what, r.mouthToEarMs.map { String(format: "%.1f", $0) } ?? "-",
                      r.delayRangeMs.map { String(format: "%.0f-%.0f ms", $0.lowerBound, $0.upperBound) } ?? "-",
@@ -74,8 +76,8 @@ final class NetworkMediaTests: XCTestCase {
             nobody.stop()
             let ba = try c.probed(TalkerProbe(mouth: "roomB", ear: "roomA").run(clipPath: Speech.roomB(), folder: dir, name: "roomA-speaker"))
             let statsA = stopCleanly(a, "room A"), statsB = stopCleanly(b, "room B")
-            XCTAssertEqual(statsA?.malformed, 0, statsA?.line ?? "")
-            XCTAssertEqual(statsB?.malformed, 0, statsB?.line ?? "")
+            XCTAssertEqual(statsA?.malformed, 0, statsA?.summary ?? "")
+            XCTAssertEqual(statsB?.malformed, 0, statsB?.summary ?? "")
 
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ba.clipPath, ba.recordingPath),
                                          (ab.clipPath, nobody.path), (ab.clipPath, ba.recordingPath)])
@@ -117,23 +119,23 @@ final class NetworkMediaTests: XCTestCase {
             relayC.stop()
             XCTAssertEqual(relay.stop(), 0, "the relay stops cleanly: \(relay.log)")
             XCTAssertTrue(relay.log.contains("forward:"), "the relay ran: \(relay.log)")
-            print("network media: impaired: B \(stats?.line ?? "-")\nnetwork media: relay: \(relay.log.split(separator: "\n").filter { $0.contains("forward") }.joined())")
+            print("network media: impaired: B \(stats?.summary ?? "-")\nnetwork media: relay: \(relay.log.split(separator: "\n").filter { $0.contains("forward") }.joined())")
 
             // Bound: the jitter buffer's maximum + the relay's 30 ms + A's capture period, echo
             // canceller frame and Opus look-ahead (~27 ms) + B's 30 ms playback buffer + rig + 50 ms margin.
             let bound = maxJitterBufferMs + 30 + 27 + 30 + 2 + 50
             checkHeard(c, ab, try Quality.measure(reference: ab.clipPath, recording: ab.recordingPath),
                        "A → B through 30 ms jitter, 5 % loss", maxDelayMs: bound, logs: [a, b])
-            let ssrcA = a.log.firstMatch(of: /as SSRC ([0-9a-f]+)/).map { String($0.1) }
-            if let stream = c.require(stats?.streams.first { $0.ssrc == ssrcA }, "B's final statistics list A's stream: \(stats?.line ?? b.logPath)") {
-                c.check(stream.fec > 0, "no lost packet was recovered from the next packet's FEC: \(stats!.line)")
-                c.check(stream.concealed + stream.underruns > 0, "no concealment: \(stats!.line)")
+            let ssrcA = a.finalNetwork?.ssrc
+            if let stream = c.require(stats?.streams.first { $0.ssrc == ssrcA }, "B's statistics list A's stream: \(stats?.summary ?? b.logPath)") {
+                c.check(stream.fecRecovered > 0, "no lost packet was recovered from the next packet's FEC: \(stats!.summary)")
+                c.check(stream.concealed + stream.underruns > 0, "no concealment: \(stats!.summary)")
             }
-            let ssrcC = cRoom.log.firstMatch(of: /as SSRC ([0-9a-f]+)/).map { String($0.1) }
-            if let fromC = c.require(stats?.streams.first { $0.ssrc == ssrcC }, "B lists C's stream \(ssrcC ?? "?"): \(stats?.line ?? b.logPath)") {
-                c.check(fromC.fec == 0 && fromC.concealed > 0, "C sends without FEC: its losses are concealed, not recovered: \(stats!.line)")
+            let ssrcC = cRoom.finalNetwork?.ssrc
+            if let fromC = c.require(stats?.streams.first { $0.ssrc == ssrcC }, "B lists C's stream \(ssrcC.map { String($0, radix: 16) } ?? "?"): \(stats?.summary ?? b.logPath)") {
+                c.check(fromC.fecRecovered == 0 && fromC.concealed > 0, "C sends without FEC: its losses are concealed, not recovered: \(stats!.summary)")
             }
-            let carried = { (d: DaemonProcess) in d.log.firstMatch(of: /final network: .*fec_carried=(\d+)/).flatMap { Int($0.1) } ?? -1 }
+            let carried = { (d: DaemonProcess) in d.finalNetwork?.fecCarried ?? -1 }
             c.check(carried(a) > 0 && carried(cRoom) == 0, "A's packets carry FEC (\(carried(a))), C's none (\(carried(cRoom)))")
             return [a, b]
         }
@@ -159,8 +161,8 @@ final class NetworkMediaTests: XCTestCase {
             let statsB = stopCleanly(b, "room B"), statsC = stopCleanly(cRoom, "room C")
             stopCleanly(a, "room A")
             for (s, room) in [(statsB, "B"), (statsC, "C")] {
-                XCTAssertGreaterThan(s?.accepted ?? 0, 200, "room \(room) received A's packets: \(s?.line ?? "")")
-                XCTAssertEqual(s?.streams.count, 1, "room \(room) plays exactly one stream (A's): \(s?.line ?? "")")
+                XCTAssertGreaterThan(s?.accepted ?? 0, 200, "room \(room) received A's packets: \(s?.summary ?? "")")
+                XCTAssertEqual(s?.streams.count, 1, "room \(room) plays exactly one stream (A's): \(s?.summary ?? "")")
             }
 
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ab.clipPath, earC.path)])

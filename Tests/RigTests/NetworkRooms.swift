@@ -22,8 +22,7 @@ extension XCTestCase {
     /// Waits until every daemon runs audio and network, then lets the streams start.
     func waitUntilStreaming(_ daemons: [DaemonProcess], settle: Double = 1.0) {
         for d in daemons {
-            XCTAssertTrue(d.waitForLog("network: receiving on", timeout: 10), d.log)
-            XCTAssertTrue(d.waitForLog("audio thread", timeout: 10), d.log)
+            XCTAssertTrue(d.waitUntilRunning(timeout: 10), "the daemon answers stats with its audio running: \(d.log)")
         }
         Thread.sleep(forTimeInterval: settle)
     }

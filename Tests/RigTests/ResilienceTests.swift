@@ -113,7 +113,7 @@ final class ResilienceTests: XCTestCase {
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath)])
             XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
             _ = rooms.stop("rooma")
-            let xruns = a.finalXruns ?? 0
+            guard let xruns = c.require(a.finalXruns, "A answered stats before it stopped") else { return others }
             print("resilience: xrun storm: A counted \(xruns) xruns; afterwards A → B \(q[0])")
             c.check(xruns >= 1, "the stalls are counted as xruns: \(xruns)")
             c.check(q[0].stoi >= CallTests.minSTOI, "B hears A after the storm: \(q[0])")
@@ -171,23 +171,18 @@ final class ResilienceTests: XCTestCase {
             c.check(rooms.participant(rooms.status("rooma"), "roomb") == .connected, "A still shows B connected")
             XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
             _ = rooms.stop("roomb")
-            let stats = NetworkStats(log: b.log)
-            let calls = b.log.split(separator: "\n").last { $0.contains("calls: final stats:") }.map(String.init) ?? ""
-            let decodeErrors = calls.range(of: "decode_errors=").map { Int(calls[$0.upperBound...].prefix { $0.isNumber }) ?? 0 } ?? 0
-            print("resilience: flood: \(floodText.trimmingCharacters(in: .whitespacesAndNewlines)); B: \(stats?.line ?? "no stats"); \(calls); RSS \(rssBefore) → \(rssAfter) kB; A → B \(q[0])")
+            guard let stats = c.require(b.finalNetwork, "B answered stats with network counters before it stopped"),
+                  let calls = c.require(b.finalStatistics?.calls, "B answered stats with calls counters") else { return [a, b] }
+            let decodeErrors = calls.decodeErrors
+            print("resilience: flood: \(floodText.trimmingCharacters(in: .whitespacesAndNewlines)); B: \(stats.summary); calls: \(calls); RSS \(rssBefore) → \(rssAfter) kB; A → B \(q[0])")
             c.check(q[0].stoi >= CallTests.minSTOI, "B hears A through the flood: \(q[0])")
             // Datagrams from a source no call routes are dropped before parsing (`not_routed`).
-            let droppedMedia = (stats?.malformed ?? 0) + (stats.map { Self.counter("not_routed", in: $0.line) } ?? 0)
+            let droppedMedia = stats.malformed + stats.notRouted
             c.check(droppedMedia >= 1500, "B counts the forged and garbage media datagrams: \(droppedMedia) of 15,000")
             c.check(decodeErrors >= 750, "B counts the garbage signalling: \(decodeErrors) decode errors of 15,000")
             c.check(rssAfter - rssBefore < 16_384, "B's memory stays bounded: \(rssBefore) → \(rssAfter) kB")
             return [a, b]
         }
-    }
-
-    static func counter(_ key: String, in line: String) -> Int {
-        guard let r = line.range(of: " \(key)=") else { return 0 }
-        return Int(line[r.upperBound...].prefix { $0.isNumber }) ?? 0
     }
 
     /// VmRSS of a process, kB (0 when it is gone).

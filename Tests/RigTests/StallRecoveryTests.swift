@@ -38,9 +38,11 @@ final class StallRecoveryTests: XCTestCase {
             XCTAssertEqual(b.terminate(), 0, b.log)
             XCTAssertEqual(a.terminate(), 0, a.log)
             let q = try Quality.measure(reference: ab.clipPath, recording: ab.recordingPath)
-            let stream = NetworkStats(log: b.log)?.streams.first
-            print("stalls: A → B \(q), stretches \(ab.summary); A lost \(a.finalStat("capture_gap_frames") ?? -1) frames, "
-                  + "realigned \(a.finalStat("aec_realigned") ?? -1)/\(b.finalStat("aec_realigned") ?? -1); B: \(NetworkStats(log: b.log)?.line ?? "-")")
+            guard let statsA = c.require(a.finalStatistics, "A answered stats before it stopped"),
+                  let statsB = c.require(b.finalStatistics, "B answered stats before it stopped") else { return [a, b] }
+            let stream = statsB.network?.streams.first
+            print("stalls: A → B \(q), stretches \(ab.summary); A lost \(statsA.audio.captureGapFrames) frames, "
+                  + "realigned \(statsA.audio.echoCancellerRealignments)/\(statsB.audio.echoCancellerRealignments); B: \(statsB.network?.summary ?? "-")")
 
             c.check(q.stoi >= Self.minSTOI, "STOI \(q.stoi) < \(Self.minSTOI) after two \(Self.stallMs) ms stalls: \(q); stretches \(ab.summary); \(a.logPath) \(b.logPath)")
             // The receiver's delay came back: the last stretch is heard within 150 ms of the first,
@@ -52,8 +54,8 @@ final class StallRecoveryTests: XCTestCase {
             }
             // A room that re-paired its echo reference after its stall must have paired it so
             // that the echo follows the reference (a negative delay cannot be cancelled).
-            for (room, name) in [(a, "A"), (b, "B")] where (room.finalStat("aec_realigned") ?? 0) > 0 {
-                if let delay = Self.finalEchoDelayMs(room.log) {
+            for (stats, name, room) in [(statsA, "A", a), (statsB, "B", b)] where stats.audio.echoCancellerRealignments > 0 {
+                if let delay = stats.audio.echoDelayMs {
                     c.check(delay > -5, "\(name) re-paired its echo reference with the echo \(delay) ms before it: \(room.logPath)")
                 }
             }
@@ -62,12 +64,5 @@ final class StallRecoveryTests: XCTestCase {
             }
             return [a, b]
         }
-    }
-
-    /// The echo delay in a daemon's final statistics, if it was measured.
-    static func finalEchoDelayMs(_ log: String) -> Double? {
-        guard let line = log.split(separator: "\n").last(where: { $0.contains("final stats: frames=") }),
-              let r = line.range(of: " echo_delay=") else { return nil }
-        return Double(line[r.upperBound...].prefix { $0 == "-" || $0 == "." || $0.isNumber })
     }
 }

@@ -49,11 +49,10 @@ final class SuiteSpeechQualityTests: XCTestCase {
                 relay?.stop()
                 let q = try Quality.measure(reference: ab.clipPath, recording: ab.recordingPath)
                 let loss = relay.map { Self.measuredLoss($0.log) } ?? 0
-                let stats = NetworkStats(log: b.log)
-                let stream = stats?.streams.first
+                let stream = b.finalNetwork?.streams.first
                 c.check(q.pesqWb != nil, "PESQ measured: \(q)")
                 row = String(format: "| %@ | %@ | %.1f %% | %@ | %.3f | %.0f ms | %d / %d |", condition.name, condition.fec ? "on" : "off", loss,
-                             q.pesqWb.map { String(format: "%.2f", $0) } ?? "-", q.stoi, ab.mouthToEarMs ?? .nan, stream?.fec ?? 0, stream?.concealed ?? 0)
+                             q.pesqWb.map { String(format: "%.2f", $0) } ?? "-", q.stoi, ab.mouthToEarMs ?? .nan, stream?.fecRecovered ?? -1, stream?.concealed ?? -1)
                 return [a, b]
             }
             SuiteMode.emit(row ?? "| \(condition.name) | \(condition.fec ? "on" : "off") | not measured: every attempt spoiled by the machine | | | | |")

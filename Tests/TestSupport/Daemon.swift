@@ -1,3 +1,5 @@
+import Configuration
+import Control
 import Foundation
 
 /// Runs the built intercomd binary as a child process, with its log in a file.
@@ -5,6 +7,11 @@ public final class DaemonProcess: @unchecked Sendable {
     public let process: Process
     public let logPath: String
     private let logHandle: FileHandle
+    /// The control socket its configuration names (read with the daemon's own parser), if any.
+    public let controlSocket: String?
+    /// The counters the daemon reported right before `terminate` stopped it (nil: it could not
+    /// be asked, e.g. it had already exited); facts from a typed reply, not from the log.
+    public private(set) var finalStatistics: DaemonStatistics?
 
     /// The intercomd binary next to the test bundle (swift build puts both in .build/<config>/).
     public static var binary: String {
@@ -21,6 +28,9 @@ public final class DaemonProcess: @unchecked Sendable {
     /// with intercomd, so the process is still the daemon's).
     public init(arguments: [String], environment: [String: String] = [:], name: String = "intercomd",
                 host: NetLab.Host? = nil) throws {
+        controlSocket = arguments.firstIndex(of: "--config").flatMap { i in
+            i + 1 < arguments.count ? (try? DaemonConfig.load(path: arguments[i + 1]))?.control.socket : nil
+        }
         logPath = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8)).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
@@ -51,10 +61,38 @@ public final class DaemonProcess: @unchecked Sendable {
         return log.contains(text)
     }
 
-    /// Sends SIGTERM and waits; returns the exit status (nil if it had to be killed).
+    /// Asks the daemon for its counters (`stats` on its control socket).
+    public func statistics(timeout: Double = 5) throws -> DaemonStatistics {
+        guard let controlSocket else { throw ControlClientError.protocolViolation("no control socket in this daemon's configuration") }
+        let client = try ControlClient(path: controlSocket, timeout: timeout)
+        defer { client.close() }
+        switch try client.run(.statistics) {
+        case .success(.statistics(let s)): return s
+        case .success(let other): throw ControlClientError.protocolViolation("stats answered \(other)")
+        case .failure(let f): throw ControlClientError.protocolViolation("stats refused: \(f)")
+        }
+    }
+
+    /// Waits until the daemon answers `stats` with its audio running (its network, calls and
+    /// control socket start before that); false on timeout.
+    public func waitUntilRunning(timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        repeat {
+            if (try? statistics(timeout: 1))?.audio.running == true { return true }
+            guard process.isRunning else { return false }
+            usleep(50_000)
+        } while Date() < deadline
+        return false
+    }
+
+    /// Sends SIGTERM and waits; returns the exit status (nil if it had to be killed). The
+    /// daemon's counters are read just before (`finalStatistics`).
     @discardableResult
     public func terminate(timeout: Double = 5) -> Int32? {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        if process.isRunning {
+            if controlSocket != nil { finalStatistics = try? statistics(timeout: 2) }
+            kill(process.processIdentifier, SIGTERM)
+        }
         return wait(timeout: timeout)
     }
 
@@ -80,6 +118,7 @@ public final class DaemonProcess: @unchecked Sendable {
             \(audio)
             \(extra.contains("[log]") ? "" : "[log]\nstats_interval_s = 0")
             \(extra.contains("[network]") ? "" : "[network]\nlisten_port = 0")
+            \(extra.contains("[control]") ? "" : "[control]\nsocket = \"\(NSTemporaryDirectory())ctl-\(room)-\(UUID().uuidString.prefix(8)).sock\"")
             \(extra)
             """)
     }

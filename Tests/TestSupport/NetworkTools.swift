@@ -1,3 +1,4 @@
+import Control
 import Foundation
 import Glibc
 
@@ -101,57 +102,15 @@ public struct Quality: Decodable, Sendable, CustomStringConvertible {
 }
 
 /// The `network:` statistics line intercomd logs (`final network: ...` at exit).
-public struct NetworkStats: Sendable, CustomStringConvertible {
-    public struct Stream: Sendable {
-        /// The sender's SSRC, in hex as the daemon logs it.
-        public var ssrc = ""
-        public var delayMs = 0.0, targetMs = 0.0
-        public var received = 0, concealed = 0, fec = 0, fecMissed = 0, late = 0, underruns = 0, cutBacks = 0
-    }
-
-    public var sent = 0
-    public var accepted = 0, datagrams = 0, malformed = 0
-    public var streams: [Stream] = []
-    public let line: String
-
-    public var description: String { line }
-
-    /// Parses the last line of `log` containing `marker` (default: the final statistics).
-    public init?(log: String, marker: String = "final network:") {
-        guard let found = log.split(separator: "\n").last(where: { $0.contains(marker) }) else { return nil }
-        line = String(found)
-        func int(_ key: String, in text: Substring) -> Int? {
-            guard let r = text.range(of: " \(key)=") ?? text.range(of: "[\(key)=") else { return nil }
-            return Int(text[r.upperBound...].prefix { $0.isNumber })
-        }
-        func double(_ key: String, in text: Substring) -> Double? {
-            guard let r = text.range(of: " \(key)=") else { return nil }
-            return Double(text[r.upperBound...].prefix { $0.isNumber || $0 == "." || $0 == "-" })
-        }
-        let text = found
-        sent = int("sent", in: text) ?? 0
-        if let r = text.range(of: " received=") {
-            let parts = text[r.upperBound...].prefix { $0.isNumber || $0 == "/" }.split(separator: "/")
-            accepted = parts.first.flatMap { Int($0) } ?? 0
-            datagrams = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
-        }
-        malformed = int("malformed", in: text) ?? 0
-        // Per stream: "[ssrc from addr: delay=.. target=.. ms received=.. concealed=.. fec=.. fec_missed=.. late=.. underruns=.. drift=..]"
-        for chunk in text.split(separator: "[").dropFirst() where chunk.contains("delay=") {
-            let body = chunk.prefix { $0 != "]" }
-            var s = Stream()
-            s.ssrc = String(body.prefix { $0 != " " })
-            s.delayMs = double("delay", in: body) ?? 0
-            s.targetMs = double("target", in: body) ?? 0
-            s.received = int("received", in: body) ?? 0
-            s.concealed = int("concealed", in: body) ?? 0
-            s.fec = int("fec", in: body) ?? 0
-            s.fecMissed = int("fec_missed", in: body) ?? 0
-            s.late = int("late", in: body) ?? 0
-            s.underruns = int("underruns", in: body) ?? 0
-            s.cutBacks = int("cut_backs", in: body) ?? 0
-            streams.append(s)
-        }
+extension DaemonStatistics.Network {
+    /// One line for a test's output.
+    public var summary: String {
+        "ssrc=\(ssrc.map { String(format: "%08x", $0) } ?? "-") sent=\(sent) fec_carried=\(fecCarried) received=\(accepted)/\(datagrams) malformed=\(malformed) not_routed=\(notRouted) "
+            + streams.map { s in
+                String(format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d played=%d concealed=%d fec=%d fec_missed=%d late=%d underruns=%d cut_backs=%d drift=%.0fppm]",
+                       s.ssrc, s.source, s.delayMs, s.targetMs, s.received, s.played, s.concealed, s.fecRecovered, s.fecMissed,
+                       s.late, s.underruns, s.cutBacks, s.driftPPM)
+            }.joined(separator: " ")
     }
 }
 
@@ -218,14 +177,9 @@ public final class ImpairmentRelayProcess: @unchecked Sendable {
 }
 
 extension DaemonProcess {
-    /// The xruns of the daemon's audio devices in its final statistics (nil before it logged them):
-    /// above 0 means the machine starved its audio thread.
-    public var finalXruns: Int? { finalStat("xruns") }
-
-    /// A counter from the daemon's final audio statistics (`final stats: ... key=N ...`).
-    public func finalStat(_ key: String) -> Int? {
-        guard let line = log.split(separator: "\n").last(where: { $0.contains("final stats: frames=") }),
-              let r = line.range(of: " \(key)=") else { return nil }
-        return Int(line[r.upperBound...].prefix { $0.isNumber })
-    }
+    /// The xruns of the daemon's audio devices when it was stopped (nil: not asked, or it could
+    /// not answer): above 0 means the machine starved its audio thread.
+    public var finalXruns: Int? { finalStatistics?.audio.xruns }
+    /// Its network counters when it was stopped (nil: not asked, or no network).
+    public var finalNetwork: DaemonStatistics.Network? { finalStatistics?.network }
 }

@@ -66,6 +66,8 @@ final class ControlProtocolTests: XCTestCase {
                                          jitterMinMs: 5, jitterMaxMs: 120, xruns: 3, processMaxMs: 0.125)))),
             (.networkLoopbackResult, .networkLoopback(NetworkLoopbackStatus(
                 state: .done, room: b, result: RoundTripSummary.summarise(sent: 3, rttMs: [:], duplicates: 0, jitterBounds: (10, 20))))),
+            (.statistics, .statistics(Self.statistics)),
+            (.statistics, .statistics(DaemonStatistics(audio: Self.statistics.audio, network: nil, calls: nil))),
         ]
         for (command, reply) in pairs {
             let line = try ControlJSON.encode(reply).encodedLine()
@@ -79,13 +81,43 @@ final class ControlProtocolTests: XCTestCase {
         XCTAssertThrowsError(try ControlJSON.decodeReply(bad, for: .status))
     }
 
+    static let statistics = DaemonStatistics(
+        audio: .init(running: true, frames: 12_345, xruns: 2, captureXruns: 1, playbackXruns: 1, sessions: 3, captureGapFrames: 7,
+                     micDrops: 0, echoReturnLossEnhancementDB: 21.5, echoDelayMs: nil, echoCancellerResets: 2,
+                     echoCancellerRealignments: 1, processMaxMs: 0.75, howls: 0),
+        network: .init(ssrc: 0x1234_5678, sent: 900, sendErrors: 0, fecCarried: 450, datagrams: 1810, accepted: 1800, malformed: 10, notRouted: 0, streams: [
+            .init(ssrc: 0xDEAD_BEEF, source: "10.77.0.11:5004", delayMs: 30.5, targetMs: 30, received: 1800, played: 1790,
+                  concealed: 4, fecRecovered: 2, fecMissed: 1, late: 3, underruns: 0, cutBacks: 1, driftPPM: -12.5),
+        ]),
+        calls: .init(decodeErrors: 1, retransmissions: 4, unreachable: 0, refused: 2, storeWrites: 5, storeFailures: 0))
+
+    /// `stats` is typed on the wire: every counter is required, so a daemon that leaves one out
+    /// is a protocol error, never a silent 0; an unmeasured echo delay is null, not absent.
+    func testStatisticsNameEveryCounterAndAMissingOneIsAViolation() throws {
+        let json = ControlJSON.encode(.statistics(Self.statistics))
+        XCTAssertEqual(json["audio"]?["capture_gap_frames"], 7)
+        XCTAssertEqual(json["audio"]?["echo_delay_ms"], .null)
+        XCTAssertEqual(json["network"]?["streams"]?.arrayValue?.first?["fec_recovered"], 2)
+        XCTAssertEqual(json["calls"]?["store_writes"], 5)
+        guard case .object(var top) = json, case .object(var audio)? = top["audio"] else { return XCTFail("an object") }
+        audio["xruns"] = nil
+        top["audio"] = .object(audio)
+        XCTAssertThrowsError(try ControlJSON.decodeReply(.object(top), for: .statistics)) { error in
+            XCTAssertTrue("\(error)".contains("audio.xruns"), "the violation names the field: \(error)")
+        }
+        top = [:]
+        if case .object(let t) = json { top = t }
+        top["calls"] = nil
+        XCTAssertThrowsError(try ControlJSON.decodeReply(.object(top), for: .statistics), "a section is null or present, never absent")
+    }
+
     func testEveryRequestRoundTripsAndAliasesParse() throws {
         let commands: [ControlRequest] = [
             .ping, .subscribe, .command(.call(button: "Empfang")), .command(.callRooms([k, b])), .command(.hangUp),
             .command(.setMuted(.speaker, false)), .command(.setMuted(.microphone, true)), .command(.setDoNotDisturb(false)),
             .command(.status), .command(.rooms), .command(.history(limit: 3)), .command(.history(limit: nil)),
             .command(.loopback(insertMs: 0)), .command(.loopback(insertMs: 7.5)), .command(.loopbackResult),
-            .command(.networkLoopback(room: b, count: 200)), .command(.networkLoopbackResult),
+            .command(.networkLoopback(room: b, count: 200)), .command(.networkLoopbackResult), .command(.statistics),
         ]
         for (i, r) in commands.enumerated() {
             let json = try JSONValue.parse(r.json(id: Int64(i)).encodedLine())

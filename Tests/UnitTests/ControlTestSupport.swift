@@ -76,7 +76,7 @@ final class FakeControlHandler: ControlHandler {
                     buttons: Self.buttons.keys.sorted().map { .init(name: $0, rooms: Self.buttons[$0]!) })))
             case .history(let limit):
                 return .success(.history(Array(Self.history.suffix(limit ?? Self.history.count))))
-            case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult:
+            case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics:
                 return .failure(.init(.unavailable, "no audio in this fake"))
             }
         }

@@ -1,0 +1,254 @@
+import Foundation
+
+/// The daemon's counters (stats): what the statistics log line shows, as typed fields. Every
+/// field is required on the wire: a reply that lacks one is a protocol violation, never a 0.
+public struct DaemonStatistics: Sendable, Equatable, Codable {
+    public struct Audio: Sendable, Equatable, Codable {
+        /// The audio thread runs a session now.
+        public var running: Bool
+        public var frames: Int
+        public var xruns: Int
+        public var captureXruns: Int
+        public var playbackXruns: Int
+        /// Device sessions started (1 + restarts after xruns or lost devices).
+        public var sessions: Int
+        /// Capture time that never reached the network (restarts, a sound server's drops), in frames.
+        public var captureGapFrames: Int
+        public var micDrops: Int
+        public var echoReturnLossEnhancementDB: Double
+        /// The measured bulk echo delay; nil while unmeasured.
+        public var echoDelayMs: Double?
+        public var echoCancellerResets: Int
+        public var echoCancellerRealignments: Int
+        public var processMaxMs: Double
+        /// Frames the howl guard caught a loop in; nil without a guard.
+        public var howls: Int?
+
+        public init(running: Bool, frames: Int, xruns: Int, captureXruns: Int, playbackXruns: Int, sessions: Int,
+                    captureGapFrames: Int, micDrops: Int, echoReturnLossEnhancementDB: Double, echoDelayMs: Double?,
+                    echoCancellerResets: Int, echoCancellerRealignments: Int, processMaxMs: Double, howls: Int?) {
+            self.running = running
+            self.frames = frames
+            self.xruns = xruns
+            self.captureXruns = captureXruns
+            self.playbackXruns = playbackXruns
+            self.sessions = sessions
+            self.captureGapFrames = captureGapFrames
+            self.micDrops = micDrops
+            self.echoReturnLossEnhancementDB = echoReturnLossEnhancementDB
+            self.echoDelayMs = echoDelayMs
+            self.echoCancellerResets = echoCancellerResets
+            self.echoCancellerRealignments = echoCancellerRealignments
+            self.processMaxMs = processMaxMs
+            self.howls = howls
+        }
+    }
+
+    /// One remote stream being played (a mixer slot in use).
+    public struct Stream: Sendable, Equatable, Codable {
+        public var ssrc: UInt32
+        /// "a.b.c.d:port" of the sender.
+        public var source: String
+        public var delayMs: Double
+        public var targetMs: Double
+        public var received: Int
+        public var played: Int
+        /// Frames concealed for packets that never came.
+        public var concealed: Int
+        public var fecRecovered: Int
+        public var fecMissed: Int
+        public var late: Int
+        public var underruns: Int
+        public var cutBacks: Int
+        public var driftPPM: Double
+
+        public init(ssrc: UInt32, source: String, delayMs: Double, targetMs: Double, received: Int, played: Int, concealed: Int,
+                    fecRecovered: Int, fecMissed: Int, late: Int, underruns: Int, cutBacks: Int, driftPPM: Double) {
+            self.ssrc = ssrc
+            self.source = source
+            self.delayMs = delayMs
+            self.targetMs = targetMs
+            self.received = received
+            self.played = played
+            self.concealed = concealed
+            self.fecRecovered = fecRecovered
+            self.fecMissed = fecMissed
+            self.late = late
+            self.underruns = underruns
+            self.cutBacks = cutBacks
+            self.driftPPM = driftPPM
+        }
+
+        // Acronyms spelled as the snake_case conversion reads them back.
+        private enum CodingKeys: String, CodingKey {
+            case ssrc, source, delayMs, targetMs, received, played, concealed, fecRecovered, fecMissed, late, underruns, cutBacks
+            case driftPPM = "driftPpm"
+        }
+    }
+
+    public struct Network: Sendable, Equatable, Codable {
+        /// This terminal's own stream's SSRC; nil when it does not send.
+        public var ssrc: UInt32?
+        public var sent: Int
+        public var sendErrors: Int
+        /// Packets that carried the previous frame as FEC.
+        public var fecCarried: Int
+        /// Datagrams that arrived, and those accepted into a stream.
+        public var datagrams: Int
+        public var accepted: Int
+        public var malformed: Int
+        public var notRouted: Int
+        public var streams: [Stream]
+
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(ssrc, forKey: .ssrc)  // null, not absent
+            try c.encode(sent, forKey: .sent)
+            try c.encode(sendErrors, forKey: .sendErrors)
+            try c.encode(fecCarried, forKey: .fecCarried)
+            try c.encode(datagrams, forKey: .datagrams)
+            try c.encode(accepted, forKey: .accepted)
+            try c.encode(malformed, forKey: .malformed)
+            try c.encode(notRouted, forKey: .notRouted)
+            try c.encode(streams, forKey: .streams)
+        }
+
+        public init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(ssrc: try c.decode(UInt32?.self, forKey: .ssrc), sent: try c.decode(Int.self, forKey: .sent),
+                      sendErrors: try c.decode(Int.self, forKey: .sendErrors), fecCarried: try c.decode(Int.self, forKey: .fecCarried),
+                      datagrams: try c.decode(Int.self, forKey: .datagrams), accepted: try c.decode(Int.self, forKey: .accepted),
+                      malformed: try c.decode(Int.self, forKey: .malformed), notRouted: try c.decode(Int.self, forKey: .notRouted),
+                      streams: try c.decode([Stream].self, forKey: .streams))
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case ssrc, sent, sendErrors, fecCarried, datagrams, accepted, malformed, notRouted, streams
+        }
+
+        public init(ssrc: UInt32?, sent: Int, sendErrors: Int, fecCarried: Int, datagrams: Int, accepted: Int, malformed: Int,
+                    notRouted: Int, streams: [Stream]) {
+            self.ssrc = ssrc
+            self.sent = sent
+            self.sendErrors = sendErrors
+            self.fecCarried = fecCarried
+            self.datagrams = datagrams
+            self.accepted = accepted
+            self.malformed = malformed
+            self.notRouted = notRouted
+            self.streams = streams
+        }
+    }
+
+    public struct Calls: Sendable, Equatable, Codable {
+        public var decodeErrors: Int
+        public var retransmissions: Int
+        public var unreachable: Int
+        /// Signalling datagrams refused before the engine saw them (sealed signalling).
+        public var refused: Int
+        public var storeWrites: Int
+        public var storeFailures: Int
+
+        public init(decodeErrors: Int, retransmissions: Int, unreachable: Int, refused: Int, storeWrites: Int, storeFailures: Int) {
+            self.decodeErrors = decodeErrors
+            self.retransmissions = retransmissions
+            self.unreachable = unreachable
+            self.refused = refused
+            self.storeWrites = storeWrites
+            self.storeFailures = storeFailures
+        }
+    }
+
+    public var audio: Audio
+    /// nil: no network media in this daemon.
+    public var network: Network?
+    /// nil: no calls (`[room] id` not set).
+    public var calls: Calls?
+
+    public init(audio: Audio, network: Network?, calls: Calls?) {
+        self.audio = audio
+        self.network = network
+        self.calls = calls
+    }
+
+    // Optional sections and fields are written as null, so that a missing key is always an error.
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(audio, forKey: .audio)
+        try c.encode(network, forKey: .network)
+        try c.encode(calls, forKey: .calls)
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        audio = try c.decode(Audio.self, forKey: .audio)
+        network = try c.decode(Network?.self, forKey: .network)
+        calls = try c.decode(Calls?.self, forKey: .calls)
+    }
+
+    private enum CodingKeys: String, CodingKey { case audio, network, calls }
+}
+
+extension DaemonStatistics.Audio {
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(running, forKey: .running)
+        try c.encode(frames, forKey: .frames)
+        try c.encode(xruns, forKey: .xruns)
+        try c.encode(captureXruns, forKey: .captureXruns)
+        try c.encode(playbackXruns, forKey: .playbackXruns)
+        try c.encode(sessions, forKey: .sessions)
+        try c.encode(captureGapFrames, forKey: .captureGapFrames)
+        try c.encode(micDrops, forKey: .micDrops)
+        try c.encode(echoReturnLossEnhancementDB, forKey: .echoReturnLossEnhancementDB)
+        try c.encode(echoDelayMs, forKey: .echoDelayMs)
+        try c.encode(echoCancellerResets, forKey: .echoCancellerResets)
+        try c.encode(echoCancellerRealignments, forKey: .echoCancellerRealignments)
+        try c.encode(processMaxMs, forKey: .processMaxMs)
+        try c.encode(howls, forKey: .howls)
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(running: try c.decode(Bool.self, forKey: .running), frames: try c.decode(Int.self, forKey: .frames),
+                  xruns: try c.decode(Int.self, forKey: .xruns), captureXruns: try c.decode(Int.self, forKey: .captureXruns),
+                  playbackXruns: try c.decode(Int.self, forKey: .playbackXruns), sessions: try c.decode(Int.self, forKey: .sessions),
+                  captureGapFrames: try c.decode(Int.self, forKey: .captureGapFrames), micDrops: try c.decode(Int.self, forKey: .micDrops),
+                  echoReturnLossEnhancementDB: try c.decode(Double.self, forKey: .echoReturnLossEnhancementDB),
+                  echoDelayMs: try c.decode(Double?.self, forKey: .echoDelayMs),
+                  echoCancellerResets: try c.decode(Int.self, forKey: .echoCancellerResets),
+                  echoCancellerRealignments: try c.decode(Int.self, forKey: .echoCancellerRealignments),
+                  processMaxMs: try c.decode(Double.self, forKey: .processMaxMs), howls: try c.decode(Int?.self, forKey: .howls))
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case running, frames, xruns, captureXruns, playbackXruns, sessions, captureGapFrames, micDrops
+        case echoReturnLossEnhancementDB = "erleDb"
+        case echoDelayMs, echoCancellerResets, echoCancellerRealignments, processMaxMs, howls
+    }
+}
+
+extension DaemonStatistics {
+    /// The wire form: snake_case keys, as every other reply.
+    public var json: JSONValue {
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        // Encoding plain numbers and strings cannot fail, nor can reading what JSONEncoder wrote.
+        return (try? JSONValue.parse(try encoder.encode(self))) ?? .null
+    }
+
+    public init(json: JSONValue) throws(ControlProtocolViolation) {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        do {
+            self = try decoder.decode(DaemonStatistics.self, from: Data(try json.encodedLine()))
+        } catch let DecodingError.keyNotFound(key, context) {
+            let path = (context.codingPath + [key]).map { $0.intValue.map(String.init) ?? $0.stringValue }
+            throw ControlProtocolViolation("stats: \"\(path.joined(separator: "."))\" is missing")
+        } catch {
+            throw ControlProtocolViolation("stats: \(error)")
+        }
+    }
+}
