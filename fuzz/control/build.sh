@@ -10,7 +10,7 @@ src=.build-fuzz/control-src
 rm -rf "$src"; mkdir -p "$src" .build-fuzz/control-corpus
 for f in Sources/Calls/*.swift Sources/Posix/IPv4Endpoint.swift Sources/SignalTools/*.swift \
          Sources/Control/JSONValue.swift Sources/Control/ControlProtocol.swift Sources/Control/ControlJSON.swift \
-         Sources/Control/ControlLoopback.swift Sources/Control/ControlReply.swift; do
+         Sources/Control/ControlLoopback.swift Sources/Control/ControlReply.swift Sources/Control/ControlStatistics.swift; do
     sed -e '/^import Calls$/d' -e '/^import SignalTools$/d' -e '/^import Posix$/d' "$f" > "$src/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
 swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -g -use-ld=lld \
@@ -23,5 +23,6 @@ if [ "${1:-}" = run ]; then
     printf '{"id":2,"cmd":"net_loopback","room":"labor","count":20}' > .build-fuzz/control-corpus/seed-net
     printf '{"id":3,"cmd":"mute","target":"mic"}' > .build-fuzz/control-corpus/seed-mute
     printf '{"room":"k","name":"K","dnd":false,"mute":{"microphone":false,"speaker":true},"call":null,"media":[]}' > .build-fuzz/control-corpus/seed-status
+    printf '{"audio":{"running":true,"frames":9,"xruns":0,"capture_xruns":0,"playback_xruns":0,"sessions":1,"capture_gap_frames":0,"mic_drops":0,"erle_db":1.5,"echo_delay_ms":null,"echo_canceller_resets":0,"echo_canceller_realignments":0,"process_max_ms":0.2,"howls":null},"network":null,"calls":null}' > .build-fuzz/control-corpus/seed-stats
     exec .build-fuzz/control-fuzzer -max_len=4096 "$@" .build-fuzz/control-corpus
 fi
