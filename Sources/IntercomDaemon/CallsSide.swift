@@ -1,7 +1,6 @@
 import AudioPipeline
 import Calls
 import CallStore
-import Control
 import Foundation
 import Posix
 import SiteSecurity

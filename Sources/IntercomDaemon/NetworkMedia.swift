@@ -98,8 +98,11 @@ final class NetworkMedia: @unchecked Sendable {
     }
 
     /// The streams being played now, read from their atomic counters (any thread).
+    /// The remote-stream slots the audio thread mixes now.
+    private var playing: [RemoteStream] { streams.filter { $0.input.handOff?.isActive == true } }
+
     func mediaStreams() -> [MediaStream] {
-        streams.filter { $0.input.handOff?.isActive == true }.map { s in
+        playing.map { s in
             let j = s.jitter.statistics
             return MediaStream(source: s.sourceDescription, received: max(0, j.received.load - s.receivedAtStart.load),
                                played: max(0, j.played.load - s.playedAtStart.load), delayMs: j.currentDelayMs.load)
@@ -111,7 +114,7 @@ final class NetworkMedia: @unchecked Sendable {
     func statistics() -> DaemonStatistics.Network? {
         guard let loop else { return nil }
         let sender = loop.sender, receiver = loop.receiver
-        let playing = streams.filter { $0.input.handOff?.isActive == true }.map { s in
+        let playing = playing.map { s in
             let j = s.jitter.statistics
             return DaemonStatistics.Stream(
                 ssrc: UInt32(truncatingIfNeeded: s.currentSSRC.load), source: s.sourceDescription, delayMs: j.currentDelayMs.load, targetMs: j.targetDelayMs.load,
@@ -139,7 +142,7 @@ final class NetworkMedia: @unchecked Sendable {
             parts.append("received=\(st.accepted.load)/\(st.datagrams.load) malformed=\(st.malformedTotal)[\(st.malformedSummary)] own=\(st.ownPackets.load) queue_full=\(st.queueFull.load) audio_stopped=\(st.audioStopped.load) not_routed=\(st.notRouted.load)")
             parts.append("srtp authenticated=\(st.authenticated.load) unauthenticated=\(st.unauthenticated.load) replayed=\(st.replayed.load) failed=\(st.unprotectFailed.load)")
             parts.append("streams active=\(t.active.load) started=\(t.started.load) evicted=\(t.evicted.load) refused=\(t.refused.load) probation=\(t.probation.load)")
-            for s in streams where s.input.handOff?.isActive == true {
+            for s in playing {
                 let j = s.jitter.statistics
                 parts.append(String(
                     format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d played=%d concealed=%d fec=%d fec_missed=%d late=%d underruns=%d inserted=%d dropped=%d cut_backs=%d stalls=%d silence=%d rebuffers=%d decode_errors=%d drift=%.0fppm]",

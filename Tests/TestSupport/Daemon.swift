@@ -63,13 +63,13 @@ public final class DaemonProcess: @unchecked Sendable {
 
     /// Asks the daemon for its counters (`stats` on its control socket).
     public func statistics(timeout: Double = 5) throws -> DaemonStatistics {
-        guard let controlSocket else { throw ControlClientError.protocolViolation("no control socket in this daemon's configuration") }
+        guard let controlSocket else { throw RigError(description: "no control socket in this daemon's configuration") }
         let client = try ControlClient(path: controlSocket, timeout: timeout)
         defer { client.close() }
         switch try client.run(.statistics) {
         case .success(.statistics(let s)): return s
-        case .success(let other): throw ControlClientError.protocolViolation("stats answered \(other)")
-        case .failure(let f): throw ControlClientError.protocolViolation("stats refused: \(f)")
+        case .success(let other): throw RigError(description: "stats answered \(other)")
+        case .failure(let f): throw RigError(description: "stats refused: \(f)")
         }
     }
 
