@@ -179,14 +179,26 @@ final class CallService: @unchecked Sendable {
     /// Runs a command; returns the engine's rejection, if any.
     @discardableResult
     func perform(_ command: CallCommand) -> CommandRejection? {
-        let rejection: CommandRejection? = engine.withLock { e in
+        if case .rejected(let why) = perform(command, reading: { _ in () }) { return why }
+        return nil
+    }
+
+    private enum Performed<T> {
+        case done(T)
+        case rejected(CommandRejection)
+    }
+
+    /// Runs a command and reads the engine right after it, under the same lock: an answer that
+    /// arrives meanwhile (a callee declining at once) cannot change what the command did.
+    private func perform<T>(_ command: CallCommand, reading: (CallEngine) -> T) -> Performed<T> {
+        let outcome: Performed<T> = engine.withLock { e in
             let effects = e.handle(command, now: Self.now())
             execute(effects)
-            for case .rejected(_, let why) in effects { return why }
-            return nil
+            for case .rejected(_, let why) in effects { return .rejected(why) }
+            return .done(reading(e))
         }
         wake.ring()  // the next deadline may have moved
-        return rejection
+        return outcome
     }
 
     /// A control command about calls (`DaemonControl` answers the others).
@@ -210,24 +222,30 @@ final class CallService: @unchecked Sendable {
         default: break
         }
         if let callCommand = command.callCommand {
-            if let why = perform(callCommand) { return .failure(Self.failure(why)) }
-        }
-        return engine.withLock { e in
-            switch command {
-            case .call, .callRooms:
-                guard let call = e.call else { return .failure(ControlFailure(.internal, "the call ended at once")) }
-                return .success(.callPlaced(call.id, to: call.participants.map(\.room)))
-            case .hangUp: return .success(.done)
-            case .setMuted: return .success(.mute(e.mute))
-            case .setDoNotDisturb: return .success(.doNotDisturb(e.doNotDisturb))
-            case .status: return .success(.status(status(e)))
-            case .rooms: return .success(.rooms(directory(e)))
-            case .history(let limit):
-                let all = history?.all() ?? []
-                return .success(.history(limit.map { Array(all.suffix($0)) } ?? all))
-            case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics:
-                return .failure(ControlFailure(.internal, "not a calls command"))
+            switch perform(callCommand, reading: { reply(to: command, $0) }) {
+            case .done(let reply): return reply
+            case .rejected(let why): return .failure(Self.failure(why))
             }
+        }
+        return engine.withLock { reply(to: command, $0) }
+    }
+
+    /// The reply to `command` from the engine's state (read under its lock).
+    private func reply(to command: ControlCommand, _ e: CallEngine) -> Result<ControlReply, ControlFailure> {
+        switch command {
+        case .call, .callRooms:
+            guard let call = e.call else { return .failure(ControlFailure(.internal, "the call ended at once")) }
+            return .success(.callPlaced(call.id, to: call.participants.map(\.room)))
+        case .hangUp: return .success(.done)
+        case .setMuted: return .success(.mute(e.mute))
+        case .setDoNotDisturb: return .success(.doNotDisturb(e.doNotDisturb))
+        case .status: return .success(.status(status(e)))
+        case .rooms: return .success(.rooms(directory(e)))
+        case .history(let limit):
+            let all = history?.all() ?? []
+            return .success(.history(limit.map { Array(all.suffix($0)) } ?? all))
+        case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics:
+            return .failure(ControlFailure(.internal, "not a calls command"))
         }
     }
 
