@@ -38,8 +38,12 @@ let package = Package(
         .target(name: "EchoCancel", dependencies: ["SpeexDSP", "RealTime", "Posix", "SignalTools"]),
         // Measurement helpers and WAV files: used by the daemon's local mode, tests and benchmarks.
         .target(name: "SignalTools"),
+        // The frame vocabulary every element of the chain speaks: a frame source, a decoder, a mixer input.
+        .target(name: "Frames", dependencies: ["RealTime"]),
+        // Opus (one wrapper file) and what its packets say about themselves.
+        .target(name: "Codec", dependencies: ["COpus", "Frames"]),
         // ALSA devices, mixer, the audio engine (capture -> AEC -> rings -> mix -> playback).
-        .target(name: "AudioPipeline", dependencies: ["CALSA", "COpus", "RealTime", "Posix", "EchoCancel", "Jitter"]),
+        .target(name: "AudioPipeline", dependencies: ["CALSA", "Frames", "RealTime", "Posix", "EchoCancel"]),
         // RTP (RFC 3550) with the Opus payload format (RFC 7587): packet building and strict parsing.
         .target(name: "RTP"),
         // Seeded, deterministic network impairment (delay, jitter, loss, reordering, duplication)
@@ -50,9 +54,9 @@ let package = Package(
         ]),
         // UDP sockets (unicast, multicast, DSCP), the network thread: microphone frame → Opus → RTP
         // → peers, and datagram → RTP parse → per-stream jitter buffer (a mixer slot); SRTP (SRTP.swift).
-        .target(name: "Transport", dependencies: ["RTP", "AudioPipeline", "Jitter", "RealTime", "Posix", "CSRTP"]),
+        .target(name: "Transport", dependencies: ["RTP", "Codec", "Frames", "Jitter", "RealTime", "Posix", "CSRTP"]),
         // Adaptive jitter buffer (issue 3).
-        .target(name: "Jitter", dependencies: ["RealTime", "Posix", "SpeexDSP"]),
+        .target(name: "Jitter", dependencies: ["Frames", "RealTime", "Posix", "SpeexDSP"]),
         // Calls between rooms: vocabulary, signalling protocol, the call engine, history. No I/O.
         .target(name: "Calls", dependencies: ["Posix"]),
         // Terminal keys: evdev key presses → debounced actions, on their own thread; reopens lost devices.
@@ -72,7 +76,7 @@ let package = Package(
         .target(name: "SiteSecurity", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         // The daemon's configuration: TOML in, checked settings out (nothing that runs).
         .target(name: "Configuration", dependencies: [
-            "Transport", "Calls", "Control", "Keys", "Posix",
+            "Calls", "Control", "Keys", "Posix",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
@@ -81,7 +85,7 @@ let package = Package(
         .executableTarget(name: "config-fuzz", dependencies: ["Configuration"]),
         // Supervision, calls, media, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
-            "Configuration", "AudioPipeline", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
+            "Configuration", "AudioPipeline", "Codec", "Frames", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
             "Calls", "CallStore", "Control", "Keys", "SiteSecurity", "Posix",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
@@ -91,16 +95,16 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "intercom-bench", dependencies: [
-            "IntercomDaemon", "AudioPipeline", "EchoCancel", "SignalTools", "CAllocCounter", "Jitter", "RTP", "SpeexDSP", "Transport", "Posix",
+            "IntercomDaemon", "AudioPipeline", "Codec", "Frames", "EchoCancel", "SignalTools", "CAllocCounter", "Jitter", "RTP", "SpeexDSP", "Transport", "Posix",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
         .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter", "Control", "Configuration"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "Keys", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity", "Posix",
+            "Calls", "Keys", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity", "Posix",
         ]),
         .testTarget(name: "RigTests", dependencies: [
-            "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "CAllocCounter",
+            "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "CAllocCounter",
             "Calls", "CallStore", "Control", "Keys", "SiteSecurity", "Posix",
         ]),
     ]

@@ -3,7 +3,7 @@ import Glibc
 import Posix
 import RealTime
 
-/// The real-time loop: capture → echo cancel → microphone ring; mixer → playback → echo reference.
+/// The real-time loop: capture → microphone chain → microphone ring; mixer → playback → echo reference.
 ///
 /// `run(devices:)` is the body of the audio thread. After start-up it allocates nothing, takes no
 /// lock and logs nothing; everything it reports goes through atomic counters in `stats`.
@@ -11,7 +11,10 @@ public final class AudioEngine: @unchecked Sendable {
     // @unchecked: the buffers below belong to the audio thread; other threads touch only atomics.
     public let frameSize: Int
     public let mixer: Mixer
-    public let canceller: EchoCanceller
+    /// Echo canceller, gain and mute, howl guard: what each captured frame goes through.
+    public let microphoneChain: MicrophoneChain
+    /// The chain's canceller, which the speaker half feeds with what was played.
+    public var canceller: EchoCanceller { microphoneChain.canceller }
     /// Processed microphone frames, for the network sender or a recorder.
     public let microphone: SampleRing
     /// Unprocessed microphone frames, when someone wants them (local mode, measurements).
@@ -19,8 +22,6 @@ public final class AudioEngine: @unchecked Sendable {
     public let stats = EngineStats()
     /// Set by any thread to end the running session.
     public let stopRequest = Flag(false)
-    /// Test hook: microseconds the audio thread sleeps once, to force an xrun.
-    public let stallRequest = Request()
     /// Rung after each processed microphone frame, to wake the network sender at once.
     public let microphoneReady: Doorbell?
     /// Called once on the audio thread when a session starts (tests mark the thread here).
@@ -41,8 +42,6 @@ public final class AudioEngine: @unchecked Sendable {
     /// When the last microphone frame was processed, and whether the streams restarted since.
     private let frameNanos: Double
     private var captureClock: CaptureClock
-    /// Limits a loop through another terminal that the canceller cannot see (on what is sent).
-    public let howlGuard: HowlGuard?
     /// Samples written to playback and read from capture since the streams last started: one
     /// clock for both (the device's), for the loopback test.
     private var playPosition = 0
@@ -51,20 +50,19 @@ public final class AudioEngine: @unchecked Sendable {
     /// - Parameter maxCaptureBacklogMs: for a live sender: a captured backlog beyond this (at
     ///   least 4 frames) is echo-cancelled but not handed on, and counted as lost capture time.
     ///   nil: every frame is handed on (recorders, measurements).
-    public init(frameSize: Int, mixer: Mixer, canceller: EchoCanceller, ringFrames: Int = 32,
+    public init(frameSize: Int, mixer: Mixer, microphoneChain: MicrophoneChain, ringFrames: Int = 32,
                 recordRaw: Bool = false, microphoneReady: Doorbell? = nil, maxCaptureBacklogMs: Double? = nil,
-                loopback: LoopbackProbe? = nil, howlGuard: HowlGuard? = nil, onAudioThreadStart: (@Sendable () -> Void)? = nil) {
-        precondition(canceller.settings.frameSize == frameSize, "echo canceller frame must equal the period")
+                loopback: LoopbackProbe? = nil, onAudioThreadStart: (@Sendable () -> Void)? = nil) {
+        precondition(microphoneChain.frameSize == frameSize, "the microphone chain's frame must equal the period")
         self.frameSize = frameSize
         self.mixer = mixer
-        self.canceller = canceller
+        self.microphoneChain = microphoneChain
         microphone = SampleRing(minimumCapacity: frameSize * ringFrames)
         rawMicrophone = recordRaw ? SampleRing(minimumCapacity: frameSize * ringFrames) : nil
         self.onAudioThreadStart = onAudioThreadStart
         self.loopback = loopback
-        self.howlGuard = howlGuard
         self.microphoneReady = microphoneReady
-        let frameNanos = Double(frameSize) * 1e9 / Double(canceller.settings.sampleRate)
+        let frameNanos = Double(frameSize) * 1e9 / Double(microphoneChain.canceller.settings.sampleRate)
         self.frameNanos = frameNanos
         captureClock = CaptureClock(frameNanos: frameNanos)
         maxCaptureBacklogFrames = maxCaptureBacklogMs.map { max(4, Int(($0 * 1e6 / frameNanos).rounded(.up))) } ?? Int.max / 2
@@ -103,9 +101,6 @@ public final class AudioEngine: @unchecked Sendable {
         }
         var silentPolls = 0
         while !stopRequest.isSet {
-            let stall = stallRequest.take()
-            if stall > 0 { usleep(UInt32(stall)) }  // test hook only
-
             for i in 0..<fds.count { pollSet[i].revents = 0 }
             let ready = poll(pollSet, nfds_t(fds.count), timeoutMs)
             if ready < 0 {
@@ -167,13 +162,11 @@ public final class AudioEngine: @unchecked Sendable {
         return nil
     }
 
-    /// Echo-cancel one captured frame, apply gain/mute, hand it on (unless it is stale).
+    /// Runs one captured frame through the microphone chain and hands it on (unless it is stale).
     private func processCapturedFrame(send: Bool) {
         let t0 = MonotonicClock.nanoseconds()
         rawMicrophone?.write(mic, count: frameSize)
-        canceller.process(capture: mic, output: cleaned)
-        mixer.applyMicrophone(cleaned)
-        howlGuard?.process(cleaned)
+        microphoneChain.process(captured: mic, into: cleaned)
         if !send {
             stats.staleCaptureFrames.increment()
             stats.captureGapFrames.increment()

@@ -1,3 +1,4 @@
+import Frames
 import RealTime
 
 /// The call chime as a mixer input: a fixed sound played once from the start whenever a control

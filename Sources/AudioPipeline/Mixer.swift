@@ -1,33 +1,14 @@
+import Frames
 import RealTime
 
-/// One incoming stream's place in the mix.
-public final class MixerInput: Sendable {
-    public let source: any FrameSource
-    /// Linear gain, changed at run time by control threads.
-    public let gain: Gauge
-    /// Frames this input had nothing for (silence was mixed instead).
-    public let underruns = Counter()
-    /// nil: always mixed (a fixed input). Otherwise the slot is mixed only while a control thread
-    /// has activated it; streams come and go at run time without a lock (see `SlotHandOff`).
-    public let handOff: SlotHandOff?
-
-    public init(source: any FrameSource, gain: Double = 1, handOff: SlotHandOff? = nil) {
-        self.source = source
-        self.gain = Gauge(gain)
-        self.handOff = handOff
-    }
-}
-
-/// Sums N incoming streams (a fixed set of slots, each switched on and off at run time) with per-stream gain into one speaker frame, saturating at full scale,
-/// and applies the microphone's gain and mute. Its speaker output is both what is played and
-/// the echo canceller's reference, so muting the speaker also mutes the reference.
+/// Sums N incoming streams (a fixed set of slots, each switched on and off at run time) with
+/// per-stream gain into one speaker frame, saturating at full scale. Its output is both what is
+/// played and the echo canceller's reference, so muting the speaker also mutes the reference.
 public final class Mixer: @unchecked Sendable {
     // @unchecked: buffers are touched by the audio thread only; controls are atomics.
     public let inputs: [MixerInput]
     public let speakerMuted = Flag(false)
-    public let micMuted = Flag(false)
     public let speakerGain = Gauge(1)
-    public let micGain = Gauge(1)
     /// Output samples that hit full scale and were clipped.
     public let clippedSamples = Counter()
 
@@ -69,18 +50,6 @@ public final class Mixer: @unchecked Sendable {
         }
         let master = speakerMuted.isSet ? 0 : Float(speakerGain.load)
         clippedSamples.increment(by: saturate(accumulator, gain: master, into: out))
-    }
-
-    /// Applies microphone gain and mute in place; a muted microphone sends silence.
-    public func applyMicrophone(_ samples: UnsafeMutablePointer<Int16>) {
-        if micMuted.isSet {
-            samples.update(repeating: 0, count: frame)
-            return
-        }
-        let g = Float(micGain.load)
-        if g == 1 { return }
-        for i in 0..<frame { accumulator[i] = Float(samples[i]) }
-        clippedSamples.increment(by: saturate(accumulator, gain: g, into: samples))
     }
 
     /// Scales and converts to Int16, clamping at full scale; returns how many samples clipped.

@@ -1,7 +1,6 @@
 import Logging
 import Posix
 import TOMLKit
-import Transport
 
 #if canImport(Glibc)
     import Glibc

@@ -14,7 +14,7 @@ import Transport
 /// The calls thread and the glue around the call engine (which does no I/O): one `poll` over the
 /// signalling socket and a wake-up pipe, timers from the engine's next deadline, and the engine's
 /// effects carried out in order: datagrams sent, media routes posted to the network thread, the
-/// chime started and stopped, mute applied to the mixer, events published on the control socket,
+/// chime started and stopped, mute applied to the microphone and the mixer, events published on the control socket,
 /// history and do-not-disturb changed in memory and handed to the store writer's thread.
 ///
 /// The engine is shared with the control server's thread and the key reader's (commands) under a
@@ -31,6 +31,7 @@ final class CallService: @unchecked Sendable {
     private let socket: UDPSocket
     private let wake: Doorbell
     private let routes: NetworkLoop
+    private let microphone: MicrophoneGain
     private let mixer: Mixer
     private let chime: ChimePlayer
     private let history: HistoryStore?
@@ -59,7 +60,7 @@ final class CallService: @unchecked Sendable {
                        jitterMaxMs: 200, xruns: 0, processMaxMs: 0)
     }
 
-    init(settings: CallSettings, signalling: IPv4Endpoint, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer,
+    init(settings: CallSettings, signalling: IPv4Endpoint, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, chime: ChimePlayer,
          history: HistoryStore?, state: StateStore<TerminalState>?, seal: SignalSeal? = nil, mediaKeys: MediaKeys? = nil,
          logger: Logger) throws {
         self.seal = seal
@@ -68,6 +69,7 @@ final class CallService: @unchecked Sendable {
         socket = try UDPSocket(bind: signalling)
         wake = try Doorbell()
         self.routes = routes
+        self.microphone = microphone
         self.mixer = mixer
         self.chime = chime
         self.history = history
@@ -345,7 +347,7 @@ final class CallService: @unchecked Sendable {
             case .startChime: chime.start()
             case .stopChime: chime.stop()
             case .applyMute(let m):
-                mixer.micMuted.set(m.microphone)
+                microphone.muted.set(m.microphone)
                 mixer.speakerMuted.set(m.speaker)
             case .event(let event):
                 control?.publish(event)

@@ -28,7 +28,7 @@ final class CallsSide: @unchecked Sendable {
         return ChimePlayer(samples: samples)
     }
 
-    init(config: DaemonConfig, routes: NetworkLoop, mixer: Mixer, chime: ChimePlayer, logger: Logger) throws {
+    init(config: DaemonConfig, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, chime: ChimePlayer, logger: Logger) throws {
         log = logger
         let settings = config.callSettings()
         let c = config.calls
@@ -51,7 +51,7 @@ final class CallsSide: @unchecked Sendable {
             logger.warning("calls: no site key (security.site_key): signalling and media are neither encrypted nor authenticated")
         }
         service = try CallService(settings: settings, signalling: IPv4Endpoint(address: 0, port: port), routes: routes,
-                                  mixer: mixer, chime: chime, history: history, state: state, seal: seal,
+                                  microphone: microphone, mixer: mixer, chime: chime, history: history, state: state, seal: seal,
                                   mediaKeys: mediaKeys, logger: logger)
         let k = config.keys
         keySettings = k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounceMilliseconds: k.debounceMs)

@@ -1,7 +1,9 @@
 import AudioPipeline
+import Codec
 import Control
 import EchoCancel
 import Foundation
+import Frames
 import Glibc
 import Logging
 import Posix
@@ -44,14 +46,8 @@ public final class Daemon: @unchecked Sendable {
         log = logger
         let a = config.audio
         let frame = a.framesPerPeriod
-        let echo = EchoCancelSettings(
-            sampleRate: a.sampleRate, frameSize: frame, tailMilliseconds: config.echo.tailMs,
-            noiseSuppressDB: config.echo.noiseSuppressDb, echoSuppressDB: config.echo.echoSuppressDb,
-            echoSuppressActiveDB: config.echo.echoSuppressActiveDb, agc: config.echo.agc,
-            residualGate: config.echo.residualGate)
-        let canceller = try EchoCanceller(echo)
-        canceller.bypass.set(!config.echo.enabled)
-        delayEstimator = EchoDelayEstimator(canceller: canceller)
+        let microphoneChain = try MicrophoneToWire.microphoneChain(config)
+        delayEstimator = EchoDelayEstimator(canceller: microphoneChain.canceller)
 
         // Mixer inputs: local mode's far end (a fixed input) and one slot per possible remote stream.
         let farEndRing = config.local.farEndWav.map { _ in SampleRing(minimumCapacity: frame * 8) }
@@ -61,20 +57,14 @@ public final class Daemon: @unchecked Sendable {
         let chime = config.callsEnabled ? try CallsSide.chime(config) : nil
         let inputs = (farEndRing.map { [MixerInput(source: $0)] } ?? []) + (chime.map { [MixerInput(source: $0)] } ?? [])
             + (network?.mixerInputs ?? [])
-        let mixer = Mixer(inputs: inputs, frameSize: frame)
-        mixer.micMuted.set(config.mixer.micMuted)
-        mixer.speakerMuted.set(config.mixer.speakerMuted)
-        mixer.micGain.store(decibelsToGain(config.mixer.micGainDb))
-        mixer.speakerGain.store(decibelsToGain(config.mixer.speakerGainDb))
+        let mixer = WireToSpeaker.mixer(config, inputs: inputs)
 
         let loopback = DeviceLoopback(sampleRate: a.sampleRate, frameSize: frame, logger: logger)
         deviceLoopback = loopback
-        engine = AudioEngine(frameSize: frame, mixer: mixer, canceller: canceller,
+        engine = AudioEngine(frameSize: frame, mixer: mixer, microphoneChain: microphoneChain,
                              recordRaw: config.local.recordRawWav != nil, microphoneReady: network?.doorbell,
                              maxCaptureBacklogMs: network == nil ? nil : AudioEngine.liveCaptureBacklogMs,
-                             loopback: loopback.probe,
-                             howlGuard: HowlGuard(frameSize: frame, sampleRate: a.sampleRate))
-        engine.howlGuard?.enabled.set(config.echo.enabled && config.echo.howlGuard)
+                             loopback: loopback.probe)
         let devices = DeviceSettings(captureDevice: a.captureDevice, playbackDevice: a.playbackDevice,
                                      sampleRate: a.sampleRate, periodFrames: frame,
                                      bufferPeriods: a.bufferPeriods, link: a.linkDevices)
@@ -94,7 +84,7 @@ public final class Daemon: @unchecked Sendable {
             recorded = tee
         }
         if let chime, let loop = network?.loop {
-            calls = try CallsSide(config: config, routes: loop, mixer: mixer, chime: chime, logger: logger)
+            calls = try CallsSide(config: config, routes: loop, microphone: microphoneChain.gain, mixer: mixer, chime: chime, logger: logger)
             calls?.service.mediaStreams = { [network] in network?.mediaStreams() ?? [] }
             let echoOn = config.echo.enabled, jitter = config.jitter
             let lookaheadMs = Double(network?.encoderLookahead ?? 0) * 1000 / Double(a.sampleRate)

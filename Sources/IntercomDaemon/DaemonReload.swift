@@ -89,11 +89,11 @@ extension Daemon {
         let (live, sections) = Self.liveParts(of: new, over: running)
         outcome.applied = sections
         outcome.needRestart = Self.restartNeeded(new, running: running)
-        let mixer = engine.mixer
-        mixer.micGain.store(decibelsToGain(live.mixer.micGainDb))
-        mixer.speakerGain.store(decibelsToGain(live.mixer.speakerGainDb))
-        engine.canceller.bypass.set(!live.echo.enabled)
-        engine.howlGuard?.enabled.set(live.echo.enabled && live.echo.howlGuard)
+        let chain = engine.microphoneChain
+        chain.gain.gain.store(decibelsToGain(live.mixer.micGainDb))
+        engine.mixer.speakerGain.store(decibelsToGain(live.mixer.speakerGainDb))
+        chain.canceller.bypass.set(!live.echo.enabled)
+        chain.howlGuard?.enabled.set(live.echo.enabled && live.echo.howlGuard)
         if live.callsEnabled, let service = calls?.service, live.callSettings() != running.callSettings() {
             outcome.deferredUntilIdle = !service.reconfigure(live.callSettings())
         }

@@ -1,6 +1,8 @@
 import AudioPipeline
+import Codec
 import Control
 import Foundation
+import Frames
 import Jitter
 import Logging
 import Posix
@@ -28,15 +30,7 @@ final class NetworkMedia: @unchecked Sendable {
         self.config = config
         log = logger
         doorbell = try Doorbell()
-        let frame = config.audio.framesPerPeriod
-        let settings = JitterSettings(frameSize: frame, sampleRate: config.audio.sampleRate,
-                                      minDelayMs: config.jitter.minDelayMs, maxDelayMs: config.jitter.maxDelayMs)
-        streams = try (0..<config.network.maxStreams).map { _ in
-            let decoder = try OpusDecoder(sampleRate: config.audio.sampleRate)
-            let jitter = JitterBuffer(settings: settings, decoder: decoder)
-            let drift = try DriftCorrector(buffer: jitter, settings: DriftSettings(enabled: config.jitter.driftCorrection))
-            return RemoteStream(jitter: jitter, source: drift, reset: { drift.reset() })
-        }
+        streams = try WireToSpeaker.streamSlots(config)
     }
 
     var mixerInputs: [MixerInput] { streams.map(\.input) }
@@ -58,25 +52,18 @@ final class NetworkMedia: @unchecked Sendable {
         }
         for g in groups { try socket.joinMulticast(group: g.address, interface: interface) }
 
-        let encoder = try OpusEncoder(
-            sampleRate: a.sampleRate, application: o.application == "voip" ? .voip : .restrictedLowDelay,
-            bitrate: o.bitrate, complexity: o.complexity, fec: o.fec, expectedLossPercent: o.expectedLossPercent, dtx: o.dtx)
-        let rtp = try RTPSender(payloadType: UInt8(n.payloadType))
-        encoderLookahead = encoder.lookahead
-        let sender = MediaSender(encoder: encoder, rtp: rtp, socket: socket, peers: peers, frameSize: a.framesPerPeriod)
-        let receiver = n.listenPort > 0
-            ? MediaReceiver(table: StreamTable(streams: streams, idleTimeoutNanos: UInt64(n.streamTimeoutMs) * 1_000_000),
-                            payloadType: UInt8(n.payloadType), ownSSRC: rtp.ssrc, audioRunning: engine.stats.running)
-            : nil
+        let sender = try MicrophoneToWire.sender(config, socket: socket)
+        encoderLookahead = sender.encoderLookahead
+        let receiver = WireToSpeaker.receiver(config, slots: streams, ownSSRC: sender.ssrc, audioRunning: engine.stats.running)
         loop = try NetworkLoop(socket: socket, sender: sender, receiver: receiver, microphone: engine.microphone,
                            doorbell: doorbell, frameSize: a.framesPerPeriod, tee: tee,
                            captureGaps: engine.stats.captureGapFrames)
         self.socket = socket
         log.info("""
             network: receiving on \(socket.local)\(groups.isEmpty ? "" : " and groups \(n.multicastGroups.joined(separator: ","))"), \
-            sending to \(peers.isEmpty ? "nobody" : peers.map(\.description).joined(separator: ",")) as SSRC \(String(format: "%08x", rtp.ssrc)), \
+            sending to \(peers.isEmpty ? "nobody" : peers.map(\.description).joined(separator: ",")) as SSRC \(String(format: "%08x", sender.ssrc)), \
             opus \(o.application) \(o.bitrate) bit/s\(o.fec ? " FEC" : "")\(o.dtx ? " DTX" : ""), \
-            encoder look-ahead \(String(format: "%.1f", Double(encoder.lookahead) * 1000 / Double(a.sampleRate))) ms, \
+            encoder look-ahead \(String(format: "%.1f", Double(encoderLookahead) * 1000 / Double(a.sampleRate))) ms, \
             jitter \(formatNumber(config.jitter.minDelayMs))-\(formatNumber(config.jitter.maxDelayMs)) ms, up to \(n.maxStreams) streams
             """)
     }

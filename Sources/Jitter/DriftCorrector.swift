@@ -1,3 +1,4 @@
+import Frames
 import RealTime
 import SpeexDSP
 
@@ -23,7 +24,7 @@ import SpeexDSP
 /// Threads: `readFrame` runs on the audio thread and neither allocates (everything, including
 /// speexdsp's filter tables for every ratio within the clamp, is allocated in `init`), locks nor
 /// logs. `reset()` has the jitter buffer's precondition: nobody reads or pushes meanwhile.
-public final class DriftCorrector: @unchecked Sendable {
+public final class DriftCorrector: FrameSource, @unchecked Sendable {
     // @unchecked: all mutable state is touched by the audio thread only (or by `reset` when it is not running).
 
     /// The ratio is (2^16 + steps) / 2^16, i.e. 15.3 ppm steps; the loop dithers between them.

@@ -1,4 +1,5 @@
 import Foundation
+import Frames
 import Posix
 import RealTime
 
@@ -40,7 +41,7 @@ import RealTime
 ///   jitter the target is less; a loss that FEC would have repaired but for that (`fecMissed`), or
 ///   did repair, keeps the desired delay at two frames or more for `fecHoldMs`: a lossy link pays
 ///   up to a frame, a clean one nothing, a jittery one (already above two frames) nothing either.
-public final class JitterBuffer: @unchecked Sendable {
+public final class JitterBuffer: FrameSource, @unchecked Sendable {
     // @unchecked: all mutable state is touched by the audio thread only (the queue is SPSC).
     public let settings: JitterSettings
     public let queue: PacketQueue

@@ -1,4 +1,5 @@
-import AudioPipeline
+import Codec
+import Frames
 import Posix
 import RealTime
 import RTP
@@ -50,6 +51,9 @@ public final class MediaSender: @unchecked Sendable {
     }
 
     public var hasPeers: Bool { peers.count > 0 }
+
+    /// Samples the encoder delays the audio by (its look-ahead).
+    public var encoderLookahead: Int { encoder.lookahead }
 
     /// Encodes and sends one frame. The first packet of a talk spurt carries the marker bit.
     /// Returns the packet length, 0 for a DTX frame not sent, or a negative Opus error code.

@@ -1,4 +1,5 @@
-import AudioPipeline
+import Codec
+import Frames
 import Jitter
 import Posix
 import RealTime

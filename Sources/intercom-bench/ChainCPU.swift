@@ -1,7 +1,9 @@
 import AudioPipeline
 import CAllocCounter
+import Codec
 import EchoCancel
 import Foundation
+import Frames
 import Jitter
 import Posix
 import RealTime
@@ -27,6 +29,8 @@ struct ChainCPU {
         final class SimClock: @unchecked Sendable { var now: UInt64 = 1_000_000_000 }
         let clock = SimClock()
         let canceller = try EchoCanceller(EchoCancelSettings(frameSize: frame))
+        let chain = MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: frame),
+                                    howlGuard: HowlGuard(frameSize: frame, sampleRate: 48000))
         let encoder = try OpusEncoder()
         var rtp = try RTPSender(payloadType: 96)
         let jitter = JitterBuffer(settings: JitterSettings(frameSize: frame), decoder: try OpusDecoder(), clock: { clock.now })
@@ -67,8 +71,7 @@ struct ChainCPU {
                     t = n
                 }
                 // Microphone half (audio thread) and sending (network thread).
-                canceller.process(capture: m.baseAddress! + i * frame, output: cleaned)
-                mixer.applyMicrophone(cleaned)
+                chain.process(captured: m.baseAddress! + i * frame, into: cleaned)
                 lap(0)
                 let n = encoder.encode(cleaned, frameSize: frame, into: packet.baseAddress!.assumingMemoryBound(to: UInt8.self) + 12, capacity: 1488)
                 _ = RTPWriter.writeHeader(rtp.next(frameSamples: UInt32(frame), marker: false), into: packet)

@@ -1,4 +1,5 @@
 import CSpeexDSP
+import Frames
 import Jitter
 import Posix
 import RealTime

@@ -1,6 +1,7 @@
 import AudioPipeline
 import EchoCancel
 import Foundation
+import Frames
 import Posix
 import RealTime
 import SignalTools
@@ -32,7 +33,8 @@ struct LatencyProbe {
         let canceller = try EchoCanceller(EchoCancelSettings(frameSize: frame))
         canceller.bypass.set(true)
         let engine = AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: source)], frameSize: frame),
-                                 canceller: canceller, ringFrames: 64, recordRaw: true)
+                                 microphoneChain: MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: frame), howlGuard: nil),
+                                 ringFrames: 64, recordRaw: true)
         let devices = try AudioDevices(DeviceSettings(captureDevice: capture, playbackDevice: playback, periodFrames: frame))
         let bufferFrames = devices.playbackGeometry.bufferFrames
         let thread = WorkerThread(name: "probe-audio") { _ = engine.run(devices: devices) }

@@ -1,6 +1,7 @@
 import AudioPipeline
 import EchoCancel
 import Foundation
+import Frames
 import Posix
 import RealTime
 import SignalTools
@@ -11,6 +12,8 @@ final class EngineHarness: @unchecked Sendable {
     let engine: AudioEngine
     let devices: AudioDevices
     let farEnd: SampleRing
+    /// A mixer input that can hold up the audio thread once (to force an xrun from outside the engine).
+    let stall = StallingSource()
     private let thread: WorkerThread
     private let feederStop = Flag(false)
     private var feeder: Thread?
@@ -19,15 +22,17 @@ final class EngineHarness: @unchecked Sendable {
     init(room: String, periodFrames: Int, bufferPeriods: Int = 3, countAllocations: Bool = true) throws {
         try Rig.require()
         farEnd = SampleRing(minimumCapacity: periodFrames * 8)
-        let mixer = Mixer(inputs: [MixerInput(source: farEnd)], frameSize: periodFrames)
+        let mixer = Mixer(inputs: [MixerInput(source: farEnd), MixerInput(source: stall)], frameSize: periodFrames)
         let canceller = try EchoCanceller(EchoCancelSettings(frameSize: periodFrames, tailMilliseconds: 200))
         let hook: (@Sendable () -> Void)? = countAllocations ? { @Sendable in AllocationCounter.trackCurrentThread() } : nil
         // A loopback probe too, so that a device round-trip test can run inside the counted window.
         let chirp = Signals.toInt16(Signals.chirp(from: 100, to: 8000, duration: 0.5, sampleRate: 48000, amplitude: 0.25))
         let probe = LoopbackProbe(signal: chirp, sampleRate: 48000, frameSize: periodFrames, maxRoundTripSamples: 24000)
         // And the howl guard, as the daemon runs it, inside the counted window.
-        engine = AudioEngine(frameSize: periodFrames, mixer: mixer, canceller: canceller, loopback: probe,
-                             howlGuard: HowlGuard(frameSize: periodFrames, sampleRate: 48000), onAudioThreadStart: hook)
+        let chain = MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: periodFrames),
+                                    howlGuard: HowlGuard(frameSize: periodFrames, sampleRate: 48000))
+        engine = AudioEngine(frameSize: periodFrames, mixer: mixer, microphoneChain: chain, loopback: probe,
+                             onAudioThreadStart: hook)
         devices = try AudioDevices(DeviceSettings(captureDevice: room, playbackDevice: room,
                                                   periodFrames: periodFrames, bufferPeriods: bufferPeriods))
         let engine = engine, devices = devices
@@ -62,5 +67,19 @@ final class EngineHarness: @unchecked Sendable {
         thread.join()
         feederStop.set(true)
         while let f = feeder, !f.isFinished { usleep(1000) }
+    }
+}
+
+/// Plays nothing; when asked, sleeps once on the audio thread that mixes it (a test's stall).
+final class StallingSource: FrameSource, Sendable {
+    private let request = Request()
+
+    /// The next mix sleeps `microseconds`.
+    func stall(microseconds: Int) { request.post(microseconds) }
+
+    func readFrame(into buffer: UnsafeMutablePointer<Int16>, count: Int) -> Bool {
+        let us = request.take()
+        if us > 0 { usleep(UInt32(us)) }
+        return false
     }
 }

@@ -78,7 +78,7 @@ final class EngineRealtimeTests: XCTestCase {
         try h.start()
         Thread.sleep(forTimeInterval: 1)
         let resetsBefore = h.engine.canceller.resets.load
-        h.engine.stallRequest.post(300_000)  // 300 ms against a 30 ms buffer
+        h.stall.stall(microseconds: 300_000)  // 300 ms against a 30 ms buffer
         Thread.sleep(forTimeInterval: 1)
         let framesAfterStall = h.engine.stats.frames.load
         Thread.sleep(forTimeInterval: 1)

@@ -1,5 +1,6 @@
 import AudioPipeline
 import Calls
+import Codec
 import Foundation
 import IntercomDaemon
 import Posix

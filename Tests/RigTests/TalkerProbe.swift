@@ -1,6 +1,7 @@
 import AudioPipeline
 import EchoCancel
 import Foundation
+import Frames
 import Posix
 import RealTime
 import SignalTools
@@ -74,7 +75,8 @@ struct TalkerProbe {
         let canceller = try EchoCanceller(EchoCancelSettings(frameSize: frame))
         canceller.bypass.set(true)
         let engine = AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: source)], frameSize: frame),
-                                 canceller: canceller, ringFrames: 64, recordRaw: true)
+                                 microphoneChain: MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: frame), howlGuard: nil),
+                                 ringFrames: 64, recordRaw: true)
         // A roomy buffer: the probe is the instrument, and its own glitches would be charged to
         // intercomd (its queue is subtracted from the delay below, whatever its length).
         let devices = try AudioDevices(DeviceSettings(captureDevice: ear, playbackDevice: "\(mouth)_air",

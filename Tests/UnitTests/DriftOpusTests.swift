@@ -1,5 +1,6 @@
 import AudioPipeline
 import CAllocCounter
+import Codec
 import Foundation
 import Impairment
 import Jitter

@@ -1,4 +1,5 @@
 import AudioPipeline
+import Codec
 import Jitter
 import SignalTools
 import XCTest

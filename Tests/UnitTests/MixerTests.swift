@@ -1,4 +1,6 @@
 import AudioPipeline
+import EchoCancel
+import Frames
 import RealTime
 import XCTest
 
@@ -43,12 +45,33 @@ final class MixerTests: XCTestCase {
         mixer.mix(into: &out)
         XCTAssertEqual(out, [0, 0, 0, 0])
 
-        var mic: [Int16] = [100, -100, 200, -200]
-        mixer.micGain.store(2)
-        mixer.applyMicrophone(&mic)
-        XCTAssertEqual(mic, [200, -200, 400, -400])
-        mixer.micMuted.set(true)
-        mixer.applyMicrophone(&mic)
+        let microphone = MicrophoneGain(frameSize: 4)
+        var mic: [Int16] = [100, -100, 20000, -200]
+        microphone.gain.store(2)
+        microphone.process(&mic)
+        XCTAssertEqual(mic, [200, -200, 32767, -400])
+        XCTAssertEqual(microphone.clippedSamples.load, 1)
+        microphone.muted.set(true)
+        microphone.process(&mic)
         XCTAssertEqual(mic, [0, 0, 0, 0])
+    }
+
+    func testTheMicrophoneChainRunsCancellerGainAndHowlGuardInOrder() throws {
+        // With the canceller bypassed, the chain's output is the gain's: mute must silence it
+        // even though the canceller passed the frame through.
+        let canceller = try EchoCanceller(EchoCancelSettings(frameSize: 480))
+        canceller.bypass.set(true)
+        let chain = MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: 480), howlGuard: HowlGuard(frameSize: 480, sampleRate: 48000))
+        let captured = [Int16](repeating: 1000, count: 480)
+        var out = [Int16](repeating: 0, count: 480)
+        chain.process(captured: captured, into: &out)
+        XCTAssertEqual(out, captured, "bypassed canceller, unity gain, a quiet frame: unchanged")
+        chain.gain.muted.set(true)
+        chain.process(captured: captured, into: &out)
+        XCTAssertEqual(out, [Int16](repeating: 0, count: 480))
+        // A full-scale frame is limited by the howl guard after the gain (−18 dBFS ceiling).
+        chain.gain.muted.set(false)
+        chain.process(captured: [Int16](repeating: 30000, count: 480), into: &out)
+        XCTAssertLessThan(out.map { abs(Int($0)) }.max() ?? 0, 30000 / 4)
     }
 }

@@ -1,4 +1,5 @@
 import AudioPipeline
+import Codec
 import SignalTools
 import TestSupport
 import XCTest

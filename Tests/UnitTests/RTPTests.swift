@@ -1,7 +1,8 @@
+import Codec
 import Foundation
 import RTP
-import TestSupport
 import SignalTools
+import TestSupport
 import XCTest
 
 

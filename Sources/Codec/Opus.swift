@@ -1,6 +1,7 @@
 import COpus
+import Frames
 
-// The only file that calls libopus. The network transport (next issue) builds on these two types.
+// The only file that calls libopus.
 
 public struct OpusError: Error, CustomStringConvertible, Equatable {
     public let operation: String
@@ -73,8 +74,9 @@ public final class OpusEncoder: @unchecked Sendable {
     }
 }
 
-/// A mono Opus decoder. `decode` does not allocate and may run on the audio thread.
-public final class OpusDecoder: @unchecked Sendable {
+/// A mono Opus decoder, the jitter buffer's `FrameDecoder`: FEC from the next packet, Opus's own
+/// loss concealment. Nothing here allocates; it runs on the audio thread.
+public final class OpusDecoder: FrameDecoder, @unchecked Sendable {
     // @unchecked: one owner thread at a time; the C state is not shared.
     private let state: OpaquePointer
     /// A packet may hold more than the caller's frame (a peer sending 20 ms packets to a 10 ms
@@ -131,6 +133,24 @@ public final class OpusDecoder: @unchecked Sendable {
     public func decode(_ packet: UnsafePointer<UInt8>?, length: Int, into pcm: UnsafeMutablePointer<Int16>,
                        frameSize: Int, fec: Bool = false) -> Int {
         Int(opus_decode(state, packet, Int32(length), pcm, Int32(frameSize), fec ? 1 : 0))
+    }
+
+    // FrameDecoder
+
+    public func decode(_ payload: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
+        decodeFrame(payload.baseAddress?.assumingMemoryBound(to: UInt8.self), length: payload.count, into: output, frameSize: frameSize)
+    }
+
+    /// -1 when the next packet carries no FEC data: Opus would conceal and call it success.
+    public func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
+        guard carriesFEC(next) else { return -1 }
+        return decode(next.baseAddress?.assumingMemoryBound(to: UInt8.self), length: next.count, into: output, frameSize: frameSize, fec: true)
+    }
+
+    public func carriesFEC(_ next: UnsafeRawBufferPointer) -> Bool { OpusPacket.carriesFEC(next) }
+
+    public func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
+        decode(nil, length: 0, into: output, frameSize: frameSize)
     }
 
     /// Forgets the decoder's history (OPUS_RESET_STATE): a new stream in a reused slot. Does not allocate.
