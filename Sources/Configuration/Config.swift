@@ -356,8 +356,8 @@ extension DaemonConfig {
         if !issues.isEmpty { throw ConfigError(source: source, issues: issues) }
     }
 
-    /// A complete TOML file with every key, its current value and a one-line comment (meaning,
-    /// allowed values, default). `parse(rendered())` gives back `self`.
+    /// A complete TOML file with every key, its current value and its documentation (meaning,
+    /// allowed values, default, whether SIGHUP applies it). `parse(rendered())` gives back `self`.
     public func rendered() -> String {
         var out = """
             # intercomd configuration (TOML), as printed by `intercomd --print-default-config`.
@@ -371,13 +371,73 @@ extension DaemonConfig {
         return out + renderedCalls()
     }
 
-    /// One section of `rendered()`: its header, and each key under its comment.
+    /// `config/intercomd.example.toml`: every section, calls included, with example values where a
+    /// terminal needs one, and commented examples of the tables. A unit test keeps the file equal to it.
+    public static func exampleFile() -> String {
+        var example = DaemonConfig.default
+        example.audio.captureDevice = "roomA"
+        example.audio.playbackDevice = "roomA"
+        example.network.peers = ["192.168.10.12:5004"]
+        var out = """
+            # intercomd configuration: example for a room terminal (rendered from the configuration
+            # schema by `intercomd --print-example-config`; edit the schema, not this file).
+            #
+            # Copy to /etc/intercomd.toml (or any path given with --config) and edit. Every key is
+            # optional: a key you delete takes the default named in its comment. Misspelled or unknown
+            # keys are errors; intercomd lists every problem with its line and refuses to start.
+
+            """
+        for section in sections {
+            out += render(section, of: example)
+            switch section.name {
+            case "room":
+                out += "\n" + comment("""
+                    The directory: one table per room of the practice, this one included. Example:
+                      [rooms.empfang]
+                      name = "Empfang"           # display name (default: the id)
+                      address = "192.168.10.11"  # the room terminal's IPv4 address (required)
+                      signalling_port = 5070     # default 5070
+                      media_port = 5004          # default 5004
+                      may_call = ["beh1"]        # optional: once any room has it, rooms without it call nobody
+                    Call buttons: one table per button; one room = a direct call, several = a group call.
+                      [buttons.alle]
+                      rooms = ["beh1", "beh2", "beh3"]
+                      label = "Alle Behandlungsräume"
+                    SIGHUP applies changed rooms and buttons between calls.
+                    """, wrap: false)
+            default:
+                break
+            }
+        }
+        return out
+    }
+
+    /// One section of a rendered file: its header, and each key under its documentation.
     static func render(_ section: SchemaSection, of config: DaemonConfig) -> String {
-        var out = "\n# \(section.comment)\n[\(section.name)]\n"
+        var out = "\n[\(section.name)]\n" + comment(section.comment)
         for key in section.keys {
-            let rule = key.allowed.isEmpty ? "" : key.allowed + "; "
-            out += "# \(key.comment) (\(rule)default \(key.render(.default)))\n"
+            let allowed = key.allowed.isEmpty ? "" : "Allowed: \(key.allowed). "
+            out += "\n" + comment(key.comment + ".")
+            out += comment("\(allowed)Default: \(key.render(.default)). \(key.reload.words).")
             out += "\(key.name) = \(key.render(config))\n"
+        }
+        return out
+    }
+
+    /// `text` as TOML comment lines, wrapped at 96 columns unless `wrap` is false.
+    static func comment(_ text: String, wrap: Bool = true) -> String {
+        var out = ""
+        for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            guard wrap else { out += "# \(paragraph)\n"; continue }
+            var line = ""
+            for word in paragraph.split(separator: " ") {
+                if !line.isEmpty, line.count + 1 + word.count > 94 {
+                    out += "# \(line)\n"
+                    line = ""
+                }
+                line += (line.isEmpty ? "" : " ") + word
+            }
+            out += "# \(line)\n"
         }
         return out
     }
@@ -451,10 +511,13 @@ struct SchemaSection: Sendable {
     let keys: [SchemaKey]
 }
 
-/// One key: how it is read from TOML, checked, and written back.
+/// One key: everything known about it in one place. How it is read from TOML, checked and
+/// written back; its documentation (rendered into `--print-default-config` and the example file);
+/// whether SIGHUP applies it (`Daemon.reload` reads that from here). Its default is the
+/// section struct's initial value, the one place a default is written.
 struct SchemaKey: Sendable {
     let name: String
-    /// One-line meaning, written above the key by `rendered()`.
+    /// What the key means, written above it by `rendered()` (wrapped there; may be several sentences).
     let comment: String
     /// Allowed values in words ("2...4", "one of 2.5, 5, 10, 20"); empty when anything goes.
     let allowed: String
@@ -464,6 +527,51 @@ struct SchemaKey: Sendable {
     let check: @Sendable (DaemonConfig) -> String?
     /// The stored value as a TOML literal.
     let render: @Sendable (DaemonConfig) -> String
+    /// Copies this key's value from the second configuration into the first.
+    let adopt: @Sendable (inout DaemonConfig, DaemonConfig) -> Void
+    /// When a changed value takes effect.
+    var reload: Reload = .restart
+
+    init(name: String, comment: String, allowed: String,
+         read: @escaping @Sendable (TOMLValueConvertible, inout DaemonConfig) throws(ValueProblem) -> Void,
+         check: @escaping @Sendable (DaemonConfig) -> String?, render: @escaping @Sendable (DaemonConfig) -> String,
+         adopt: @escaping @Sendable (inout DaemonConfig, DaemonConfig) -> Void) {
+        self.name = name
+        self.comment = comment
+        self.allowed = allowed
+        self.read = read
+        self.check = check
+        self.render = render
+        self.adopt = adopt
+    }
+
+    /// Whether the key has different values in `a` and `b`.
+    func differs(_ a: DaemonConfig, _ b: DaemonConfig) -> Bool { render(a) != render(b) }
+
+    /// The same key, applied by SIGHUP as `reload` says.
+    func reloaded(_ reload: Reload) -> SchemaKey {
+        var k = self
+        k.reload = reload
+        return k
+    }
+}
+
+/// When a changed key takes effect.
+public enum Reload: Sendable, Equatable {
+    /// At the next start: it would mean reopening devices or sockets.
+    case restart
+    /// SIGHUP applies it at once, while audio runs.
+    case live
+    /// SIGHUP applies it once no call is running (a call in progress keeps its rules).
+    case betweenCalls
+
+    var words: String {
+        switch self {
+        case .restart: "Takes effect at restart"
+        case .live: "SIGHUP applies it at once"
+        case .betweenCalls: "SIGHUP applies it between calls"
+        }
+    }
 }
 
 /// Allowed values of a key.
@@ -515,7 +623,7 @@ extension SchemaKey {
         let first = check
         return SchemaKey(
             name: name, comment: comment, allowed: allowed, read: read,
-            check: { first($0) ?? extra($0) }, render: render)
+            check: { first($0) ?? extra($0) }, render: render, adopt: adopt).reloaded(reload)
     }
 
     typealias Path<V> = WritableKeyPath<DaemonConfig, V> & Sendable
@@ -525,7 +633,8 @@ extension SchemaKey {
             name: name, comment: comment, allowed: rule.allowed,
             read: { value, config throws(ValueProblem) in config[keyPath: path] = try TOMLRead.string(value) },
             check: { rule.problem($0[keyPath: path]) },
-            render: { TOMLWrite.string($0[keyPath: path]) })
+            render: { TOMLWrite.string($0[keyPath: path]) },
+            adopt: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     /// An optional file path; `""` in the file means none.
@@ -537,7 +646,8 @@ extension SchemaKey {
                 config[keyPath: path] = s.isEmpty ? nil : s
             },
             check: { _ in nil },
-            render: { TOMLWrite.string($0[keyPath: path] ?? "") })
+            render: { TOMLWrite.string($0[keyPath: path] ?? "") },
+            adopt: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     /// An array of strings, each checked by `element` (nil = fine).
@@ -552,7 +662,8 @@ extension SchemaKey {
                 }
                 return nil
             },
-            render: { "[" + $0[keyPath: path].map(TOMLWrite.string).joined(separator: ", ") + "]" })
+            render: { "[" + $0[keyPath: path].map(TOMLWrite.string).joined(separator: ", ") + "]" },
+            adopt: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     static func bool(_ name: String, _ path: Path<Bool>, _ comment: String) -> SchemaKey {
@@ -560,7 +671,8 @@ extension SchemaKey {
             name: name, comment: comment, allowed: "true or false",
             read: { value, config throws(ValueProblem) in config[keyPath: path] = try TOMLRead.bool(value) },
             check: { _ in nil },
-            render: { String($0[keyPath: path]) })
+            render: { String($0[keyPath: path]) },
+            adopt: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     static func int(_ name: String, _ path: Path<Int>, _ comment: String, _ rule: Rule<Int>) -> SchemaKey {
@@ -568,7 +680,8 @@ extension SchemaKey {
             name: name, comment: comment, allowed: rule.allowed,
             read: { value, config throws(ValueProblem) in config[keyPath: path] = try TOMLRead.int(value) },
             check: { rule.problem($0[keyPath: path]) },
-            render: { String($0[keyPath: path]) })
+            render: { String($0[keyPath: path]) },
+            adopt: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     static func double(_ name: String, _ path: Path<Double>, _ comment: String, _ rule: Rule<Double>) -> SchemaKey {
@@ -576,7 +689,8 @@ extension SchemaKey {
             name: name, comment: comment, allowed: rule.allowed,
             read: { value, config throws(ValueProblem) in config[keyPath: path] = try TOMLRead.double(value) },
             check: { rule.problem($0[keyPath: path]) },
-            render: { formatNumber($0[keyPath: path]) })
+            render: { formatNumber($0[keyPath: path]) },
+            adopt: { $0[keyPath: path] = $1[keyPath: path] })
     }
 }
 
@@ -586,62 +700,62 @@ extension DaemonConfig {
     static let schema: [SchemaSection] = [
         SchemaSection(name: "audio", comment: "Sound devices and timing.", keys: [
             .string("capture_device", \.audio.captureDevice,
-                    "ALSA capture (microphone) device, as `arecord -L` lists it"),
+                    "ALSA capture (microphone) device. On a real sound card use the name `arecord -L` prints, e.g. \"plughw:CARD=Device,DEV=0\" (stable across reboots, ALSA converts formats) or \"hw:0,0\" (card 0, device 0: no conversion, numbers can change). \"roomA\" is a room of the virtual test rig"),
             .string("playback_device", \.audio.playbackDevice,
-                    "ALSA playback (speaker) device, as `aplay -L` lists it"),
+                    "ALSA playback (loudspeaker) device, as `aplay -L` lists it"),
             .int("sample_rate", \.audio.sampleRate, "Sample rate in Hz",
                  Rule(allowed: "only 48000 is supported for now") { v in
                      AudioSection.supportedSampleRates.contains(v)
                          ? nil : "\(v) is not supported (only 48000 for now)"
                  }),
             .double("period_ms", \.audio.periodMs,
-                    "Period (audio block) in milliseconds; shorter = less latency, more CPU",
+                    "Period (audio block) in milliseconds. Shorter = less latency, but more CPU wake-ups and more risk of dropouts; 10 ms = 480 frames at 48 kHz",
                     .oneOf(AudioSection.supportedPeriodsMs)),
             .int("buffer_periods", \.audio.bufferPeriods,
-                 "ALSA buffer length in periods (playback is kept full, so this is its latency); more = more tolerance to scheduling delays",
+                 "ALSA buffer length in periods. Playback is kept full, so this is its latency (3 x 10 ms = 30 ms); more = more tolerance to scheduling delays (short periods need more of them), but more latency",
                  .range(AudioSection.bufferPeriodsRange)),
             .bool("link_devices", \.audio.linkDevices,
-                  "Start capture and playback together (snd_pcm_link) when the devices allow it"),
+                  "Start capture and playback together (snd_pcm_link) when the devices allow it, so they stay in step"),
         ]),
         SchemaSection(name: "realtime", comment: "Scheduling of the audio thread.", keys: [
             .int("priority", \.realtime.priority,
-                 "SCHED_FIFO priority of the audio thread",
+                 "SCHED_FIFO priority of the audio thread. Needs CAP_SYS_NICE or an rtprio limit (e.g. /etc/security/limits.d)",
                  Rule(allowed: "0 = normal scheduling, 1...99 = SCHED_FIFO") { v in
                      RealtimeSection.priorityRange.contains(v)
                          ? nil : "\(v) is not in range 0...99 (0 = normal scheduling, 1...99 = SCHED_FIFO)"
                  }),
             .bool("lock_memory", \.realtime.lockMemory,
-                  "Lock all memory (mlockall) so the audio thread never waits for paging"),
+                  "Lock all memory (mlockall) so the audio thread never waits for paging. Needs CAP_IPC_LOCK or a memlock limit"),
         ]),
         SchemaSection(name: "echo", comment: "Acoustic echo cancellation and noise suppression (speexdsp).", keys: [
-            .bool("enabled", \.echo.enabled, "Cancel the speaker's echo in the microphone signal"),
+            .bool("enabled", \.echo.enabled, "Cancel the loudspeaker's echo in the microphone signal (speexdsp)").reloaded(.live),
             .int("tail_ms", \.echo.tailMs,
-                 "Longest echo path cancelled in milliseconds: room reverberation plus device latency",
+                 "Longest echo path cancelled, in milliseconds: the room's reverberation plus the sound devices' latency. Larger costs more CPU",
                  .range(EchoSection.tailMsRange)),
             .int("noise_suppress_db", \.echo.noiseSuppressDb,
                  "Maximum noise attenuation in dB; 0 = no noise suppression",
                  .range(EchoSection.noiseSuppressDbRange)),
             .int("echo_suppress_db", \.echo.echoSuppressDb,
-                 "Maximum attenuation of residual echo in dB",
+                 "Maximum attenuation of the echo left after cancellation, in dB",
                  .range(EchoSection.echoSuppressDbRange)),
             .int("echo_suppress_active_db", \.echo.echoSuppressActiveDb,
-                 "Maximum attenuation of residual echo while the near end talks too, in dB",
+                 "The same while the person in the room talks too, in dB. Closer to 0 keeps double talk natural; more negative hides more echo",
                  .range(EchoSection.echoSuppressDbRange)),
             .bool("agc", \.echo.agc, "Automatic gain control of the microphone"),
             .bool("howl_guard", \.echo.howlGuard,
-                  "Limit a loop through another terminal the canceller cannot see (two terminals that hear each other)"),
+                  "Howl guard: limits what is sent to -18 dBFS and breaks a loop through another terminal (two terminals that hear each other, which no echo canceller sees) by lowering the microphone until it dies down. Works with enabled = true").reloaded(.live),
             .bool("residual_gate", \.echo.residualGate,
-                  "Attenuate the echo the canceller has not yet learned to remove while the far end talks (half duplex until it has)"),
+                  "Residual echo gate: while the far end talks, attenuates by 30 dB whatever the canceller leaves that is not clearly the person in the room. Until the canceller has learned the room (the first second of a call) this works like a half-duplex speakerphone; afterwards double talk passes"),
         ]),
         SchemaSection(name: "mixer", comment: "Mute and gain at start-up.", keys: [
             .bool("mic_muted", \.mixer.micMuted, "Start with the microphone muted"),
             .bool("speaker_muted", \.mixer.speakerMuted, "Start with the speaker muted"),
-            .double("speaker_gain_db", \.mixer.speakerGainDb, "Speaker gain in dB",
-                    .range(MixerSection.speakerGainDbRange)),
+            .double("speaker_gain_db", \.mixer.speakerGainDb, "Loudspeaker gain in dB",
+                    .range(MixerSection.speakerGainDbRange)).reloaded(.live),
             .double("mic_gain_db", \.mixer.micGainDb, "Microphone gain in dB",
-                    .range(MixerSection.micGainDbRange)),
+                    .range(MixerSection.micGainDbRange)).reloaded(.live),
         ]),
-        SchemaSection(name: "retry", comment: "Sound devices that cannot be opened (unplugged, busy).", keys: [
+        SchemaSection(name: "retry", comment: "Sound devices that cannot be opened (unplugged USB card, device busy).", keys: [
             .bool("enabled", \.retry.enabled,
                   "Keep retrying a device that cannot be opened instead of exiting"),
             .int("initial_ms", \.retry.initialMs,
@@ -657,15 +771,15 @@ extension DaemonConfig {
         SchemaSection(name: "log", comment: "Logging.", keys: [
             .string("level", \.log.level, "Least severe level logged", .oneOf(LogSection.levels)),
             .double("stats_interval_s", \.log.statsIntervalS,
-                    "Seconds between audio statistics log messages",
+                    "Seconds between statistics log messages (levels, xruns, streams); `intercomctl stats` reads the same counters at any time",
                     Rule(allowed: "0 = off, else 0.5...3600") { v in
                         v == 0 || LogSection.statsIntervalRange.contains(v)
                             ? nil : "\(formatNumber(v)) is neither 0 (off) nor in range 0.5...3600"
                     }),
         ]),
-        SchemaSection(name: "local", comment: "Local mode (no network): a file plays the far end, the microphone can be recorded.", keys: [
+        SchemaSection(name: "local", comment: "Local mode only (a test without network): a file plays the far end, the microphone can be recorded. A room terminal leaves these empty.", keys: [
             .optionalPath("far_end_wav", \.local.farEndWav, "WAV file played (looping) as far-end speech"),
-            .optionalPath("record_wav", \.local.recordWav, "WAV file receiving the processed microphone signal"),
+            .optionalPath("record_wav", \.local.recordWav, "WAV file receiving the processed microphone signal (after echo cancellation)"),
             .optionalPath("record_raw_wav", \.local.recordRawWav, "WAV file receiving the unprocessed microphone signal"),
             .double("duration_s", \.local.durationS, "Run time in seconds",
                     Rule(allowed: "0 = until stopped, else > 0") { v in
@@ -674,30 +788,30 @@ extension DaemonConfig {
                     }),
         ]),
         SchemaSection(name: "network", comment: "Media to and from the connected rooms (Opus in RTP over UDP).", keys: [
-            .int("listen_port", \.network.listenPort, "UDP port media is received on",
+            .int("listen_port", \.network.listenPort, "UDP port media is received on. With calls it follows this room's media_port in [rooms] (leave it out, or set the same value)",
                  Rule(allowed: "0 = receive nothing, else 1...65535") { v in
                      (0...65535).contains(v) ? nil : "\(v) is not a port (0...65535)"
                  }),
-            .string("bind_address", \.network.bindAddress, "Local IPv4 address the media socket is bound to",
+            .string("bind_address", \.network.bindAddress, "Local IPv4 address the media socket is bound to; \"0.0.0.0\" = every interface",
                     Rule(allowed: "an IPv4 address") { ipv4Problem($0) }),
-            .strings("peers", \.network.peers, "Where this room's microphone is sent, unicast or multicast",
+            .strings("peers", \.network.peers, "Where this room's microphone goes: the address of each connected room, or of a multicast group several rooms receive. With calls ([room] id set) leave it empty: the calls decide where audio goes",
                      allowed: "\"a.b.c.d:port\" each; [] = send nothing") { endpointProblem($0) },
-            .strings("multicast_groups", \.network.multicastGroups, "Multicast groups received on listen_port",
+            .strings("multicast_groups", \.network.multicastGroups, "Multicast groups this room receives on listen_port, e.g. [\"239.255.0.1\"]",
                      allowed: "\"a.b.c.d\" each, 224.0.0.0...239.255.255.255") { v in
                          let group: UInt32
                          do throws(IPv4ParseError) { group = try IPv4Endpoint.parseAddress(v) } catch { return "is not an IPv4 address (a.b.c.d): \(error.problem)" }
                          return IPv4Endpoint(address: group, port: 0).isMulticast ? nil : "is not a multicast address (224...239.x.x.x)"
                      },
             .string("multicast_interface", \.network.multicastInterface,
-                    "Address of the interface multicast goes through; 0.0.0.0 = the kernel's choice",
+                    "Address of the network interface multicast goes through; 0.0.0.0 = the kernel chooses by its routes",
                     Rule(allowed: "an IPv4 address") { ipv4Problem($0) }),
             .int("multicast_ttl", \.network.multicastTtl, "Hops multicast may cross (1 = this network only)",
                  .range(NetworkSection.multicastTtlRange)),
             .bool("multicast_loopback", \.network.multicastLoopback,
-                  "Deliver our own multicast to this host too (only for several rooms on one host)"),
-            .int("dscp", \.network.dscp, "DiffServ code point of media packets (46 = EF, for voice)",
+                  "Deliver our own multicast back to this host. Only for several rooms on one machine (tests); a terminal must not hear itself"),
+            .int("dscp", \.network.dscp, "DiffServ code point of media packets: 46 = EF, expedited forwarding, which switches with QoS serve before bulk traffic",
                  .range(NetworkSection.dscpRange)),
-            .int("payload_type", \.network.payloadType, "RTP payload type of Opus (dynamic)",
+            .int("payload_type", \.network.payloadType, "RTP payload type of Opus (dynamic); every room of the installation uses the same",
                  .range(NetworkSection.payloadTypeRange)),
             .int("max_streams", \.network.maxStreams, "Remote streams mixed at once; more are refused until one goes idle",
                  .range(NetworkSection.maxStreamsRange)),
@@ -708,18 +822,18 @@ extension DaemonConfig {
         ]),
         SchemaSection(name: "opus", comment: "The codec (Opus).", keys: [
             .string("application", \.opus.application,
-                    "voip: speech, FEC and DTX available; restricted_lowdelay: CELT only, 2.5 ms less delay, no FEC",
+                    "voip: speech mode with forward error correction and DTX available. restricted_lowdelay: the minimum delay (2.5 ms less codec look-ahead), no FEC; pair it with audio.period_ms = 2.5 or 5 and a small jitter.min_delay_ms",
                     .oneOf(OpusSection.applications)),
-            .int("bitrate", \.opus.bitrate, "Bits per second", .range(OpusSection.bitrateRange)),
+            .int("bitrate", \.opus.bitrate, "Bits per second. 64000 gives wide-band speech with room for FEC (PESQ-WB 3.43 through the codec alone, FEC in 78 % of packets of speech; 32000 with FEC: 2.11, since libopus narrows the band to fit the FEC). About 100 kbit/s per stream on the wire with the headers", .range(OpusSection.bitrateRange)),
             .int("complexity", \.opus.complexity, "Encoder effort (more = better sound for the bits, more CPU)",
                  .range(OpusSection.complexityRange)),
-            .bool("fec", \.opus.fec, "In-band forward error correction (voip, 10 and 20 ms frames only)"),
-            .int("expected_loss_percent", \.opus.expectedLossPercent, "Packet loss the FEC is prepared for, percent (above 5 % libopus always makes room for FEC; at 5 % or less only if the bitrate leaves room)",
+            .bool("fec", \.opus.fec, "In-band forward error correction: each packet carries a coarse copy of the one before, so a single lost packet is rebuilt. Works with 10 and 20 ms frames in voip mode"),
+            .int("expected_loss_percent", \.opus.expectedLossPercent, "Packet loss the encoder prepares the FEC for, in percent. Above 5 libopus always makes room for FEC, narrowing the band if it must; at 5 or less only if the bitrate leaves room, which 64 kbit/s does and 32 kbit/s does not (`intercomctl stats` shows fec_carried)",
                  .range(OpusSection.expectedLossRange)),
             .bool("dtx", \.opus.dtx, "Discontinuous transmission: send almost nothing while the room is silent"),
         ]),
         SchemaSection(name: "jitter", comment: "Receive buffer of each remote stream.", keys: [
-            .double("min_delay_ms", \.jitter.minDelayMs, "Smallest delay the adaptive jitter buffer may choose, ms",
+            .double("min_delay_ms", \.jitter.minDelayMs, "Smallest delay the adaptive jitter buffer may choose, ms. The buffer follows the measured network jitter (its 95th percentile plus one frame) between min_delay_ms and max_delay_ms; with 5 ms or 2.5 ms periods on a quiet LAN 5 is fine",
                     .range(JitterSection.delayRange)),
             .double("max_delay_ms", \.jitter.maxDelayMs, "Largest delay the adaptive jitter buffer may choose, ms",
                     Rule(allowed: ">= min_delay_ms, <= 1000") { v in
@@ -729,9 +843,39 @@ extension DaemonConfig {
                     c.jitter.maxDelayMs >= c.jitter.minDelayMs
                         ? nil : "\(formatNumber(c.jitter.maxDelayMs)) is less than jitter.min_delay_ms (\(formatNumber(c.jitter.minDelayMs)))"
                 },
-            .bool("drift_correction", \.jitter.driftCorrection, "Follow the remote sound card's clock by resampling"),
+            .bool("drift_correction", \.jitter.driftCorrection, "Follow the remote sound card's clock (they differ by up to a few hundred ppm) by resampling, so the delay neither creeps nor jumps"),
         ]),
     ]
+
+    /// `self` with the value of every key of `new` that SIGHUP applies as `policy` says, and the
+    /// names ("mixer.mic_gain_db") of those that changed.
+    public func adopting(_ policy: Reload, from new: DaemonConfig) -> (config: DaemonConfig, keys: [String]) {
+        var c = self
+        var changed: [String] = []
+        for section in Self.sections {
+            for key in section.keys where key.reload == policy && key.differs(c, new) {
+                key.adopt(&c, new)
+                changed.append("\(section.name).\(key.name)")
+            }
+        }
+        return (c, changed)
+    }
+
+    /// The keys ("audio.period_ms") and tables ("rooms", "buttons") whose values differ in `other`.
+    public func differingKeys(from other: DaemonConfig) -> [String] {
+        var out: [String] = []
+        for section in Self.sections {
+            for key in section.keys where key.differs(self, other) { out.append("\(section.name).\(key.name)") }
+        }
+        if rooms != other.rooms { out.append("rooms") }
+        if buttons != other.buttons { out.append("buttons") }
+        return out
+    }
+
+    /// The names of the keys SIGHUP applies as `policy` says.
+    public static func keys(reloaded policy: Reload) -> [String] {
+        sections.flatMap { s in s.keys.filter { $0.reload == policy }.map { "\(s.name).\($0.name)" } }
+    }
 
     /// Every fixed section: `schema`, then the call sections (ConfigCalls.swift).
     static let sections = schema + callSchema

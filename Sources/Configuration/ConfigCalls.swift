@@ -191,38 +191,38 @@ extension DaemonConfig {
     /// `[room]`, `[calls]`, `[control]`, `[keys]`: read and checked like `schema`, but rendered
     /// only when calls are configured, so a file without calls renders as it did before.
     static let callSchema: [SchemaSection] = [
-        SchemaSection(name: "room", comment: "This terminal's room; calls are on when the id is set.", keys: [
+        SchemaSection(name: "room", comment: "This terminal's room. Calls are on when id names this terminal's entry in [rooms]; then [network] listen_port follows that entry's media_port and [network] peers stay empty.", keys: [
             .string("id", \.room.id, "Id of this room in [rooms] (1-32 of a-z, 0-9, - and _); \"\" = calls off", .any),
         ]),
         SchemaSection(name: "calls", comment: "Calls between rooms (docs/calls.md).", keys: [
-            .bool("auto_answer", \.calls.autoAnswer, "A called room opens its audio by itself after the chime"),
+            .bool("auto_answer", \.calls.autoAnswer, "A called room opens its audio by itself after the chime").reloaded(.betweenCalls),
             .int("ring_ms", \.calls.ringMs, "Chime time in a called room before its audio opens, ms",
-                 .range(CallsSection.ringMsRange)),
-            .int("answer_timeout_ms", \.calls.answerTimeoutMs, "A call nobody answers is given up after this, ms",
+                 .range(CallsSection.ringMsRange)).reloaded(.betweenCalls),
+            .int("answer_timeout_ms", \.calls.answerTimeoutMs, "A call nobody takes is given up after this, ms; more than ring_ms when auto_answer is on",
                  .range(CallsSection.answerTimeoutMsRange))
                 .alsoChecking { c in
                     !c.calls.autoAnswer || c.calls.answerTimeoutMs > c.calls.ringMs ? nil
                         : "\(c.calls.answerTimeoutMs) is not more than calls.ring_ms (\(c.calls.ringMs)): calls would be given up before they open"
-                },
+                }.reloaded(.betweenCalls),
             .bool("do_not_disturb", \.calls.doNotDisturb, "Refuse calls at the very first start (afterwards the saved state wins)"),
             .string("caller_voice", \.calls.callerVoice,
                     "How this room's voice reaches its callees: one stream each, or one multicast stream",
-                    .oneOf(CallsSection.callerVoices)),
+                    .oneOf(CallsSection.callerVoices)).reloaded(.betweenCalls),
             .string("multicast_group", \.calls.multicastGroup, "Group the caller's voice is sent to when caller_voice = \"multicast\"",
                     Rule(allowed: "\"a.b.c.d:port\", 224...239.x.x.x; \"\" = none") { multicastGroupProblem($0) })
                 .alsoChecking { c in
                     c.calls.callerVoice == "multicast" && c.calls.multicastGroup.isEmpty
                         ? "is required when calls.caller_voice is \"multicast\" (\"a.b.c.d:port\")" : nil
-                },
+                }.reloaded(.betweenCalls),
             .string("history_path", \.calls.historyPath, "Call history file (JSON, written atomically)"),
             .int("history_limit", \.calls.historyLimit, "Entries the history keeps (the oldest are dropped)",
                  .range(CallsSection.historyLimitRange)),
             .string("state_path", \.calls.statePath, "File keeping do-not-disturb across restarts"),
             .string("chime_wav", \.calls.chimeWav, "48 kHz mono 16-bit WAV replacing the generated chime; \"\" = generated", .any),
         ]),
-        SchemaSection(name: "security", comment: "The site key: the same file on every terminal of the site.", keys: [
+        SchemaSection(name: "security", comment: "Sealed signalling and SRTP media between the terminals of a site.", keys: [
             .string("site_key", \.security.siteKey,
-                    "Site key file (make one: head -c 32 /dev/urandom | base64 > FILE; chmod 0640, group intercomd); \"\" = signalling and media in the clear", .any),
+                    "The site key file: the same file on every terminal of the site, base64 of at least 32 random bytes, readable by the service only (head -c 32 /dev/urandom | base64 > /etc/intercomd/site.key; chown root:intercomd and chmod 0640 it). With it, signalling between terminals is encrypted and authenticated, each call's media is SRTP under keys derived per call and per sending room, and a terminal without it can neither call, nor be called, nor be heard. \"\" = signalling and media in the clear", .any),
         ]),
         SchemaSection(name: "control", comment: "The local control socket (intercomctl, docs/control.md).", keys: [
             .string("socket", \.control.socket, "Path of the Unix socket",
@@ -239,7 +239,7 @@ extension DaemonConfig {
             .string("device", \.keys.device, "Input device (evdev), e.g. /dev/input/event0; \"\" = no keys", .any),
             .int("debounce_ms", \.keys.debounceMs, "Presses of one key closer together than this count once, ms",
                  .range(KeysSection.debounceMsRange)),
-            .keyMap("map", "Key name (KEY_F1, BTN_0) or code → call:<button name or number>, hang_up, toggle_mic_mute, toggle_speaker_mute or toggle_dnd"),
+            .keyMap("map", "Key name (KEY_F1, BTN_0) or code → call:<button name or number>, hang_up, toggle_mic_mute, toggle_speaker_mute or toggle_dnd; e.g. { KEY_F1 = \"call:alle\", KEY_ESC = \"hang_up\" }, or the same as a [keys.map] table"),
         ]),
     ]
 }
@@ -271,7 +271,8 @@ extension SchemaKey {
                 config[keyPath: path] = mode
             },
             check: { c in c[keyPath: path] <= 0o777 ? nil : "\(octal(c[keyPath: path])) is not a mode \"0000\"...\"0777\"" },
-            render: { TOMLWrite.string(octal($0[keyPath: path])) })
+            render: { TOMLWrite.string(octal($0[keyPath: path])) },
+            adopt: { $0[keyPath: path] = $1[keyPath: path] })
     }
 
     /// `[keys.map]`: entries are checked against the buttons in `callIssues` (each names its
@@ -296,7 +297,8 @@ extension SchemaKey {
                 let entries = c.keys.map.sorted { $0.key < $1.key }
                 return entries.isEmpty ? "{}"
                     : "{ " + entries.map { "\(TOMLWrite.key($0.key)) = \(TOMLWrite.string($0.value))" }.joined(separator: ", ") + " }"
-            })
+            },
+            adopt: { $0.keys.map = $1.keys.map })
     }
 }
 

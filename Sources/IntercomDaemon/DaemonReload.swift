@@ -1,14 +1,15 @@
 import Foundation
 
-/// SIGHUP: the configuration file is read again. What can change while audio runs changes now:
-/// the gains, the echo switches, and the room directory, buttons and call rules (between calls; a
-/// call in progress keeps its rules). Everything else is named as waiting for a restart, because
-/// it would mean reopening devices or sockets mid-call. A file with problems changes nothing.
+/// SIGHUP: the configuration file is read again. The keys whose schema entry says `.live` change
+/// now (gains, echo switches), those that say `.betweenCalls` and the room directory and buttons
+/// when no call runs (a call in progress keeps its rules). Everything else is named as waiting for
+/// a restart, because it would mean reopening devices or sockets mid-call. A file with problems
+/// changes nothing.
 extension Daemon {
     public struct ReloadOutcome: Sendable, Equatable {
-        /// Sections whose changes were applied.
+        /// Keys ("mixer.mic_gain_db") and tables ("rooms") whose changes were applied.
         public var applied: [String] = []
-        /// Sections whose changes need `systemctl restart intercomd`.
+        /// Keys and tables whose changes need `systemctl restart intercomd`.
         public var needRestart: [String] = []
         /// Calls settings that wait for the running call to end.
         public var deferredUntilIdle = false
@@ -24,53 +25,28 @@ extension Daemon {
         }
     }
 
-    /// `running` with the parts of `new` that a reload applies, and which sections those were.
+    /// `running` with the parts of `new` that a reload applies, and which keys those were.
     static func liveParts(of new: DaemonConfig, over running: DaemonConfig) -> (config: DaemonConfig, sections: [String]) {
-        var c = running
-        var sections: [String] = []
-        if new.mixer.micGainDb != c.mixer.micGainDb || new.mixer.speakerGainDb != c.mixer.speakerGainDb {
-            c.mixer.micGainDb = new.mixer.micGainDb
-            c.mixer.speakerGainDb = new.mixer.speakerGainDb
-            sections.append("mixer gains")
-        }
-        if new.echo.enabled != c.echo.enabled || new.echo.howlGuard != c.echo.howlGuard {
-            c.echo.enabled = new.echo.enabled
-            c.echo.howlGuard = new.echo.howlGuard
-            sections.append("echo switches")
-        }
+        var (c, applied) = running.adopting(.live, from: new)
         // Calls: only when this room and its sockets stay (the engine checks the same).
         if running.callsEnabled, new.callsEnabled, new.room == running.room,
            new.rooms[new.room.id] == running.rooms[running.room.id] {
-            var candidate = c
+            var (candidate, keys) = c.adopting(.betweenCalls, from: new)
             candidate.rooms = new.rooms
             candidate.buttons = new.buttons
-            candidate.calls.autoAnswer = new.calls.autoAnswer
-            candidate.calls.ringMs = new.calls.ringMs
-            candidate.calls.answerTimeoutMs = new.calls.answerTimeoutMs
-            candidate.calls.callerVoice = new.calls.callerVoice
-            candidate.calls.multicastGroup = new.calls.multicastGroup
             if candidate.callSettings() != c.callSettings() {
+                if c.rooms != new.rooms { keys.append("rooms") }
+                if c.buttons != new.buttons { keys.append("buttons") }
                 c = candidate
-                sections.append("rooms, buttons and call rules")
+                applied += keys
             }
         }
-        return (c, sections)
+        return (c, applied)
     }
 
-    /// The sections in which `new` differs from `running` beyond what a reload applies.
+    /// The keys in which `new` differs from `running` beyond what a reload applies.
     static func restartNeeded(_ new: DaemonConfig, running: DaemonConfig) -> [String] {
-        let live = liveParts(of: new, over: running).config
-        var out: [String] = []
-        func compare<T: Equatable>(_ name: String, _ path: KeyPath<DaemonConfig, T>) {
-            if live[keyPath: path] != new[keyPath: path] { out.append(name) }
-        }
-        compare("audio", \.audio); compare("realtime", \.realtime); compare("echo", \.echo)
-        compare("mixer", \.mixer); compare("retry", \.retry); compare("log", \.log)
-        compare("local", \.local); compare("network", \.network); compare("opus", \.opus)
-        compare("jitter", \.jitter); compare("room", \.room); compare("rooms", \.rooms)
-        compare("buttons", \.buttons); compare("calls", \.calls); compare("control", \.control); compare("security", \.security)
-        compare("keys", \.keys)
-        return out
+        liveParts(of: new, over: running).config.differingKeys(from: new)
     }
 
     /// Reads `path` again and applies what can change now (main thread).

@@ -18,6 +18,9 @@ struct Intercomd: ParsableCommand {
     @Flag(help: "Print a complete configuration with every default and exit.")
     var printDefaultConfig = false
 
+    @Flag(help: "Print the documented example configuration (config/intercomd.example.toml) and exit.")
+    var printExampleConfig = false
+
     @Option(help: "Local mode: WAV file played as far-end speech (overrides local.far_end_wav).")
     var farEnd: String?
 
@@ -39,6 +42,10 @@ struct Intercomd: ParsableCommand {
     func run() throws {
         if printDefaultConfig {
             print(DaemonConfig.default.rendered())
+            return
+        }
+        if printExampleConfig {
+            print(DaemonConfig.exampleFile(), terminator: "")
             return
         }
         Daemon.blockSignals()

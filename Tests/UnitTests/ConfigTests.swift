@@ -502,7 +502,10 @@ final class ConfigTests: XCTestCase {
         backToDefaults.network.peers = DaemonConfig.default.network.peers
         XCTAssertEqual(backToDefaults, DaemonConfig.default)
 
-        let locator = KeyLocator(try String(contentsOfFile: path, encoding: .utf8))
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        XCTAssertEqual(text, DaemonConfig.exampleFile(),
+                       "the example is rendered from the schema: intercomd --print-example-config > config/intercomd.example.toml")
+        let locator = KeyLocator(text)
         for section in DaemonConfig.schema {
             for key in section.keys {
                 XCTAssertTrue(locator.defines([section.name, key.name]), "example lacks \(section.name).\(key.name)")
@@ -517,7 +520,8 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(try DaemonConfig.parse(text, source: "rendered"), DaemonConfig.default)
         XCTAssertTrue(text.contains("\n[audio]\n"), text)
         XCTAssertTrue(text.contains("\nperiod_ms = 10\n"), text)
-        XCTAssertTrue(text.contains("(one of 2.5, 5, 10, 20; default 10)\nperiod_ms = 10\n"), text)
+        XCTAssertTrue(text.contains("# Allowed: one of 2.5, 5, 10, 20. Default: 10. Takes effect at restart.\nperiod_ms = 10\n"), text)
+        XCTAssertTrue(text.contains("# Allowed: -60...24. Default: 0. SIGHUP applies it at once.\nmic_gain_db = 0\n"), text)
 
         // Every key is written, each under a comment.
         assertEveryKeyRenderedUnderAComment(text, DaemonConfig.schema)

@@ -38,9 +38,37 @@ final class ReloadTests: XCTestCase {
             howl_guard = false
             """, replacing: ("mic_gain_db = 0", "mic_gain_db = 6"))
         let (live, sections) = Daemon.liveParts(of: new, over: running)
-        XCTAssertEqual(sections, ["mixer gains", "echo switches", "rooms, buttons and call rules"])
+        XCTAssertEqual(sections, ["echo.howl_guard", "mixer.mic_gain_db", "rooms", "buttons"])
         XCTAssertEqual(live, new, "everything changed is live")
         XCTAssertEqual(Daemon.restartNeeded(new, running: running), [])
+    }
+
+    func testTheSchemaSaysWhichKeysSIGHUPApplies() {
+        XCTAssertEqual(DaemonConfig.keys(reloaded: .live), ["echo.enabled", "echo.howl_guard", "mixer.speaker_gain_db", "mixer.mic_gain_db"])
+        XCTAssertEqual(DaemonConfig.keys(reloaded: .betweenCalls),
+                       ["calls.auto_answer", "calls.ring_ms", "calls.answer_timeout_ms", "calls.caller_voice", "calls.multicast_group"])
+    }
+
+    func testEveryLiveKeyIsAppliedAndNoOtherKeyIs() throws {
+        // Each key with a value other than its default, one at a time: a live key is taken over
+        // and named, any other key is left and named as needing a restart.
+        let running = try config()
+        for (key, toml) in [("echo.enabled", "[echo]\nenabled = false"), ("echo.howl_guard", "[echo]\nhowl_guard = false"),
+                            ("mixer.speaker_gain_db", ""), ("echo.agc", "[echo]\nagc = true"),
+                            ("jitter.max_delay_ms", "[jitter]\nmax_delay_ms = 300"), ("network.dscp", "[network]\ndscp = 0")] {
+            let new = toml.isEmpty ? try config(replacing: ("mic_gain_db = 0", "mic_gain_db = 0\nspeaker_gain_db = -6")) : try config(toml)
+            let (live, applied) = Daemon.liveParts(of: new, over: running)
+            let restart = Daemon.restartNeeded(new, running: running)
+            if DaemonConfig.keys(reloaded: .live).contains(key) {
+                XCTAssertEqual(applied, [key])
+                XCTAssertEqual(live, new)
+                XCTAssertEqual(restart, [])
+            } else {
+                XCTAssertEqual(applied, [], key)
+                XCTAssertEqual(restart, [key])
+                XCTAssertEqual(live, running, key)
+            }
+        }
     }
 
     func testDevicesPortsAndThisRoomNeedARestartAndAreNotApplied() throws {
@@ -54,7 +82,7 @@ final class ReloadTests: XCTestCase {
         let (live, sections) = Daemon.liveParts(of: new, over: running)
         XCTAssertEqual(sections, [])
         XCTAssertEqual(live, running, "nothing applied")
-        XCTAssertEqual(Daemon.restartNeeded(new, running: running), ["audio", "jitter", "rooms"])
+        XCTAssertEqual(Daemon.restartNeeded(new, running: running), ["audio.period_ms", "jitter.min_delay_ms", "rooms"])
     }
 
     func testAnEngineTakesNewSettingsOnlyBetweenCalls() throws {
