@@ -64,7 +64,7 @@ extension Daemon {
         let running = config
         let (live, sections) = Self.liveParts(of: new, over: running)
         outcome.applied = sections
-        outcome.needRestart = Self.restartNeeded(new, running: running)
+        outcome.needRestart = live.differingKeys(from: new)
         let chain = engine.microphoneChain
         chain.gain.gain.store(decibelsToGain(live.mixer.micGainDb))
         engine.mixer.speakerGain.store(decibelsToGain(live.mixer.speakerGainDb))

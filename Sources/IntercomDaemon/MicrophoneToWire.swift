@@ -15,7 +15,7 @@ import Transport
 /// 4. `MediaSender`: `OpusEncoder` → `RTPSender` (header) → `SRTPSession` (a call's media) →
 ///    `UDPSocket.send` to each peer of the current `MediaRoutes`.
 enum MicrophoneToWire {
-    /// Steps 2: what the audio thread does to each captured frame.
+    /// Step 2: what the audio thread does to each captured frame.
     static func microphoneChain(_ config: DaemonConfig) throws -> MicrophoneChain {
         let a = config.audio, e = config.echo, frame = a.framesPerPeriod
         let canceller = try EchoCanceller(EchoCancelSettings(
