@@ -12,7 +12,8 @@ import SpeexDSP
 /// inserts nor drops while its delay stays in [target - frame/2, target + frame]; the setpoint
 /// `target - frame/4` centres the one-frame spread in that band (2.5 ms margin each side at 10 ms
 /// frames). Discrete changes (the buffer inserting or dropping, an underrun's late packet, the target
-/// moving) are taken up by the controller's offset and worked off smoothly; the buffer's own
+/// moving), which the buffer reports in each pull's `PlayoutReport`, are taken up by the
+/// controller's offset and worked off smoothly; the buffer's own
 /// insert/drop stays the coarse control for what the trim cannot follow.
 ///
 /// Added delay. The newest sample played is `target - frame/4` old, plus the resampler's filter,
@@ -51,8 +52,11 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     private var pulled = false
     private var delayAtPullMs = 0.0
     private var pullNanos: Int64 = 0
-    /// Delay steps of the jitter buffer during this frame's pulls, samples.
+    /// Delay steps the jitter buffer reported during this frame's pulls, samples.
     private var stepSamples = 0
+    /// The last pull's report: whether the buffer plays, and its target (ms).
+    private var playing = false
+    private var targetMs = 0.0
     private var lastTargetMs = 0.0
     /// Input positions (samples pulled since reset): end of the newest audible frame.
     private var pulledSamples = 0
@@ -145,6 +149,8 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         delayAtPullMs = 0
         pullNanos = 0
         stepSamples = 0
+        playing = false
+        targetMs = 0
         lastTargetMs = 0
         delayMs = 0
         pulledSamples = 0
@@ -152,25 +158,23 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     }
 
     private func pull(now: Int64) {
-        let wasPlaying = buffer.isPlaying
-        let before = buffer.playoutTimestamp
-        if buffer.readFrame(into: pending, count: frameSize) { audibleUntil = pulledSamples + frameSize }
-        if wasPlaying && buffer.isPlaying {
-            // Anything but one frame of playout advance is a step of the buffer's delay.
-            stepSamples += frameSize - Int(buffer.playoutTimestamp - before)
-        }
+        let report = buffer.pull(into: pending, count: frameSize)
+        if report.audible { audibleUntil = pulledSamples + frameSize }
+        stepSamples += report.stepSamples
+        playing = report.playing
+        targetMs = report.targetMs
         pulledSamples += frameSize
         head = 0
         pulled = true
-        delayAtPullMs = buffer.currentDelayMs
+        delayAtPullMs = report.delayMs
         pullNanos = now
     }
 
     private func steer(now: Int64) {
         let trim: Double
-        if pulled && buffer.isPlaying {
+        if pulled && playing {
             let ageMs = delayAtPullMs + Double(now - pullNanos) / 1e6 - Double(head) / samplesPerMs
-            let target = buffer.targetDelayMs
+            let target = targetMs
             delayMs = ageMs + Double(latency) / samplesPerMs
             let stepMs = Double(stepSamples) / samplesPerMs - (target - lastTargetMs)
             trim = controller.update(errorMs: ageMs - (target - frameMs / 4), stepMs: stepMs)

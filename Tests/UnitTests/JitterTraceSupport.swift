@@ -9,18 +9,34 @@ import XCTest
 final class TagDecoder: FrameDecoder {
     static let decoded: Int16 = 1, fec: Int16 = 2, concealed: Int16 = 3
     private(set) var resets = 0
+    /// Loud: frames are speech (a constant level near full scale) instead of pauses.
+    private let loud: Bool
+    /// Frames per packet: more than one leaves the rest for `takeCarried`.
+    private let framesPerPacket: Int
+    private var carried = 0
+    private var carriedSequence: Int16 = 0
+
+    init(loud: Bool = false, framesPerPacket: Int = 1) {
+        self.loud = loud
+        self.framesPerPacket = framesPerPacket
+    }
+
+    private func tag(_ output: UnsafeMutablePointer<Int16>, _ kind: Int16, _ sequence: Int16, frameSize: Int) {
+        output.update(repeating: loud ? 16_000 : 0, count: frameSize)
+        output[0] = kind
+        output[1] = sequence
+    }
 
     func decode(_ payload: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
-        output.update(repeating: 0, count: frameSize)
-        output[0] = Self.decoded
-        output[1] = Int16(bitPattern: payload.loadUnaligned(as: UInt16.self))
-        return frameSize
+        let sequence = Int16(bitPattern: payload.loadUnaligned(as: UInt16.self))
+        tag(output, Self.decoded, sequence, frameSize: frameSize)
+        carried = framesPerPacket - 1
+        carriedSequence = sequence
+        return frameSize * framesPerPacket
     }
 
     func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
-        output.update(repeating: 0, count: frameSize)
-        output[0] = Self.fec
-        output[1] = Int16(bitPattern: next.loadUnaligned(as: UInt16.self) &- 1)
+        tag(output, Self.fec, Int16(bitPattern: next.loadUnaligned(as: UInt16.self) &- 1), frameSize: frameSize)
         return frameSize
     }
 
@@ -28,12 +44,18 @@ final class TagDecoder: FrameDecoder {
     func carriesFEC(_ next: UnsafeRawBufferPointer) -> Bool { true }
 
     func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
-        output.update(repeating: 0, count: frameSize)
-        output[0] = Self.concealed
+        tag(output, Self.concealed, 0, frameSize: frameSize)
         return frameSize
     }
 
-    func reset() { resets += 1 }
+    func takeCarried(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
+        guard carried > 0 else { return 0 }
+        carried -= 1
+        tag(output, Self.decoded, carriedSequence, frameSize: frameSize)
+        return frameSize
+    }
+
+    func reset() { resets += 1; carried = 0 }
 }
 
 final class TraceClock: @unchecked Sendable {

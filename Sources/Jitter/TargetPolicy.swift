@@ -1,0 +1,114 @@
+/// The delay a jitter buffer aims for, from the transit of the packets it received: measure
+/// (`measure`, the backlog filter), estimate (`DelayEstimator`, the percentile) and decide (`refresh`,
+/// the grow-fast/shrink-slow rule and the FEC hold). The playout state machine applies it.
+///
+/// Transit is `arrival - timestamp` in ns with an unknown offset; only differences matter.
+/// Audio thread only; nothing allocates after `init`.
+public struct TargetPolicy: ~Copyable {
+    private let estimator: DelayEstimator
+    private let frameNs: Int64
+    private let minDelayNs: Int64
+    private let maxDelayNs: Int64
+    private let shrinkIntervalNs: Int64
+    private let backlogSpacingNs: Int64
+    private let fecHoldNs: Int64
+    private let initialNs: Int64
+
+    /// The target delay, ns.
+    public private(set) var targetNs: Int64
+    private var lastChange: Int64 = 0
+    /// Until when the desired delay stays at two frames or more for FEC look-ahead (.min: no hold).
+    private var fecHoldUntil: Int64 = .min
+    /// Arrival of the last packet measured, and whether it came after a silence of the network.
+    private var lastArrival: Int64 = .min / 2
+    private var inBacklog = false
+
+    public init(settings: JitterSettings) {
+        frameNs = Int64(settings.frameSize) * 1_000_000_000 / Int64(settings.sampleRate)
+        minDelayNs = Int64(settings.minDelayMs * 1e6)
+        maxDelayNs = Int64(settings.maxDelayMs * 1e6)
+        shrinkIntervalNs = Int64(settings.shrinkIntervalMs * 1e6)
+        backlogSpacingNs = Int64(settings.backlogSpacingFrames * Double(frameNs))
+        fecHoldNs = Int64(settings.fecHoldMs * 1e6)
+        let windowCount = max(16, Int((settings.windowMs / settings.frameMs).rounded(.up)))
+        estimator = DelayEstimator(windowCount: windowCount, percentile: settings.percentile)
+        initialNs = max(minDelayNs, min(maxDelayNs, frameNs))
+        targetNs = initialNs
+    }
+
+    /// Forgets every measurement and returns to the initial target.
+    public mutating func reset() {
+        estimator.reset()
+        targetNs = initialNs
+        lastChange = 0
+        fecHoldUntil = .min
+        lastArrival = .min / 2
+        inBacklog = false
+    }
+
+    /// The fastest transit in the window, ns: a frame stamped t is `now - (t + minimumTransit)` late.
+    public var minimumTransitNs: Int64 { estimator.minimum }
+    /// The transit percentile above the fastest, ns (as of the last `refresh`).
+    public var jitterNs: Int64 { estimator.percentileRelative }
+    /// Whether the FEC look-ahead is on (`fecHoldMs` > 0).
+    public var holdsForFEC: Bool { fecHoldNs > 0 }
+
+    /// Records one packet's transit. `firstOfStream`: the first packet since the store was emptied,
+    /// whose transit seconds away from the window's means a new timestamp base (a sender restart).
+    /// Returns false when the packet belongs to a stall's backlog and was left out.
+    public mutating func measure(transitNs: Int64, arrivalNs: Int64, firstOfStream: Bool) -> Bool {
+        if firstOfStream && estimator.count > 0 && abs(transitNs - estimator.minimum) > 2_000_000_000 {
+            estimator.reset()
+        }
+        // A stall's backlog (the network went silent for longer than the buffer holds, then
+        // delivered everything at once) is one event, not a run of jittery packets: only its
+        // first packet counts. A stall now and then stays out of the percentile and costs its
+        // backlog once; stalls frequent enough to be the network's rhythm still reach it.
+        let gap = arrivalNs - lastArrival
+        lastArrival = arrivalNs
+        if gap > targetNs + frameNs {
+            inBacklog = true
+        } else if inBacklog && gap <= backlogSpacingNs {
+            return false
+        } else {
+            inBacklog = false
+        }
+        estimator.add(transitNanos: transitNs)
+        return true
+    }
+
+    /// Re-reads the percentile if packets came since the last call and moves the target.
+    /// Returns whether the percentile was re-read.
+    public mutating func refresh(now: Int64) -> Bool {
+        guard estimator.refresh() else { return false }
+        decide(now: now)
+        return true
+    }
+
+    /// Holds the desired delay at two frames or more for `fecHoldMs` from now (a loss FEC repaired
+    /// or would have repaired) and applies it at once. Nothing when the look-ahead is off.
+    public mutating func holdForFEC(now: Int64) {
+        guard fecHoldNs > 0 else { return }
+        fecHoldUntil = now + fecHoldNs
+        decide(now: now)
+    }
+
+    private mutating func decide(now: Int64) {
+        let p = estimator.percentileRelative
+        // A packet of relative transit r is in time iff r <= delay, and the delay never sits below
+        // the band's lower edge, target - frame/2: p + frame/2 would do for the buffer alone. Not
+        // yet: through the `DriftCorrector` the extra underruns it brings make the buffer drop
+        // every minute or so with a 200 ppm sender (DriftTraceTests), so the margin stays a frame.
+        let fecFloor = now < fecHoldUntil ? 2 * frameNs : 0
+        let desired = max(minDelayNs, min(maxDelayNs, max(p + frameNs, fecFloor)))
+        if desired > targetNs {
+            targetNs = desired
+            lastChange = now
+        } else if desired < targetNs, now - lastChange >= shrinkIntervalNs {
+            // Half the way down (at least a frame): a target left high by one burst comes back in a
+            // few intervals, while a jitter that keeps returning still finds the delay it needs.
+            targetNs = max(desired, targetNs - max(frameNs, (targetNs - desired) / 2))
+            lastChange = now
+        }
+    }
+}
