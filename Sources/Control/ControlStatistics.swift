@@ -86,9 +86,49 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         }
     }
 
+    /// The Opus encoder as it was opened.
+    public struct OpusEncoding: Sendable, Equatable, Codable {
+        /// `opus.application`: "voip" or "restricted_lowdelay".
+        public var application: String
+        public var bitrate: Int
+        public var fec: Bool
+        public var dtx: Bool
+        /// The encoder's look-ahead, ms (6.5 for voip, 2.5 for restricted_lowdelay).
+        public var lookaheadMs: Double
+
+        public init(application: String, bitrate: Int, fec: Bool, dtx: Bool, lookaheadMs: Double) {
+            self.application = application
+            self.bitrate = bitrate
+            self.fec = fec
+            self.dtx = dtx
+            self.lookaheadMs = lookaheadMs
+        }
+    }
+
+    /// SRTP verdicts on received media, and sending failures.
+    public struct SRTP: Sendable, Equatable, Codable {
+        public var authenticated: Int
+        public var unauthenticated: Int
+        public var replayed: Int
+        /// Received packets libsrtp failed on for another reason.
+        public var failed: Int
+        /// Outgoing packets that could not be protected (not sent).
+        public var protectErrors: Int
+
+        public init(authenticated: Int, unauthenticated: Int, replayed: Int, failed: Int, protectErrors: Int) {
+            self.authenticated = authenticated
+            self.unauthenticated = unauthenticated
+            self.replayed = replayed
+            self.failed = failed
+            self.protectErrors = protectErrors
+        }
+    }
+
     public struct Network: Sendable, Equatable, Codable {
         /// This terminal's own stream's SSRC; nil when it does not send.
         public var ssrc: UInt32?
+        /// The encoder; nil when it does not send.
+        public var opus: OpusEncoding?
         public var sent: Int
         public var sendErrors: Int
         /// Packets that carried the previous frame as FEC.
@@ -98,11 +138,13 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var accepted: Int
         public var malformed: Int
         public var notRouted: Int
+        public var srtp: SRTP
         public var streams: [Stream]
 
         public func encode(to encoder: Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(ssrc, forKey: .ssrc)  // null, not absent
+            try c.encode(opus, forKey: .opus)
             try c.encode(sent, forKey: .sent)
             try c.encode(sendErrors, forKey: .sendErrors)
             try c.encode(fecCarried, forKey: .fecCarried)
@@ -110,25 +152,28 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             try c.encode(accepted, forKey: .accepted)
             try c.encode(malformed, forKey: .malformed)
             try c.encode(notRouted, forKey: .notRouted)
+            try c.encode(srtp, forKey: .srtp)
             try c.encode(streams, forKey: .streams)
         }
 
         public init(from decoder: Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
-            self.init(ssrc: try c.decode(UInt32?.self, forKey: .ssrc), sent: try c.decode(Int.self, forKey: .sent),
+            self.init(ssrc: try c.decode(UInt32?.self, forKey: .ssrc), opus: try c.decode(OpusEncoding?.self, forKey: .opus),
+                      sent: try c.decode(Int.self, forKey: .sent),
                       sendErrors: try c.decode(Int.self, forKey: .sendErrors), fecCarried: try c.decode(Int.self, forKey: .fecCarried),
                       datagrams: try c.decode(Int.self, forKey: .datagrams), accepted: try c.decode(Int.self, forKey: .accepted),
                       malformed: try c.decode(Int.self, forKey: .malformed), notRouted: try c.decode(Int.self, forKey: .notRouted),
-                      streams: try c.decode([Stream].self, forKey: .streams))
+                      srtp: try c.decode(SRTP.self, forKey: .srtp), streams: try c.decode([Stream].self, forKey: .streams))
         }
 
         private enum CodingKeys: String, CodingKey {
-            case ssrc, sent, sendErrors, fecCarried, datagrams, accepted, malformed, notRouted, streams
+            case ssrc, opus, sent, sendErrors, fecCarried, datagrams, accepted, malformed, notRouted, srtp, streams
         }
 
-        public init(ssrc: UInt32?, sent: Int, sendErrors: Int, fecCarried: Int, datagrams: Int, accepted: Int, malformed: Int,
-                    notRouted: Int, streams: [Stream]) {
+        public init(ssrc: UInt32?, opus: OpusEncoding?, sent: Int, sendErrors: Int, fecCarried: Int, datagrams: Int, accepted: Int,
+                    malformed: Int, notRouted: Int, srtp: SRTP, streams: [Stream]) {
             self.ssrc = ssrc
+            self.opus = opus
             self.sent = sent
             self.sendErrors = sendErrors
             self.fecCarried = fecCarried
@@ -136,27 +181,107 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.accepted = accepted
             self.malformed = malformed
             self.notRouted = notRouted
+            self.srtp = srtp
             self.streams = streams
         }
     }
 
+    /// Signalling datagrams refused by the seal before the call engine saw them, by reason.
+    public struct Refusals: Sendable, Equatable, Codable {
+        public var notSealed: Int
+        public var malformed: Int
+        public var unknownSender: Int
+        public var authentication: Int
+        public var replay: Int
+        public var stale: Int
+        public var senderMismatch: Int
+
+        public init(notSealed: Int, malformed: Int, unknownSender: Int, authentication: Int, replay: Int, stale: Int,
+                    senderMismatch: Int) {
+            self.notSealed = notSealed
+            self.malformed = malformed
+            self.unknownSender = unknownSender
+            self.authentication = authentication
+            self.replay = replay
+            self.stale = stale
+            self.senderMismatch = senderMismatch
+        }
+
+        public var total: Int { notSealed + malformed + unknownSender + authentication + replay + stale + senderMismatch }
+    }
+
     public struct Calls: Sendable, Equatable, Codable {
         public var decodeErrors: Int
+        /// Signalling messages the engine had seen already (a retransmission of ours got through twice).
+        public var duplicates: Int
         public var retransmissions: Int
         public var unreachable: Int
         /// Signalling datagrams refused before the engine saw them (sealed signalling).
-        public var refused: Int
+        public var refused: Refusals
         public var storeWrites: Int
         public var storeFailures: Int
+        /// Where this terminal's voice goes now ("a.b.c.d:port"; a multicast group in a group call);
+        /// empty when idle.
+        public var mediaTo: [String]
 
-        public init(decodeErrors: Int, retransmissions: Int, unreachable: Int, refused: Int, storeWrites: Int, storeFailures: Int) {
+        public init(decodeErrors: Int, duplicates: Int, retransmissions: Int, unreachable: Int, refused: Refusals,
+                    storeWrites: Int, storeFailures: Int, mediaTo: [String]) {
             self.decodeErrors = decodeErrors
+            self.duplicates = duplicates
             self.retransmissions = retransmissions
             self.unreachable = unreachable
             self.refused = refused
             self.storeWrites = storeWrites
             self.storeFailures = storeFailures
+            self.mediaTo = mediaTo
         }
+    }
+
+    /// Configuration reloads (SIGHUP) since start.
+    public struct Reload: Sendable, Equatable, Codable {
+        /// Reloads that read a valid file, and those refused (the configuration stayed as it was).
+        public var count: Int
+        public var failed: Int
+        /// Of the last valid reload: the keys applied at once, those that wait for the running call
+        /// to end, and those that need a restart (schema names, "section.key").
+        public var applied: [String]
+        public var waitingForCallEnd: [String]
+        public var restartNeeded: [String]
+        /// Why the last refused reload was refused; nil when none was.
+        public var lastError: String?
+
+        public init(count: Int, failed: Int, applied: [String], waitingForCallEnd: [String], restartNeeded: [String],
+                    lastError: String?) {
+            self.count = count
+            self.failed = failed
+            self.applied = applied
+            self.waitingForCallEnd = waitingForCallEnd
+            self.restartNeeded = restartNeeded
+            self.lastError = lastError
+        }
+
+        public static let none = Reload(count: 0, failed: 0, applied: [], waitingForCallEnd: [], restartNeeded: [], lastError: nil)
+
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(count, forKey: .count)
+            try c.encode(failed, forKey: .failed)
+            try c.encode(applied, forKey: .applied)
+            try c.encode(waitingForCallEnd, forKey: .waitingForCallEnd)
+            try c.encode(restartNeeded, forKey: .restartNeeded)
+            try c.encode(lastError, forKey: .lastError)  // null, not absent
+        }
+
+        public init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(count: try c.decode(Int.self, forKey: .count), failed: try c.decode(Int.self, forKey: .failed),
+                      applied: try c.decode([String].self, forKey: .applied),
+                      waitingForCallEnd: try c.decode([String].self, forKey: .waitingForCallEnd),
+                      restartNeeded: try c.decode([String].self, forKey: .restartNeeded),
+                      lastError: try c.decode(String?.self, forKey: .lastError))
+        }
+
+        private enum CodingKeys: String, CodingKey { case count, failed, applied, waitingForCallEnd, restartNeeded, lastError }
     }
 
     public var audio: Audio
@@ -164,11 +289,13 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
     public var network: Network?
     /// nil: no calls (`[room] id` not set).
     public var calls: Calls?
+    public var reload: Reload
 
-    public init(audio: Audio, network: Network?, calls: Calls?) {
+    public init(audio: Audio, network: Network?, calls: Calls?, reload: Reload) {
         self.audio = audio
         self.network = network
         self.calls = calls
+        self.reload = reload
     }
 
     // Optional sections and fields are written as null, so that a missing key is always an error.
@@ -177,6 +304,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         try c.encode(audio, forKey: .audio)
         try c.encode(network, forKey: .network)
         try c.encode(calls, forKey: .calls)
+        try c.encode(reload, forKey: .reload)
     }
 
     public init(from decoder: Decoder) throws {
@@ -184,9 +312,10 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         audio = try c.decode(Audio.self, forKey: .audio)
         network = try c.decode(Network?.self, forKey: .network)
         calls = try c.decode(Calls?.self, forKey: .calls)
+        reload = try c.decode(Reload.self, forKey: .reload)
     }
 
-    private enum CodingKeys: String, CodingKey { case audio, network, calls }
+    private enum CodingKeys: String, CodingKey { case audio, network, calls, reload }
 }
 
 extension DaemonStatistics.Audio {

@@ -46,6 +46,8 @@ final class CallService: @unchecked Sendable {
     /// Datagrams refused before the call engine saw them, by `SignalSeal.Failure`, and sealed ones
     /// whose inner sender was not the one the seal named.
     let refused = SealRefusals()
+    /// Where the voice goes now, as last posted to the network thread (for `stats`).
+    private let mediaTo = Mutex<[String]>([])
     private let stopRequest = Flag(false)
     private var thread: WorkerThread?
     /// Publishes events to control clients; nil until the server runs.
@@ -255,8 +257,9 @@ final class CallService: @unchecked Sendable {
     func statistics() -> DaemonStatistics.Calls {
         let st = engine.withLock { $0.statistics }
         let store = storeWriter.statistics
-        return DaemonStatistics.Calls(decodeErrors: st.decodeErrorCount, retransmissions: st.retransmissions, unreachable: st.unreachable,
-                                      refused: refused.total, storeWrites: store.written, storeFailures: store.failed)
+        return DaemonStatistics.Calls(decodeErrors: st.decodeErrorCount, duplicates: st.duplicates, retransmissions: st.retransmissions,
+                                      unreachable: st.unreachable, refused: refused.snapshot, storeWrites: store.written,
+                                      storeFailures: store.failed, mediaTo: mediaTo.withLock { $0 })
     }
 
     private static func failure(_ why: CommandRejection) -> ControlFailure {
@@ -343,6 +346,7 @@ final class CallService: @unchecked Sendable {
                     }
                 }
                 _ = self.routes.post(routes)
+                mediaTo.withLock { $0 = routes.sendTo.map(\.description) }
                 log.info("calls: media \(plan.isIdle ? "idle" : "to \(plan.sendTo.map(\.description)), from \(plan.receiveFrom.map(\.room.value))")")
             case .startChime: chime.start()
             case .stopChime: chime.stop()

@@ -33,6 +33,8 @@ public final class Daemon: @unchecked Sendable {
     private let local: LocalMode
     private let network: NetworkMedia?
     let calls: CallsSide?
+    /// The reloads since start, for `stats`.
+    let reloads = ReloadHistory()
     private let delayEstimator: EchoDelayEstimator
     /// The device round-trip test: offered on the control socket (with calls) and by `--loopback`.
     let deviceLoopback: DeviceLoopback
@@ -106,7 +108,7 @@ public final class Daemon: @unchecked Sendable {
             }
         }
         let statistics = StatisticsSource(engine: engine, echoDelay: delayEstimator.estimate, sampleRate: a.sampleRate,
-                                          network: network, calls: calls?.service)
+                                          network: network, calls: calls?.service, reloads: reloads)
         control = try ControlServer(settings: config.controlSettings(), handler: DaemonControl(
             statistics: { statistics.read() }, loopback: loopback, audioRunning: { [engine] in engine.stats.running.isSet },
             calls: calls?.service, technicianGroup: technicianGroup, logger: logger))
@@ -216,6 +218,7 @@ public final class Daemon: @unchecked Sendable {
         }
         notifier?.reloading()
         let outcome = reload(from: path)
+        reloads.record(outcome)
         if outcome.error != nil {
             log.error("SIGHUP: \(outcome.summary)")
         } else {

@@ -1,4 +1,6 @@
+import Control
 import Foundation
+import Synchronization
 
 /// SIGHUP: the configuration file is read again. The keys whose schema entry says `.live` change
 /// now (gains, echo switches), those that say `.betweenCalls` and the room directory and buttons
@@ -11,15 +13,18 @@ extension Daemon {
         public var applied: [String] = []
         /// Keys and tables whose changes need `systemctl restart intercomd`.
         public var needRestart: [String] = []
-        /// Calls settings that wait for the running call to end.
-        public var deferredUntilIdle = false
+        /// Calls settings (keys and tables) that wait for the running call to end.
+        public var waitingForCallEnd: [String] = []
+        public var deferredUntilIdle: Bool { !waitingForCallEnd.isEmpty }
         /// The problems if the file could not be used (nothing was changed then).
         public var error: String?
 
         public var summary: String {
             if let error { return "reload failed, configuration unchanged: \(error)" }
             var parts = [applied.isEmpty ? "nothing to apply" : "applied " + applied.joined(separator: ", ")]
-            if deferredUntilIdle { parts.append("call settings wait for the running call to end") }
+            if deferredUntilIdle {
+                parts.append("call settings wait for the running call to end: " + waitingForCallEnd.joined(separator: ", "))
+            }
             if !needRestart.isEmpty { parts.append("restart needed for " + needRestart.joined(separator: ", ")) }
             return "reloaded: " + parts.joined(separator: "; ")
         }
@@ -65,15 +70,39 @@ extension Daemon {
         let (live, sections) = Self.liveParts(of: new, over: running)
         outcome.applied = sections
         outcome.needRestart = live.differingKeys(from: new)
+        let liveNow = running.adopting(.live, from: new).1
         let chain = engine.microphoneChain
         chain.gain.gain.store(decibelsToGain(live.mixer.micGainDb))
         engine.mixer.speakerGain.store(decibelsToGain(live.mixer.speakerGainDb))
         chain.canceller.bypass.set(!live.echo.enabled)
         chain.howlGuard?.enabled.set(live.echo.enabled && live.echo.howlGuard)
-        if live.callsEnabled, let service = calls?.service, live.callSettings() != running.callSettings() {
-            outcome.deferredUntilIdle = !service.reconfigure(live.callSettings())
+        if live.callsEnabled, let service = calls?.service, live.callSettings() != running.callSettings(),
+           !service.reconfigure(live.callSettings()) {
+            outcome.applied = sections.filter(liveNow.contains)
+            outcome.waitingForCallEnd = sections.filter { !liveNow.contains($0) }
         }
         config = live
         return outcome
     }
+}
+
+/// The reloads since start, for `stats`: written on the main thread, read by the control thread.
+final class ReloadHistory: Sendable {
+    private let state = Mutex(DaemonStatistics.Reload.none)
+
+    func record(_ outcome: Daemon.ReloadOutcome) {
+        state.withLock { r in
+            if let error = outcome.error {
+                r.failed += 1
+                r.lastError = error
+            } else {
+                r.count += 1
+                r.applied = outcome.applied
+                r.waitingForCallEnd = outcome.waitingForCallEnd
+                r.restartNeeded = outcome.needRestart
+            }
+        }
+    }
+
+    var snapshot: DaemonStatistics.Reload { state.withLock { $0 } }
 }

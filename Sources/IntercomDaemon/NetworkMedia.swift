@@ -109,12 +109,22 @@ final class NetworkMedia: @unchecked Sendable {
                 fecMissed: j.fecMissed.load, late: j.late.load, underruns: j.underruns.load, cutBacks: j.cutBacks.load,
                 driftPPM: j.driftPPM.load)
         }
+        let o = config.opus
+        let opus = sender.map { _ in
+            DaemonStatistics.OpusEncoding(application: o.application, bitrate: o.bitrate, fec: o.fec, dtx: o.dtx,
+                                          lookaheadMs: Double(encoderLookahead) * 1000 / Double(config.audio.sampleRate))
+        }
+        let r = receiver?.statistics
+        let srtp = DaemonStatistics.SRTP(authenticated: r?.authenticated.load ?? 0, unauthenticated: r?.unauthenticated.load ?? 0,
+                                         replayed: r?.replayed.load ?? 0, failed: r?.unprotectFailed.load ?? 0,
+                                         protectErrors: sender?.protectErrors.load ?? 0)
+        let sent: Int = sender?.packetsSent.load ?? 0
+        let sendErrors: Int = sender?.sendErrors.load ?? 0
+        let fecCarried: Int = sender?.fecCarried.load ?? 0
         return DaemonStatistics.Network(
-            ssrc: sender?.ssrc, sent: sender?.packetsSent.load ?? 0, sendErrors: sender?.sendErrors.load ?? 0,
-            fecCarried: sender?.fecCarried.load ?? 0,
-            datagrams: receiver?.statistics.datagrams.load ?? 0, accepted: receiver?.statistics.accepted.load ?? 0,
-            malformed: receiver?.statistics.malformedTotal ?? 0, notRouted: receiver?.statistics.notRouted.load ?? 0,
-            streams: playing)
+            ssrc: sender?.ssrc, opus: opus, sent: sent, sendErrors: sendErrors, fecCarried: fecCarried,
+            datagrams: r?.datagrams.load ?? 0, accepted: r?.accepted.load ?? 0, malformed: r?.malformedTotal ?? 0,
+            notRouted: r?.notRouted.load ?? 0, srtp: srtp, streams: playing)
     }
 
     /// One line for the statistics log: sending, receiving, and each active stream.

@@ -1,3 +1,4 @@
+import Control
 import RealTime
 import SiteSecurity
 
@@ -20,6 +21,12 @@ final class SealRefusals: Sendable {
         case .replay: replay.increment()
         case .stale: stale.increment()
         }
+    }
+
+    var snapshot: DaemonStatistics.Refusals {
+        DaemonStatistics.Refusals(notSealed: notSealed.load, malformed: malformed.load, unknownSender: unknownSender.load,
+                                  authentication: authentication.load, replay: replay.load, stale: stale.load,
+                                  senderMismatch: senderMismatch.load)
     }
 
     var total: Int {

@@ -67,6 +67,7 @@ struct StatisticsSource: Sendable {
     let sampleRate: Int
     let network: NetworkMedia?
     let calls: CallService?
+    let reloads: ReloadHistory
 
     func read() -> DaemonStatistics {
         let s = engine.stats
@@ -78,6 +79,6 @@ struct StatisticsSource: Sendable {
             echoDelayMs: delay == EchoDelayEstimator.none ? nil : Double(delay) * 1000 / Double(sampleRate),
             echoCancellerResets: engine.canceller.resets.load, echoCancellerRealignments: engine.canceller.realignments.load,
             processMaxMs: Double(s.processNanosMax.load) / 1e6, howls: engine.microphoneChain.howlGuard?.howls.load)
-        return DaemonStatistics(audio: audio, network: network?.statistics(), calls: calls?.statistics())
+        return DaemonStatistics(audio: audio, network: network?.statistics(), calls: calls?.statistics(), reload: reloads.snapshot)
     }
 }

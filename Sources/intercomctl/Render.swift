@@ -70,6 +70,12 @@ enum Render {
         if let howls = a.howls { lines.append("howl guard      \(howls) frames caught") }
         if let n = s.network {
             lines.append("network         sent \(n.sent) (\(n.sendErrors) errors), received \(n.accepted) of \(n.datagrams) datagrams, \(n.malformed) malformed, \(n.notRouted) not routed")
+            if let o = n.opus {
+                lines.append(String(format: "opus            %@ %d bit/s%@%@, look-ahead %.1f ms", o.application, o.bitrate,
+                                    o.fec ? " FEC" : "", o.dtx ? " DTX" : "", o.lookaheadMs))
+            }
+            let r = n.srtp
+            lines.append("srtp            \(r.authenticated) authenticated, \(r.unauthenticated) unauthenticated, \(r.replayed) replayed, \(r.failed) failed; \(r.protectErrors) not protected")
             for st in n.streams {
                 lines.append(String(format: "  stream %08x from %@: delay %.1f ms (target %.1f), %d received, %d played, %d concealed, %d late, %d underruns, drift %.0f ppm",
                                     st.ssrc, st.source, st.delayMs, st.targetMs, st.received, st.played, st.concealed, st.late, st.underruns, st.driftPPM))
@@ -78,8 +84,18 @@ enum Render {
             lines.append("network         off")
         }
         if let c = s.calls {
-            lines.append("calls           \(c.retransmissions) retransmissions, \(c.unreachable) unreachable, \(c.decodeErrors) undecodable, \(c.refused) refused; store: \(c.storeWrites) writes, \(c.storeFailures) failed")
+            lines.append("calls           \(c.retransmissions) retransmissions, \(c.unreachable) unreachable, \(c.decodeErrors) undecodable, \(c.refused.total) refused (\(c.refused.authentication) authentication, \(c.refused.replay) replay); store: \(c.storeWrites) writes, \(c.storeFailures) failed")
+            lines.append("media to        \(c.mediaTo.isEmpty ? "nobody" : c.mediaTo.joined(separator: ", "))")
         }
+        let r = s.reload
+        var reload = "\(r.count) reloads, \(r.failed) refused"
+        if r.count > 0 {
+            reload += "; last applied: \(r.applied.isEmpty ? "nothing" : r.applied.joined(separator: ", "))"
+            if !r.waitingForCallEnd.isEmpty { reload += "; waiting for the call to end: " + r.waitingForCallEnd.joined(separator: ", ") }
+            if !r.restartNeeded.isEmpty { reload += "; restart needed: " + r.restartNeeded.joined(separator: ", ") }
+        }
+        if let e = r.lastError { reload += "; last refused: \(e)" }
+        lines.append("configuration   " + reload)
         return lines.joined(separator: "\n")
     }
 

@@ -188,8 +188,9 @@ final class NetworkMediaTests: XCTestCase {
             let b = try startRoom("roomB", listen: portB, peers: ["127.0.0.1:\(portA)"], other: lowDelay, audio: audio)
             defer { a.terminate(); b.terminate() }
             waitUntilStreaming([a, b])
-            XCTAssertTrue(a.log.contains("opus restricted_lowdelay"), a.log)
-            XCTAssertTrue(a.log.contains("encoder look-ahead 2.5 ms"), "CELT only: 2.5 ms look-ahead: \(a.log)")
+            let opus = try a.statistics().network?.opus
+            XCTAssertEqual(opus?.application, "restricted_lowdelay")
+            XCTAssertEqual(opus?.lookaheadMs ?? 0, 2.5, accuracy: 0.01, "CELT only: 2.5 ms look-ahead")
 
             let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: dir, name: "roomB-speaker"))
             stopCleanly(b, "room B")

@@ -47,17 +47,15 @@ final class SealedSignallingTests: XCTestCase {
         XCTAssertEqual(seen.rooms.first { $0.id.value == "roomc" }?.presence.online, false, "C is not online for A")
 
         let a = rooms.daemons["rooma"]!
+        let stats = try a.statistics()
         XCTAssertEqual(rooms.stop("rooma"), 0)
-        let final = a.log.components(separatedBy: "\n").first { $0.contains("calls: final stats") } ?? ""
-        let refused = final.range(of: #"authentication=(\d+)"#, options: .regularExpression).map { Int(final[$0].dropFirst(15))! } ?? 0
-        XCTAssertGreaterThan(refused, 0, "C's datagrams are counted as failing authentication: \(final)")
-        XCTAssertTrue(c.log.contains("calls: room roomc"), "C ran")
-        let network = a.log.components(separatedBy: "\n").first { $0.contains("final network:") } ?? ""
-        let authentic = network.range(of: #"srtp authenticated=(\d+)"#, options: .regularExpression)
-            .map { Int(network[$0].split(separator: "=").last!)! } ?? 0
-        XCTAssertGreaterThan(authentic, 25, "A took B's media as SRTP: \(network)")
-        XCTAssertTrue(network.contains("srtp_errors=0"), network)
-        print("sealed signalling: A refused \(refused) of C's datagrams (authentication); \(final); A took \(authentic) SRTP packets")
+        let refused = try XCTUnwrap(stats.calls?.refused)
+        XCTAssertGreaterThan(refused.authentication, 0, "C's datagrams are counted as failing authentication: \(refused)")
+        XCTAssertNotNil(try c.statistics().calls, "C ran with calls")
+        let srtp = try XCTUnwrap(stats.network?.srtp)
+        XCTAssertGreaterThan(srtp.authenticated, 25, "A took B's media as SRTP: \(srtp)")
+        XCTAssertEqual(srtp.protectErrors, 0, "A protected all it sent: \(srtp)")
+        print("sealed signalling: A refused \(refused.authentication) of C's datagrams (authentication); \(refused); A took \(srtp.authenticated) SRTP packets")
     }
 
     /// Every datagram from A to B arrives twice (a relay that duplicates all): the copies are
@@ -73,11 +71,10 @@ final class SealedSignallingTests: XCTestCase {
         let b = try rooms.start("roomb", extra: "[security]\nsite_key = \"\(site)\"")
         XCTAssertTrue(rooms.waitOnline("roomb", ["rooma"]), "B hears A's hellos through the relay")
         Thread.sleep(forTimeInterval: 1)
+        let calls = try XCTUnwrap(b.statistics().calls)
         XCTAssertEqual(rooms.stop("roomb"), 0)
-        let final = b.log.components(separatedBy: "\n").first { $0.contains("calls: final stats") } ?? ""
-        let replays = final.range(of: #"replay=(\d+)"#, options: .regularExpression).map { Int(final[$0].dropFirst(7))! } ?? 0
-        XCTAssertGreaterThan(replays, 0, "the copies are counted as replays: \(final)")
-        XCTAssertTrue(final.contains("duplicates=0"), "none reached the engine's own duplicate check: \(final)")
-        print("sealed signalling: B refused \(replays) replayed copies; \(final)")
+        XCTAssertGreaterThan(calls.refused.replay, 0, "the copies are counted as replays: \(calls)")
+        XCTAssertEqual(calls.duplicates, 0, "none reached the engine's own duplicate check: \(calls)")
+        print("sealed signalling: B refused \(calls.refused.replay) replayed copies; \(calls)")
     }
 }

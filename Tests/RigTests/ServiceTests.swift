@@ -89,9 +89,9 @@ final class ServiceTests: XCTestCase {
         try (original + "\n[buttons.both]\nrooms = [\"rooma\"]\n").replacingOccurrences(of: "[audio]\n", with: "[audio]\nperiod_ms = 5\n")
             .write(toFile: configPath, atomically: true, encoding: .utf8)
         kill(b.process.processIdentifier, SIGHUP)
-        XCTAssertTrue(b.waitForLog("SIGHUP: reloaded", timeout: 3), b.log)
-        XCTAssertTrue(b.log.contains("applied buttons"), b.log)
-        XCTAssertTrue(b.log.contains("restart needed for audio.period_ms"), b.log)
+        let reloaded = b.waitForStatistics(timeout: 3) { $0.reload.count == 1 }?.reload
+        XCTAssertEqual(reloaded?.applied, ["buttons"], b.log)
+        XCTAssertEqual(reloaded?.restartNeeded, ["audio.period_ms"], b.log)
         XCTAssertTrue(notify.wait(2) { notify.count("RELOADING=1") == 1 && notify.count("READY=1") == 2 }, "\(notify.all)")
         guard case .success(.rooms(let directory)) = try rooms.control("roomb", .rooms) else { return XCTFail("rooms") }
         XCTAssertTrue(directory.buttons.contains { $0.name == "both" }, "the new button is live: \(directory.buttons)")
@@ -99,8 +99,9 @@ final class ServiceTests: XCTestCase {
         // A broken file changes nothing and stops nothing.
         try (original + "\n[mixer]\nmic_gain_db = 99\n").write(toFile: configPath, atomically: true, encoding: .utf8)
         kill(b.process.processIdentifier, SIGHUP)
-        XCTAssertTrue(b.waitForLog("reload failed, configuration unchanged", timeout: 3), b.log)
-        XCTAssertTrue(b.log.contains("mixer.mic_gain_db"), "the key is named: \(b.log)")
+        let refused = b.waitForStatistics(timeout: 3) { $0.reload.failed == 1 }?.reload
+        XCTAssertEqual(refused?.count, 1, "the configuration is unchanged: \(b.log)")
+        XCTAssertTrue(refused?.lastError?.contains("mixer.mic_gain_db") == true, "the key is named: \(String(describing: refused))")
         XCTAssertNotNil(rooms.status("roomb"), "still answering")
 
         // In a call: the status says so.
@@ -111,7 +112,9 @@ final class ServiceTests: XCTestCase {
         // Call settings reloaded during the call wait for its end.
         try original.write(toFile: configPath, atomically: true, encoding: .utf8)
         kill(b.process.processIdentifier, SIGHUP)
-        XCTAssertTrue(b.waitForLog("call settings wait for the running call to end", timeout: 3), b.log)
+        let deferred = b.waitForStatistics(timeout: 3) { $0.reload.count == 2 }?.reload
+        XCTAssertEqual(deferred?.waitingForCallEnd, ["buttons"], "the button goes when the call ends: \(b.log)")
+        XCTAssertEqual(deferred?.applied, [], b.log)
 
         // The audio thread stalls (its sound server frozen): no WATCHDOG=1 while it lasts.
         let pulse = try XCTUnwrap(Rig.soundServerPID, "the rig's pulseaudio pid")

@@ -25,9 +25,10 @@ public final class DaemonProcess: @unchecked Sendable {
     }
 
     /// `host`: run inside that NetLab host's network namespace (`ip netns exec` replaces itself
-    /// with intercomd, so the process is still the daemon's).
+    /// with intercomd, so the process is still the daemon's). `wrapper`: a command that execs
+    /// intercomd the same way (`setpriv ...`).
     public init(arguments: [String], environment: [String: String] = [:], name: String = "intercomd",
-                host: NetLab.Host? = nil) throws {
+                host: NetLab.Host? = nil, wrapper: [String] = []) throws {
         controlSocket = arguments.firstIndex(of: "--config").flatMap { i in
             i + 1 < arguments.count ? (try? DaemonConfig.load(path: arguments[i + 1]))?.control.socket : nil
         }
@@ -38,6 +39,9 @@ public final class DaemonProcess: @unchecked Sendable {
         if let host {
             process.executableURL = URL(fileURLWithPath: NetLab.ipPath)
             process.arguments = ["netns", "exec", host.namespace, Self.binary] + arguments
+        } else if let command = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: command)
+            process.arguments = Array(wrapper.dropFirst()) + [Self.binary] + arguments
         } else {
             process.executableURL = URL(fileURLWithPath: Self.binary)
             process.arguments = arguments
@@ -71,6 +75,16 @@ public final class DaemonProcess: @unchecked Sendable {
         case .success(let other): throw RigError(description: "stats answered \(other)")
         case .failure(let f): throw RigError(description: "stats refused: \(f)")
         }
+    }
+
+    /// Asks for `stats` until `condition` holds for the answer; returns that answer, or nil on timeout.
+    public func waitForStatistics(timeout: Double, until condition: (DaemonStatistics) -> Bool) -> DaemonStatistics? {
+        let deadline = Date().addingTimeInterval(timeout)
+        repeat {
+            if let s = try? statistics(timeout: 1), condition(s) { return s }
+            usleep(50_000)
+        } while Date() < deadline
+        return nil
     }
 
     /// Waits until the daemon answers `stats` with its audio running (its network, calls and

@@ -67,7 +67,7 @@ final class ControlProtocolTests: XCTestCase {
             (.networkLoopbackResult, .networkLoopback(NetworkLoopbackStatus(
                 state: .done, room: b, result: RoundTripSummary.summarise(sent: 3, rttMs: [:], duplicates: 0, jitterBounds: (10, 20))))),
             (.statistics, .statistics(Self.statistics)),
-            (.statistics, .statistics(DaemonStatistics(audio: Self.statistics.audio, network: nil, calls: nil))),
+            (.statistics, .statistics(DaemonStatistics(audio: Self.statistics.audio, network: nil, calls: nil, reload: .none))),
         ]
         for (command, reply) in pairs {
             let line = try ControlJSON.encode(reply).encodedLine()
@@ -85,11 +85,17 @@ final class ControlProtocolTests: XCTestCase {
         audio: .init(running: true, frames: 12_345, xruns: 2, captureXruns: 1, playbackXruns: 1, sessions: 3, captureGapFrames: 7,
                      micDrops: 0, echoReturnLossEnhancementDB: 21.5, echoDelayMs: nil, echoCancellerResets: 2,
                      echoCancellerRealignments: 1, processMaxMs: 0.75, howls: 0),
-        network: .init(ssrc: 0x1234_5678, sent: 900, sendErrors: 0, fecCarried: 450, datagrams: 1810, accepted: 1800, malformed: 10, notRouted: 0, streams: [
+        network: .init(ssrc: 0x1234_5678, opus: .init(application: "voip", bitrate: 64000, fec: true, dtx: false, lookaheadMs: 6.5),
+                       sent: 900, sendErrors: 0, fecCarried: 450, datagrams: 1810, accepted: 1800, malformed: 10, notRouted: 0,
+                       srtp: .init(authenticated: 1790, unauthenticated: 3, replayed: 1, failed: 0, protectErrors: 0), streams: [
             .init(ssrc: 0xDEAD_BEEF, source: "10.77.0.11:5004", delayMs: 30.5, targetMs: 30, received: 1800, played: 1790,
                   concealed: 4, fecRecovered: 2, fecMissed: 1, late: 3, underruns: 0, cutBacks: 1, driftPPM: -12.5),
         ]),
-        calls: .init(decodeErrors: 1, retransmissions: 4, unreachable: 0, refused: 2, storeWrites: 5, storeFailures: 0))
+        calls: .init(decodeErrors: 1, duplicates: 0, retransmissions: 4, unreachable: 0,
+                     refused: .init(notSealed: 0, malformed: 0, unknownSender: 0, authentication: 2, replay: 1, stale: 0, senderMismatch: 0),
+                     storeWrites: 5, storeFailures: 0, mediaTo: ["239.255.0.1:5004"]),
+        reload: .init(count: 2, failed: 1, applied: ["buttons"], waitingForCallEnd: [], restartNeeded: ["audio.period_ms"],
+                      lastError: "mixer.mic_gain_db: 99 is above 24"))
 
     /// `stats` is typed on the wire: every counter is required, so a daemon that leaves one out
     /// is a protocol error, never a silent 0; an unmeasured echo delay is null, not absent.
@@ -99,6 +105,15 @@ final class ControlProtocolTests: XCTestCase {
         XCTAssertEqual(json["audio"]?["echo_delay_ms"], .null)
         XCTAssertEqual(json["network"]?["streams"]?.arrayValue?.first?["fec_recovered"], 2)
         XCTAssertEqual(json["calls"]?["store_writes"], 5)
+        XCTAssertEqual(json["calls"]?["refused"]?["authentication"], 2)
+        XCTAssertEqual(json["calls"]?["media_to"]?.arrayValue?.first, "239.255.0.1:5004")
+        XCTAssertEqual(json["network"]?["opus"]?["lookahead_ms"], .number(6.5))
+        XCTAssertEqual(json["network"]?["srtp"]?["replayed"], 1)
+        XCTAssertEqual(json["reload"]?["restart_needed"]?.arrayValue?.first, "audio.period_ms")
+        XCTAssertEqual(try ControlJSON.decodeReply(json, for: .statistics), .statistics(Self.statistics), "round trip")
+        var noError = Self.statistics
+        noError.reload = .none
+        XCTAssertEqual(ControlJSON.encode(.statistics(noError))["reload"]?["last_error"], .null, "null, not absent")
         guard case .object(var top) = json, case .object(var audio)? = top["audio"] else { return XCTFail("an object") }
         audio["xruns"] = nil
         top["audio"] = .object(audio)
