@@ -35,8 +35,9 @@ public final class OpusEncoder: @unchecked Sendable {
     /// Discontinuous transmission: silent frames encode to 1-2 bytes that need not be sent.
     public let dtx: Bool
 
-    public init(sampleRate: Int = 48000, application: OpusApplication = .voip, bitrate: Int = 64000,
-                complexity: Int = 8, fec: Bool = true, expectedLossPercent: Int = 5, dtx: Bool = false) throws {
+    /// Every value is the configuration's (`[opus]`, `audio.sample_rate`); their defaults live in its schema.
+    public init(sampleRate: Int, application: OpusApplication, bitrate: Int,
+                complexity: Int, fec: Bool, expectedLossPercent: Int, dtx: Bool) throws {
         var err: Int32 = 0
         guard let s = opus_encoder_create(Int32(sampleRate), 1, application.value, &err), err == OPUS_OK else {
             throw OpusError("create encoder at \(sampleRate) Hz", err)
@@ -86,7 +87,7 @@ public final class OpusDecoder: FrameDecoder, @unchecked Sendable {
     /// The longest Opus packet: 120 ms at 48 kHz.
     public static let maxPacketSamples = 5760
 
-    public init(sampleRate: Int = 48000) throws {
+    public init(sampleRate: Int) throws {
         var err: Int32 = 0
         guard let s = opus_decoder_create(Int32(sampleRate), 1, &err), err == OPUS_OK else {
             throw OpusError("create decoder at \(sampleRate) Hz", err)

@@ -44,6 +44,13 @@ public struct DaemonConfig: Sendable, Equatable {
 
     /// The configuration used when no file is given; every key at its default.
     public static let `default` = DaemonConfig()
+
+    /// A copy with `change` applied (the defaults with a few keys set, in tests and tools).
+    public func with(_ change: (inout DaemonConfig) -> Void) -> DaemonConfig {
+        var copy = self
+        change(&copy)
+        return copy
+    }
 }
 
 /// `[audio]`: sound devices and timing.

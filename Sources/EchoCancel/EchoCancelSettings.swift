@@ -14,9 +14,10 @@ public struct EchoCancelSettings: Sendable, Equatable {
     /// Attenuate what the canceller leaves while the far end talks (`EchoGate`).
     public var residualGate: Bool
 
-    public init(sampleRate: Int = 48000, frameSize: Int = 480, tailMilliseconds: Int = 200,
-                noiseSuppressDB: Int = -15, echoSuppressDB: Int = -40, echoSuppressActiveDB: Int = -15,
-                agc: Bool = false, residualGate: Bool = true) {
+    /// Every value is the configuration's (`[echo]`, `[audio]`); their defaults live in its schema.
+    public init(sampleRate: Int, frameSize: Int, tailMilliseconds: Int,
+                noiseSuppressDB: Int, echoSuppressDB: Int, echoSuppressActiveDB: Int,
+                agc: Bool, residualGate: Bool) {
         self.sampleRate = sampleRate
         self.frameSize = frameSize
         self.tailMilliseconds = tailMilliseconds

@@ -14,14 +14,11 @@ import Transport
 /// 3. The engine's microphone ring; its `Doorbell` wakes `intercom-net` (`NetworkLoop`) at once.
 /// 4. `MediaSender`: `OpusEncoder` → `RTPSender` (header) → `SRTPSession` (a call's media) →
 ///    `UDPSocket.send` to each peer of the current `MediaRoutes`.
-enum MicrophoneToWire {
+public enum MicrophoneToWire {
     /// Step 2: what the audio thread does to each captured frame.
-    static func microphoneChain(_ config: DaemonConfig) throws -> MicrophoneChain {
+    public static func microphoneChain(_ config: DaemonConfig) throws -> MicrophoneChain {
         let a = config.audio, e = config.echo, frame = a.framesPerPeriod
-        let canceller = try EchoCanceller(EchoCancelSettings(
-            sampleRate: a.sampleRate, frameSize: frame, tailMilliseconds: e.tailMs,
-            noiseSuppressDB: e.noiseSuppressDb, echoSuppressDB: e.echoSuppressDb,
-            echoSuppressActiveDB: e.echoSuppressActiveDb, agc: e.agc, residualGate: e.residualGate))
+        let canceller = try EchoCanceller(EchoCancelSettings(config))
         canceller.bypass.set(!e.enabled)
         let gain = MicrophoneGain(frameSize: frame)
         gain.muted.set(config.mixer.micMuted)
@@ -33,12 +30,33 @@ enum MicrophoneToWire {
 
     /// Step 4: the network thread's half, sending on the media socket.
     static func sender(_ config: DaemonConfig, socket: UDPSocket) throws -> MediaSender {
-        let n = config.network, o = config.opus, a = config.audio
-        let encoder = try OpusEncoder(
-            sampleRate: a.sampleRate, application: o.application == "voip" ? .voip : .restrictedLowDelay,
-            bitrate: o.bitrate, complexity: o.complexity, fec: o.fec, expectedLossPercent: o.expectedLossPercent, dtx: o.dtx)
+        let n = config.network, a = config.audio
+        let encoder = try OpusEncoder(config)
         let rtp = try RTPSender(payloadType: UInt8(n.payloadType))
         return MediaSender(encoder: encoder, rtp: rtp, socket: socket, peers: n.peers.compactMap(IPv4Endpoint.init),
                            frameSize: a.framesPerPeriod)
+    }
+}
+
+// The library settings take every value the configuration decides; these are the only places
+// they are filled in, so each default is written once: in the configuration schema.
+
+extension EchoCancelSettings {
+    /// `[echo]` at `[audio]`'s rate and period.
+    public init(_ config: DaemonConfig) {
+        let a = config.audio, e = config.echo
+        self.init(sampleRate: a.sampleRate, frameSize: a.framesPerPeriod, tailMilliseconds: e.tailMs,
+                  noiseSuppressDB: e.noiseSuppressDb, echoSuppressDB: e.echoSuppressDb,
+                  echoSuppressActiveDB: e.echoSuppressActiveDb, agc: e.agc, residualGate: e.residualGate)
+    }
+}
+
+extension OpusEncoder {
+    /// `[opus]` at `audio.sample_rate`.
+    public convenience init(_ config: DaemonConfig) throws {
+        let o = config.opus
+        try self.init(sampleRate: config.audio.sampleRate, application: o.application == "voip" ? .voip : .restrictedLowDelay,
+                      bitrate: o.bitrate, complexity: o.complexity, fec: o.fec,
+                      expectedLossPercent: o.expectedLossPercent, dtx: o.dtx)
     }
 }

@@ -20,13 +20,11 @@ import Transport
 enum WireToSpeaker {
     /// Step 3: one slot per `network.max_streams`, made once (a new stream reuses a free slot).
     static func streamSlots(_ config: DaemonConfig) throws -> [RemoteStream] {
-        let a = config.audio, j = config.jitter
-        let settings = JitterSettings(frameSize: a.framesPerPeriod, sampleRate: a.sampleRate,
-                                      minDelayMs: j.minDelayMs, maxDelayMs: j.maxDelayMs)
+        let settings = JitterSettings(config)
         return try (0..<config.network.maxStreams).map { _ in
-            let decoder = try OpusDecoder(sampleRate: a.sampleRate)
+            let decoder = try OpusDecoder(sampleRate: config.audio.sampleRate)
             let jitter = JitterBuffer(settings: settings, decoder: decoder)
-            let drift = try DriftCorrector(buffer: jitter, settings: DriftSettings(enabled: j.driftCorrection))
+            let drift = try DriftCorrector(buffer: jitter, settings: DriftSettings(config))
             return RemoteStream(jitter: jitter, source: drift, reset: { drift.reset() })
         }
     }
@@ -45,5 +43,23 @@ enum WireToSpeaker {
         mixer.speakerMuted.set(config.mixer.speakerMuted)
         mixer.speakerGain.store(decibelsToGain(config.mixer.speakerGainDb))
         return mixer
+    }
+}
+
+// The library settings take every value the configuration decides; these are the only places
+// they are filled in, so each default is written once: in the configuration schema.
+
+extension JitterSettings {
+    /// `[jitter]`'s delay bounds at `[audio]`'s rate and period; the rest is the library's tuning.
+    public init(_ config: DaemonConfig) {
+        self.init(frameSize: config.audio.framesPerPeriod, sampleRate: config.audio.sampleRate,
+                  minDelayMs: config.jitter.minDelayMs, maxDelayMs: config.jitter.maxDelayMs)
+    }
+}
+
+extension DriftSettings {
+    /// `jitter.drift_correction`; the loop's tuning is the library's.
+    public init(_ config: DaemonConfig) {
+        self.init(enabled: config.jitter.driftCorrection)
     }
 }

@@ -62,7 +62,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     private var pulledSamples = 0
     private var audibleUntil = Int.min / 2
 
-    public init(buffer: JitterBuffer, settings: DriftSettings = DriftSettings()) throws {
+    public init(buffer: JitterBuffer, settings: DriftSettings) throws {
         precondition(settings.maxTrimPPM < 100_000, "a trim beyond 10 % is not drift")
         self.buffer = buffer
         self.settings = settings

@@ -1,4 +1,6 @@
-/// Configuration of one `DriftCorrector`; every default lives here.
+/// Configuration of one `DriftCorrector`. Whether it runs is the configuration's
+/// (`jitter.drift_correction`, no default here); the loop's tuning is not configurable and is
+/// written only here.
 ///
 /// The loop (see `DriftController`): trim = P·e + I·∫e dt, e = smoothed delay error in ms, trim in
 /// ppm of playout rate; a trim of x ppm moves the delay by x·1e-3 ms per second. With the defaults a
@@ -22,7 +24,7 @@ public struct DriftSettings: Sendable, Equatable {
     /// 24 samples (0.5 ms at 48 kHz) at quality 3, speexdsp's VoIP default.
     public var resamplerQuality: Int
 
-    public init(enabled: Bool = true, proportionalPPMPerMs: Double = 200, integralPPMPerMsSecond: Double = 10,
+    public init(enabled: Bool, proportionalPPMPerMs: Double = 200, integralPPMPerMsSecond: Double = 10,
                 maxTrimPPM: Double = 1000, smoothingMs: Double = 1000, resamplerQuality: Int = 3) {
         self.enabled = enabled
         self.proportionalPPMPerMs = proportionalPPMPerMs

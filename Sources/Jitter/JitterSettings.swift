@@ -1,6 +1,10 @@
 import RealTime
 
 /// Configuration of one `JitterBuffer` (one remote stream).
+///
+/// What the daemon's configuration decides (frame size, rate, delay bounds) has no default here:
+/// its one default is the configuration schema's (`JitterSettings(config)` in `WireToSpeaker`).
+/// The tuning below is not configurable, and this is the one place its values are written.
 public struct JitterSettings: Sendable, Equatable {
     /// Samples per frame and per packet (480 = 10 ms at 48 kHz; 120/240/960 for 2.5/5/20 ms).
     public var frameSize: Int
@@ -46,7 +50,7 @@ public struct JitterSettings: Sendable, Equatable {
     /// follows jitter alone).
     public var fecHoldMs: Double
 
-    public init(frameSize: Int = 480, sampleRate: Int = 48_000, minDelayMs: Double = 20, maxDelayMs: Double = 200,
+    public init(frameSize: Int, sampleRate: Int, minDelayMs: Double, maxDelayMs: Double,
                 capacity: Int = 64, maxPayloadBytes: Int = 1500, percentile: Double = 0.95, windowMs: Double = 2000,
                 shrinkIntervalMs: Double = 3000, resetGapMs: Double = 200, underrunConcealMs: Double = 60,
                 dropInSpeech: Bool = true, minDropIntervalFrames: Int = 20, quietLevelDBFS: Double = -45,

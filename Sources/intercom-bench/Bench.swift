@@ -5,6 +5,7 @@ import CSpeexDSP
 import EchoCancel
 import Foundation
 import Frames
+import IntercomDaemon
 import Posix
 import RealTime
 import SignalTools
@@ -103,9 +104,8 @@ struct Bench: ParsableCommand {
 
     /// Per-frame time of what the audio thread does between read and write.
     private func timeChain(far: [Int16], mic: [Int16], frame: Int, allocations: inout UInt64) throws -> Double {
-        let canceller = try EchoCanceller(EchoCancelSettings(frameSize: frame))
-        let chain = MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: frame),
-                                    howlGuard: HowlGuard(frameSize: frame, sampleRate: 48000))
+        let chain = try MicrophoneToWire.microphoneChain(DaemonConfig.default.with { $0.audio.periodMs = Double(frame) / 48 })
+        let canceller = chain.canceller
         let source = BufferSource(far)
         let mixer = Mixer(inputs: [MixerInput(source: source)], frameSize: frame)
         let speaker = UnsafeMutablePointer<Int16>.allocate(capacity: frame)

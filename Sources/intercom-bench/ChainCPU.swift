@@ -4,6 +4,7 @@ import Codec
 import EchoCancel
 import Foundation
 import Frames
+import IntercomDaemon
 import Jitter
 import Posix
 import RealTime
@@ -28,13 +29,16 @@ struct ChainCPU {
     func measureOnce(far: [Int16], mic: [Int16]) throws -> Result {
         final class SimClock: @unchecked Sendable { var now: UInt64 = 1_000_000_000 }
         let clock = SimClock()
-        let canceller = try EchoCanceller(EchoCancelSettings(frameSize: frame))
-        let chain = MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: frame),
-                                    howlGuard: HowlGuard(frameSize: frame, sampleRate: 48000))
-        let encoder = try OpusEncoder()
+        // The daemon's own chain at its defaults (10 ms periods: `frame`).
+        let config = DaemonConfig.default
+        precondition(config.audio.framesPerPeriod == frame)
+        let chain = try MicrophoneToWire.microphoneChain(config)
+        let canceller = chain.canceller
+        let encoder = try OpusEncoder(config)
         var rtp = try RTPSender(payloadType: 96)
-        let jitter = JitterBuffer(settings: JitterSettings(frameSize: frame), decoder: try OpusDecoder(), clock: { clock.now })
-        let drift = try DriftCorrector(buffer: jitter)
+        let jitter = JitterBuffer(settings: JitterSettings(config), decoder: try OpusDecoder(sampleRate: config.audio.sampleRate),
+                                  clock: { clock.now })
+        let drift = try DriftCorrector(buffer: jitter, settings: DriftSettings(config))
         let mixer = Mixer(inputs: [MixerInput(source: drift)], frameSize: frame)
         let cleaned = UnsafeMutablePointer<Int16>.allocate(capacity: frame)
         let speaker = UnsafeMutablePointer<Int16>.allocate(capacity: frame)
@@ -44,7 +48,7 @@ struct ChainCPU {
         canceller.played(speaker); canceller.played(speaker)
 
         // The far end's packets, encoded beforehand: decoding is ours, encoding is the far end's.
-        let farEncoder = try OpusEncoder()
+        let farEncoder = try OpusEncoder(config)
         var farRTP = try RTPSender(payloadType: 96)
         var farPackets: [[UInt8]] = []
         far.withUnsafeBufferPointer { f in

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import IntercomDaemon
 import Jitter
 
 /// `intercom-bench jitter`: intercomd's jitter buffer against speexdsp's on the same packet traces.
@@ -24,11 +25,13 @@ struct JitterBench: ParsableCommand {
         print("| trace | buffer | playout delay median | 95th percentile | late loss | frames not from their packet | CPU per frame (decoding stubbed) |")
         print("|---|---|---|---|---|---|---|")
         var about: [String] = []
+        let daemon = JitterSettings(DaemonConfig.default)
+        func formatMs(_ v: Double) -> String { v == v.rounded() ? "\(Int(v)) ms" : "\(v) ms" }
         for (trace, text) in JitterTrace.standard(minutes: minutes, seed: seed) {
             about.append("- **\(trace.name)**: \(text); \(String(format: "%.2f", trace.networkLossPercent)) % lost in the network.")
             let buffers: [(String, () throws -> any TracePlayer)] = [
-                ("intercomd (defaults, min delay 20 ms)", { OurPlayer(settings: JitterSettings()) }),
-                ("intercomd (min delay 0)", { OurPlayer(settings: JitterSettings(minDelayMs: 0)) }),
+                ("intercomd (defaults: min delay \(formatMs(daemon.minDelayMs)))", { OurPlayer(settings: daemon) }),
+                ("intercomd (min delay 0)", { OurPlayer(settings: JitterSettings(DaemonConfig.default.with { $0.jitter.minDelayMs = 0 })) }),
                 ("speexdsp (defaults: max late rate 4 %)", { try SpeexPlayer() }),
                 ("speexdsp (max late rate 1 %)", { try SpeexPlayer(maxLateRatePercent: 1) }),
             ]

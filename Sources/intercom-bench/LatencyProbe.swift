@@ -2,6 +2,7 @@ import AudioPipeline
 import EchoCancel
 import Foundation
 import Frames
+import IntercomDaemon
 import Posix
 import RealTime
 import SignalTools
@@ -30,7 +31,10 @@ struct LatencyProbe {
     func measureOnce(seconds: Double = 2) throws -> Sample? {
         let chirp = Signals.toInt16(Signals.chirp(from: 200, to: 8000, duration: 0.3, sampleRate: rate, amplitude: 0.5))
         let source = BufferSource([Int16](repeating: 0, count: rate / 2) + chirp, mark: rate / 2)
-        let canceller = try EchoCanceller(EchoCancelSettings(frameSize: frame))
+        let canceller = try EchoCanceller(EchoCancelSettings(DaemonConfig.default.with {
+            $0.audio.sampleRate = rate
+            $0.audio.periodMs = Double(frame) * 1000 / Double(rate)
+        }))
         canceller.bypass.set(true)
         let engine = AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: source)], frameSize: frame),
                                  microphoneChain: MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: frame), howlGuard: nil),

@@ -1,7 +1,9 @@
 import AudioPipeline
+import Configuration
 import EchoCancel
 import Foundation
 import Frames
+import IntercomDaemon
 import Posix
 import RealTime
 import SignalTools
@@ -23,7 +25,7 @@ final class EngineHarness: @unchecked Sendable {
         try Rig.require()
         farEnd = SampleRing(minimumCapacity: periodFrames * 8)
         let mixer = Mixer(inputs: [MixerInput(source: farEnd), MixerInput(source: stall)], frameSize: periodFrames)
-        let canceller = try EchoCanceller(EchoCancelSettings(frameSize: periodFrames, tailMilliseconds: 200))
+        let canceller = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: periodFrames) { $0.echo.tailMs = 200 }))
         let hook: (@Sendable () -> Void)? = countAllocations ? { @Sendable in AllocationCounter.trackCurrentThread() } : nil
         // A loopback probe too, so that a device round-trip test can run inside the counted window.
         let chirp = Signals.toInt16(Signals.chirp(from: 100, to: 8000, duration: 0.5, sampleRate: 48000, amplitude: 0.25))

@@ -1,6 +1,7 @@
 import AudioPipeline
 import Calls
 import Codec
+import Configuration
 import Foundation
 import IntercomDaemon
 import Posix
@@ -129,7 +130,7 @@ final class GStreamerInteropTests: XCTestCase {
         let rtp = try RTPSender(payloadType: 96)
         let socket = try UDPSocket(bind: .loopback(port: 0))
         let ports = [try FreePort.udp(), try FreePort.udp()]
-        let sender = MediaSender(encoder: try OpusEncoder(), rtp: rtp, socket: socket,
+        let sender = MediaSender(encoder: try OpusEncoder(.default), rtp: rtp, socket: socket,
                                  peers: ports.map { IPv4Endpoint.loopback(port: UInt16($0)) }, frameSize: 480,
                                  protection: try SRTPSession(key: key, direction: .outbound(ssrc: rtp.ssrc)))
         let hex = { (k: [UInt8]) in k.map { String(format: "%02x", $0) }.joined() }

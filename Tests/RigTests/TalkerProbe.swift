@@ -1,7 +1,9 @@
 import AudioPipeline
+import Configuration
 import EchoCancel
 import Foundation
 import Frames
+import IntercomDaemon
 import Posix
 import RealTime
 import SignalTools
@@ -72,7 +74,7 @@ struct TalkerProbe {
         precondition(clip.sampleRate == rate && clip.channels == 1, "the clip must be 48 kHz mono")
         let lead = Int(leadIn * Double(rate)) / frame * frame  // the clip starts a frame
         let source = BufferSource([Int16](repeating: 0, count: lead) + clip.samples, mark: lead)
-        let canceller = try EchoCanceller(EchoCancelSettings(frameSize: frame))
+        let canceller = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame)))
         canceller.bypass.set(true)
         let engine = AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: source)], frameSize: frame),
                                  microphoneChain: MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: frame), howlGuard: nil),

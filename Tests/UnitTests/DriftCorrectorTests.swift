@@ -1,3 +1,5 @@
+import Configuration
+import IntercomDaemon
 import Jitter
 import SignalTools
 import XCTest
@@ -42,8 +44,8 @@ final class DriftCorrectorTests: XCTestCase {
         let start: UInt64 = 1_000_000_000
         let trace = packets(1_000, seq0: 7, ts0: 1_234, start: start, ppm: 300)
         let c1 = TraceClock(start), c2 = TraceClock(start)
-        let direct = JitterBuffer(settings: JitterSettings(), decoder: TagDecoder(), clock: { c1.now })
-        let wrapped = JitterBuffer(settings: JitterSettings(), decoder: TagDecoder(), clock: { c2.now })
+        let direct = JitterBuffer(settings: JitterSettings(.default), decoder: TagDecoder(), clock: { c1.now })
+        let wrapped = JitterBuffer(settings: JitterSettings(.default), decoder: TagDecoder(), clock: { c2.now })
         let corrector = try DriftCorrector(buffer: wrapped, settings: DriftSettings(enabled: false))
         let a = play(trace, into: direct, clock: c1, from: start, cycles: 1_000) { direct.readFrame(into: $0, count: 480) }
         let b = play(trace, into: wrapped, clock: c2, from: start, cycles: 1_000) { corrector.readFrame(into: $0, count: 480) }
@@ -56,8 +58,8 @@ final class DriftCorrectorTests: XCTestCase {
     func testResetPlaysTheNextStreamExactlyLikeANewCorrector() throws {
         let start: UInt64 = 1_000_000_000
         let clock = TraceClock(start)
-        let buffer = JitterBuffer(settings: JitterSettings(), decoder: TagDecoder(), clock: { clock.now })
-        let corrector = try DriftCorrector(buffer: buffer)
+        let buffer = JitterBuffer(settings: JitterSettings(.default), decoder: TagDecoder(), clock: { clock.now })
+        let corrector = try DriftCorrector(buffer: buffer, settings: DriftSettings(.default))
         let a = packets(6_000, seq0: 100, ts0: 0, start: start, ppm: 500)
         _ = play(a, into: buffer, clock: clock, from: start, cycles: 6_000) { corrector.readFrame(into: $0, count: 480) }
         XCTAssertGreaterThan(corrector.driftPPM, 250, "stream A must leave a drift estimate behind")
@@ -75,16 +77,16 @@ final class DriftCorrectorTests: XCTestCase {
         let reused = play(b, into: buffer, clock: clock, from: bStart, cycles: 1_500) { corrector.readFrame(into: $0, count: 480) }
 
         let freshClock = TraceClock(bStart)
-        let freshBuffer = JitterBuffer(settings: JitterSettings(), decoder: TagDecoder(), clock: { freshClock.now })
-        let fresh = try DriftCorrector(buffer: freshBuffer)
+        let freshBuffer = JitterBuffer(settings: JitterSettings(.default), decoder: TagDecoder(), clock: { freshClock.now })
+        let fresh = try DriftCorrector(buffer: freshBuffer, settings: DriftSettings(.default))
         let expected = play(b, into: freshBuffer, clock: freshClock, from: bStart, cycles: 1_500) { fresh.readFrame(into: $0, count: 480) }
         XCTAssertTrue(reused == expected, "after reset, stream B must come out as from a new corrector")
         XCTAssertEqual(corrector.driftPPM, fresh.driftPPM)
 
         // Control: resetting only the buffer leaves the corrector's state (drift, filter) behind.
         let c3 = TraceClock(start)
-        let b3 = JitterBuffer(settings: JitterSettings(), decoder: TagDecoder(), clock: { c3.now })
-        let partial = try DriftCorrector(buffer: b3)
+        let b3 = JitterBuffer(settings: JitterSettings(.default), decoder: TagDecoder(), clock: { c3.now })
+        let partial = try DriftCorrector(buffer: b3, settings: DriftSettings(.default))
         _ = play(a, into: b3, clock: c3, from: start, cycles: 6_000) { partial.readFrame(into: $0, count: 480) }
         b3.reset()
         let notReset = play(b, into: b3, clock: c3, from: bStart, cycles: 1_500) { partial.readFrame(into: $0, count: 480) }
@@ -92,7 +94,7 @@ final class DriftCorrectorTests: XCTestCase {
     }
 
     func testWrongFrameSizeIsSilence() throws {
-        let corrector = try DriftCorrector(buffer: JitterBuffer(settings: JitterSettings(), decoder: TagDecoder()))
+        let corrector = try DriftCorrector(buffer: JitterBuffer(settings: JitterSettings(.default), decoder: TagDecoder()), settings: DriftSettings(.default))
         var small = [Int16](repeating: 5, count: 100)
         XCTAssertFalse(corrector.readFrame(into: &small, count: 100))
         XCTAssertTrue(small.allSatisfy { $0 == 0 })

@@ -1,4 +1,6 @@
+import Configuration
 import Impairment
+import IntercomDaemon
 import Jitter
 import SignalTools
 import XCTest
@@ -8,8 +10,8 @@ import XCTest
 struct DriftSimulation {
     static let ms: UInt64 = 1_000_000
     var ppm: Double
-    var drift = DriftSettings()
-    var jitter = JitterSettings()
+    var drift = DriftSettings(.default)
+    var jitter = JitterSettings(.default)
     var profile: ImpairmentProfile
     var frames: Int
     /// The audio thread wakes up to this late (uniform), so each reading jitters by as much.

@@ -1,4 +1,6 @@
+import Configuration
 import Impairment
+import IntercomDaemon
 import Jitter
 import XCTest
 
@@ -21,7 +23,7 @@ final class DriftTraceTests: XCTestCase {
     /// insert/drop decisions read the raw delay; beyond a few ms of wake-up jitter they chatter,
     /// drift or not, which is printed here and not the corrector's to fix.)
     func testWakeUpJitterOfAPeriodIsSmoothedOut() throws {
-        let jitter = JitterSettings(), ppm = 200.0
+        let jitter = JitterSettings(.default), ppm = 200.0
         let r = try run(ppm: ppm, corrected: true, frames: 18_000, wakeJitterMs: jitter.frameMs)
         let warm = r.minutes(1, 3)
         let worstError = warm.map { abs(r.errorMs[$0]) }.max() ?? .infinity
@@ -41,7 +43,7 @@ final class DriftTraceTests: XCTestCase {
     }
 
     private func check(ppm: Double) throws {
-        let jitter = JitterSettings(), drift = DriftSettings()
+        let jitter = JitterSettings(.default), drift = DriftSettings(.default)
         let baseline = try run(ppm: 0, corrected: true)  // the same network without drift
         let on = try run(ppm: ppm, corrected: true)
         let off = try run(ppm: ppm, corrected: false)

@@ -1,4 +1,6 @@
+import Configuration
 import EchoCancel
+import IntercomDaemon
 import SignalTools
 import XCTest
 
@@ -44,7 +46,7 @@ final class EchoCancellerTests: XCTestCase {
     }
 
     func testCancelsASyntheticEchoByMoreThan20dBAfterConvergence() throws {
-        let c = try EchoCanceller(EchoCancelSettings(frameSize: frame, tailMilliseconds: 200))
+        let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) { $0.echo.tailMs = 200 }))
         let far = farEnd(seconds: 8, seed: 1)
         let r = run(c, far: far, near: nil, delay: 2400)
         let start = 3 * 48000
@@ -57,9 +59,9 @@ final class EchoCancellerTests: XCTestCase {
         let far = farEnd(seconds: 8, seed: 4)
         let delay = 12000  // 250 ms: longer than the 200 ms tail
         // Without the gate, which would hide the unaligned path.
-        let unaligned = try EchoCanceller(EchoCancelSettings(frameSize: frame, tailMilliseconds: 200, residualGate: false))
+        let unaligned = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) { $0.echo.tailMs = 200; $0.echo.residualGate = false }))
         let r0 = run(unaligned, far: far, near: nil, delay: delay)
-        let aligned = try EchoCanceller(EchoCancelSettings(frameSize: frame, tailMilliseconds: 200))
+        let aligned = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) { $0.echo.tailMs = 200 }))
         // Played position of far[x] is x + 960 (two primed frames first): the echo arrives delay - 960 later.
         aligned.requestEchoDelay(samples: delay - 960)
         let r1 = run(aligned, far: far, near: nil, delay: delay)
@@ -76,7 +78,7 @@ final class EchoCancellerTests: XCTestCase {
     func testEchoArrivingBeforeItsNominalPositionIsCancelledOnceTheReferenceReadsAhead() throws {
         let far = farEnd(seconds: 6, seed: 8)
         let delay = 720  // played position of far[x] is x + 960: the echo comes 240 samples early
-        let settings = EchoCancelSettings(frameSize: frame, tailMilliseconds: 200, residualGate: false)
+        let settings = EchoCancelSettings(daemonConfig(frame: frame) { $0.echo.tailMs = 200; $0.echo.residualGate = false })
         let unaligned = try EchoCanceller(settings)
         let r0 = run(unaligned, far: far, near: nil, delay: delay)
         let aligned = try EchoCanceller(settings)
@@ -95,7 +97,7 @@ final class EchoCancellerTests: XCTestCase {
     func testDelayEstimatorMeasuresAnEarlyEchoAndTheCancellerThenRemovesIt() throws {
         let far = farEnd(seconds: 8, seed: 9)
         let delay = 720
-        let c = try EchoCanceller(EchoCancelSettings(frameSize: frame, tailMilliseconds: 200, residualGate: false))
+        let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) { $0.echo.tailMs = 200; $0.echo.residualGate = false }))
         let estimator = EchoDelayEstimator(canceller: c)
         var mic = [Float](), out = [Float]()
         var inBuf = [Int16](repeating: 0, count: frame), outBuf = [Int16](repeating: 0, count: frame)
@@ -124,7 +126,7 @@ final class EchoCancellerTests: XCTestCase {
     /// capture ahead of what was played, the references go missing and the canceller re-pairs
     /// the streams. The echo must then follow its reference, or nothing cancels it.
     func testRealignmentAfterAStallPairsTheStreamsSoTheEchoFollowsItsReferenceAndIsCancelled() throws {
-        let c = try EchoCanceller(EchoCancelSettings(frameSize: frame, tailMilliseconds: 200, residualGate: false))
+        let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) { $0.echo.tailMs = 200; $0.echo.residualGate = false }))
         let far = farEnd(seconds: 10, seed: 11)
         let bufferFrames = 3, acousticDelay = 240
         let stall = 300..<315  // cycles (10 ms each): 150 ms without the audio thread
@@ -171,7 +173,7 @@ final class EchoCancellerTests: XCTestCase {
     }
 
     func testBypassPassesTheMicrophoneThroughUntouched() throws {
-        let c = try EchoCanceller(EchoCancelSettings(frameSize: frame))
+        let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame)))
         c.bypass.set(true)
         let far = farEnd(seconds: 2, seed: 2)
         let r = run(c, far: far, near: nil, delay: 2400)
@@ -180,7 +182,7 @@ final class EchoCancellerTests: XCTestCase {
 
     func testResetForgetsTheEchoPath() throws {
         // Without the gate, which would hide the unlearned path (see the gate's tests below).
-        let c = try EchoCanceller(EchoCancelSettings(frameSize: frame, residualGate: false))
+        let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) { $0.echo.residualGate = false }))
         let far = farEnd(seconds: 5, seed: 3)
         _ = run(c, far: far, near: nil, delay: 2400)
         c.reset()
@@ -196,7 +198,7 @@ final class EchoCancellerTests: XCTestCase {
     func testResidualGateMutesTheEchoWhileTheCancellerIsStillLearning() throws {
         let far = farEnd(seconds: 1, seed: 5)
         func firstHalfSecondERLE(gate: Bool) throws -> (erle: Double, gated: Int) {
-            let c = try EchoCanceller(EchoCancelSettings(frameSize: frame, residualGate: gate))
+            let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) { $0.echo.residualGate = gate }))
             let r = run(c, far: far, near: nil, delay: 2400)
             let span = 4800..<24000  // from the echo's arrival to 0.5 s
             let erle = Levels.erleDB(mic: Array(r.mic[span]), processed: Array(r.out[span]), frame: frame, activeThresholdDB: -50)
@@ -218,7 +220,7 @@ final class EchoCancellerTests: XCTestCase {
         let near = farEnd(seconds: 3, seed: 7)
         let nearAt = [Int16](repeating: 0, count: talkFrom) + near
         func doubleTalkOutput(gate: Bool) throws -> [Float] {
-            let c = try EchoCanceller(EchoCancelSettings(frameSize: frame, residualGate: gate))
+            let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) { $0.echo.residualGate = gate }))
             return Array(run(c, far: far, near: nearAt, delay: 2400).out[talkFrom...])
         }
         let open = try doubleTalkOutput(gate: false)

@@ -1,4 +1,6 @@
+import Configuration
 import Frames
+import IntercomDaemon
 import Jitter
 import XCTest
 
@@ -203,8 +205,8 @@ private final class OutcomeSim {
     private(set) var last = PlayoutOutcome.waiting
 
     static func settings(minDelayMs: Double = 20, consumerStallMs: Double = 80, dropInSpeech: Bool = true) -> JitterSettings {
-        var s = JitterSettings()
-        s.minDelayMs = minDelayMs
+        // The scenarios' timings are worked out for a 20 ms floor unless they say otherwise.
+        var s = JitterSettings(daemonConfig { $0.jitter.minDelayMs = minDelayMs })
         s.consumerStallMs = consumerStallMs
         s.dropInSpeech = dropInSpeech
         return s

@@ -1,5 +1,7 @@
+import Configuration
 import Foundation
 import Frames
+import IntercomDaemon
 import Jitter
 import XCTest
 
@@ -30,7 +32,7 @@ final class JitterRecoveryTests: XCTestCase {
     private func run(seconds: Int, stallMs: Int, speech: (Int) -> Bool) -> (delays: [Double], peak: Double, loudPlayed: Int, loudSent: Int) {
         let clock = SimClock()
         let c = clock
-        let jb = JitterBuffer(settings: JitterSettings(frameSize: 480), decoder: LevelDecoder(), clock: { c.now })
+        let jb = JitterBuffer(settings: JitterSettings(.default), decoder: LevelDecoder(), clock: { c.now })
         let out = UnsafeMutablePointer<Int16>.allocate(capacity: 480)
         defer { out.deallocate() }
         var delays: [Double] = []
@@ -89,7 +91,7 @@ final class JitterRecoveryTests: XCTestCase {
     func testAConsumerRunning10PercentSlowNeverPushesTheDelayPastTheMaximum() {
         let clock = SimClock()
         let c = clock
-        let settings = JitterSettings(frameSize: 480, maxDelayMs: 200)
+        let settings = JitterSettings(daemonConfig { $0.jitter.maxDelayMs = 200 })
         let jb = JitterBuffer(settings: settings, decoder: LevelDecoder(), clock: { c.now })
         let out = UnsafeMutablePointer<Int16>.allocate(capacity: 480)
         defer { out.deallocate() }

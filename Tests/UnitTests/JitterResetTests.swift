@@ -1,5 +1,7 @@
 import AudioPipeline
 import Codec
+import Configuration
+import IntercomDaemon
 import Jitter
 import SignalTools
 import XCTest
@@ -33,7 +35,7 @@ final class JitterResetTests: XCTestCase {
         reused.buffer.reset()
         XCTAssertEqual(reused.decoder.resets, 1)
         XCTAssertEqual(reused.buffer.queue.count, 0)
-        XCTAssertEqual(reused.stats.targetDelayMs.load, 20, accuracy: 0.01)
+        XCTAssertEqual(reused.stats.targetDelayMs.load, DaemonConfig.default.jitter.minDelayMs, accuracy: 0.01)
         XCTAssertEqual(reused.stats.currentDelayMs.load, 0)
         XCTAssertFalse(reused.buffer.isPlaying)
 
@@ -92,7 +94,7 @@ final class JitterResetTests: XCTestCase {
     /// After `reset()` a used decoder decodes bit-identically to a new one; without it, it does not.
     func testOpusDecoderResetMatchesAFreshDecoder() throws {
         let frame = 480
-        let encoder = try OpusEncoder()
+        let encoder = try OpusEncoder(.default)
         func packets(_ signal: [Int16]) -> [[UInt8]] {
             var out = [UInt8](repeating: 0, count: 1500)
             return (0..<(signal.count / frame)).map { f in
@@ -110,12 +112,12 @@ final class JitterResetTests: XCTestCase {
             }
             return all
         }
-        let expected = decode(try OpusDecoder(), b)
-        let used = try OpusDecoder()
+        let expected = decode(try OpusDecoder(sampleRate: 48000), b)
+        let used = try OpusDecoder(sampleRate: 48000)
         _ = decode(used, a)
         used.reset()
         XCTAssertEqual(decode(used, b), expected)
-        let notReset = try OpusDecoder()
+        let notReset = try OpusDecoder(sampleRate: 48000)
         _ = decode(notReset, a)
         XCTAssertNotEqual(decode(notReset, b), expected, "the decoder's history matters, so the test can fail")
     }

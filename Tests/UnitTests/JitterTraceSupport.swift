@@ -1,4 +1,6 @@
+import Configuration
 import Frames
+import IntercomDaemon
 import Jitter
 import XCTest
 
@@ -90,7 +92,7 @@ final class TraceHarness {
     private(set) var cycle = 0
     private var frame = [Int16](repeating: 0, count: 480)
 
-    init(settings: JitterSettings = JitterSettings(), start: UInt64 = 1_000_000_000) {
+    init(settings: JitterSettings = JitterSettings(.default), start: UInt64 = 1_000_000_000) {
         let c = TraceClock(start)
         clock = c
         self.start = start

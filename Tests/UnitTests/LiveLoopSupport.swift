@@ -1,6 +1,8 @@
 import AudioPipeline
 import Codec
+import Configuration
 import Foundation
+import IntercomDaemon
 import Jitter
 import Posix
 import RealTime
@@ -32,13 +34,13 @@ final class LiveLoop: @unchecked Sendable {
         socket = try UDPSocket(bind: bind)
         try socket.configureMulticastSending(interface: 0x7F00_0001, ttl: 1, loopback: true)
         streams = try (0..<4).map { _ in
-            let jitter = JitterBuffer(settings: JitterSettings(frameSize: frame), decoder: try OpusDecoder())
+            let jitter = JitterBuffer(settings: JitterSettings(daemonConfig(frame: frame)), decoder: try OpusDecoder(sampleRate: 48000))
             return RemoteStream(jitter: jitter, source: jitter, reset: { jitter.reset() })
         }
         // Idle eviction far away: evictions seen here are the routes'.
         table = StreamTable(streams: streams, idleTimeoutNanos: 10_000_000_000)
         receiver = MediaReceiver(table: table, payloadType: 96, ownSSRC: nil)
-        let sender = MediaSender(encoder: try OpusEncoder(), rtp: try RTPSender(payloadType: 96), socket: socket,
+        let sender = MediaSender(encoder: try OpusEncoder(.default), rtp: try RTPSender(payloadType: 96), socket: socket,
                                  peers: peers, frameSize: frame)
         doorbell = try Doorbell()
         loop = try NetworkLoop(socket: socket, sender: sender, receiver: receiver, microphone: microphone,
@@ -88,7 +90,7 @@ final class Talker {
         socket = try UDPSocket(bind: .loopback(port: 0))
         try socket.configureMulticastSending(interface: 0x7F00_0001, ttl: 1, loopback: true)
         let rtp = try RTPSender(payloadType: 96)
-        sender = MediaSender(encoder: try OpusEncoder(), rtp: rtp, socket: socket, peers: [peer], frameSize: liveFrame,
+        sender = MediaSender(encoder: try OpusEncoder(.default), rtp: rtp, socket: socket, peers: [peer], frameSize: liveFrame,
                              protection: try key.map { try SRTPSession(key: $0, direction: .outbound(ssrc: rtp.ssrc)) })
     }
 

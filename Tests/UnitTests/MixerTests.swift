@@ -1,6 +1,8 @@
 import AudioPipeline
+import Configuration
 import EchoCancel
 import Frames
+import IntercomDaemon
 import RealTime
 import XCTest
 
@@ -59,7 +61,7 @@ final class MixerTests: XCTestCase {
     func testTheMicrophoneChainRunsCancellerGainAndHowlGuardInOrder() throws {
         // With the canceller bypassed, the chain's output is the gain's: mute must silence it
         // even though the canceller passed the frame through.
-        let canceller = try EchoCanceller(EchoCancelSettings(frameSize: 480))
+        let canceller = try EchoCanceller(EchoCancelSettings(.default))
         canceller.bypass.set(true)
         let chain = MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: 480), howlGuard: HowlGuard(frameSize: 480, sampleRate: 48000))
         let captured = [Int16](repeating: 1000, count: 480)

@@ -1,6 +1,8 @@
 import AudioPipeline
 import Codec
+import Configuration
 import Foundation
+import IntercomDaemon
 import Jitter
 import Posix
 import RealTime
@@ -18,7 +20,7 @@ final class NetworkReceiveTests: XCTestCase {
 
     private func makeStreams(_ n: Int) throws -> [RemoteStream] {
         try (0..<n).map { _ in
-            let jitter = JitterBuffer(settings: JitterSettings(frameSize: frame), decoder: try OpusDecoder())
+            let jitter = JitterBuffer(settings: JitterSettings(daemonConfig(frame: frame)), decoder: try OpusDecoder(sampleRate: 48000))
             return RemoteStream(jitter: jitter, source: jitter, reset: { jitter.reset() })
         }
     }
@@ -99,7 +101,7 @@ final class NetworkReceiveTests: XCTestCase {
         defer { stopMixing.set(true); loop.stopRequest.set(true) }
 
         // The real stream: Opus at real-time pace for the whole test, from its own socket.
-        let real = MediaSender(encoder: try OpusEncoder(), rtp: try RTPSender(payloadType: 96),
+        let real = MediaSender(encoder: try OpusEncoder(.default), rtp: try RTPSender(payloadType: 96),
                                socket: try UDPSocket(bind: .loopback(port: 0)), peers: [socket.local], frameSize: frame)
         let tone = Signals.toInt16(Signals.sine(frequency: 440, duration: 0.01, sampleRate: 48000, amplitude: 0.3))
         let realDone = Flag(false)
@@ -212,7 +214,7 @@ final class NetworkReceiveTests: XCTestCase {
         mixing.start()
 
         func talker(_ hz: Double, frames: Int) throws -> Thread {
-            let sender = MediaSender(encoder: try OpusEncoder(), rtp: try RTPSender(payloadType: 96),
+            let sender = MediaSender(encoder: try OpusEncoder(.default), rtp: try RTPSender(payloadType: 96),
                                      socket: try UDPSocket(bind: .loopback(port: 0)), peers: [socket.local], frameSize: frame)
             let tone = Signals.toInt16(Signals.sine(frequency: hz, duration: Double(frames) / 100, sampleRate: 48000, amplitude: 0.25))
             return Thread {

@@ -1,5 +1,7 @@
 import AudioPipeline
 import Codec
+import Configuration
+import IntercomDaemon
 import SignalTools
 import TestSupport
 import XCTest
@@ -18,7 +20,7 @@ final class OpusDefaultsQualityTests: XCTestCase {
 
     private func encodeAndDecode(_ clip: [Int16], _ encoder: OpusEncoder, label: String) throws -> Encoded {
         let frame = 480
-        let decoder = try OpusDecoder()
+        let decoder = try OpusDecoder(sampleRate: 48000)
         var packet = [UInt8](repeating: 0, count: 1500), pcm = [Int16](repeating: 0, count: frame), out: [Int16] = []
         var fec = 0
         let frames = clip.count / frame
@@ -38,10 +40,10 @@ final class OpusDefaultsQualityTests: XCTestCase {
         let clip = try Speech.roomA()
         let speech = try WAVAudio.read(path: clip).samples
         let runs = [
-            try encodeAndDecode(speech, OpusEncoder(), label: "default (64 kbit/s, FEC, 5 %)"),
-            try encodeAndDecode(speech, OpusEncoder(bitrate: 32000, fec: true, expectedLossPercent: 10), label: "32 kbit/s, FEC, 10 %"),
-            try encodeAndDecode(speech, OpusEncoder(bitrate: 32000, fec: true, expectedLossPercent: 5), label: "32 kbit/s, FEC, 5 %"),
-            try encodeAndDecode(speech, OpusEncoder(bitrate: 32000, fec: false, expectedLossPercent: 0), label: "32 kbit/s, no FEC"),
+            try encodeAndDecode(speech, OpusEncoder(.default), label: "default (64 kbit/s, FEC, 5 %)"),
+            try encodeAndDecode(speech, OpusEncoder(daemonConfig { $0.opus.bitrate = 32000; $0.opus.fec = true; $0.opus.expectedLossPercent = 10 }), label: "32 kbit/s, FEC, 10 %"),
+            try encodeAndDecode(speech, OpusEncoder(daemonConfig { $0.opus.bitrate = 32000; $0.opus.fec = true; $0.opus.expectedLossPercent = 5 }), label: "32 kbit/s, FEC, 5 %"),
+            try encodeAndDecode(speech, OpusEncoder(daemonConfig { $0.opus.bitrate = 32000; $0.opus.fec = false; $0.opus.expectedLossPercent = 0 }), label: "32 kbit/s, no FEC"),
         ]
         defer { for r in runs { unlink(r.path) } }
         let q = try Quality.measure(runs.map { (reference: clip, recording: $0.path) })

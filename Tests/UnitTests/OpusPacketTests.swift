@@ -1,5 +1,7 @@
 import AudioPipeline
 import Codec
+import Configuration
+import IntercomDaemon
 import SignalTools
 import TestSupport
 import XCTest
@@ -27,7 +29,7 @@ final class OpusPacketTests: XCTestCase {
     /// concealment is) only if the next packet is flagged. Speech, at the daemon's defaults.
     func testOnlyFlaggedPacketsLetLibopusRecoverTheLostFrame() throws {
         let speech = try WAVAudio.read(path: try Speech.roomA()).samples
-        let encoder = try OpusEncoder()
+        let encoder = try OpusEncoder(.default)
         var all = [[UInt8]](), buf = [UInt8](repeating: 0, count: 1500)
         for f in 0..<(speech.count / frame) {
             let n = speech.withUnsafeBufferPointer { encoder.encode($0.baseAddress! + f * frame, frameSize: frame, into: &buf, capacity: 1500) }
@@ -36,7 +38,7 @@ final class OpusPacketTests: XCTestCase {
         var fec = [Int16](repeating: 0, count: frame), plc = fec, truth = fec
         var flagged = 0, recovered = 0, recoveredUnflagged = 0
         for i in 5..<all.count {
-            let withFEC = try OpusDecoder(), withPLC = try OpusDecoder(), whole = try OpusDecoder()
+            let withFEC = try OpusDecoder(sampleRate: 48000), withPLC = try OpusDecoder(sampleRate: 48000), whole = try OpusDecoder(sampleRate: 48000)
             for p in all[(i - 5)..<(i - 1)] {  // the same history in all three; packet i - 1 is lost
                 for d in [withFEC, withPLC, whole] { _ = p.withUnsafeBufferPointer { d.decodeFrame($0.baseAddress, length: p.count, into: &truth, frameSize: frame) } }
             }
@@ -59,9 +61,9 @@ final class OpusPacketTests: XCTestCase {
     }
 
     func testFECIsSeenInTheVoIPEncodersPacketsOnlyWhenItIsOn() throws {
-        let on = packets(try OpusEncoder(fec: true, expectedLossPercent: 10)).map(carries)
-        let off = packets(try OpusEncoder(fec: false)).map(carries)
-        let celt = packets(try OpusEncoder(application: .restrictedLowDelay)).map(carries)
+        let on = packets(try OpusEncoder(daemonConfig { $0.opus.fec = true; $0.opus.expectedLossPercent = 10 })).map(carries)
+        let off = packets(try OpusEncoder(daemonConfig { $0.opus.fec = false })).map(carries)
+        let celt = packets(try OpusEncoder(daemonConfig { $0.opus.application = "restricted_lowdelay" })).map(carries)
         print("opus packets carrying FEC: on \(on.filter { $0 }.count)/\(on.count), off \(off.filter { $0 }.count), CELT \(celt.filter { $0 }.count)")
         XCTAssertGreaterThan(on.filter { $0 }.count, on.count / 2, "FEC on: most packets carry their predecessor")
         XCTAssertFalse(on[0], "the first packet has no predecessor to carry")
@@ -71,8 +73,8 @@ final class OpusPacketTests: XCTestCase {
 
     /// The flag is found behind code 1, 2 and 3 framing too, and libopus accepts each packet.
     func testFlagIsReadThroughEveryFraming() throws {
-        let all = packets(try OpusEncoder(fec: true, expectedLossPercent: 10))
-        let decoder = try OpusDecoder()
+        let all = packets(try OpusEncoder(daemonConfig { $0.opus.fec = true; $0.opus.expectedLossPercent = 10 }))
+        let decoder = try OpusDecoder(sampleRate: 48000)
         var pcm = [Int16](repeating: 0, count: OpusDecoder.maxPacketSamples)
         for p in all.suffix(20) {
             let toc = p[0] & ~0x03, data = Array(p[1...])

@@ -1,12 +1,14 @@
 import AudioPipeline
 import Codec
+import Configuration
+import IntercomDaemon
 import SignalTools
 import XCTest
 
 final class OpusTests: XCTestCase {
     func testSpeechBandSignalSurvivesEncodeAndDecode() throws {
-        let enc = try OpusEncoder(bitrate: 32000)
-        let dec = try OpusDecoder()
+        let enc = try OpusEncoder(daemonConfig { $0.opus.bitrate = 32000 })
+        let dec = try OpusDecoder(sampleRate: 48000)
         let frame = 480
         let input = Signals.toInt16(Signals.chirp(from: 200, to: 4000, duration: 1, sampleRate: 48000, amplitude: 0.5))
         var output: [Int16] = []
@@ -29,21 +31,21 @@ final class OpusTests: XCTestCase {
     }
 
     func testLostPacketIsConcealedWithAFullFrame() throws {
-        let dec = try OpusDecoder()
+        let dec = try OpusDecoder(sampleRate: 48000)
         var pcm = [Int16](repeating: 0, count: 480)
         XCTAssertEqual(dec.decode(nil, length: 0, into: &pcm, frameSize: 480), 480)
     }
 
     func testInvalidSettingsGiveOpusOwnMessage() {
-        XCTAssertThrowsError(try OpusEncoder(sampleRate: 44100)) { error in
+        XCTAssertThrowsError(try OpusEncoder(daemonConfig { $0.audio.sampleRate = 44100 })) { error in
             XCTAssertEqual("\(error)", "opus: create encoder at 44100 Hz failed: invalid argument (-1)")
         }
-        XCTAssertThrowsError(try OpusEncoder(bitrate: -5)) { error in
+        XCTAssertThrowsError(try OpusEncoder(daemonConfig { $0.opus.bitrate = -5 })) { error in
             XCTAssertTrue("\(error)".contains("set bitrate -5 failed: invalid argument"), "\(error)")
         }
     }
 
     func testLowDelayModeHasShortLookahead() throws {
-        XCTAssertEqual(try OpusEncoder(application: .restrictedLowDelay).lookahead, 120, "2.5 ms at 48 kHz")
+        XCTAssertEqual(try OpusEncoder(daemonConfig { $0.opus.application = "restricted_lowdelay" }).lookahead, 120, "2.5 ms at 48 kHz")
     }
 }

@@ -1,5 +1,7 @@
 import AudioPipeline
 import Codec
+import Configuration
+import IntercomDaemon
 import Posix
 import RTP
 import SignalTools
@@ -38,7 +40,7 @@ final class TransportTests: XCTestCase {
         let socket = try UDPSocket(bind: .loopback(port: 0))
         try socket.setDSCP(46)
         XCTAssertEqual(socket.dscp, 46, "voice is marked expedited forwarding")
-        let sender = MediaSender(encoder: try OpusEncoder(), rtp: try RTPSender(payloadType: 96), socket: socket,
+        let sender = MediaSender(encoder: try OpusEncoder(.default), rtp: try RTPSender(payloadType: 96), socket: socket,
                                  peers: [receiver.local], frameSize: frame)
         sendAll(sender)
         let count = speechLike.count / frame
@@ -54,7 +56,7 @@ final class TransportTests: XCTestCase {
             if k > 0 { XCTAssertFalse(p.header.marker) }
         }
         // Decode and compare with what was sent.
-        let decoder = try OpusDecoder()
+        let decoder = try OpusDecoder(sampleRate: 48000)
         var decoded: [Int16] = []
         var pcm = [Int16](repeating: 0, count: frame)
         for (p, bytes) in packets {
@@ -78,7 +80,7 @@ final class TransportTests: XCTestCase {
         let socket = try UDPSocket(bind: .loopback(port: 0))
         // On one host the receivers are local, so loopback must be on here (terminals keep it off).
         try socket.configureMulticastSending(interface: 0x7F00_0001, ttl: 1, loopback: true)
-        let sender = MediaSender(encoder: try OpusEncoder(), rtp: try RTPSender(payloadType: 96), socket: socket,
+        let sender = MediaSender(encoder: try OpusEncoder(.default), rtp: try RTPSender(payloadType: 96), socket: socket,
                                  peers: [IPv4Endpoint(address: group.address, port: port)], frameSize: frame)
         sendAll(sender)
         let count = speechLike.count / frame
@@ -90,7 +92,7 @@ final class TransportTests: XCTestCase {
         final class Box: @unchecked Sendable { var allocations: UInt64 = 0; var error: Error? }
         let box = Box()
         let receiver = try UDPSocket(bind: .loopback(port: 0))
-        let sender = MediaSender(encoder: try OpusEncoder(), rtp: try RTPSender(payloadType: 96),
+        let sender = MediaSender(encoder: try OpusEncoder(.default), rtp: try RTPSender(payloadType: 96),
                                  socket: try UDPSocket(bind: .loopback(port: 0)), peers: [receiver.local], frameSize: frame)
         let pcm = speechLike
         let t = Thread {
