@@ -37,7 +37,7 @@ let package = Package(
         // Echo cancellation around speexdsp: reference alignment, delay estimation, ERLE.
         .target(name: "EchoCancel", dependencies: ["SpeexDSP", "RealTime", "Posix", "SignalTools"]),
         // Measurement helpers and WAV files: used by the daemon's local mode, tests and benchmarks.
-        .target(name: "SignalTools"),
+        .target(name: "SignalTools", dependencies: ["Posix"]),
         // The frame vocabulary every element of the chain speaks: a frame source, a decoder, a mixer input.
         .target(name: "Frames", dependencies: ["RealTime"]),
         // Opus (one wrapper file) and what its packets say about themselves.

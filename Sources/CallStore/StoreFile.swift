@@ -1,4 +1,5 @@
 import Foundation
+import Posix
 import Glibc
 import Synchronization
 
@@ -54,59 +55,27 @@ enum StoreFile {
 
     /// The file's bytes, or nil when it does not exist yet.
     static func read(path: String) throws(StoreError) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw failure(path, "cannot open")
-        }
-        defer { _ = close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw failure(path, "cannot read")
-            }
-            if n == 0 { return bytes }
-            bytes.append(contentsOf: chunk[0..<n])
+        do {
+            return try WholeFile.read(path)
+        } catch {
+            throw StoreError(path: path, problem: error.cannotText)
         }
     }
 
     /// Replaces `path` with `bytes` so that after a crash at any moment the path holds either
-    /// the old or the new content: temp file in the same directory, fsync, rename, fsync the
-    /// directory (so the rename itself survives power loss).
+    /// the old or the new content (`WholeFile.replace`, directory synced too). The mode is set
+    /// whatever the umask: the umask must not decide who may read the history.
     static func writeAtomically(path: String, bytes: [UInt8]) throws(StoreError) {
         let temp = tempPrefix(path) + "\(getpid())-\(String(UInt32.random(in: .min ... .max), radix: 16))"
-        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw failure(path, "cannot create temporary file \(temp)") }
-        var closed = false
-        var renamed = false
-        defer {
-            if !closed { _ = close(fd) }
-            if !renamed { _ = unlink(temp) }
-        }
-        // fchmod: the process umask must not decide who may read the history.
-        guard fchmod(fd, mode) == 0 else { throw failure(path, "cannot set mode of \(temp)") }
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw failure(path, "cannot write \(temp)")
+        do {
+            try WholeFile.replace(path, temporary: temp, mode: mode, syncDirectory: true) { fd in
+                try bytes.withUnsafeBytes { try WholeFile.write(fd, $0, "write \(temp)") }
             }
-            done += n
+        } catch let error as SystemError {
+            throw StoreError(path: path, problem: error.cannotText)
+        } catch {
+            throw StoreError(path: path, problem: "\(error)")
         }
-        guard fsync(fd) == 0 else { throw failure(path, "cannot sync \(temp)") }
-        closed = true
-        guard close(fd) == 0 else { throw failure(path, "cannot close \(temp)") }
-        guard rename(temp, path) == 0 else { throw failure(path, "cannot rename \(temp) over it") }
-        renamed = true
-        let dir = directory(of: path)
-        let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dfd >= 0 else { throw failure(dir, "cannot open directory to sync it") }
-        defer { _ = close(dfd) }
-        guard fsync(dfd) == 0 else { throw failure(dir, "cannot sync directory") }
     }
 
     /// Renames an invalid file to `<path>.corrupt-<UTC time>` and returns the new name.

@@ -484,26 +484,20 @@ extension DaemonConfig {
 
     /// The whole text of a file, or `ConfigError` naming the path and the system's reason.
     private static func readTextFile(_ path: String) throws -> String {
-        func failure(_ what: String, _ code: Int32) -> ConfigError {
-            ConfigError(source: path, issues: [ConfigIssue(key: "", problem: "\(what): \(String(cString: strerror(code)))")])
+        func failure(_ problem: String) -> ConfigError {
+            ConfigError(source: path, issues: [ConfigIssue(key: "", problem: problem)])
         }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 { throw failure("cannot open", errno) }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n > 0 {
-                bytes += chunk[0..<n]
-            } else if n == 0 {
-                break
-            } else if errno != EINTR {
-                throw failure("cannot read", errno)
+        let bytes: [UInt8]
+        do {
+            guard let read = try WholeFile.read(path) else {
+                throw failure(SystemError("open", .noSuchFileOrDirectory).cannotText)
             }
+            bytes = read
+        } catch let error as SystemError {
+            throw failure(error.cannotText)
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw ConfigError(source: path, issues: [ConfigIssue(key: "", problem: "the file is not valid UTF-8 text")])
+            throw failure("the file is not valid UTF-8 text")
         }
         return text
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Posix
 import Glibc
 
 /// Writes a long 16-bit PCM recording incrementally, from a non-real-time thread.
@@ -31,7 +32,7 @@ public final class WAVStreamWriter {
         self.sampleRate = sampleRate
         self.channels = channels
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw PosixFile.ioError(path, "cannot create") }
+        guard fd >= 0 else { throw PosixFile.ioError(path, SystemError("create", SystemError.currentErrno)) }
         do {
             let header = WAVHeader.pcm16(sampleRate: sampleRate, channels: channels, dataBytes: .max)
             try PosixFile.writeAll(fd: fd, header, path: path)
@@ -76,7 +77,7 @@ public final class WAVStreamWriter {
             _ = Glibc.close(file)
             throw error
         }
-        guard Glibc.close(file) == 0 else { throw PosixFile.ioError(path, "cannot close") }
+        guard Glibc.close(file) == 0 else { throw PosixFile.ioError(path, SystemError("close", SystemError.currentErrno)) }
     }
 }
 

@@ -1,0 +1,80 @@
+import Glibc
+
+/// Files read or replaced whole (configuration, call history and state, WAV recordings): the one
+/// place the project does that, with EINTR and short transfers handled by `systemCall`.
+/// Operations in the errors are verbs ("open", "write /x/.h.tmp-1"): callers name the path.
+public enum WholeFile {
+    /// The bytes of `path`; nil when it does not exist.
+    public static func read(_ path: String) throws(SystemError) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            let code = SystemError.currentErrno
+            if code == .noSuchFileOrDirectory { return nil }
+            throw SystemError("open", code)
+        }
+        defer { _ = close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = try systemCall("read") { chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }
+            if n == 0 { return bytes }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    /// Writes every byte of `bytes` to `fd` at its position.
+    public static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer,
+                             _ operation: @autoclosure () -> String = "write") throws(SystemError) {
+        var done = 0
+        while done < bytes.count {
+            done += try systemCall(operation()) { Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done) }
+        }
+    }
+
+    /// Writes every byte of `bytes` to `fd` at `offset`, leaving its position alone.
+    public static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int,
+                             _ operation: @autoclosure () -> String = "write") throws(SystemError) {
+        var done = 0
+        while done < bytes.count {
+            done += try systemCall(operation()) {
+                pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
+            }
+        }
+    }
+
+    /// Replaces `path` so that after a crash at any moment it holds either the old or the new
+    /// content: `fill` writes the file `temporary` (next to `path`), which is synced and renamed
+    /// over `path`; with `syncDirectory` the directory is synced too, so that the rename survives
+    /// power loss. `mode`, when given, is set whatever the umask. On failure `path` is untouched and
+    /// `temporary` removed. `fill`'s own errors pass through; the system's are `SystemError`s.
+    public static func replace(_ path: String, temporary: String, mode: mode_t?, syncDirectory: Bool,
+                               fill: (Int32) throws -> Void) throws {
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode ?? 0o644)
+        guard fd >= 0 else { throw SystemError("create temporary file \(temporary)", SystemError.currentErrno) }
+        var closed = false
+        var renamed = false
+        defer {
+            if !closed { _ = close(fd) }
+            if !renamed { _ = unlink(temporary) }
+        }
+        if let mode { try systemCall("set mode of \(temporary)") { fchmod(fd, mode) } }
+        try fill(fd)
+        try systemCall("sync \(temporary)") { fsync(fd) }
+        closed = true
+        guard close(fd) == 0 else { throw SystemError("close \(temporary)", SystemError.currentErrno) }
+        guard rename(temporary, path) == 0 else { throw SystemError("rename \(temporary) over it", SystemError.currentErrno) }
+        renamed = true
+        guard syncDirectory else { return }
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dfd >= 0 else { throw SystemError("open directory \(directory) to sync it", SystemError.currentErrno) }
+        defer { _ = close(dfd) }
+        try systemCall("sync directory \(directory)") { fsync(dfd) }
+    }
+}
+
+extension SystemError {
+    /// "cannot <operation>: <the system's text>", the way file errors read in the project.
+    public var cannotText: String { "cannot \(operation): \(String(cString: strerror(errno.rawValue)))" }
+}
