@@ -20,7 +20,7 @@ import RealTime
 /// Delay model. Each packet's transit `arrival - timestamp` (ns, unknown offset included) goes into a
 /// window of the last ~2 s of packets (`DelayEstimator`). The *current delay* is how late the frame
 /// being played is compared with the fastest transit in the window:
-/// `now - (playoutTimestamp in ns + minimum transit)`. A packet arrives in time iff its relative
+/// `now - (playout timestamp in ns + minimum transit)`. A packet arrives in time iff its relative
 /// transit is at most the current delay, so the current delay is steered to the target.
 ///
 /// Adaptation policy:
