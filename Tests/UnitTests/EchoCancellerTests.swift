@@ -2,6 +2,7 @@ import Configuration
 import EchoCancel
 import IntercomDaemon
 import SignalTools
+import TestSupport
 import XCTest
 
 /// The canceller on a synthetic echo path (delay + gain + a little reverb), without devices.

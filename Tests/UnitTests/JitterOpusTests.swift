@@ -4,6 +4,7 @@ import Configuration
 import IntercomDaemon
 import Jitter
 import SignalTools
+import TestSupport
 import XCTest
 
 /// The jitter buffer with the real Opus decoder: FEC recovers a single lost packet, concealment

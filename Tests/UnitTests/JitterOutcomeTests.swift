@@ -2,6 +2,7 @@ import Configuration
 import Frames
 import IntercomDaemon
 import Jitter
+import TestSupport
 import XCTest
 
 /// Every step the jitter buffer's playout can take (`PlayoutOutcome`), each brought about by a

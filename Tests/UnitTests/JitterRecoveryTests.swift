@@ -3,6 +3,7 @@ import Foundation
 import Frames
 import IntercomDaemon
 import Jitter
+import TestSupport
 import XCTest
 
 /// After a stall (the network held packets back, or the audio side stopped reading for a while),

@@ -3,6 +3,7 @@ import Codec
 import Configuration
 import IntercomDaemon
 import SignalTools
+import TestSupport
 import XCTest
 
 final class OpusTests: XCTestCase {
