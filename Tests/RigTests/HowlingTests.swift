@@ -1,3 +1,4 @@
+import AudioPipeline
 import EchoCancel
 import Foundation
 import SignalTools

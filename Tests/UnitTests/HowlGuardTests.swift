@@ -1,4 +1,4 @@
-import EchoCancel
+import AudioPipeline
 import SignalTools
 import XCTest
 

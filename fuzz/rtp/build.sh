@@ -7,7 +7,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 mkdir -p .build-fuzz/rtp-corpus
 swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -g -use-ld=lld \
-    -module-name RTPFuzz Sources/RTP/*.swift Sources/Codec/OpusPacket.swift fuzz/rtp/main.swift -o .build-fuzz/rtp-fuzzer
+    -module-name RTPFuzz Sources/RTP/RTP.swift Sources/Codec/OpusPacket.swift fuzz/rtp/main.swift -o .build-fuzz/rtp-fuzzer
 echo "built .build-fuzz/rtp-fuzzer"
 if [ "${1:-}" = run ]; then
     shift

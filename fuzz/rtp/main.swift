@@ -1,5 +1,5 @@
 // libFuzzer entry point for the RTP parser and the Opus packet reader behind it (the FEC flag the
-// jitter buffer reads from each payload). Compiled together with Sources/RTP/*.swift and
+// jitter buffer reads from each payload). Compiled together with Sources/RTP/RTP.swift and
 // OpusPacket.swift into one module (see build.sh), so there is no `import RTP`. Anything inconsistent traps, which
 // libFuzzer reports as a crash; AddressSanitizer catches reads outside the input.
 

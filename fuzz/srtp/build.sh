@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 mkdir -p .build-fuzz/srtp-corpus
 swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -g -use-ld=lld \
     -I Sources/CSRTP -lsrtp2 -module-name SRTPFuzz \
-    Sources/Transport/SRTP.swift Sources/RTP/*.swift fuzz/srtp/main.swift -o .build-fuzz/srtp-fuzzer
+    Sources/Transport/SRTP.swift Sources/RTP/RTP.swift fuzz/srtp/main.swift -o .build-fuzz/srtp-fuzzer
 echo "built .build-fuzz/srtp-fuzzer"
 if [ "${1:-}" = run ]; then
     shift

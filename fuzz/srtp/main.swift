@@ -1,6 +1,6 @@
 // libFuzzer entry point for the receiving side of SRTP: libsrtp2 through our wrapper, then the
 // RTP parser, as MediaReceiver does. Compiled with Sources/Transport/SRTP.swift and
-// Sources/RTP/*.swift into one module (see build.sh). The first byte picks the case:
+// Sources/RTP/RTP.swift into one module (see build.sh). The first byte picks the case:
 //  - even: the rest is a datagram from the network, checked by an inbound session. It can only
 //    be refused (a forged tag passing would be a libsrtp bug), and must not crash or read past it.
 //  - odd: the rest is an RTP packet of any shape (CSRCs, extensions, padding, garbage) that we

@@ -1,3 +1,23 @@
+// The vocabulary the frame path speaks: what the audio thread pulls a frame from, what a jitter
+// buffer decodes with, and a stream's place in the mix. Everything here runs on the audio thread:
+// it must not allocate, lock, log or block.
+
+import RealTime
+
+/// Something the audio thread pulls one frame of 16-bit mono samples from.
+/// Must not allocate, lock or block: it runs on the audio thread.
+public protocol FrameSource: AnyObject, Sendable {
+    /// Fills `count` samples and returns true, or returns false (the caller plays silence).
+    func readFrame(into buffer: UnsafeMutablePointer<Int16>, count: Int) -> Bool
+}
+
+extension SampleRing: FrameSource {
+    @inline(__always)
+    public func readFrame(into buffer: UnsafeMutablePointer<Int16>, count: Int) -> Bool {
+        read(into: buffer, count: count)
+    }
+}
+
 /// The audio decoder a `JitterBuffer` drives (the Opus wrapper conforms elsewhere).
 ///
 /// Every method runs on the audio thread: it must not allocate, lock, log or block.
@@ -29,4 +49,22 @@ extension FrameDecoder {
 
     /// Decoders whose packets are always one frame carry nothing over.
     public func takeCarried(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int { 0 }
+}
+
+/// One incoming stream's place in the mix.
+public final class MixerInput: Sendable {
+    public let source: any FrameSource
+    /// Linear gain, changed at run time by control threads.
+    public let gain: Gauge
+    /// Frames this input had nothing for (silence was mixed instead).
+    public let underruns = Counter()
+    /// nil: always mixed (a fixed input). Otherwise the slot is mixed only while a control thread
+    /// has activated it; streams come and go at run time without a lock (see `SlotHandOff`).
+    public let handOff: SlotHandOff?
+
+    public init(source: any FrameSource, gain: Double = 1, handOff: SlotHandOff? = nil) {
+        self.source = source
+        self.gain = Gauge(gain)
+        self.handOff = handOff
+    }
 }
