@@ -1,3 +1,4 @@
+import Control
 import Foundation
 import SignalTools
 
@@ -5,8 +6,9 @@ extension Daemon {
     /// `intercomd --loopback`: the device round-trip test on this terminal's own devices while the
     /// service is stopped: starts the audio, lets the streams settle, measures once, stops. Prints
     /// the report; `plot` receives the correlation as SVG. Exit status 2 when the measurement found
-    /// a problem (a silent microphone, an unheard speaker, clipping) or could not run.
-    public func runLoopback(insertMs: Double, plot: String?) -> ExitCode {
+    /// a problem (a silent microphone, an unheard speaker, clipping) or could not run. `json`: the
+    /// result as one line of the control socket's `loopback_result` reply, for scripts and tests.
+    public func runLoopback(insertMs: Double, plot: String?, json: Bool = false) -> ExitCode {
         do {
             try supervisor.start()
         } catch {
@@ -31,11 +33,18 @@ extension Daemon {
             usleep(50_000)
             status = deviceLoopback.currentStatus
         }
+        if json {
+            if status.state == .running { status = LoopbackStatus(state: .aborted) }  // not finished: never "running" after exit
+            guard let line = try? ControlJSON.encode(ControlReply.loopback(status)).encodedString() else { return .software }
+            print(line)
+        }
         guard status.state == .done, let r = status.result else {
-            print("the loopback test \(status.state == .aborted ? "was aborted: the audio streams restarted (an xrun) during it; measure again" : "did not finish")")
+            if !json {
+                print("the loopback test \(status.state == .aborted ? "was aborted: the audio streams restarted (an xrun) during it; measure again" : "did not finish")")
+            }
             return .measurementFailed
         }
-        print(r.report)
+        if !json { print(r.report) }
         if let plot {
             do {
                 try LoopbackPlot.svg(r).write(toFile: plot, atomically: true, encoding: .utf8)

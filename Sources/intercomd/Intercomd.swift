@@ -39,6 +39,9 @@ struct Intercomd: ParsableCommand {
     @Option(help: "With --loopback: write the correlation plot to this SVG file.")
     var plot: String?
 
+    @Flag(help: "With --loopback: print the result as one JSON line, the control socket's `loopback_result` reply, instead of the report.")
+    var json = false
+
     func run() throws {
         if printDefaultConfig {
             print(DaemonConfig.default.rendered())
@@ -86,7 +89,7 @@ struct Intercomd: ParsableCommand {
             throw ExitCode(IntercomDaemon.ExitCode.software.rawValue)
         }
         daemon.configPath = config
-        let code = loopback ? daemon.runLoopback(insertMs: 0, plot: plot) : daemon.run()
+        let code = loopback ? daemon.runLoopback(insertMs: 0, plot: plot, json: json) : daemon.run()
         if code != .ok { throw ExitCode(code.rawValue) }
     }
 }

@@ -160,25 +160,37 @@ final class LoopbackTests: XCTestCase {
 
     /// `intercomd --loopback` measures the devices of a stopped service on its own: the report and
     /// the plot, exit status 0 on a clean rig room, and the same round trip as through the control
-    /// socket (on the rig: buffering only, 2-5 periods).
+    /// socket (on the rig: buffering only, 2-5 periods). The figures are read from `--json`, the
+    /// control socket's typed `loopback_result` reply; the report is checked to name them.
     func testDaemonLoopbackFlagMeasuresTheDevicesOfAStoppedService() throws {
         try Rig.require()
         try measureWithRetries("intercomd --loopback") { c in
             let dir = try Repo.scratchFolder("daemon-loopback")
             let config = try DaemonProcess.writeRoomConfig("roomE")
-            let d = try DaemonProcess(arguments: ["--config", config, "--loopback", "--plot", "\(dir)/plot.svg"])
+            let d = try DaemonProcess(arguments: ["--config", config, "--loopback", "--json", "--plot", "\(dir)/plot.svg"])
             let status = d.wait(timeout: 20)
-            print("intercomd --loopback printed:\n\(d.log)")
+            print("intercomd --loopback --json printed:\n\(d.log)")
             c.check(status == 0, "exit status 0 on a clean rig room: \(String(describing: status))")
-            guard let line = d.log.split(separator: "\n").first(where: { $0.hasPrefix("round trip") }),
-                  let trip = line.split(separator: " ").compactMap({ Double($0) }).first else {
-                c.check(false, "the report names the round trip")
+            let reply = d.log.split(separator: "\n").lazy.filter { $0.hasPrefix("{") }
+                .compactMap { try? ControlJSON.decodeReply(JSONValue.parse(Array($0.utf8)), for: .loopbackResult) }.first
+            guard case .loopback(let s)? = reply, s.state == .done, let r = s.result, let trip = r.roundTripMs else {
+                c.check(false, "--json prints a finished loopback_result with a round trip: \(String(describing: reply))")
                 return [d]
             }
+            if r.warnings.contains(where: { $0.contains("out of step") }) {
+                c.rigFault("the rig's streams were out of step (round trip \(trip) ms)")
+                return [d]
+            }
+            c.check(r.problems.isEmpty, "a clean rig room measures without problems: \(r.problems)")
             c.check(trip >= 20 && trip <= 60, "round trip \(trip) ms: 2-5 periods of 10 ms on the rig")
             let svg = (try? String(contentsOfFile: "\(dir)/plot.svg", encoding: .utf8)) ?? ""
             c.check(svg.contains("<polyline"), "the correlation plot is written")
-            return [d]
+
+            let plain = try DaemonProcess(arguments: ["--config", config, "--loopback"])
+            let plainStatus = plain.wait(timeout: 20)
+            c.check(plainStatus == 0 && plain.log.contains("round trip") && plain.log.contains("playback buffer"),
+                    "without --json the report names the round trip and its parts: \(plain.log)")
+            return [d, plain]
         }
     }
 
