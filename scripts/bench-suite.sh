@@ -115,7 +115,7 @@ sed -n 's/^SUITE|//p' "$WORK/suite.log" >"$WORK/50-suite.md"
 
 # Every section must be there, with figures (a measurement that rots shows up here first).
 missing=0
-for heading in "CPU per 10 ms frame" "Swift chain / bare C" "intercomd vs speexdsp" "Mouth-to-ear delay" \
+for heading in "CPU per 10 ms frame" "Swift chain / bare C" "intercomd vs speexdsp" "Mouth-to-ear delay" "stage by stage" \
                "ERLE over time" "Clock drift" "Howling" "Speech quality through loss" "1:n: the caller"; do
     grep -q "$heading" "$WORK/out.md" || { echo "bench-suite: no \"$heading\" in the report" >&2; missing=1; }
 done

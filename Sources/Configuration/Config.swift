@@ -734,7 +734,7 @@ extension DaemonConfig {
                  "Longest echo path cancelled, in milliseconds: the room's reverberation plus the sound devices' latency. Larger costs more CPU",
                  .range(EchoSection.tailMsRange)),
             .int("noise_suppress_db", \.echo.noiseSuppressDb,
-                 "Maximum noise attenuation in dB; 0 = no noise suppression",
+                 "Maximum noise attenuation in dB; 0 = no noise suppression. With this, both echo suppressions at 0 and agc off, speexdsp's preprocessor is not run at all: no spectral processing and no frame (10 ms) of delay",
                  .range(EchoSection.noiseSuppressDbRange)),
             .int("echo_suppress_db", \.echo.echoSuppressDb,
                  "Maximum attenuation of the echo left after cancellation, in dB",
@@ -746,7 +746,7 @@ extension DaemonConfig {
             .bool("howl_guard", \.echo.howlGuard,
                   "Howl guard: limits what is sent to -18 dBFS and breaks a loop through another terminal (two terminals that hear each other, which no echo canceller sees) by lowering the microphone until it dies down. Works with enabled = true").reloaded(.live),
             .bool("residual_gate", \.echo.residualGate,
-                  "Residual echo gate: while the far end talks, attenuates by 30 dB whatever the canceller leaves that is not clearly the person in the room. Until the canceller has learned the room (the first second of a call) this works like a half-duplex speakerphone; afterwards double talk passes"),
+                  "Residual echo gate: while the far end talks, attenuates by 60 dB whatever the canceller leaves that is not clearly the person in the room. Until the canceller has learned the room (the first second of a call) this works like a half-duplex speakerphone; afterwards double talk passes"),
         ]),
         SchemaSection(name: "mixer", comment: "Mute and gain at start-up.", keys: [
             .bool("mic_muted", \.mixer.micMuted, "Start with the microphone muted"),

@@ -14,6 +14,9 @@ public final class SpeexEcho: @unchecked Sendable {
     // @unchecked: one owner thread at a time (the audio thread); the C state is not shared.
     private let echo: OpaquePointer
     private let pre: OpaquePointer
+    /// False when every preprocessor feature is off: the preprocessor is then not run at all, since
+    /// even with nothing to do it reshapes the spectrum and returns the previous frame (10 ms late).
+    public let preprocesses: Bool
 
     /// - Parameters: dB values are maximum attenuations (negative); `noiseSuppressDB` 0 turns denoising off.
     public init(frameSize: Int, tailSamples: Int, sampleRate: Int, noiseSuppressDB: Int, echoSuppressDB: Int,
@@ -27,6 +30,7 @@ public final class SpeexEcho: @unchecked Sendable {
         }
         self.echo = echo
         self.pre = pre
+        preprocesses = noiseSuppressDB < 0 || echoSuppressDB < 0 || echoSuppressActiveDB < 0 || agc
         // From here a throw runs deinit, which frees both states.
         // speexdsp assumes 8 kHz unless told; at 48 kHz that would cut the near-end voice's low band.
         var rate = Int32(sampleRate)
@@ -51,17 +55,12 @@ public final class SpeexEcho: @unchecked Sendable {
         speex_echo_state_destroy(echo)
     }
 
-    /// Removes the echo of `reference` from `capture` and runs the preprocessor on the result.
+    /// Removes the echo of `reference` from `capture` and runs the preprocessor on the result
+    /// when it has anything to do (`preprocesses`).
     @inline(__always)
     public func cancel(capture: UnsafePointer<Int16>, reference: UnsafePointer<Int16>, output: UnsafeMutablePointer<Int16>) {
         speex_echo_cancellation(echo, capture, reference, output)
-        _ = speex_preprocess_run(pre, output)
-    }
-
-    /// Preprocessor only (echo canceller bypassed): keeps noise suppression consistent.
-    @inline(__always)
-    public func preprocessOnly(_ samples: UnsafeMutablePointer<Int16>) {
-        _ = speex_preprocess_run(pre, samples)
+        if preprocesses { _ = speex_preprocess_run(pre, output) }
     }
 
     /// Forgets the learned echo path (after an xrun the alignment is lost).

@@ -181,6 +181,28 @@ final class EchoCancellerTests: XCTestCase {
         XCTAssertEqual(r.mic, r.out)
     }
 
+    /// speexdsp's preprocessor returns the previous frame; with nothing for it to do (no noise or
+    /// echo suppression, no AGC) it is not run, and a sound leaves in the frame it came in.
+    func testThePreprocessorIsSkippedWhenItHasNothingToDoAndThenAddsNoFrameOfDelay() throws {
+        func firstLoudFrame(_ change: @escaping (inout DaemonConfig) -> Void) throws -> Int? {
+            let canceller = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: 480, change)))
+            let silence = [Int16](repeating: 0, count: 480)
+            let tone = (0..<480).map { Int16(8000 * sin(2 * Double.pi * 1000 * Double($0) / 48000)) }
+            var out = [Int16](repeating: 0, count: 480)
+            for f in 0..<8 {
+                canceller.played(silence)
+                canceller.process(capture: f >= 3 ? tone : silence, output: &out)
+                if out.map({ abs(Int($0)) }).max()! > 2000 { return f }
+            }
+            return nil
+        }
+        let plain = try firstLoudFrame {
+            $0.echo.noiseSuppressDb = 0; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0; $0.echo.agc = false
+        }
+        XCTAssertEqual(plain, 3, "no preprocessor: the tone leaves in the frame it arrived")
+        XCTAssertEqual(try firstLoudFrame { _ in }, 4, "the defaults' preprocessor returns it one frame (10 ms) later")
+    }
+
     func testResetForgetsTheEchoPath() throws {
         // Without the gate, which would hide the unlearned path (see the gate's tests below).
         let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) { $0.echo.residualGate = false }))
