@@ -1,5 +1,5 @@
 // libFuzzer entry point for the receiving side of SRTP: libsrtp2 through our wrapper, then the
-// RTP parser, as MediaReceiver does. Compiled with Sources/Transport/SRTP.swift and
+// RTP parser, as MediaReceiver (NetworkThread.swift) does. Compiled with Sources/Transport/SRTP.swift and
 // Sources/RTP/RTP.swift into one module (see build.sh). The first byte picks the case:
 //  - even: the rest is a datagram from the network, checked by an inbound session. It can only
 //    be refused (a forged tag passing would be a libsrtp bug), and must not crash or read past it.
