@@ -9,7 +9,8 @@ contains it somewhere. The clip is found in the recording by cross-correlation (
 lag at which the clip starts inside the recording). A receiver's jitter buffer may change its
 delay mid-talk (it drops or inserts frames), after which one alignment fits only part of the
 clip; so each 0.5 s piece of the clip is also aligned on its own (within 600 ms of the whole
-clip's lag; quiet pieces keep the previous lag), the aligned pieces are put together, both are
+clip's lag, on the band above 300 Hz, moving only where it fits clearly better; quiet pieces keep
+the previous lag), the aligned pieces are put together, both are
 resampled to 16 kHz, and one JSON object per pair is printed, one per line:
 
     lag_ms        where the whole clip best matches the recording
@@ -40,6 +41,8 @@ STOI_RATE = 16000
 PIECE_S = 0.5          # pieces aligned on their own
 SEARCH_MS = 600        # how far a piece may sit from the whole clip's lag
 QUIET_DBFS = -45       # pieces quieter than this keep the previous piece's lag
+ALIGN_ABOVE_HZ = 300   # pieces are aligned on this band and above (see above_hz)
+MOVE_MARGIN = 0.05     # a piece takes its own lag only if it correlates this much better there
 
 
 def read_mono(path):
@@ -71,8 +74,26 @@ def find_lag(ref, sig):
     return k, peak
 
 
-def piecewise(ref, deg, lag, rate, rng):
-    """The recording re-aligned piece by piece to the clip; returns (aligned, lags)."""
+def correlation_at(r, deg, at):
+    """Normalised correlation of piece r with deg[at:at + len(r)] (0 where it does not fit)."""
+    if at < 0 or at + len(r) > len(deg):
+        return 0.0
+    seg = deg[at:at + len(r)]
+    denom = np.sqrt(np.dot(r, r) * np.dot(seg, seg))
+    return float(abs(np.dot(r, seg)) / denom) if denom > 0 else 0.0
+
+
+def above_hz(x, rate, hz=ALIGN_ABOVE_HZ):
+    """x without its band below `hz`, for finding lags: a high-pass in the path (a DC notch)
+    turns the phase of a voice's lowest harmonics, which moves a low-pitched piece's correlation
+    peak by milliseconds although nothing was delayed."""
+    from scipy.signal import butter, sosfiltfilt
+    return sosfiltfilt(butter(4, hz, "highpass", fs=rate, output="sos"), x)
+
+
+def piecewise(ref, deg, lag, rate, rng, ref_hp, deg_hp):
+    """The recording re-aligned piece by piece to the clip (lags found above ALIGN_ABOVE_HZ, in
+    ref_hp and deg_hp); returns (aligned, lags)."""
     piece, search = int(PIECE_S * rate), int(SEARCH_MS * rate / 1000)
     aligned = np.empty(len(ref))
     lags = []
@@ -80,12 +101,17 @@ def piecewise(ref, deg, lag, rate, rng):
     for start in range(0, len(ref), piece):
         r = ref[start:start + piece]
         if 10 * np.log10(max(np.mean(r ** 2), 1e-20)) > QUIET_DBFS:
+            rh = ref_hp[start:start + piece]
             lo = max(0, lag + start - search)
             hi = min(len(deg) - len(r), lag + start + search)
             if hi >= lo:
-                k, peak = find_lag(r, deg[lo:hi + len(r)])
-                if peak >= 0.3:
+                k, peak = find_lag(rh, deg_hp[lo:hi + len(r)])
+                # A piece moves only when the delay really moved: a filter's phase turns the
+                # correlation's peak by a few samples at a near-equal height, and stitching pieces
+                # at such lags cuts the waveform (PESQ then scores the cuts, not the filter).
+                if peak >= 0.3 and peak > correlation_at(rh, deg_hp, current + start) + MOVE_MARGIN:
                     current = lo + k - start
+                if peak >= 0.3:
                     lags.append(current)
         seg = deg[max(0, current + start):current + start + len(r)]
         if len(seg) < len(r):
@@ -106,7 +132,7 @@ def measure(reference, degraded, offset_ms, with_pesq, stoi):
     fixed = deg[lag:lag + len(ref)]
     if len(fixed) < len(ref):  # the recording ended early: compare what is there, pad the rest
         fixed = np.concatenate([fixed, rng.standard_normal(len(ref) - len(fixed)) * 1e-5])
-    aligned, lags = piecewise(ref, deg, lag, rate_r, rng)
+    aligned, lags = piecewise(ref, deg, lag, rate_r, rng, above_hz(ref, rate_r), above_hz(deg, rate_r))
     g = np.gcd(rate_r, STOI_RATE)
     def down(x):
         return resample_poly(x, STOI_RATE // g, rate_r // g)

@@ -50,6 +50,7 @@ public final class EchoCanceller: @unchecked Sendable {
     public static let realignAfterMisses = 5
     private var erle = ERLETracker()
     private var gate: EchoGate
+    private let restore: NearEndRestore
     private let delayRequest = Request()
     /// Kept between the measured delay and the reference, so jitter never makes the echo arrive first.
     private let safetyMargin: Int
@@ -77,6 +78,8 @@ public final class EchoCanceller: @unchecked Sendable {
         upcoming = .allocate(capacity: frame)
         upcoming.initialize(repeating: 0, count: frame)
         safetyMargin = settings.sampleRate / 200
+        restore = NearEndRestore(radius: SpeexEcho.dcNotchRadius(sampleRate: settings.sampleRate), frameSize: settings.frameSize,
+                                 sampleRate: settings.sampleRate)
         gate = EchoGate(frameSize: settings.frameSize, sampleRate: settings.sampleRate, tailSamples: settings.tailSamples)
         captureTap = SampleRing(minimumCapacity: settings.sampleRate / 2)
         referenceTap = SampleRing(minimumCapacity: settings.sampleRate / 2)
@@ -125,8 +128,10 @@ public final class EchoCanceller: @unchecked Sendable {
             wasBypassed = true
             return
         }
-        if wasBypassed { speex.reset(); gate.reset(); wasBypassed = false }
-        speex.cancel(capture: capture, reference: reference, output: output)
+        if wasBypassed { speex.reset(); restore.reset(); gate.reset(); wasBypassed = false }
+        speex.cancelEcho(capture: capture, reference: reference, output: output)
+        restore.process(capture: capture, cancelled: output)
+        speex.preprocess(output)
         if settings.residualGate {
             // The next frame of the reference too, when played already: an echo path that moved
             // earlier brings the first echo of a word before its reference.
@@ -141,6 +146,7 @@ public final class EchoCanceller: @unchecked Sendable {
     /// Forgets the echo path and the positions; call when both streams (re)start.
     public func reset() {
         speex.reset()
+        restore.reset()
         written = 0
         captured = 0
         missRun = 0
@@ -189,6 +195,7 @@ public final class EchoCanceller: @unchecked Sendable {
         referenceShift.store(0)
         missRun = 0
         speex.reset()
+        restore.reset()
         erle = ERLETracker()
         gate.reset()
         realignments.increment()
@@ -201,6 +208,7 @@ public final class EchoCanceller: @unchecked Sendable {
         shift = max(earliest, min(samples - safetyMargin, historySize - 2 * frame))
         referenceShift.store(shift)
         speex.reset()
+        restore.reset()
         erle = ERLETracker()
         gate.reset()
     }
@@ -229,6 +237,112 @@ struct ERLETracker {
         activeFrames += 1
         guard activeFrames > 10, micEnergy > 0 else { return nil }
         return 10 * log10((micEnergy + 1) / (outEnergy + 1))
+    }
+}
+
+// MARK: The near end, unfiltered
+
+/// Gives back the microphone as it was, minus only the echo speexdsp estimated, wherever there
+/// is little echo.
+///
+/// speexdsp's canceller runs the microphone through a DC notch before it cancels (at 48 kHz a
+/// second-order high-pass near 70 Hz, +69° of phase at 100 Hz), so its output is a filtered
+/// voice even when there is no echo at all. Its echo estimate is what it took away from the
+/// notched microphone, `notch(capture) − cancelled`, with `notch` an exact copy of speexdsp's.
+/// Un-notched (the notch's inverse, its double pole at DC moved to 4 Hz, then a 2 Hz DC blocker)
+/// and taken from the raw microphone, it leaves the voice untouched: with no echo the output is
+/// the input, sample for sample (the estimate is then speexdsp's rounding, ±0.5, left out).
+/// Below about 50 Hz, though, the inverse amplifies the filter's errors (it undoes 30-50 dB of
+/// notch there), and only the notch itself removes an echo's lowest band. So each frame is a blend:
+/// the restored microphone while the echo estimate is more than 20 dB below speexdsp's output
+/// (no far end, or a person in the room talking over a quiet echo), speexdsp's own output when it
+/// is within 10 dB (echo to remove), in between across 10 dB; back towards the restored microphone
+/// by at most a tenth per frame. Each frame ramps from the last blend, so nothing clicks.
+/// Written here, not taken from a library: it must mirror speexdsp's internal filter sample for
+/// sample. Allocation-free after `init`; the audio thread only.
+final class NearEndRestore {
+    private let frame: Int
+    // speexdsp's notch, in single precision as speexdsp (float build) computes it.
+    private let radius: Float
+    private let den2: Float
+    private var notch0: Float = 0
+    private var notch1: Float = 0
+    // The regularised inverse: (1 − 2r z⁻¹ + den2 z⁻²) / (r (1 − ρz⁻¹)²), transposed direct form II.
+    private let b0: Double, b1: Double, b2: Double, a1: Double, a2: Double
+    private var inverse0 = 0.0
+    private var inverse1 = 0.0
+    // DC blocker (1 − z⁻¹) / (1 − p z⁻¹).
+    private let blockerPole: Double
+    private var blockerIn = 0.0
+    private var blockerOut = 0.0
+    /// The restored frame, before the blend.
+    private let restored: UnsafeMutablePointer<Double>
+    /// Share of speexdsp's own output in the last frame (0: the restored microphone).
+    private(set) var blend = 0.0
+    /// speexdsp's output rounding, with room for single precision.
+    private static let rounding = 0.501
+    private static let restoredBelowDB = -20.0
+    private static let notchedAboveDB = -10.0
+    private static let releasePerFrame = 0.1
+    private static let silentPower = 32768.0 * 32768.0 * 1e-8
+
+    init(radius: Float, frameSize: Int, sampleRate: Int, inverseCornerHz: Double = 4, blockerCornerHz: Double = 2) {
+        frame = frameSize
+        self.radius = radius
+        den2 = Float(Double(radius * radius) + 0.7 * Double(1 - radius) * Double(1 - radius))
+        let r = Double(radius)
+        let rho = 1 - 2 * Double.pi * inverseCornerHz / Double(sampleRate)
+        b0 = 1 / r; b1 = -2; b2 = Double(den2) / r
+        a1 = -2 * rho; a2 = rho * rho
+        blockerPole = 1 - 2 * Double.pi * blockerCornerHz / Double(sampleRate)
+        restored = .allocate(capacity: frameSize)
+        restored.initialize(repeating: 0, count: frameSize)
+    }
+
+    deinit { restored.deallocate() }
+
+    /// Replaces `cancelled` (speexdsp's output for `capture`) with the blend described above.
+    func process(capture: UnsafePointer<Int16>, cancelled: UnsafeMutablePointer<Int16>) {
+        var echoPower = 0.0, outputPower = 0.0
+        for i in 0..<frame {
+            let vin = Float(capture[i])
+            let vout = notch0 + vin
+            notch0 = notch1 + 2 * (-vin + radius * vout)
+            notch1 = vin - den2 * vout
+            // speexdsp rounds its output: an estimate within ±0.5 is that rounding, not echo. Its
+            // low-frequency part would come out of the inverse 50 dB louder, so it is left out.
+            let rawEstimate = Double(radius * vout) - Double(cancelled[i])
+            let estimate = rawEstimate > Self.rounding ? rawEstimate - Self.rounding
+                : rawEstimate < -Self.rounding ? rawEstimate + Self.rounding : 0
+            echoPower += estimate * estimate
+            outputPower += Double(cancelled[i]) * Double(cancelled[i])
+            let inverse = b0 * estimate + inverse0
+            inverse0 = b1 * estimate - a1 * inverse + inverse1
+            inverse1 = b2 * estimate - a2 * inverse
+            blockerOut = inverse - blockerIn + blockerPole * blockerOut
+            blockerIn = inverse
+            restored[i] = Double(capture[i]) - blockerOut
+        }
+        // An echo estimate below -80 dBFS is none, however quiet the room.
+        let echoDB = echoPower < Self.silentPower * Double(frame) ? -.infinity : 10 * log10(echoPower / (outputPower + 1))
+        let wanted = min(1, max(0, (echoDB - Self.restoredBelowDB) / (Self.notchedAboveDB - Self.restoredBelowDB)))
+        let next = max(wanted, blend - Self.releasePerFrame)
+        let step = (next - blend) / Double(frame)
+        var w = blend
+        for i in 0..<frame {
+            w += step
+            let v = ((1 - w) * restored[i] + w * Double(cancelled[i])).rounded()
+            cancelled[i] = v >= 32767 ? .max : v <= -32768 ? .min : Int16(v)
+        }
+        blend = next
+    }
+
+    /// speexdsp's notch starts from rest after `speex_echo_state_reset`; so does the copy.
+    func reset() {
+        notch0 = 0; notch1 = 0
+        inverse0 = 0; inverse1 = 0
+        blockerIn = 0; blockerOut = 0
+        blend = 0
     }
 }
 

@@ -55,12 +55,26 @@ public final class SpeexEcho: @unchecked Sendable {
         speex_echo_state_destroy(echo)
     }
 
-    /// Removes the echo of `reference` from `capture` and runs the preprocessor on the result
-    /// when it has anything to do (`preprocesses`).
+    /// Removes the echo of `reference` from `capture`. speexdsp first runs `capture` through its
+    /// DC notch, so `output` is the notched microphone minus the echo estimate (`dcNotchRadius`).
     @inline(__always)
-    public func cancel(capture: UnsafePointer<Int16>, reference: UnsafePointer<Int16>, output: UnsafeMutablePointer<Int16>) {
+    public func cancelEcho(capture: UnsafePointer<Int16>, reference: UnsafePointer<Int16>, output: UnsafeMutablePointer<Int16>) {
         speex_echo_cancellation(echo, capture, reference, output)
-        if preprocesses { _ = speex_preprocess_run(pre, output) }
+    }
+
+    /// Runs the preprocessor on `frame` in place when it has anything to do (`preprocesses`).
+    /// It returns the previous frame: a frame (10 ms) of delay.
+    @inline(__always)
+    public func preprocess(_ frame: UnsafeMutablePointer<Int16>) {
+        if preprocesses { _ = speex_preprocess_run(pre, frame) }
+    }
+
+    /// The DC notch speexdsp's canceller applies to the microphone before anything else
+    /// (mdf.c, `filter_dc_notch16`): y = r·(1 − 2z⁻¹ + z⁻²) / (1 − 2r·z⁻¹ + (r² + 0.7(1 − r)²)·z⁻²),
+    /// its radius chosen by the sampling rate as speexdsp chooses it. At 48 kHz a second-order
+    /// high-pass near 70 Hz, so anyone who wants the unfiltered voice must know it.
+    public static func dcNotchRadius(sampleRate: Int) -> Float {
+        sampleRate < 12_000 ? 0.9 : sampleRate < 24_000 ? 0.982 : 0.992
     }
 
     /// Forgets the learned echo path (after an xrun the alignment is lost).

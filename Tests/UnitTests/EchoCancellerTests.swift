@@ -2,6 +2,7 @@ import Configuration
 import EchoCancel
 import IntercomDaemon
 import SignalTools
+import SpeexDSP
 import TestSupport
 import XCTest
 
@@ -201,6 +202,31 @@ final class EchoCancellerTests: XCTestCase {
         }
         XCTAssertEqual(plain, 3, "no preprocessor: the tone leaves in the frame it arrived")
         XCTAssertEqual(try firstLoudFrame { _ in }, 4, "the defaults' preprocessor returns it one frame (10 ms) later")
+    }
+
+    /// speexdsp high-passes the microphone (its DC notch) before it cancels; the canceller hands
+    /// on the microphone itself minus only the echo estimate, so with no far end a person in the
+    /// room leaves sample for sample as they came in, low voice included.
+    func testWithTheFarEndSilentTheNearEndLeavesUnfiltered() throws {
+        let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) {
+            $0.echo.noiseSuppressDb = 0; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
+        }))
+        let speech = try Speech.naturalPhraseSamples().prefix(3).joined()
+        let near = Array(speech) + [Int16](repeating: 0, count: frame - speech.count % frame)
+        let r = run(c, far: [Int16](repeating: 0, count: near.count), near: near, delay: 2400)
+        let worst = zip(r.mic, r.out).map { abs(Double($0 - $1)) * 32768 }.max() ?? .infinity
+        XCTAssertEqual(worst, 0, "largest difference in LSB")
+        // What speexdsp alone hands on for the same microphone: its notch reshapes the voice.
+        let speex = try SpeexEcho(frameSize: frame, tailSamples: 9600, sampleRate: 48000, noiseSuppressDB: 0,
+                                  echoSuppressDB: 0, echoSuppressActiveDB: 0, agc: false)
+        let silence = [Int16](repeating: 0, count: frame)
+        var out = [Int16](repeating: 0, count: frame), notchedWorst = 0
+        for f in 0..<(near.count / frame) {
+            let mic = Array(near[(f * frame)..<((f + 1) * frame)])
+            speex.cancelEcho(capture: mic, reference: silence, output: &out)
+            notchedWorst = max(notchedWorst, zip(mic, out).map { abs(Int($0) - Int($1)) }.max()!)
+        }
+        XCTAssertGreaterThan(notchedWorst, 100, "speexdsp's own output, largest difference in LSB")
     }
 
     func testResetForgetsTheEchoPath() throws {

@@ -24,7 +24,7 @@ final class SuiteEchoStagesTests: XCTestCase {
     /// Cumulative: each stage adds one element to the one before.
     static let stages: [Stage] = [
         Stage(name: "codec alone (echo.enabled = false)") { $0.echo.enabled = false; $0.echo.howlGuard = false },
-        Stage(name: "(why: speexdsp's DC notch alone, codec after it)", notchOnly: true) { $0.echo.enabled = false; $0.echo.howlGuard = false },
+        Stage(name: "(speexdsp's DC notch alone, codec after it)", notchOnly: true) { $0.echo.enabled = false; $0.echo.howlGuard = false },
         Stage(name: "+ the canceller's adaptive filter") {
             $0.echo.noiseSuppressDb = 0; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
             $0.echo.agc = false; $0.echo.residualGate = false; $0.echo.howlGuard = false
@@ -65,7 +65,7 @@ final class SuiteEchoStagesTests: XCTestCase {
             let vin = Double(v), out = m0 + vin
             m0 = m1 + 2 * (-vin + r * out)
             m1 = vin - den2 * out
-            return Int16(max(-32768, min(32767, out.rounded())))
+            return Int16(max(-32768, min(32767, (r * out).rounded())))
         }
     }
 
@@ -142,7 +142,7 @@ final class SuiteEchoStagesTests: XCTestCase {
 
         SuiteMode.emit("### Speech quality stage by stage through the echo chain (PESQ-WB; offline: the daemon's chain and Opus, no devices)")
         SuiteMode.emit("")
-        SuiteMode.emit("Each row adds one element of the microphone chain to the row above (by its `[echo]` keys), then Opus at the defaults (64 kbit/s). One way: the far end is silent, so there is no echo to remove and every loss is the chain's cost to the person in the room. Both ways: a conversation (the ends take turns, 0.25 s apart; no double talk), the far end's echo reaching the microphone (20 ms of buffering, a direct path at −6 dB, reflections over 100 ms), scored against the near end's track alone. Natural: alsa-utils' recorded voice, peaks at −6 dBFS (about 14 s); synthetic: espeak-ng. Higher is better; Δ is the step from the row above. The row in parentheses is not a stage: it runs the microphone through speexdsp's DC notch alone (the second-order high-pass near 70 Hz its canceller applies to the microphone before anything else, `filter_dc_notch16`), echo off, to show how much of the adaptive filter's row that notch explains; it and the row after it compare with the codec alone.")
+        SuiteMode.emit("Each row adds one element of the microphone chain to the row above (by its `[echo]` keys), then Opus at the defaults (64 kbit/s). One way: the far end is silent, so there is no echo to remove and every loss is the chain's cost to the person in the room. Both ways: a conversation (the ends take turns, 0.25 s apart; no double talk), the far end's echo reaching the microphone (20 ms of buffering, a direct path at −6 dB, reflections over 100 ms), scored against the near end's track alone. Natural: alsa-utils' recorded voice, peaks at −6 dBFS (about 14 s); synthetic: espeak-ng. Higher is better; Δ is the step from the row above. The row in parentheses is not a stage: the microphone through speexdsp's DC notch alone (the second-order high-pass near 70 Hz speexdsp's canceller applies to the microphone before anything else, `filter_dc_notch16`), echo off: what the person in the room would lose if the canceller passed speexdsp's output on as it is. It does not: it hands on the microphone itself minus speexdsp's echo estimate, un-notched, wherever that estimate is more than 20 dB below the output, and speexdsp's own output only where there is echo to remove (`NearEndRestore`). That row and the one after it compare with the codec alone. Pieces are aligned for PESQ on the band above 300 Hz (scripts/quality.py): a notch turns the phase of a voice's lowest harmonics, which moved full-band pieces by up to 4 ms and cut the stitched recording, a loss of up to 0.9 PESQ that was the measurement's, not the voice's.")
         SuiteMode.emit("")
         SuiteMode.emit("| stage | one way, natural (Δ) | level vs source | both ways, natural (Δ) | one way, synthetic (Δ) | both ways, synthetic (Δ) |")
         SuiteMode.emit("|---|---|---|---|---|---|")
