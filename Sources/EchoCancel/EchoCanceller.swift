@@ -35,6 +35,9 @@ public final class EchoCanceller: @unchecked Sendable {
     public let referenceTap: SampleRing
 
     private let speex: SpeexEcho
+    /// Whether speexdsp's preprocessor runs (a suppression or AGC is on): it hands on each frame
+    /// one frame late.
+    public var delaysAFrame: Bool { speex.preprocesses }
     private let frame: Int
     private let history: UnsafeMutablePointer<Int16>
     private let historySize: Int

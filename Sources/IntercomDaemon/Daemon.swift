@@ -88,10 +88,11 @@ public final class Daemon: @unchecked Sendable {
         if let chime, let loop = network?.loop {
             calls = try CallsSide(config: config, routes: loop, microphone: microphoneChain.gain, mixer: mixer, chime: chime, logger: logger)
             calls?.service.mediaStreams = { [network] in network?.mediaStreams() ?? [] }
-            let echoOn = config.echo.enabled, jitter = config.jitter
+            let processingMs = config.echo.enabled && microphoneChain.canceller.delaysAFrame ? a.periodMs : 0
+            let jitter = config.jitter
             let lookaheadMs = Double(network?.encoderLookahead ?? 0) * 1000 / Double(a.sampleRate)
             calls?.service.terminalTiming = { [engine] in
-                TerminalTiming(periodMs: a.periodMs, bufferPeriods: a.bufferPeriods, processingDelayMs: echoOn ? a.periodMs : 0,
+                TerminalTiming(periodMs: a.periodMs, bufferPeriods: a.bufferPeriods, processingDelayMs: processingMs,
                                codecLookaheadMs: lookaheadMs, jitterMinMs: jitter.minDelayMs, jitterMaxMs: jitter.maxDelayMs,
                                xruns: engine.stats.xruns, processMaxMs: Double(engine.stats.processNanosMax.load) / 1e6)
             }

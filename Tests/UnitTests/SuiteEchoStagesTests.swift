@@ -18,7 +18,15 @@ final class SuiteEchoStagesTests: XCTestCase {
         let name: String
         /// Not a step of the chain: the microphone through speexdsp's DC notch only, echo off.
         var notchOnly = false
+        /// Not a step either: a variant of the defaults, compared with them.
+        var aside = false
         let change: @Sendable (inout DaemonConfig) -> Void
+    }
+
+    /// speexdsp's preprocessor at the defaults' suppressions, written out so each row says what it runs.
+    static let noiseSuppression: @Sendable (inout DaemonConfig) -> Void = { $0.echo.noiseSuppressDb = -15 }
+    static let residualSuppression: @Sendable (inout DaemonConfig) -> Void = {
+        $0.echo.noiseSuppressDb = -15; $0.echo.echoSuppressDb = -40; $0.echo.echoSuppressActiveDb = -15
     }
 
     /// Cumulative: each stage adds one element to the one before.
@@ -27,15 +35,20 @@ final class SuiteEchoStagesTests: XCTestCase {
         Stage(name: "(speexdsp's DC notch alone, codec after it)", notchOnly: true) { $0.echo.enabled = false; $0.echo.howlGuard = false },
         Stage(name: "+ the canceller's adaptive filter") {
             $0.echo.noiseSuppressDb = 0; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
-            $0.echo.agc = false; $0.echo.residualGate = false; $0.echo.howlGuard = false
-        },
-        Stage(name: "+ noise suppression (speexdsp preprocessor)") {
-            $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
             $0.echo.residualGate = false; $0.echo.howlGuard = false
         },
-        Stage(name: "+ residual echo suppression") { $0.echo.residualGate = false; $0.echo.howlGuard = false },
-        Stage(name: "+ the residual gate") { $0.echo.howlGuard = false },
-        Stage(name: "+ the howl guard (the defaults)") { _ in },
+        Stage(name: "+ noise suppression (speexdsp preprocessor, -15 dB)") {
+            noiseSuppression(&$0); $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
+            $0.echo.residualGate = false; $0.echo.howlGuard = false
+        },
+        Stage(name: "+ residual echo suppression (-40 dB, -15 dB in double talk)") {
+            residualSuppression(&$0); $0.echo.residualGate = false; $0.echo.howlGuard = false
+        },
+        Stage(name: "+ the residual gate") { residualSuppression(&$0); $0.echo.howlGuard = false },
+        Stage(name: "+ the howl guard (the defaults)") { residualSuppression(&$0) },
+        Stage(name: "(the defaults without the preprocessor: its suppressions at 0 dB)", aside: true) {
+            $0.echo.noiseSuppressDb = 0; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
+        },
     ]
 
     /// A wall terminal's speaker-to-microphone path: 20 ms of device buffering, a direct path at
@@ -142,7 +155,7 @@ final class SuiteEchoStagesTests: XCTestCase {
 
         SuiteMode.emit("### Speech quality stage by stage through the echo chain (PESQ-WB; offline: the daemon's chain and Opus, no devices)")
         SuiteMode.emit("")
-        SuiteMode.emit("Each row adds one element of the microphone chain to the row above (by its `[echo]` keys), then Opus at the defaults (64 kbit/s). One way: the far end is silent, so there is no echo to remove and every loss is the chain's cost to the person in the room. Both ways: a conversation (the ends take turns, 0.25 s apart; no double talk), the far end's echo reaching the microphone (20 ms of buffering, a direct path at −6 dB, reflections over 100 ms), scored against the near end's track alone. Natural: alsa-utils' recorded voice, peaks at −6 dBFS (about 14 s); synthetic: espeak-ng. Higher is better; Δ is the step from the row above. The row in parentheses is not a stage: the microphone through speexdsp's DC notch alone (the second-order high-pass near 70 Hz speexdsp's canceller applies to the microphone before anything else, `filter_dc_notch16`), echo off: what the person in the room would lose if the canceller passed speexdsp's output on as it is. It does not: it hands on the microphone itself minus speexdsp's echo estimate, un-notched, wherever that estimate is more than 20 dB below the output, and speexdsp's own output only where there is echo to remove (`NearEndRestore`). That row and the one after it compare with the codec alone. Pieces are aligned for PESQ on the band above 300 Hz (scripts/quality.py): a notch turns the phase of a voice's lowest harmonics, which moved full-band pieces by up to 4 ms and cut the stitched recording, a loss of up to 0.9 PESQ that was the measurement's, not the voice's.")
+        SuiteMode.emit("Each row adds one element of the microphone chain to the row above (by its `[echo]` keys), then Opus at the defaults (64 kbit/s). One way: the far end is silent, so there is no echo to remove and every loss is the chain's cost to the person in the room. Both ways: a conversation (the ends take turns, 0.25 s apart; no double talk), the far end's echo reaching the microphone (20 ms of buffering, a direct path at −6 dB, reflections over 100 ms), scored against the near end's track alone. Natural: alsa-utils' recorded voice, peaks at −6 dBFS (about 14 s); synthetic: espeak-ng. Higher is better; Δ is the step from the row above. The row in parentheses is not a stage: the microphone through speexdsp's DC notch alone (the second-order high-pass near 70 Hz speexdsp's canceller applies to the microphone before anything else, `filter_dc_notch16`), echo off: what the person in the room would lose if the canceller passed speexdsp's output on as it is. It does not: it hands on the microphone itself minus speexdsp's echo estimate, un-notched, wherever that estimate is more than 20 dB below the output, and speexdsp's own output only where there is echo to remove (`NearEndRestore`). That row and the one after it compare with the codec alone; the last row, in parentheses too, compares with the row above it. Pieces are aligned for PESQ on the band above 300 Hz (scripts/quality.py): a notch turns the phase of a voice's lowest harmonics, which moved full-band pieces by up to 4 ms and cut the stitched recording, a loss of up to 0.9 PESQ that was the measurement's, not the voice's.")
         SuiteMode.emit("")
         SuiteMode.emit("| stage | one way, natural (Δ) | level vs source | both ways, natural (Δ) | one way, synthetic (Δ) | both ways, synthetic (Δ) |")
         SuiteMode.emit("|---|---|---|---|---|---|")
@@ -150,7 +163,8 @@ final class SuiteEchoStagesTests: XCTestCase {
             func cell(_ clip: Int, both: Bool) throws -> String {
                 let v = try pesq(clip, i, both: both)
                 // The notch row and the row after it compare with the codec alone (the notch is not a step).
-                let previous = i == 0 ? nil : (Self.stages[i].notchOnly || Self.stages[i - 1].notchOnly) ? 0 : i - 1
+                let previous = i == 0 ? nil : (Self.stages[i].notchOnly || Self.stages[i - 1].notchOnly) ? 0
+                    : Self.stages[i].aside ? Self.stages.lastIndex { !$0.aside } : i - 1
                 return try previous.map { String(format: "%.2f (%+.2f)", v, v - (try pesq(clip, $0, both: both))) } ?? String(format: "%.2f", v)
             }
             SuiteMode.emit("| \(stage.name) | \(try cell(0, both: false)) | \(String(format: "%+.1f dB", level(0, i))) | \(try cell(0, both: true)) | \(try cell(1, both: false)) | \(try cell(1, both: true)) |")
