@@ -148,14 +148,11 @@ public final class EchoCanceller: @unchecked Sendable {
 
     /// Forgets the echo path and the positions; call when both streams (re)start.
     public func reset() {
-        speex.reset()
-        restore.reset()
+        forgetEchoPath()
         written = 0
         captured = 0
         missRun = 0
         history.update(repeating: 0, count: historySize)
-        erle = ERLETracker()
-        gate.reset()
         resets.increment()
     }
 
@@ -197,10 +194,7 @@ public final class EchoCanceller: @unchecked Sendable {
         shift = 0
         referenceShift.store(0)
         missRun = 0
-        speex.reset()
-        restore.reset()
-        erle = ERLETracker()
-        gate.reset()
+        forgetEchoPath()
         realignments.increment()
     }
 
@@ -210,6 +204,12 @@ public final class EchoCanceller: @unchecked Sendable {
         let earliest = min(0, -(written - captured - frame))
         shift = max(earliest, min(samples - safetyMargin, historySize - 2 * frame))
         referenceShift.store(shift)
+        forgetEchoPath()
+    }
+
+    /// speexdsp starts learning anew; everything that follows its state (the notch copy, the
+    /// ERLE average, the gate's learned residual) starts with it.
+    private func forgetEchoPath() {
         speex.reset()
         restore.reset()
         erle = ERLETracker()
@@ -281,7 +281,7 @@ final class NearEndRestore {
     /// The restored frame, before the blend.
     private let restored: UnsafeMutablePointer<Double>
     /// Share of speexdsp's own output in the last frame (0: the restored microphone).
-    private(set) var blend = 0.0
+    private var blend = 0.0
     /// speexdsp's output rounding, with room for single precision.
     private static let rounding = 0.501
     private static let restoredBelowDB = -20.0
