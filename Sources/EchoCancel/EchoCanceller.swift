@@ -35,8 +35,8 @@ public final class EchoCanceller: @unchecked Sendable {
     public let referenceTap: SampleRing
 
     private let speex: SpeexEcho
-    /// Whether speexdsp's preprocessor runs (a suppression or AGC is on): it hands on each frame
-    /// one frame late.
+    /// Whether speexdsp's preprocessor runs (noise suppression or AGC is on): it hands on each
+    /// frame one frame late.
     public var delaysAFrame: Bool { speex.preprocesses }
     private let frame: Int
     private let history: UnsafeMutablePointer<Int16>
@@ -54,6 +54,7 @@ public final class EchoCanceller: @unchecked Sendable {
     private var erle = ERLETracker()
     private var gate: EchoGate
     private let restore: NearEndRestore
+    private let suppressor: ResidualEchoSuppressor?
     private let delayRequest = Request()
     /// Kept between the measured delay and the reference, so jitter never makes the echo arrive first.
     private let safetyMargin: Int
@@ -64,8 +65,7 @@ public final class EchoCanceller: @unchecked Sendable {
         do {
             speex = try SpeexEcho(
                 frameSize: settings.frameSize, tailSamples: settings.tailSamples, sampleRate: settings.sampleRate,
-                noiseSuppressDB: settings.noiseSuppressDB, echoSuppressDB: settings.echoSuppressDB,
-                echoSuppressActiveDB: settings.echoSuppressActiveDB, agc: settings.agc)
+                noiseSuppressDB: settings.noiseSuppressDB, agc: settings.agc)
         } catch let error as SpeexError {
             throw EchoCancelError(description: error.description)
         }
@@ -83,6 +83,10 @@ public final class EchoCanceller: @unchecked Sendable {
         safetyMargin = settings.sampleRate / 200
         restore = NearEndRestore(radius: SpeexEcho.dcNotchRadius(sampleRate: settings.sampleRate), frameSize: settings.frameSize,
                                  sampleRate: settings.sampleRate)
+        suppressor = settings.echoSuppressDB < 0 || settings.echoSuppressActiveDB < 0
+            ? ResidualEchoSuppressor(frameSize: settings.frameSize, sampleRate: settings.sampleRate,
+                                     floorDB: settings.echoSuppressDB, activeFloorDB: settings.echoSuppressActiveDB)
+            : nil
         gate = EchoGate(frameSize: settings.frameSize, sampleRate: settings.sampleRate, tailSamples: settings.tailSamples)
         captureTap = SampleRing(minimumCapacity: settings.sampleRate / 2)
         referenceTap = SampleRing(minimumCapacity: settings.sampleRate / 2)
@@ -131,9 +135,10 @@ public final class EchoCanceller: @unchecked Sendable {
             wasBypassed = true
             return
         }
-        if wasBypassed { speex.reset(); restore.reset(); gate.reset(); wasBypassed = false }
+        if wasBypassed { forgetEchoPath(); wasBypassed = false }
         speex.cancelEcho(capture: capture, reference: reference, output: output)
         restore.process(capture: capture, cancelled: output)
+        suppressor?.process(capture: capture, output: output, echoEstimate: restore.echoEstimate)
         speex.preprocess(output)
         if settings.residualGate {
             // The next frame of the reference too, when played already: an echo path that moved
@@ -212,6 +217,7 @@ public final class EchoCanceller: @unchecked Sendable {
     private func forgetEchoPath() {
         speex.reset()
         restore.reset()
+        suppressor?.reset()
         erle = ERLETracker()
         gate.reset()
     }
@@ -280,6 +286,8 @@ final class NearEndRestore {
     private var blockerOut = 0.0
     /// The restored frame, before the blend.
     private let restored: UnsafeMutablePointer<Double>
+    /// speexdsp's echo estimate for the last frame, un-notched: what the residual suppressor scales.
+    let echoEstimate: UnsafeMutablePointer<Double>
     /// Share of speexdsp's own output in the last frame (0: the restored microphone).
     private var blend = 0.0
     /// speexdsp's output rounding, with room for single precision.
@@ -300,9 +308,11 @@ final class NearEndRestore {
         blockerPole = 1 - 2 * Double.pi * blockerCornerHz / Double(sampleRate)
         restored = .allocate(capacity: frameSize)
         restored.initialize(repeating: 0, count: frameSize)
+        echoEstimate = .allocate(capacity: frameSize)
+        echoEstimate.initialize(repeating: 0, count: frameSize)
     }
 
-    deinit { restored.deallocate() }
+    deinit { restored.deallocate(); echoEstimate.deallocate() }
 
     /// Replaces `cancelled` (speexdsp's output for `capture`) with the blend described above.
     func process(capture: UnsafePointer<Int16>, cancelled: UnsafeMutablePointer<Int16>) {
@@ -324,6 +334,7 @@ final class NearEndRestore {
             inverse1 = b2 * estimate - a2 * inverse
             blockerOut = inverse - blockerIn + blockerPole * blockerOut
             blockerIn = inverse
+            echoEstimate[i] = blockerOut
             restored[i] = Double(capture[i]) - blockerOut
         }
         // An echo estimate below -80 dBFS is none, however quiet the room.
@@ -460,4 +471,216 @@ struct EchoGate {
         for i in 0..<n { sum += Double(x[i]) * Double(x[i]) }
         return sum / Double(n)
     }
+}
+
+// MARK: Residual echo suppression
+
+/// Attenuates the echo the adaptive filter leaves, in the bands where it is, in the frame it is in.
+///
+/// speexdsp's preprocessor does this on a half-overlapped spectrum: it hands each frame on one
+/// frame (10 ms) late and reshapes the voice even where there is no echo. Here the frame is split
+/// into bands by a chain of complementary low-passes (each band is what a second-order low-pass
+/// keeps of the previous remainder, the last band what is left), which add up to the input exactly
+/// and add no delay. The residual echo in a band is speexdsp's echo estimate there times a leak,
+/// learnt as speexdsp learns its own: the regression of the output's band powers on the estimate's,
+/// held over the room's decay. It learns only from frames whose microphone is not clearly louder
+/// than the echo estimate: a person in the room talking in time with the far end (people do, in
+/// turns and in laughter) would otherwise pass for echo and be suppressed. Each band's gain subtracts that residual from the band's power,
+/// no deeper than `floorDB` (or `activeFloorDB` while the output is clearly louder than the
+/// residual: someone in the room talks). Gains move across a frame, never in a step. With no echo
+/// estimate (the far end silent) every gain is exactly 1 and the frame is not touched.
+/// Written here rather than taken from a library: speexdsp's own needs its frame of delay and
+/// keeps its echo residual private. Allocation-free after `init`; the audio thread only.
+final class ResidualEchoSuppressor {
+    /// Band edges, Hz: finer where speech has its formants.
+    static let edgesHz: [Double] = [250, 500, 1000, 1500, 2200, 3200, 5000, 8000]
+    /// Power over-subtraction: a residual estimate is an average; echo peaks above it.
+    static let overSubtraction = 2.0
+    /// A frame louder than its residual by this carries the person in the room.
+    static let nearEndRatio = 4.0
+    /// A microphone within 1 dB of the echo estimate is echo (and noise) only.
+    static let echoOnlyRatio = 1.26
+    /// The residual held over the room's decay, per frame (speexdsp's preprocessor uses the same).
+    static let residualDecay = 0.6
+
+    private let frame: Int
+    private let bands: Int
+    private let floorGain: Double
+    private let activeFloorGain: Double
+    private let outputSplit: BandSplit
+    private let estimateSplit: BandSplit
+    /// The output's bands, `bands` rows of `frame` samples.
+    private let bandSamples: UnsafeMutablePointer<Double>
+    private let outputPower: UnsafeMutablePointer<Double>
+    private let estimatePower: UnsafeMutablePointer<Double>
+    private let outputMean: UnsafeMutablePointer<Double>
+    private let estimateMean: UnsafeMutablePointer<Double>
+    private let residual: UnsafeMutablePointer<Double>
+    private let gains: UnsafeMutablePointer<Double>
+    private let nextGains: UnsafeMutablePointer<Double>
+    private var crossPower = 0.0
+    private var estimateVariance = 0.0
+    private let meanRate: Double
+    private let leakRate: Double
+    private var untouched = true
+    /// The leak now: the share of the echo estimate's power the filter leaves in the output.
+    private(set) var leak = 1.0
+
+    init(frameSize: Int, sampleRate: Int, floorDB: Int, activeFloorDB: Int) {
+        frame = frameSize
+        let edges = Self.edgesHz.filter { $0 < Double(sampleRate) * 0.45 }
+        bands = edges.count + 1
+        floorGain = pow(10, Double(floorDB) / 20)
+        activeFloorGain = pow(10, Double(activeFloorDB) / 20)
+        outputSplit = BandSplit(edgesHz: edges, sampleRate: sampleRate)
+        estimateSplit = BandSplit(edgesHz: edges, sampleRate: sampleRate)
+        bandSamples = .allocate(capacity: bands * frameSize)
+        bandSamples.initialize(repeating: 0, count: bands * frameSize)
+        func row(_ v: Double) -> UnsafeMutablePointer<Double> {
+            let p = UnsafeMutablePointer<Double>.allocate(capacity: edges.count + 1)
+            p.initialize(repeating: v, count: edges.count + 1)
+            return p
+        }
+        outputPower = row(0); estimatePower = row(0); outputMean = row(0); estimateMean = row(0)
+        residual = row(0); gains = row(1); nextGains = row(1)
+        // speexdsp's averaging rates at its frame: a frame's share of a second, and a quarter of it.
+        meanRate = min(1, Double(frameSize) / Double(sampleRate))
+        leakRate = meanRate / 2
+    }
+
+    deinit {
+        for p in [bandSamples, outputPower, estimatePower, outputMean, estimateMean, residual, gains, nextGains] { p.deallocate() }
+    }
+
+    /// Suppresses the residual echo in `output` (in place), given the microphone frame and the echo
+    /// estimate speexdsp removed from it.
+    func process(capture: UnsafePointer<Int16>, output: UnsafeMutablePointer<Int16>, echoEstimate: UnsafePointer<Double>) {
+        for k in 0..<bands { outputPower[k] = 0; estimatePower[k] = 0 }
+        // Full band: the bands overlap, so their powers do not add up to the signal's.
+        var capturePower = 0.0, echoPower = 0.0
+        for i in 0..<frame {
+            capturePower += Double(capture[i]) * Double(capture[i])
+            echoPower += echoEstimate[i] * echoEstimate[i]
+            outputSplit.split(Double(output[i])) { k, v in
+                bandSamples[k * frame + i] = v
+                outputPower[k] += v * v
+            }
+            estimateSplit.split(echoEstimate[i]) { k, v in estimatePower[k] += v * v }
+        }
+        var totalOutput = 0.0, totalEstimate = 0.0
+        for k in 0..<bands {
+            outputPower[k] /= Double(frame); estimatePower[k] /= Double(frame)
+            totalOutput += outputPower[k]; totalEstimate += estimatePower[k]
+        }
+        if capturePower < Self.echoOnlyRatio * echoPower {
+            learnLeak(totalOutput: totalOutput, totalEstimate: totalEstimate)
+        }
+
+        // speexdsp doubles a small leak (its residual estimate would otherwise trail the echo).
+        let residualShare = leak > 0.5 ? 1 : 2 * leak
+        var totalResidual = 0.0, anyGain = false
+        for k in 0..<bands {
+            residual[k] = max(Self.residualDecay * residual[k], residualShare * estimatePower[k])
+            totalResidual += residual[k]
+        }
+        let floor = totalOutput > Self.nearEndRatio * totalResidual ? activeFloorGain : floorGain
+        for k in 0..<bands {
+            let echo = Self.overSubtraction * residual[k]
+            // Below -40 dB of the band (or -80 dBFS) the residual is nothing to remove.
+            if echo < 1e-4 * outputPower[k] + Self.silentPower {
+                nextGains[k] = 1
+            } else {
+                nextGains[k] = max(floor, (max(0, outputPower[k] - echo) / outputPower[k]).squareRoot())
+                anyGain = true
+            }
+        }
+        guard anyGain || !untouched else { return }
+        // Each band's gain moves across the frame from the last frame's.
+        for i in 0..<frame {
+            let t = Double(i + 1) / Double(frame)
+            var v = 0.0
+            for k in 0..<bands { v += (gains[k] + t * (nextGains[k] - gains[k])) * bandSamples[k * frame + i] }
+            let r = v.rounded()
+            output[i] = r >= 32767 ? .max : r <= -32768 ? .min : Int16(r)
+        }
+        for k in 0..<bands { gains[k] = nextGains[k] }
+        untouched = !anyGain
+    }
+
+    /// speexdsp's leak estimate (mdf.c), over bands instead of bins: the band powers' deviations
+    /// from their averages, correlated; adapting faster the more of the output the estimate is.
+    private func learnLeak(totalOutput: Double, totalEstimate: Double) {
+        guard totalEstimate > Self.silentPower else { return }
+        var pey = 0.0, pyy = 0.0
+        for k in 0..<bands {
+            let de = outputPower[k] - outputMean[k], dy = estimatePower[k] - estimateMean[k]
+            pey += de * dy; pyy += dy * dy
+            outputMean[k] += meanRate * (outputPower[k] - outputMean[k])
+            estimateMean[k] += meanRate * (estimatePower[k] - estimateMean[k])
+        }
+        let norm = pyy.squareRoot()
+        guard norm > 0 else { return }
+        let rate = min(2 * meanRate * totalEstimate / (totalOutput + 1), leakRate)
+        crossPower += rate * (pey / norm - crossPower)
+        estimateVariance += rate * (norm - estimateVariance)
+        estimateVariance = max(estimateVariance, 1)
+        leak = min(1, max(Self.minimumLeak, crossPower / estimateVariance))
+    }
+
+    private static let minimumLeak = 0.005
+    private static let silentPower = 32768.0 * 32768.0 * 1e-8
+
+    /// Forgets the path (speexdsp did).
+    func reset() {
+        for k in 0..<bands {
+            outputMean[k] = 0; estimateMean[k] = 0; residual[k] = 0; gains[k] = 1; nextGains[k] = 1
+        }
+        crossPower = 0; estimateVariance = 0; leak = 1
+        outputSplit.reset(); estimateSplit.reset()
+        untouched = true
+    }
+}
+
+/// Splits a signal into bands that add up to it exactly, without delay: band k is a second-order
+/// Butterworth low-pass (at edge k) of what the bands below left; the last band is the rest.
+final class BandSplit {
+    private let count: Int
+    private let b0: UnsafeMutablePointer<Double>, b1: UnsafeMutablePointer<Double>, b2: UnsafeMutablePointer<Double>
+    private let a1: UnsafeMutablePointer<Double>, a2: UnsafeMutablePointer<Double>
+    private let s1: UnsafeMutablePointer<Double>, s2: UnsafeMutablePointer<Double>
+
+    init(edgesHz: [Double], sampleRate: Int) {
+        count = edgesHz.count
+        func row() -> UnsafeMutablePointer<Double> {
+            let p = UnsafeMutablePointer<Double>.allocate(capacity: max(1, edgesHz.count))
+            p.initialize(repeating: 0, count: max(1, edgesHz.count))
+            return p
+        }
+        b0 = row(); b1 = row(); b2 = row(); a1 = row(); a2 = row(); s1 = row(); s2 = row()
+        for (k, f) in edgesHz.enumerated() {
+            // Bilinear transform of 1 / (s² + √2 s + 1), prewarped to the edge.
+            let w = tan(Double.pi * f / Double(sampleRate)), w2 = w * w, q = 2.0.squareRoot()
+            let norm = 1 / (1 + q * w + w2)
+            b0[k] = w2 * norm; b1[k] = 2 * w2 * norm; b2[k] = w2 * norm
+            a1[k] = 2 * (w2 - 1) * norm; a2[k] = (1 - q * w + w2) * norm
+        }
+    }
+
+    deinit { for p in [b0, b1, b2, a1, a2, s1, s2] { p.deallocate() } }
+
+    /// Calls `band(k, value)` for each band of one sample, lowest first.
+    @inline(__always)
+    func split(_ x: Double, _ band: (Int, Double) -> Void) {
+        var rest = x
+        for k in 0..<count {
+            let y = b0[k] * rest + s1[k]
+            s1[k] = b1[k] * rest - a1[k] * y + s2[k]
+            s2[k] = b2[k] * rest - a2[k] * y
+            band(k, y)
+            rest -= y
+        }
+        band(count, rest)
+    }
+
+    func reset() { for k in 0..<count { s1[k] = 0; s2[k] = 0 } }
 }

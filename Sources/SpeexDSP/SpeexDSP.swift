@@ -8,19 +8,19 @@ public struct SpeexError: Error, CustomStringConvertible, Equatable {
     public init(_ description: String) { self.description = description }
 }
 
-/// One speexdsp echo canceller with the preprocessor attached
-/// (residual echo suppression, noise suppression, optional AGC).
+/// One speexdsp echo canceller, and speexdsp's preprocessor for noise suppression and AGC.
+/// The preprocessor is not given the canceller's state: the residual echo is suppressed
+/// without its frame of delay (EchoCancel's `ResidualEchoSuppressor`).
 public final class SpeexEcho: @unchecked Sendable {
     // @unchecked: one owner thread at a time (the audio thread); the C state is not shared.
     private let echo: OpaquePointer
     private let pre: OpaquePointer
-    /// False when every preprocessor feature is off: the preprocessor is then not run at all, since
+    /// False when noise suppression and AGC are off: the preprocessor is then not run at all, since
     /// even with nothing to do it reshapes the spectrum and returns the previous frame (10 ms late).
     public let preprocesses: Bool
 
-    /// - Parameters: dB values are maximum attenuations (negative); `noiseSuppressDB` 0 turns denoising off.
-    public init(frameSize: Int, tailSamples: Int, sampleRate: Int, noiseSuppressDB: Int, echoSuppressDB: Int,
-                echoSuppressActiveDB: Int, agc: Bool) throws {
+    /// - Parameter noiseSuppressDB: maximum attenuation (negative); 0 turns denoising off.
+    public init(frameSize: Int, tailSamples: Int, sampleRate: Int, noiseSuppressDB: Int, agc: Bool) throws {
         guard let echo = speex_echo_state_init(Int32(frameSize), Int32(tailSamples)) else {
             throw SpeexError("speex_echo_state_init failed for frame \(frameSize), tail \(tailSamples)")
         }
@@ -30,7 +30,7 @@ public final class SpeexEcho: @unchecked Sendable {
         }
         self.echo = echo
         self.pre = pre
-        preprocesses = noiseSuppressDB < 0 || echoSuppressDB < 0 || echoSuppressActiveDB < 0 || agc
+        preprocesses = noiseSuppressDB < 0 || agc
         // From here a throw runs deinit, which frees both states.
         // speexdsp assumes 8 kHz unless told; at 48 kHz that would cut the near-end voice's low band.
         var rate = Int32(sampleRate)
@@ -43,11 +43,6 @@ public final class SpeexEcho: @unchecked Sendable {
         try preprocess(SPEEX_PREPROCESS_SET_AGC, &agcOn, "SET_AGC")
         var off: Int32 = 0
         try preprocess(SPEEX_PREPROCESS_SET_DEREVERB, &off, "SET_DEREVERB")
-        try preprocess(SPEEX_PREPROCESS_SET_ECHO_STATE, UnsafeMutableRawPointer(echo), "SET_ECHO_STATE")
-        var sup = Int32(echoSuppressDB)
-        try preprocess(SPEEX_PREPROCESS_SET_ECHO_SUPPRESS, &sup, "SET_ECHO_SUPPRESS \(sup)")
-        var active = Int32(echoSuppressActiveDB)
-        try preprocess(SPEEX_PREPROCESS_SET_ECHO_SUPPRESS_ACTIVE, &active, "SET_ECHO_SUPPRESS_ACTIVE \(active)")
     }
 
     deinit {

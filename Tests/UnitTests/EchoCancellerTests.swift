@@ -1,5 +1,5 @@
 import Configuration
-import EchoCancel
+@testable import EchoCancel
 import IntercomDaemon
 import SignalTools
 import SpeexDSP
@@ -182,8 +182,9 @@ final class EchoCancellerTests: XCTestCase {
         XCTAssertEqual(r.mic, r.out)
     }
 
-    /// speexdsp's preprocessor returns the previous frame; with nothing for it to do (no noise or
-    /// echo suppression, no AGC) it is not run, and a sound leaves in the frame it came in.
+    /// speexdsp's preprocessor returns the previous frame; with nothing for it to do (no noise
+    /// suppression, no AGC: the defaults) it is not run, and a sound leaves in the frame it came in.
+    /// The residual echo suppressor works on the frame it is given.
     func testThePreprocessorIsSkippedWhenItHasNothingToDoAndThenAddsNoFrameOfDelay() throws {
         func firstLoudFrame(_ change: @escaping (inout DaemonConfig) -> Void) throws -> Int? {
             let canceller = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: 480, change)))
@@ -197,28 +198,25 @@ final class EchoCancellerTests: XCTestCase {
             }
             return nil
         }
-        let plain = try firstLoudFrame {
-            $0.echo.noiseSuppressDb = 0; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0; $0.echo.agc = false
-        }
-        XCTAssertEqual(plain, 3, "no preprocessor: the tone leaves in the frame it arrived")
-        XCTAssertEqual(try firstLoudFrame { _ in }, 4, "the defaults' preprocessor returns it one frame (10 ms) later")
+        XCTAssertEqual(try firstLoudFrame { _ in }, 3, "the defaults: the tone leaves in the frame it arrived")
+        XCTAssertEqual(try firstLoudFrame { $0.echo.noiseSuppressDb = -15 }, 4,
+                       "with noise suppression the preprocessor returns it one frame (10 ms) later")
     }
 
     /// speexdsp high-passes the microphone (its DC notch) before it cancels; the canceller hands
     /// on the microphone itself minus only the echo estimate, so with no far end a person in the
     /// room leaves sample for sample as they came in, low voice included.
     func testWithTheFarEndSilentTheNearEndLeavesUnfiltered() throws {
-        let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) {
-            $0.echo.noiseSuppressDb = 0; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
-        }))
+        // The defaults: the residual echo suppressor and the gate run, and find nothing to do.
+        let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame)))
+        XCTAssertFalse(c.delaysAFrame, "the defaults do not run speexdsp's preprocessor")
         let speech = try Speech.naturalPhraseSamples().prefix(3).joined()
         let near = Array(speech) + [Int16](repeating: 0, count: frame - speech.count % frame)
         let r = run(c, far: [Int16](repeating: 0, count: near.count), near: near, delay: 2400)
         let worst = zip(r.mic, r.out).map { abs(Double($0 - $1)) * 32768 }.max() ?? .infinity
         XCTAssertEqual(worst, 0, "largest difference in LSB")
         // What speexdsp alone hands on for the same microphone: its notch reshapes the voice.
-        let speex = try SpeexEcho(frameSize: frame, tailSamples: 9600, sampleRate: 48000, noiseSuppressDB: 0,
-                                  echoSuppressDB: 0, echoSuppressActiveDB: 0, agc: false)
+        let speex = try SpeexEcho(frameSize: frame, tailSamples: 9600, sampleRate: 48000, noiseSuppressDB: 0, agc: false)
         let silence = [Int16](repeating: 0, count: frame)
         var out = [Int16](repeating: 0, count: frame), notchedWorst = 0
         for f in 0..<(near.count / frame) {
@@ -230,8 +228,10 @@ final class EchoCancellerTests: XCTestCase {
     }
 
     func testResetForgetsTheEchoPath() throws {
-        // Without the gate, which would hide the unlearned path (see the gate's tests below).
-        let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) { $0.echo.residualGate = false }))
+        // Without the gate and the residual suppressor, which would hide the unlearned path (see their tests below).
+        let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) {
+            $0.echo.residualGate = false; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
+        }))
         let far = farEnd(seconds: 5, seed: 3)
         _ = run(c, far: far, near: nil, delay: 2400)
         c.reset()
@@ -242,12 +242,14 @@ final class EchoCancellerTests: XCTestCase {
         XCTAssertLessThan(erle.medianDB, 15)
     }
 
-    /// The gate's reason to exist: right after a reset speexdsp has learned nothing, and its own
-    /// residual suppression follows its (empty) echo estimate, so the echo goes out nearly whole.
+    /// The gate's reason to exist: right after a reset speexdsp has learned nothing, so the echo
+    /// goes out nearly whole. Measured with the residual suppressor off, so the gate is seen alone.
     func testResidualGateMutesTheEchoWhileTheCancellerIsStillLearning() throws {
         let far = farEnd(seconds: 1, seed: 5)
         func firstHalfSecondERLE(gate: Bool) throws -> (erle: Double, gated: Int) {
-            let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) { $0.echo.residualGate = gate }))
+            let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) {
+                $0.echo.residualGate = gate; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
+            }))
             let r = run(c, far: far, near: nil, delay: 2400)
             let span = 4800..<24000  // from the echo's arrival to 0.5 s
             let erle = Levels.erleDB(mic: Array(r.mic[span]), processed: Array(r.out[span]), frame: frame, activeThresholdDB: -50)
@@ -278,5 +280,50 @@ final class EchoCancellerTests: XCTestCase {
         let keptDB = 10 * log10(energy(gated) / energy(open))
         XCTAssertGreaterThan(keptDB, -1, "near-end energy kept in double talk")
         XCTAssertGreaterThan(Correlation.normalizedCorrelation(gated, open), 0.95)
+    }
+
+    // MARK: Residual echo suppression
+
+    /// The bands add up to the signal they were split from, so a gain of 1 everywhere changes nothing.
+    func testTheBandSplitAddsUpToItsInput() throws {
+        let split = BandSplit(edgesHz: ResidualEchoSuppressor.edgesHz, sampleRate: 48000)
+        var worst = 0.0
+        for x in farEnd(seconds: 0.5, seed: 11) {
+            var sum = 0.0, bands = 0
+            split.split(Double(x)) { _, v in sum += v; bands += 1 }
+            XCTAssertEqual(bands, ResidualEchoSuppressor.edgesHz.count + 1)
+            worst = max(worst, abs(sum - Double(x)))
+        }
+        XCTAssertLessThan(worst, 1e-9)
+    }
+
+    /// Echo only, once the filter has converged: the suppressor removes what the filter leaves.
+    /// Double talk: the person in the room keeps their level within 1 dB and their waveform.
+    func testResidualSuppressionDeepensTheCancellationAndKeepsDoubleTalk() throws {
+        let far = farEnd(seconds: 9, seed: 6)
+        let talkFrom = 6 * 48000
+        let nearAt = [Int16](repeating: 0, count: talkFrom) + farEnd(seconds: 3, seed: 7)
+        func output(suppress: Bool, near: [Int16]?) throws -> (mic: [Float], out: [Float]) {
+            let c = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame) {
+                $0.echo.residualGate = false
+                if !suppress { $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0 }
+            }))
+            return run(c, far: far, near: near, delay: 2400)
+        }
+        let echoSpan = (3 * 48000)..<talkFrom
+        let filterOnly = try output(suppress: false, near: nil), suppressed = try output(suppress: true, near: nil)
+        let erle = { (r: (mic: [Float], out: [Float])) in
+            Levels.erleDB(mic: Array(r.mic[echoSpan]), processed: Array(r.out[echoSpan]), frame: self.frame, activeThresholdDB: -50).medianDB
+        }
+        XCTAssertGreaterThan(erle(suppressed), erle(filterOnly) + 10, "the suppressor adds at least 10 dB to the filter's \(erle(filterOnly)) dB")
+
+        // Double talk, the near end louder than the echo: compared with the clean near end.
+        let clean = Array(nearAt[talkFrom...]).map { Float($0) / 32768 }
+        let talk = try output(suppress: true, near: nearAt), plain = try output(suppress: false, near: nearAt)
+        let kept = Levels.retainedDB(reference: clean, processed: Array(talk.out[talkFrom...]), frame: frame, activeThresholdDB: -40)
+        XCTAssertGreaterThan(kept, -1, "near-end level kept in double talk")
+        let withSuppression = Correlation.normalizedCorrelation(clean, Array(talk.out[talkFrom...]))
+        let without = Correlation.normalizedCorrelation(clean, Array(plain.out[talkFrom...]))
+        XCTAssertGreaterThanOrEqual(withSuppression, without - 0.01, "the near end is as recognisable as without suppression")
     }
 }

@@ -23,10 +23,9 @@ final class SuiteEchoStagesTests: XCTestCase {
         let change: @Sendable (inout DaemonConfig) -> Void
     }
 
-    /// speexdsp's preprocessor at the defaults' suppressions, written out so each row says what it runs.
-    static let noiseSuppression: @Sendable (inout DaemonConfig) -> Void = { $0.echo.noiseSuppressDb = -15 }
+    /// The residual echo suppressor at the defaults' floors, written out so each row says what it runs.
     static let residualSuppression: @Sendable (inout DaemonConfig) -> Void = {
-        $0.echo.noiseSuppressDb = -15; $0.echo.echoSuppressDb = -40; $0.echo.echoSuppressActiveDb = -15
+        $0.echo.noiseSuppressDb = 0; $0.echo.echoSuppressDb = -40; $0.echo.echoSuppressActiveDb = -15
     }
 
     /// Cumulative: each stage adds one element to the one before.
@@ -37,17 +36,13 @@ final class SuiteEchoStagesTests: XCTestCase {
             $0.echo.noiseSuppressDb = 0; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
             $0.echo.residualGate = false; $0.echo.howlGuard = false
         },
-        Stage(name: "+ noise suppression (speexdsp preprocessor, -15 dB)") {
-            noiseSuppression(&$0); $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
-            $0.echo.residualGate = false; $0.echo.howlGuard = false
-        },
-        Stage(name: "+ residual echo suppression (-40 dB, -15 dB in double talk)") {
+        Stage(name: "+ residual echo suppression (-40 dB, -15 dB in double talk; no delay)") {
             residualSuppression(&$0); $0.echo.residualGate = false; $0.echo.howlGuard = false
         },
         Stage(name: "+ the residual gate") { residualSuppression(&$0); $0.echo.howlGuard = false },
         Stage(name: "+ the howl guard (the defaults)") { residualSuppression(&$0) },
-        Stage(name: "(the defaults without the preprocessor: its suppressions at 0 dB)", aside: true) {
-            $0.echo.noiseSuppressDb = 0; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
+        Stage(name: "(the defaults with speexdsp's noise suppression at -15 dB: its preprocessor, a frame of delay)", aside: true) {
+            residualSuppression(&$0); $0.echo.noiseSuppressDb = -15
         },
     ]
 
@@ -155,7 +150,7 @@ final class SuiteEchoStagesTests: XCTestCase {
 
         SuiteMode.emit("### Speech quality stage by stage through the echo chain (PESQ-WB; offline: the daemon's chain and Opus, no devices)")
         SuiteMode.emit("")
-        SuiteMode.emit("Each row adds one element of the microphone chain to the row above (by its `[echo]` keys), then Opus at the defaults (64 kbit/s). One way: the far end is silent, so there is no echo to remove and every loss is the chain's cost to the person in the room. Both ways: a conversation (the ends take turns, 0.25 s apart; no double talk), the far end's echo reaching the microphone (20 ms of buffering, a direct path at −6 dB, reflections over 100 ms), scored against the near end's track alone. Natural: alsa-utils' recorded voice, peaks at −6 dBFS (about 14 s); synthetic: espeak-ng. Higher is better; Δ is the step from the row above. The row in parentheses is not a stage: the microphone through speexdsp's DC notch alone (the second-order high-pass near 70 Hz speexdsp's canceller applies to the microphone before anything else, `filter_dc_notch16`), echo off: what the person in the room would lose if the canceller passed speexdsp's output on as it is. It does not: it hands on the microphone itself minus speexdsp's echo estimate, un-notched, wherever that estimate is more than 20 dB below the output, and speexdsp's own output only where there is echo to remove (`NearEndRestore`). That row and the one after it compare with the codec alone; the last row, in parentheses too, compares with the row above it. Pieces are aligned for PESQ on the band above 300 Hz (scripts/quality.py): a notch turns the phase of a voice's lowest harmonics, which moved full-band pieces by up to 4 ms and cut the stitched recording, a loss of up to 0.9 PESQ that was the measurement's, not the voice's.")
+        SuiteMode.emit("Each row adds one element of the microphone chain to the row above (by its `[echo]` keys), then Opus at the defaults (64 kbit/s). One way: the far end is silent, so there is no echo to remove and every loss is the chain's cost to the person in the room. Both ways: a conversation (the ends take turns, 0.25 s apart; no double talk), the far end's echo reaching the microphone (20 ms of buffering, a direct path at −6 dB, reflections over 100 ms), scored against the near end's track alone. Natural: alsa-utils' recorded voice, peaks at −6 dBFS (about 14 s); synthetic: espeak-ng. Higher is better; Δ is the step from the row above. The row in parentheses is not a stage: the microphone through speexdsp's DC notch alone (the second-order high-pass near 70 Hz speexdsp's canceller applies to the microphone before anything else, `filter_dc_notch16`), echo off: what the person in the room would lose if the canceller passed speexdsp's output on as it is. It does not: it hands on the microphone itself minus speexdsp's echo estimate, un-notched, wherever that estimate is more than 20 dB below the output, and speexdsp's own output only where there is echo to remove (`NearEndRestore`). That row and the one after it compare with the codec alone. Residual echo suppression is intercomd's own (`ResidualEchoSuppressor`: band gains from speexdsp's echo estimate, applied to the frame they were measured on, exactly 1 where there is no echo estimate); speexdsp's preprocessor is off by default, and the last row, in parentheses too, adds its noise suppression to the defaults and compares with the row above it. Pieces are aligned for PESQ on the band above 300 Hz (scripts/quality.py): a notch turns the phase of a voice's lowest harmonics, which moved full-band pieces by up to 4 ms and cut the stitched recording, a loss of up to 0.9 PESQ that was the measurement's, not the voice's.")
         SuiteMode.emit("")
         SuiteMode.emit("| stage | one way, natural (Δ) | level vs source | both ways, natural (Δ) | one way, synthetic (Δ) | both ways, synthetic (Δ) |")
         SuiteMode.emit("|---|---|---|---|---|---|")
