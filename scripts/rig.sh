@@ -38,6 +38,11 @@ Commands:
                                         exits with CMD's status
   env    [--dir DIR]                    print the client environment (eval "$(scripts/rig.sh env)")
   status [--dir DIR]                    say whether the rig runs; list its sinks (exit 1 if not running)
+  couple   [--dir DIR] A B [--attenuation-db DB] [--delay-ms MS]
+                                        neighbouring rooms: A's air leaks into B's and B's into A's,
+                                        DB quieter (default 20) and MS later (default 10: the
+                                        loopback's latency); replaces an earlier coupling of the two
+  decouple [--dir DIR] A B              removes it (idempotent)
 
 Defaults: DIR = $INTERCOM_RIG_DIR or <repo>/.rig; rooms = roomA,roomB,roomC,roomD,roomE.
 ALSA devices per room R: "R" (playback = R's speaker, capture = R's microphone, which
@@ -525,6 +530,80 @@ cmd_status() {
     done
 }
 
+# ---------------------------------------------------------------- neighbouring rooms
+
+# A wall or an open door between two rooms: each room's air (its sink's monitor) is played into
+# the other's, quieter and later, by a PulseAudio loopback per direction. The loopback's own
+# latency is the delay; RigCouplingTests measures what it really is.
+COUPLE_ROOMS=()
+COUPLE_DB=20
+COUPLE_MS=10
+
+parse_couple() {
+    while (($#)); do
+        case $1 in
+            --dir) (($# >= 2)) || die "--dir needs a value"; RIG_DIR=$2; shift 2 ;;
+            --dir=*) RIG_DIR=${1#--dir=}; shift ;;
+            --attenuation-db) (($# >= 2)) || die "--attenuation-db needs a value"; COUPLE_DB=$2; shift 2 ;;
+            --delay-ms) (($# >= 2)) || die "--delay-ms needs a value"; COUPLE_MS=$2; shift 2 ;;
+            -*) die "unknown option '$1' (see: scripts/rig.sh help)" ;;
+            *) COUPLE_ROOMS+=("$1"); shift ;;
+        esac
+    done
+    ((${#COUPLE_ROOMS[@]} == 2)) || die "couple and decouple need two rooms"
+    [[ ${COUPLE_ROOMS[0]} != "${COUPLE_ROOMS[1]}" ]] || die "a room cannot be coupled to itself"
+    [[ $COUPLE_DB =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--attenuation-db must be a non-negative number of dB, not '$COUPLE_DB'"
+    [[ $COUPLE_MS =~ ^[0-9]+$ ]] && ((COUPLE_MS >= 1 && COUPLE_MS <= 2000)) ||
+        die "--delay-ms must be a whole number of milliseconds in 1...2000, not '$COUPLE_MS'"
+    set_paths
+    [[ -n $(pa_pid) ]] || die "the rig is not running ($RIG_DIR); run: scripts/rig.sh up"
+    local room
+    for room in "${COUPLE_ROOMS[@]}"; do
+        client pactl list short sinks | awk -v r="$room" '$2 == r { found = 1 } END { exit !found }' ||
+            die "no room '$room' in the rig"
+    done
+}
+
+# Module indexes of the loopbacks from $1's air into $2's.
+leak_modules() {
+    client pactl list short modules |
+        awk -v src="source=$1.monitor" -v snk="sink=$2" \
+            '$2 == "module-loopback" && index($0 " ", src " ") && index($0 " ", snk " ") { print $1 }'
+}
+
+remove_leaks() {
+    local module
+    for module in $(leak_modules "$1" "$2"); do client pactl unload-module "$module"; done
+}
+
+add_leak() {
+    local from=$1 to=$2 module input
+    module=$(client pactl load-module module-loopback "source=$from.monitor" "sink=$to" \
+        "latency_msec=$COUPLE_MS" source_dont_move=true sink_dont_move=true) ||
+        die "loading the loopback $from -> $to failed"
+    input=$(client pactl list sink-inputs |
+        awk -v m="$module" '/^Sink Input #/ { id = substr($3, 2) } /Owner Module: / && $3 == m { print id; exit }')
+    if [[ -z $input ]] || ! client pactl set-sink-input-volume "$input" "-${COUPLE_DB}dB" >/dev/null; then
+        client pactl unload-module "$module"
+        die "the loopback $from -> $to has no sink input whose volume could be set"
+    fi
+    log "coupled: $from's air into $to's, -$COUPLE_DB dB, $COUPLE_MS ms (module $module)"
+}
+
+cmd_couple() {
+    parse_couple "$@"
+    local a=${COUPLE_ROOMS[0]} b=${COUPLE_ROOMS[1]}
+    remove_leaks "$a" "$b"; remove_leaks "$b" "$a"
+    add_leak "$a" "$b"; add_leak "$b" "$a"
+}
+
+cmd_decouple() {
+    parse_couple "$@"
+    local a=${COUPLE_ROOMS[0]} b=${COUPLE_ROOMS[1]}
+    remove_leaks "$a" "$b"; remove_leaks "$b" "$a"
+    log "decoupled: $a and $b"
+}
+
 CHILD_PID=
 
 on_run_exit() {
@@ -590,6 +669,8 @@ main() {
         run) cmd_run "$@" ;;
         env) cmd_env "$@" ;;
         status) cmd_status "$@" ;;
+        couple) cmd_couple "$@" ;;
+        decouple) cmd_decouple "$@" ;;
         help | -h | --help) usage ;;
         *) usage >&2; die "unknown command '$cmd'" ;;
     esac

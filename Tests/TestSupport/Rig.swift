@@ -40,6 +40,28 @@ public enum Rig {
         }
     }
 
+    /// Neighbouring rooms: `a`'s air leaks into `b`'s and `b`'s into `a`'s, `attenuationDB` quieter
+    /// and `delayMs` later (`scripts/rig.sh couple`). Replaces an earlier coupling of the two.
+    public static func couple(_ a: String, _ b: String, attenuationDB: Double, delayMs: Int) throws {
+        try script("couple", "'\(a)' '\(b)' --attenuation-db \(attenuationDB) --delay-ms \(delayMs)")
+    }
+
+    /// Removes the coupling of two rooms (idempotent).
+    public static func decouple(_ a: String, _ b: String) throws {
+        try script("decouple", "'\(a)' '\(b)'")
+    }
+
+    private static func script(_ command: String, _ arguments: String) throws {
+        guard let dir = directory else { throw RigError(description: "the virtual audio rig is not running") }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../scripts/rig.sh").standardizedFileURL.path
+        let log = dir + "/\(command).log"
+        let status = system("/bin/bash '\(script)' \(command) --dir '\(dir)' \(arguments) >'\(log)' 2>&1 </dev/null")
+        guard status == 0 else {
+            throw RigError(description: "rig.sh \(command) \(arguments) failed (\(status)): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        }
+    }
+
     /// Plays a WAV into a room's air (its sink), as a talker standing in the room; returns the player.
     public static func startTalker(room: String, wav: String) throws -> Process {
         try Command.start("/usr/bin/paplay", ["--device=\(room)", wav])

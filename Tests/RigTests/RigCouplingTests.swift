@@ -1,0 +1,88 @@
+import Foundation
+import SignalTools
+import TestSupport
+import XCTest
+
+/// Neighbouring rooms on the rig (`scripts/rig.sh couple`): each room's air leaks into the other's,
+/// quieter and later. Measured here before any test relies on it: PulseAudio's loopback sets the
+/// delay through its latency, and only a recording says what that really is.
+final class RigCouplingTests: XCTestCase {
+    let rate = 48_000
+    let rooms = ("roomC", "roomD")
+
+    /// Eight seconds of noise at -20 dBFS, its top octaves rolled off (two one-pole low-passes
+    /// near 6 kHz): the loopback's resampler cuts what is near 24 kHz, which would read as
+    /// attenuation. Its autocorrelation is still narrow, so a delayed copy stands out at its lag.
+    private func noiseFile() throws -> String {
+        var random = SplitMix64(seed: 41)
+        let pole = exp(-2 * Double.pi * 6000 / Double(rate))
+        var first = 0.0, second = 0.0
+        let noise: [Double] = (0..<(8 * rate)).map { _ in
+            first = pole * first + (1 - pole) * (2 * random.nextUnit() - 1)
+            second = pole * second + (1 - pole) * first
+            return second
+        }
+        let scale = 0.1 / (noise.reduce(0) { $0 + $1 * $1 } / Double(noise.count)).squareRoot()
+        let samples = noise.map { Int16(max(-32767, min(32767, ($0 * scale * 32767).rounded()))) }
+        let path = NSTemporaryDirectory() + "coupling-noise-\(getpid()).wav"
+        try WAVAudio(sampleRate: rate, channels: 1, samples: samples).write(path: path)
+        return path
+    }
+
+    /// Plays the noise into the first room's air; records both rooms. Returns the noise span of each.
+    private func playAndRecord(_ noise: String, label: String) throws -> (first: [Float], second: [Float]) {
+        let dir = NSTemporaryDirectory()
+        let a = try RoomRecorder(room: rooms.0, path: dir + "coupling-\(label)-a-\(getpid()).wav")
+        let b = try RoomRecorder(room: rooms.1, path: dir + "coupling-\(label)-b-\(getpid()).wav")
+        Thread.sleep(forTimeInterval: 0.3)
+        try Command.run("/usr/bin/paplay", ["--device=\(rooms.0)", noise])
+        Thread.sleep(forTimeInterval: 0.3)
+        a.stop(); b.stop()
+        defer { unlink(a.path); unlink(b.path) }
+        let first = try WAVAudio.read(path: a.path).floats(), second = try WAVAudio.read(path: b.path).floats()
+        // Two seconds from half a second into the noise, found in each recording by its own level
+        // (the recorders start when they start); empty if a room stayed silent.
+        func middle(_ x: [Float]) -> [Float] {
+            let loudest = x.map { abs($0) }.max() ?? 0
+            guard loudest > 1e-3, let start = x.firstIndex(where: { abs($0) > loudest / 4 }),
+                  start + 5 * rate / 2 <= x.count else { return [] }
+            return Array(x[(start + rate / 2)..<(start + 5 * rate / 2)])
+        }
+        return (middle(first), middle(second))
+    }
+
+    func testNeighbouringRoomsLeakIntoEachOtherAtTheSetAttenuationAndDelay() throws {
+        try Rig.require()
+        let noise = try noiseFile()
+        defer { unlink(noise); try? Rig.decouple(rooms.0, rooms.1) }
+
+        // A loud leak first (-6 dB): the first room hears its own noise come back from the second
+        // room two passes later, so the delay is read from one recording (no two recorders to align).
+        try Rig.couple(rooms.0, rooms.1, attenuationDB: 6, delayMs: 10)
+        let loud = try playAndRecord(noise, label: "loud")
+        XCTAssertFalse(loud.first.isEmpty || loud.second.isEmpty, "the noise was recorded in the first room")
+        let back = try XCTUnwrap(Correlation.findDelay(reference: loud.first, in: loud.first, lags: (rate / 500)...(rate / 5)),
+                                 "the first room's noise comes back from the second")
+        // The return's correlation is not its gain: the loopback resamples (it steers its latency),
+        // and white noise loses correlation to fractional delays. Its place is exact; the
+        // attenuation is read from the two rooms' levels.
+        let oneWayMs = Double(back.lagSamples) / 2 / Double(rate) * 1000
+        let loudDB = 20 * log10(Levels.rms(loud.second) / Levels.rms(loud.first))
+        print(String(format: "rig coupling at -6 dB, 10 ms: one way %.2f ms (round trip %d samples, correlation %.3f), second room %.1f dB",
+                     oneWayMs, back.lagSamples, back.peak, loudDB))
+        XCTAssertEqual(oneWayMs, 10, accuracy: 2, "the leak's delay")
+        XCTAssertEqual(loudDB, -6, accuracy: 1, "the second room's level against the first's")
+
+        // The wall: -20 dB, the coupling replaced (not added to).
+        try Rig.couple(rooms.0, rooms.1, attenuationDB: 20, delayMs: 10)
+        let wall = try playAndRecord(noise, label: "wall")
+        let wallDB = 20 * log10(Levels.rms(wall.second) / Levels.rms(wall.first))
+        XCTAssertEqual(wallDB, -20, accuracy: 1, "a -20 dB wall")
+
+        try Rig.decouple(rooms.0, rooms.1)
+        let apart = try playAndRecord(noise, label: "apart")
+        XCTAssertTrue(apart.second.isEmpty, "decoupled rooms do not hear each other (the second room stayed silent)")
+        print(String(format: "rig coupling at -20 dB: second room %.1f dB", wallDB))
+        XCTAssertFalse(apart.first.isEmpty, "the noise was recorded in the first room")
+    }
+}
