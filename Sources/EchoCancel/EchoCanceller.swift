@@ -524,7 +524,7 @@ final class ResidualEchoSuppressor {
     private let leakRate: Double
     private var untouched = true
     /// The leak now: the share of the echo estimate's power the filter leaves in the output.
-    private(set) var leak = 1.0
+    private var leak = 1.0
 
     init(frameSize: Int, sampleRate: Int, floorDB: Int, activeFloorDB: Int) {
         frame = frameSize

@@ -25,19 +25,9 @@ public enum Rig {
 
     /// Stops and starts the rig again (same folder, same rooms): a fresh sound server.
     public static func restart() throws {
-        guard let dir = directory else { throw RigError(description: "no rig to restart") }
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../scripts/rig.sh").standardizedFileURL.path
         let rooms = ProcessInfo.processInfo.environment["INTERCOM_RIG_ROOMS"] ?? "roomA,roomB,roomC,roomD,roomE"
-        // system(), output to a file: the rig leaves background processes behind, which would hold
-        // a pipe open, and Foundation's Process did not notice this script's exit.
-        let log = dir + "/restart.log"
-        for command in ["down --dir '\(dir)'", "up --dir '\(dir)' --rooms '\(rooms)'"] {
-            let status = system("/bin/bash '\(script)' \(command) >>'\(log)' 2>&1 </dev/null")
-            guard status == 0 else {
-                throw RigError(description: "rig.sh \(command) failed (\(status)): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
-            }
-        }
+        try script("down", "")
+        try script("up", "--rooms '\(rooms)'")
     }
 
     /// Neighbouring rooms: `a`'s air leaks into `b`'s and `b`'s into `a`'s, `attenuationDB` quieter
@@ -51,12 +41,15 @@ public enum Rig {
         try script("decouple", "'\(a)' '\(b)'")
     }
 
+    /// Runs `scripts/rig.sh COMMAND --dir <the rig> ARGUMENTS`, its output appended to DIR/rig-commands.log.
     private static func script(_ command: String, _ arguments: String) throws {
         guard let dir = directory else { throw RigError(description: "the virtual audio rig is not running") }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../scripts/rig.sh").standardizedFileURL.path
-        let log = dir + "/\(command).log"
-        let status = system("/bin/bash '\(script)' \(command) --dir '\(dir)' \(arguments) >'\(log)' 2>&1 </dev/null")
+        let log = dir + "/rig-commands.log"
+        // system(), output to a file: the rig leaves background processes behind, which would hold
+        // a pipe open, and Foundation's Process did not notice this script's exit.
+        let status = system("/bin/bash '\(script)' \(command) --dir '\(dir)' \(arguments) >>'\(log)' 2>&1 </dev/null")
         guard status == 0 else {
             throw RigError(description: "rig.sh \(command) \(arguments) failed (\(status)): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         }
