@@ -147,7 +147,7 @@ public final class EchoCanceller: @unchecked Sendable {
         if heldFrames > 0 {
             // Re-paired, the path not measured yet: the filter would cancel at the wrong place.
             heldFrames -= 1
-            if heldFrames == 0 { forgetEchoPath() }
+            if heldFrames == 0 { forgetEchoPath() }  // no delay measured in time: learn afresh
             output.update(from: capture, count: frame)
         } else {
             speex.cancelEcho(capture: capture, reference: reference, output: output)
@@ -209,8 +209,9 @@ public final class EchoCanceller: @unchecked Sendable {
     /// never negative. Pairing further back, to allow for a sound server's latency, gets the
     /// sign wrong: when the buffer had drained during the stall, the echo then came before its
     /// reference and nothing could cancel it (seen on the rig as a -20 ms echo delay after a
-    /// realignment and a callee heard through the caller's room). A later echo only uses some of
-    /// the filter's tail until the delay estimator, which gets taps again, shifts the reference.
+    /// realignment and a callee heard through the caller's room). A filter that had learnt the
+    /// path at a measured delay is held until the estimator measures the delay in the new pairing,
+    /// then the reference moves with it (`align`); one that had not learns afresh.
     /// Waiting for an empty capture device matters: mid-backlog the captured frames are old.
     public func realignIfOutOfStep() {
         guard missRun >= Self.realignAfterMisses else { return }
@@ -266,7 +267,6 @@ public final class EchoCanceller: @unchecked Sendable {
         }
         shift = max(earliest, min(samples - safetyMargin, latest))
         referenceShift.store(shift)
-        heldFrames = 0
         forgetEchoPath()
         learntOffset = Double(samples - shift)
     }
@@ -275,6 +275,7 @@ public final class EchoCanceller: @unchecked Sendable {
     /// ERLE average, the gate's learned residual) starts with it.
     private func forgetEchoPath() {
         learntOffset = nil
+        heldFrames = 0
         speex.reset()
         restore.reset()
         suppressor?.reset()
