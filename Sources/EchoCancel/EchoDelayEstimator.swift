@@ -31,12 +31,7 @@ public final class EchoDelayEstimator: @unchecked Sendable {
     private var reference: [Float] = []
     private var referenceEnd = 0
     private var candidate: Int?
-    /// The canceller's re-pairings and restarts when the histories were last emptied: a window
-    /// across either mixes two pairings and finds neither delay.
-    private var pairings = 0
-    /// No delay measured since the last re-pairing or restart: the canceller may be holding its
-    /// filter for one, so a half window and one clear estimate (peak ≥ 0.5) suffice.
-    private var awaitingFirst = false
+    private var applied: Int?
     private let worker = Mutex<PeriodicWorker?>(nil)
 
     public init(canceller: EchoCanceller, maxDelayMilliseconds: Int = 300) {
@@ -62,16 +57,7 @@ public final class EchoDelayEstimator: @unchecked Sendable {
     /// One round: takes what the taps collected and estimates. The thread runs it every 250 ms;
     /// tests call it directly (the taps hold half a second).
     public func step() {
-        let now = canceller.realignments.load + canceller.resets.load
         drainTaps()
-        if now != pairings {
-            pairings = now
-            mic.removeAll()
-            reference.removeAll()
-            candidate = nil
-            awaitingFirst = true
-            return
-        }
         estimateOnce()
     }
 
@@ -110,17 +96,26 @@ public final class EchoDelayEstimator: @unchecked Sendable {
         guard Levels.rmsDB(refSlice) > -50,
               let found = Correlation.findDelay(reference: refSlice, in: micSlice, maxLag: maxLag + earlyLag),
               found.peak > 0.3 else { return }
-        accept(Int(((found.fractionalLag - Double(earlyLag)) * Double(Self.decimation)).rounded()), clear: found.peak >= 0.5)
+        accept(Int(((found.fractionalLag - Double(earlyLag)) * Double(Self.decimation)).rounded()))
     }
 
-    /// Two estimates within 1 ms of each other make a measured delay; the canceller gets each
-    /// one and decides whether its reference must move (`EchoCanceller.requestEchoDelay`).
-    private func accept(_ delay: Int, clear: Bool) {
+    /// Two estimates within 1 ms of each other make a measured delay. The reference is moved when
+    /// that delay lies outside what the adaptive filter covers (2 ms to tail - 30 ms after the
+    /// current shift), or when the echo path jumped by 5 ms or more since the last measured delay
+    /// (a device or sound-server underrun): speexdsp re-learns an aligned path within about a
+    /// second and a half, but tracks a moved one far more slowly.
+    private func accept(_ delay: Int) {
+        let rate = canceller.settings.sampleRate
         defer { candidate = delay }
-        let confirmed = candidate.map { abs($0 - delay) <= canceller.settings.sampleRate / 1000 } ?? false
-        guard confirmed || (awaitingFirst && clear) else { return }
-        awaitingFirst = false
+        guard let c = candidate, abs(c - delay) <= rate / 1000 else { return }
+        let previous = estimate.load
         estimate.store(delay)
+        let relative = delay - canceller.referenceShift.load
+        let covered = (rate / 500)...(canceller.settings.tailSamples - rate * 30 / 1000)
+        let jumped = previous != Self.none && abs(previous - delay) >= rate * 5 / 1000
+        guard jumped || !covered.contains(relative) else { return }
+        if let a = applied, abs(a - delay) <= rate / 500 { return }
+        applied = delay
         canceller.requestEchoDelay(samples: delay)
     }
 }
