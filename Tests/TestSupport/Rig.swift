@@ -25,9 +25,10 @@ public enum Rig {
 
     /// Stops and starts the rig again (same folder, same rooms): a fresh sound server.
     public static func restart() throws {
-        let rooms = ProcessInfo.processInfo.environment["INTERCOM_RIG_ROOMS"] ?? "roomA,roomB,roomC,roomD,roomE"
+        // The rooms the rig was started with (rig.sh exports them); without them, rig.sh's default.
+        let rooms = ProcessInfo.processInfo.environment["INTERCOM_RIG_ROOMS"].map { "--rooms '\($0)'" } ?? ""
         try script("down", "")
-        try script("up", "--rooms '\(rooms)'")
+        try script("up", rooms)
     }
 
     /// Neighbouring rooms: `a`'s air leaks into `b`'s and `b`'s into `a`'s, `attenuationDB` quieter
@@ -49,9 +50,12 @@ public enum Rig {
         let log = dir + "/rig-commands.log"
         // system(), output to a file: the rig leaves background processes behind, which would hold
         // a pipe open, and Foundation's Process did not notice this script's exit.
+        let before = ((try? FileManager.default.attributesOfItem(atPath: log))?[.size] as? Int) ?? 0
         let status = system("/bin/bash '\(script)' \(command) --dir '\(dir)' \(arguments) >>'\(log)' 2>&1 </dev/null")
         guard status == 0 else {
-            throw RigError(description: "rig.sh \(command) \(arguments) failed (\(status)): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+            // This command's output only: the log holds every earlier one too.
+            let output = (FileManager.default.contents(atPath: log) ?? Data()).dropFirst(before)
+            throw RigError(description: "rig.sh \(command) \(arguments) failed (\(status)): \(String(decoding: output, as: UTF8.self))")
         }
     }
 
