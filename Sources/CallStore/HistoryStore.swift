@@ -13,6 +13,8 @@ public final class HistoryStore: Sendable {
 
     public let path: String
     public let capacity: Int
+    /// Entries that ended longer ago than this (seconds) are dropped by `prune`; nil = kept by count only.
+    public let maxAge: Double?
     /// Set when the file on disk was not valid: it was moved aside and the store started empty.
     public let loadProblem: StoreLoadProblem?
     private let entries: Mutex<Versioned<[HistoryEntry]>>
@@ -20,10 +22,12 @@ public final class HistoryStore: Sendable {
 
     /// Loads `path` (a missing file is an empty history). Throws when the directory or the file
     /// cannot be used at all.
-    public init(path: String, capacity: Int = defaultCapacity) throws(StoreError) {
+    public init(path: String, capacity: Int = defaultCapacity, maxAge: Double? = nil) throws(StoreError) {
         precondition(capacity > 0, "history capacity must be positive")
+        precondition(maxAge.map { $0 > 0 } ?? true, "history age limit must be positive")
         self.path = path
         self.capacity = capacity
+        self.maxAge = maxAge
         let (file, problem) = try StoreFile.load(HistoryFile.self, path: path)
         loadProblem = problem
         entries = Mutex(Versioned(Array((file?.entries ?? []).suffix(capacity))))
@@ -52,6 +56,38 @@ public final class HistoryStore: Sendable {
         try file.write(entries.withLock { $0 }, path: path) { list throws(StoreError) in
             try StoreFile.encode(HistoryFile(entries: list), path: path)
         }
+    }
+
+    /// Drops, in memory, the entries that ended more than `maxAge` before `now` (seconds since
+    /// 1970); returns how many. `persist` writes the change.
+    @discardableResult
+    public func prune(now: Double) -> Int {
+        guard let maxAge else { return 0 }
+        return entries.withLock { e in
+            // Not a prefix: a missed-call notice from a room that was offline may be older than
+            // the entries before it.
+            let stale = e.value.filter { $0.ended < now - maxAge }.count
+            guard stale > 0 else { return 0 }
+            e.change { list in list.removeAll { $0.ended < now - maxAge } }
+            return stale
+        }
+    }
+
+    /// Marks these missed calls acknowledged, in memory; `persist` writes the change.
+    public func acknowledge(_ ids: [CallID]) {
+        entries.withLock { e in
+            guard e.value.contains(where: { ids.contains($0.callID) && $0.acknowledged == false }) else { return }
+            e.change { list in
+                for i in list.indices where ids.contains(list[i].callID) && list[i].acknowledged == false {
+                    list[i].acknowledged = true
+                }
+            }
+        }
+    }
+
+    /// Empties the history, in memory; `persist` writes the change.
+    public func erase() {
+        entries.withLock { e in e.change { $0.removeAll() } }
     }
 
     /// Oldest first.

@@ -1,6 +1,6 @@
 import Posix
 // What the engine asks the integrator to do. The engine does no I/O: the integrator executes
-// these in order (send datagrams, reconfigure media, play the chime, publish, persist).
+// these in order (send datagrams, reconfigure media, play rings and cues, publish, persist).
 
 /// A remote room's media, as the mixer and the sender need it.
 public struct MediaPeer: Hashable, Sendable {
@@ -49,6 +49,12 @@ public enum CommandRejection: Sendable, Equatable {
     case noCall
     /// `answer` without a ringing incoming call.
     case nothingToAnswer
+    /// `decline` without a ringing incoming call.
+    case nothingToDecline
+    /// `call_back` with no call in the history.
+    case nobodyToCallBack
+    /// `call_missed` or `acknowledge` with no unacknowledged missed call.
+    case noMissedCall
 }
 
 public enum CallEffect: Sendable, Equatable {
@@ -56,14 +62,18 @@ public enum CallEffect: Sendable, Equatable {
     case send(to: RoomID, address: IPv4Endpoint, datagram: [UInt8])
     /// Replace the media configuration with this one.
     case setMediaPlan(MediaPlan)
-    case startChime
-    case stopChime
+    /// What the ring channel plays from now on (replacing what it played).
+    case ring(Ring)
+    /// Play this event's tone; `quiet` during a call (softer, so it does not cover the voices).
+    case cue(Cue, quiet: Bool)
     /// Apply this room's own mute (microphone: send silence; speaker: play nothing).
     case applyMute(MuteState)
     /// Publish to subscribers and the log.
     case event(CallEvent)
     /// Append to the persisted history (also published as `.event(.historyAdded)`).
     case persistHistory(HistoryEntry)
+    /// Mark these missed calls acknowledged in the persisted history.
+    case acknowledgeMissed([CallID])
     /// Persist the do-not-disturb switch so that a restart keeps it.
     case persistDoNotDisturb(Bool)
     /// A message to this room went unacknowledged for `giveUpAfter` (for the log).

@@ -25,7 +25,7 @@ extension CallEngine {
             var entry = invited
             if let i = entry.firstIndex(where: { $0.room == me }) { entry[i].status = .declined(reason) }
             record(HistoryEntry(callID: id, direction: .incoming, caller: caller, participants: entry,
-                                outcome: outcome, reason: reason, started: now, ended: now))
+                                outcome: outcome, reason: reason, started: wall(now), ended: wall(now)))
             return
         }
         var c = CallSession(id: id, role: .callee, caller: caller, participants: invited, started: now)
@@ -35,7 +35,7 @@ extension CallEngine {
         c.ringDeadline = settings.autoAnswer ? now + settings.timing.ringTime : nil
         call = c
         out.append(.event(.incomingCall(id, from: caller, participants: participants)))
-        out.append(.startChime)
+        out.append(.ring(settings.autoAnswer ? .chimeOnce : .chimeRepeating))
         if settings.autoAnswer, settings.timing.ringTime <= 0 { acceptIncoming(now: now) }
     }
 
@@ -46,9 +46,10 @@ extension CallEngine {
         c.connectedAt = now
         c.setStatus(.connected, of: settings.room)
         call = c
-        out.append(.stopChime)
+        out.append(.ring(.off))
         send(.accept(c.id, mediaPort: settings.media.port), to: c.caller, now: now)
         out.append(.event(.connected(c.id)))
+        out.append(.cue(.connected, quiet: false))
         updateMediaPlan()
         if mute != MuteState() { send(.mute(c.id, mute), to: c.caller, now: now) }
     }
@@ -59,6 +60,16 @@ extension CallEngine {
             return
         }
         acceptIncoming(now: now)
+    }
+
+    /// Refuses the ringing call: the caller sees it declined (refused), this room keeps it as declined.
+    mutating func decline(command: CallCommand, now: Double) {
+        guard let c = call, c.role == .callee, !c.isConnected else {
+            out.append(.rejected(command, .nothingToDecline))
+            return
+        }
+        send(.decline(c.id, .refused), to: c.caller, now: now)
+        finishCall(.declined, reason: .refused, myStatus: .declined(.refused), cue: .callEnded, now: now)
     }
 
     mutating func receiveEnd(_ id: CallID, from sender: RoomID, now: Double) {

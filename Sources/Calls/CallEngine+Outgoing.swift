@@ -28,6 +28,7 @@ extension CallEngine {
             out.append(.event(.participantStatus(id, room: p.room, status: p.status)))
             if p.status == .ringing { send(invite, to: p.room, now: now) }
         }
+        if participants.contains(where: { $0.status == .ringing }) { out.append(.ring(.ringback)) }
         endIfNobodyRemains(now: now)
     }
 
@@ -52,10 +53,10 @@ extension CallEngine {
                 case .declined, .left: break
                 }
             }
-            finishCall(call.isConnected ? .finished : .notReached, now: now)
+            finishCall(call.isConnected ? .finished : .notReached, cue: .callEnded, now: now)
         case .callee:
             send(.leave(call.id), to: call.caller, now: now)
-            finishCall(call.isConnected ? .finished : .declined, myStatus: .left, now: now)
+            finishCall(call.isConnected ? .finished : .declined, myStatus: .left, cue: .callEnded, now: now)
         }
     }
 
@@ -82,7 +83,12 @@ extension CallEngine {
         if first { c.connectedAt = now }
         call = c
         out.append(.event(.participantStatus(id, room: sender, status: .connected)))
-        if first { out.append(.event(.connected(id))) }
+        if first {
+            out.append(.event(.connected(id)))
+            out.append(.ring(.off))
+            out.append(.cue(.connected, quiet: false))
+            if let missed = c.answersMissed { acknowledge([missed], confirm: false) }
+        }
         updateMediaPlan()
         if mute != MuteState() { send(.mute(id, mute), to: sender, now: now) }
     }
@@ -110,7 +116,7 @@ extension CallEngine {
     mutating func inviteUnreachable(_ id: CallID, room: RoomID, now: Double) {
         guard let c = call, c.role == .caller, c.id == id, c.status(of: room) == .ringing else { return }
         queueNotice(MissedCallNotice(callID: id, caller: settings.room, participants: c.participants.map(\.room),
-                                     started: c.started), for: room)
+                                     started: wall(c.started)), for: room)
         calleeGone(room, status: .unavailable, now: now)
     }
 
@@ -123,6 +129,7 @@ extension CallEngine {
         call = c
         out.append(.event(.participantStatus(c.id, room: room, status: status)))
         updateMediaPlan()
+        if c.isConnected, !c.remaining.isEmpty { cue(.participantLeft) }
         endIfNobodyRemains(now: now)
     }
 

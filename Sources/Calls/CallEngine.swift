@@ -24,10 +24,23 @@ public struct CallEngine: Sendable {
     var nextKeepalive: Double?
     /// Effects of the entry point running now.
     var out: [CallEffect] = []
+    /// Missed calls nobody here acknowledged yet, oldest first.
+    public internal(set) var missedCalls: [MissedCall] = []
+    /// The rooms `callBack` calls: the other side of the newest call in the history.
+    public internal(set) var callBackRooms: [RoomID] = []
+    /// When the last missed-call reminder sounded (wall clock).
+    var lastReminder: Double?
+    /// Wall clock minus the clock `now` counts on: history and missed-call notices are kept in
+    /// seconds since 1970, timers run on `now` (the daemon's monotonic clock, which NTP cannot
+    /// step). The integrator sets it before each entry point; 0 when `now` is the wall clock.
+    public var wallClockOffset = 0.0
 
-    /// `doNotDisturb`: the persisted switch, if any (else the settings' default). `seed`: from the
-    /// system's randomness in the daemon, fixed in tests; call ids and message ids derive from it.
-    public init(settings: CallSettings, doNotDisturb: Bool? = nil, seed: UInt64) {
+    /// `doNotDisturb`: the persisted switch, if any (else the settings' default). `history`: the
+    /// persisted history, oldest first (missed calls to acknowledge, whom to call back). `seed`:
+    /// from the system's randomness in the daemon, fixed in tests; call ids and message ids derive from it.
+    public init(settings: CallSettings, doNotDisturb: Bool? = nil, history: [HistoryEntry] = [], seed: UInt64) {
+        missedCalls = history.filter(\.awaitsAcknowledgement).map { MissedCall(callID: $0.callID, caller: $0.caller, started: $0.started) }
+        callBackRooms = history.last?.otherSide(me: settings.room) ?? []
         self.settings = settings
         self.doNotDisturb = doNotDisturb ?? settings.doNotDisturb
         random = CallRandom(seed: seed)
@@ -77,6 +90,7 @@ public struct CallEngine: Sendable {
             times += call.lastHeard.values.map { $0 + t.peerSilenceTimeout }
             times.append(nextKeepalive ?? -.infinity)
         }
+        if let reminder = nextReminder { times.append(reminder - wallClockOffset) }
         return times.min()
     }
 
@@ -94,6 +108,20 @@ public struct CallEngine: Sendable {
         case .callRooms(let rooms): placeCall(to: rooms, command: command, now: now)
         case .hangUp: hangUp(command: command, now: now)
         case .answer: answer(command: command, now: now)
+        case .decline: decline(command: command, now: now)
+        case .callBack:
+            if callBackRooms.isEmpty { out.append(.rejected(command, .nobodyToCallBack)) }
+            else { placeCall(to: callBackRooms, command: command, now: now) }
+        case .callMissed:
+            if let first = missedCalls.first {
+                placeCall(to: [first.caller], command: command, now: now)
+                if call?.role == .caller { call?.answersMissed = first.callID }
+            } else {
+                out.append(.rejected(command, .noMissedCall))
+            }
+        case .acknowledgeMissed(let all):
+            if missedCalls.isEmpty { out.append(.rejected(command, .noMissedCall)) }
+            else { acknowledge(all ? missedCalls.map(\.callID) : [missedCalls[0].callID]) }
         case .setMicrophoneMuted(let on): setMute(MuteState(microphone: on, speaker: mute.speaker), now: now)
         case .setSpeakerMuted(let on): setMute(MuteState(microphone: mute.microphone, speaker: on), now: now)
         case .toggleMicrophoneMute: setMute(MuteState(microphone: !mute.microphone, speaker: mute.speaker), now: now)
@@ -162,7 +190,26 @@ public struct CallEngine: Sendable {
             out.append(.event(.presenceChanged(room: room, presence(of: room))))
         }
         callTimers(now: now)
+        if let reminder = nextReminder, now + wallClockOffset >= reminder {
+            lastReminder = now + wallClockOffset
+            cue(.missedCall)
+        }
         return take()
+    }
+
+    /// The wall-clock time of the next missed-call reminder; nil while none is due (none waits,
+    /// reminders off, or a call rings: its chime or ringback says enough).
+    var nextReminder: Double? {
+        let every = settings.timing.missedReminder
+        guard every > 0, let oldest = missedCalls.first, state != .ringingIncoming, state != .ringingOutgoing else { return nil }
+        return max(oldest.started, lastReminder ?? -.infinity) + every
+    }
+
+    /// Forgets the history's part of the state (the technician erased it).
+    public mutating func forgetHistory() {
+        missedCalls = []
+        callBackRooms = []
+        lastReminder = nil
     }
 
     // MARK: shared helpers
@@ -212,9 +259,36 @@ public struct CallEngine: Sendable {
         }
     }
 
+    /// Adds a history entry (times already on the wall clock): a missed call waits to be
+    /// acknowledged, and the entry's other side is whom `callBack` calls.
     mutating func record(_ entry: HistoryEntry) {
+        var entry = entry
+        if entry.outcome == .missed, entry.direction == .incoming {
+            entry.acknowledged = false
+            missedCalls.append(MissedCall(callID: entry.callID, caller: entry.caller, started: entry.started))
+        }
+        callBackRooms = entry.otherSide(me: settings.room)
         out.append(.persistHistory(entry))
         out.append(.event(.historyAdded(entry)))
+    }
+
+    /// `now` on the wall clock, for the history.
+    func wall(_ now: Double) -> Double { now + wallClockOffset }
+
+    /// `confirm`: play the acknowledged cue (a key press wants it; a call back has its own cues).
+    mutating func acknowledge(_ ids: [CallID], confirm: Bool = true) {
+        let known = ids.filter { id in missedCalls.contains { $0.callID == id } }
+        guard !known.isEmpty else { return }
+        missedCalls.removeAll { known.contains($0.callID) }
+        if missedCalls.isEmpty { lastReminder = nil }
+        out.append(.acknowledgeMissed(known))
+        out.append(.event(.missedAcknowledged(known)))
+        if confirm { cue(.acknowledged) }
+    }
+
+    /// Plays a cue: quiet while a call's audio is open.
+    mutating func cue(_ c: Cue) {
+        out.append(.cue(c, quiet: call?.isConnected == true))
     }
 
     mutating func updateMediaPlan() {
@@ -246,11 +320,13 @@ public struct CallEngine: Sendable {
     }
 
     /// Ends this room's side of the call: history, events, media off.
+    /// `cue`: what this room hears; nil = what the outcome says (the call ended; or for a caller
+    /// that reached nobody, why).
     mutating func finishCall(_ outcome: CallOutcome, reason: DeclineReason? = nil, myStatus: ParticipantStatus? = nil,
-                             now: Double) {
+                             cue endCue: Cue? = nil, now: Double) {
         guard var call else { return }
         if let myStatus { call.setStatus(myStatus, of: settings.room) }
-        if call.role == .callee, !call.isConnected { out.append(.stopChime) }
+        if !call.isConnected { out.append(.ring(.off)) }
         endedCalls.insert(call.id)
         let id = call.id
         // Invites, accepts and mute updates of a finished call need not arrive any more.
@@ -264,16 +340,31 @@ public struct CallEngine: Sendable {
         self.call = nil
         updateMediaPlan()
         out.append(.event(.callEnded(id, outcome: outcome)))
+        if let c = endCue ?? Self.endCue(call) { cue(c) }
         record(HistoryEntry(callID: id, direction: call.role == .caller ? .outgoing : .incoming, caller: call.caller,
                             participants: call.participants, outcome: outcome, reason: reason,
-                            started: call.started, ended: now))
+                            started: wall(call.started), ended: wall(now)))
+    }
+
+    /// What a room hears when its call ends by itself: the end of a call that was open; for a
+    /// caller that reached nobody, the worst news among the callees (busy, then refused, then not
+    /// reached); nothing for a callee whose call never opened (it is a missed call).
+    static func endCue(_ call: CallSession) -> Cue? {
+        if call.isConnected { return .callEnded }
+        guard call.role == .caller else { return nil }
+        let statuses = call.participants.map(\.status)
+        if statuses.contains(.declined(.busy)) { return .busy }
+        if statuses.contains(where: { if case .declined = $0 { true } else { false } }) { return .declined }
+        return .notReached
     }
 
     mutating func setMute(_ state: MuteState, now: Double) {
         guard state != mute else { return }
+        let micChanged = state.microphone != mute.microphone
         mute = state
         out.append(.applyMute(state))
         out.append(.event(.muteChanged(room: settings.room, state)))
+        if micChanged { cue(state.microphone ? .microphoneMuted : .microphoneUnmuted) }
         if let call {
             for room in call.peers { send(.mute(call.id, state), to: room, now: now) }
         }
@@ -284,6 +375,7 @@ public struct CallEngine: Sendable {
         doNotDisturb = on
         out.append(.persistDoNotDisturb(on))
         out.append(.event(.doNotDisturbChanged(on)))
+        cue(on ? .doNotDisturbOn : .doNotDisturbOff)
         sendHellos(now: now)  // the others see it at once, not a second later
     }
 
@@ -380,6 +472,7 @@ public struct CallEngine: Sendable {
         receivedNotices.insert(notice.callID)
         let me = settings.room
         let participants = notice.participants.map { Participant(room: $0, status: $0 == me ? .unavailable : .ringing) }
+        // The notice's time is the caller's wall clock.
         record(HistoryEntry(callID: notice.callID, direction: .incoming, caller: notice.caller, participants: participants,
                             outcome: .missed, started: notice.started, ended: notice.started))
     }
@@ -410,4 +503,12 @@ public struct CallEngine: Sendable {
             }
         }
     }
+}
+
+/// A missed call waiting to be acknowledged.
+public struct MissedCall: Sendable, Equatable {
+    public var callID: CallID
+    public var caller: RoomID
+    /// Seconds since 1970.
+    public var started: Double
 }

@@ -29,6 +29,8 @@ public struct CallSession: Sendable, Equatable {
     /// Last message from each room on the other side, for `peerSilenceTimeout`.
     var lastHeard: [RoomID: Double] = [:]
     var lastMuteID: [RoomID: UInt32] = [:]
+    /// Caller side of `callMissed`: the missed call this call answers, acknowledged once it connects.
+    var answersMissed: CallID?
 
     init(id: CallID, role: Role, caller: RoomID, participants: [Participant], started: Double) {
         self.id = id

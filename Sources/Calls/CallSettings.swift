@@ -49,6 +49,9 @@ public struct CallTiming: Sendable, Equatable {
     /// daemon, a cable pulled). Seven keepalives in a row must be lost first: under 20 % random
     /// loss that happens about once in 80,000 windows.
     public var peerSilenceTimeout = 1.5
+    /// A missed call not yet acknowledged is reminded (a tone) once it is this old, and again
+    /// every this long while any waits; 0 = no reminder.
+    public var missedReminder = 60.0
 
     public init() {}
 }
@@ -121,6 +124,7 @@ public struct CallSettings: Sendable, Equatable {
         ]
         for (key, value) in positive where !(value > 0 && value.isFinite) { out.append("timing.\(key): must be > 0") }
         if !(t.ringTime >= 0 && t.ringTime.isFinite) { out.append("timing.ring_time: must be >= 0") }
+        if !(t.missedReminder >= 0 && t.missedReminder.isFinite) { out.append("timing.missed_reminder: must be >= 0") }
         if t.offlineAfter <= t.helloInterval { out.append("timing.offline_after: must exceed hello_interval") }
         if t.peerSilenceTimeout <= t.helloInterval { out.append("timing.peer_silence_timeout: must exceed hello_interval") }
         if limits.dedupeWindow < 1 || limits.pendingNotices < 0 || limits.endedCalls < 1 {

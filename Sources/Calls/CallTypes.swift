@@ -43,6 +43,8 @@ public enum DeclineReason: String, Sendable, Codable, CaseIterable {
     case doNotDisturb = "do_not_disturb"
     case busy
     case notPermitted = "not_permitted"
+    /// Someone at the called terminal refused it (`decline`).
+    case refused
 }
 
 /// A callee's state as the caller sees it.
@@ -96,6 +98,15 @@ public enum CallCommand: Sendable, Equatable {
     /// Open a ringing incoming call now (needed when auto-answer is off; with it on, it skips
     /// the rest of the ring time).
     case answer
+    /// Refuse a ringing incoming call: the caller is told `declined (refused)`.
+    case decline
+    /// Call the other side of the newest call in the history again: its caller if it came in
+    /// (taken, missed or refused), the rooms it went to if it went out.
+    case callBack
+    /// Call the room of the oldest unacknowledged missed call (and acknowledge it once connected).
+    case callMissed
+    /// Acknowledge the oldest unacknowledged missed call, or all of them.
+    case acknowledgeMissed(all: Bool)
 }
 
 /// How a call ended or did not happen, for the history.
@@ -135,9 +146,14 @@ public struct HistoryEntry: Sendable, Equatable, Codable {
     /// Seconds since 1970 (UTC): when the call was placed, and when it ended here.
     public var started: Double
     public var ended: Double
+    /// Missed calls only: false until someone here acknowledged it (nil: not a missed call, or
+    /// written before missed calls could be acknowledged: counts as acknowledged).
+    public var acknowledged: Bool?
 
     public init(callID: CallID, direction: Direction, caller: RoomID, participants: [Participant],
-                outcome: CallOutcome, reason: DeclineReason? = nil, started: Double, ended: Double) {
+                outcome: CallOutcome, reason: DeclineReason? = nil, started: Double, ended: Double,
+                acknowledged: Bool? = nil) {
+        self.acknowledged = acknowledged
         self.callID = callID
         self.direction = direction
         self.caller = caller
@@ -163,4 +179,18 @@ public enum CallEvent: Sendable, Equatable {
     case presenceChanged(room: RoomID, Presence)
     case doNotDisturbChanged(Bool)
     case historyAdded(HistoryEntry)
+    /// Missed calls someone here acknowledged (by key, command or by calling back).
+    case missedAcknowledged([CallID])
+    /// The history was erased (technician's command).
+    case historyErased
+}
+
+extension HistoryEntry {
+    /// A missed call nobody here has acknowledged yet.
+    public var awaitsAcknowledgement: Bool { outcome == .missed && direction == .incoming && acknowledged == false }
+
+    /// The rooms on the other side: the caller of an incoming call, the callees of an outgoing one.
+    public func otherSide(me: RoomID) -> [RoomID] {
+        direction == .incoming ? [caller] : participants.map(\.room).filter { $0 != me }
+    }
 }

@@ -77,6 +77,7 @@ public enum SignalCodec {
         case .doNotDisturb: 1
         case .busy: 2
         case .notPermitted: 3
+        case .refused: 4
         }
     }
 
@@ -153,6 +154,7 @@ public enum SignalCodec {
             case 1: reason = .doNotDisturb
             case 2: reason = .busy
             case 3: reason = .notPermitted
+            case 4: reason = .refused
             default: throw .unknownDeclineReason
             }
             return .decline(call, reason)

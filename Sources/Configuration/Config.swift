@@ -38,6 +38,7 @@ public struct DaemonConfig: Sendable, Equatable {
     public var control = ControlSection()
     public var security = SecuritySection()
     public var keys = KeysSection()
+    public var tones = TonesSection()
 
     /// All defaults.
     public init() {}

@@ -99,7 +99,7 @@ extension DaemonConfig {
     /// Whether anything about calls differs from the defaults.
     var hasCallConfiguration: Bool {
         callsEnabled || !rooms.isEmpty || !buttons.isEmpty || calls != CallsSection() || control != ControlSection()
-            || keys != KeysSection()
+            || keys != KeysSection() || tones != TonesSection()
     }
 
     /// The call sections for `rendered()`: `[room]`, the directory, the buttons, `[calls]`,

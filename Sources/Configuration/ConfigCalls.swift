@@ -75,6 +75,11 @@ public struct CallsSection: Sendable, Equatable {
     public var multicastGroup: String = ""
     public var historyPath: String = "/var/lib/intercomd/history.json"
     public var historyLimit: Int = 500
+    /// History entries older than this many days are dropped; 0 = kept by count only.
+    public var historyMaxAgeDays: Int = 90
+    /// A missed call not yet acknowledged sounds a reminder once it is this old, and again every
+    /// this many seconds while one waits; 0 = no reminder.
+    public var missedReminderS: Int = 60
     public var statePath: String = "/var/lib/intercomd/state.json"
     /// A 48 kHz mono 16-bit WAV replacing the generated chime; "" = generated.
     public var chimeWav: String = ""
@@ -85,6 +90,8 @@ public struct CallsSection: Sendable, Equatable {
     public static let ringMsRange = 0...10_000
     public static let answerTimeoutMsRange = 1000...600_000
     public static let historyLimitRange = 1...100_000
+    public static let historyMaxAgeDaysRange = 0...36_500
+    public static let missedReminderSRange = 0...86_400
 }
 
 /// `[security]`: the site key that authenticates and encrypts what terminals send each other.
@@ -156,6 +163,7 @@ extension DaemonConfig {
         if calls.callerVoice == "multicast" { s.callerVoice = .multicast(group: IPv4Endpoint(calls.multicastGroup)!) }
         s.timing.ringTime = Double(calls.ringMs) / 1000
         s.timing.answerTimeout = Double(calls.answerTimeoutMs) / 1000
+        s.timing.missedReminder = Double(calls.missedReminderS)
         return s
     }
 
@@ -198,7 +206,7 @@ extension DaemonConfig {
             .bool("auto_answer", \.calls.autoAnswer, "A called room opens its audio by itself after the chime").reloaded(.betweenCalls),
             .int("ring_ms", \.calls.ringMs, "Chime time in a called room before its audio opens, ms",
                  .range(CallsSection.ringMsRange)).reloaded(.betweenCalls),
-            .int("answer_timeout_ms", \.calls.answerTimeoutMs, "A call nobody takes is given up after this, ms; more than ring_ms when auto_answer is on",
+            .int("answer_timeout_ms", \.calls.answerTimeoutMs, "The ring timeout: a call nobody takes is given up after this, ms (the callee keeps it as missed); more than ring_ms when auto_answer is on",
                  .range(CallsSection.answerTimeoutMsRange))
                 .alsoChecking { c in
                     !c.calls.autoAnswer || c.calls.answerTimeoutMs > c.calls.ringMs ? nil
@@ -217,6 +225,10 @@ extension DaemonConfig {
             .string("history_path", \.calls.historyPath, "Call history file (JSON, written atomically)"),
             .int("history_limit", \.calls.historyLimit, "Entries the history keeps (the oldest are dropped)",
                  .range(CallsSection.historyLimitRange)),
+            .int("history_max_age_days", \.calls.historyMaxAgeDays, "History entries older than this many days are dropped (at start, with each new call, and daily); 0 = kept by history_limit only",
+                 .range(CallsSection.historyMaxAgeDaysRange)),
+            .int("missed_reminder_s", \.calls.missedReminderS, "A missed call nobody acknowledged sounds the missed_call tone once it is this old and again every this many seconds while one waits; 0 = no reminder",
+                 .range(CallsSection.missedReminderSRange)).reloaded(.betweenCalls),
             .string("state_path", \.calls.statePath, "File keeping do-not-disturb across restarts"),
             .string("chime_wav", \.calls.chimeWav, "48 kHz mono 16-bit WAV replacing the generated chime; \"\" = generated", .any),
         ]),
@@ -239,8 +251,9 @@ extension DaemonConfig {
             .string("device", \.keys.device, "Input device (evdev), e.g. /dev/input/event0; \"\" = no keys", .any),
             .int("debounce_ms", \.keys.debounceMs, "Presses of one key closer together than this count once, ms",
                  .range(KeysSection.debounceMsRange)),
-            .keyMap("map", "Key name (KEY_F1, BTN_0) or code → call:<button name or number>, hang_up, toggle_mic_mute, toggle_speaker_mute or toggle_dnd; e.g. { KEY_F1 = \"call:alle\", KEY_ESC = \"hang_up\" }, or the same as a [keys.map] table"),
+            .keyMap("map", "Key name (KEY_F1, BTN_0) or code → call:<button name or number>, answer, decline, hang_up, call_back, call_missed, acknowledge, acknowledge_all, toggle_mic_mute, toggle_speaker_mute or toggle_dnd; e.g. { KEY_F1 = \"call:alle\", KEY_ESC = \"hang_up\" }, or the same as a [keys.map] table"),
         ]),
+        tonesSection,
     ]
 }
 

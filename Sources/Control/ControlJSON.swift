@@ -39,6 +39,10 @@ public enum ControlJSON {
             ["event": "dnd_changed", "dnd": .bool(on)]
         case .historyAdded(let entry):
             ["event": "history_added", "entry": encode(entry)]
+        case .missedAcknowledged(let ids):
+            ["event": "missed_acknowledged", "call_ids": .array(ids.map(callID))]
+        case .historyErased:
+            ["event": "history_erased"]
         }
     }
 
@@ -67,7 +71,7 @@ public enum ControlJSON {
                  "delay_ms": .number((m.delayMs * 10).rounded() / 10)]
             }
             return ["room": room(s.room), "name": .string(s.name), "dnd": .bool(s.doNotDisturb), "mute": encode(s.mute), "call": call,
-                    "media": .array(media)]
+                    "media": .array(media), "missed": .integer(Int64(s.missedCalls))]
         case .rooms(let d):
             return ["rooms": .array(d.rooms.map { merge(["id": room($0.id), "name": .string($0.name)], encode($0.presence)) }),
                     "buttons": .array(d.buttons.map { ["name": .string($0.name), "rooms": rooms($0.rooms)] })]
@@ -89,6 +93,7 @@ public enum ControlJSON {
             "started": .number(entry.started), "ended": .number(entry.ended),
         ]
         if let reason = entry.reason { o["reason"] = .string(reason.rawValue) }
+        if let acknowledged = entry.acknowledged { o["acknowledged"] = .bool(acknowledged) }
         return .object(o)
     }
 
@@ -143,6 +148,15 @@ public enum ControlJSON {
             return .call(.doNotDisturbChanged(try field(json, "dnd", \.boolValue, "a boolean")))
         case "history_added":
             return .call(.historyAdded(try historyEntry(try field(json, "entry", { $0 }, "an object"))))
+        case "missed_acknowledged":
+            let ids = try field(json, "call_ids", { v -> [CallID]? in
+                guard let items = v.arrayValue else { return nil }
+                let ids = items.compactMap { $0.stringValue.flatMap { UInt64($0, radix: 16) }.map(CallID.init) }
+                return ids.count == items.count ? ids : nil
+            }, "an array of call ids")
+            return .call(.missedAcknowledged(ids))
+        case "history_erased":
+            return .call(.historyErased)
         case "events_lost":
             return .eventsLost(Int(try field(json, "count", \.integerValue, "an integer")))
         default:
@@ -153,9 +167,9 @@ public enum ControlJSON {
     /// Reads a success response's `result` for the command that was sent.
     public static func decodeReply(_ result: JSONValue, for command: ControlCommand) throws(Violation) -> ControlReply {
         switch command {
-        case .call, .callRooms:
+        case .call, .callRooms, .callBack, .callMissed:
             return .callPlaced(try callID(result), to: try rooms(result, "to"))
-        case .hangUp:
+        case .hangUp, .answer, .decline, .acknowledgeMissed, .eraseHistory:
             return .done
         case .setMuted:
             return .mute(try mute(result))
@@ -178,9 +192,13 @@ public enum ControlJSON {
                                              delayMs: try field(m, "delay_ms", \.numberValue, "a number")))
                 }
             }
+            // Absent from daemons older than the field: none known.
+            let missed = result["missed"].map { $0 != .null } == true
+                ? Int(try field(result, "missed", \.integerValue, "an integer")) : 0
             return .status(ControlStatus(room: try room(result, "room"), name: try field(result, "name", \.stringValue, "a string"),
                                          doNotDisturb: try field(result, "dnd", \.boolValue, "a boolean"),
-                                         mute: try mute(try field(result, "mute", { $0 }, "an object")), call: call, media: media))
+                                         mute: try mute(try field(result, "mute", { $0 }, "an object")), call: call, media: media,
+                                         missedCalls: missed))
         case .rooms:
             var list: [RoomDirectory.Room] = []
             for r in try field(result, "rooms", \.arrayValue, "an array") {
@@ -211,10 +229,12 @@ public enum ControlJSON {
         if let r = json["reason"], r != .null {
             reason = try field(json, "reason", { $0.stringValue.flatMap(DeclineReason.init(rawValue:)) }, "a decline reason")
         }
+        var acknowledged: Bool?
+        if let a = json["acknowledged"], a != .null { acknowledged = try field(json, "acknowledged", \.boolValue, "a boolean") }
         return HistoryEntry(callID: try callID(json), direction: direction, caller: try room(json, "caller"),
                             participants: try participants(json), outcome: outcome, reason: reason,
                             started: try field(json, "started", \.numberValue, "a number"),
-                            ended: try field(json, "ended", \.numberValue, "a number"))
+                            ended: try field(json, "ended", \.numberValue, "a number"), acknowledged: acknowledged)
     }
 
     static func field<T>(_ json: JSONValue, _ key: String, _ read: (JSONValue) -> T?, _ what: String) throws(Violation) -> T {

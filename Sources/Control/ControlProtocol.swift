@@ -34,6 +34,18 @@ public enum ControlCommand: Sendable, Equatable {
     case callRooms([RoomID])
     /// `hangup` and `leave` (an alias): the caller ends the call, a callee leaves it.
     case hangUp
+    /// Take the ringing incoming call now.
+    case answer
+    /// Refuse the ringing incoming call.
+    case decline
+    /// Call the other side of the newest call in the history.
+    case callBack
+    /// Call the room of the oldest unacknowledged missed call.
+    case callMissed
+    /// Acknowledge the oldest missed call, or all.
+    case acknowledgeMissed(all: Bool)
+    /// Erase the call history (technician's command).
+    case eraseHistory
     case setMuted(MuteTarget, Bool)
     case setDoNotDisturb(Bool)
     case status
@@ -55,7 +67,7 @@ public enum ControlCommand: Sendable, Equatable {
     /// result included: it describes the room's devices and network).
     public var isTechnicians: Bool {
         switch self {
-        case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult: true
+        case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .eraseHistory: true
         default: false
         }
     }
@@ -66,10 +78,16 @@ public enum ControlCommand: Sendable, Equatable {
         case .call(let button): .call(button: button)
         case .callRooms(let rooms): .callRooms(rooms)
         case .hangUp: .hangUp
+        case .answer: .answer
+        case .decline: .decline
+        case .callBack: .callBack
+        case .callMissed: .callMissed
+        case .acknowledgeMissed(let all): .acknowledgeMissed(all: all)
         case .setMuted(.microphone, let on): .setMicrophoneMuted(on)
         case .setMuted(.speaker, let on): .setSpeakerMuted(on)
         case .setDoNotDisturb(let on): .setDoNotDisturb(on)
-        case .status, .rooms, .history, .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics: nil
+        case .status, .rooms, .history, .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics,
+             .eraseHistory: nil
         }
     }
 }
@@ -91,6 +109,12 @@ public enum ControlRequest: Sendable, Equatable {
             case .call(let button): o["cmd"] = "call"; o["button"] = .string(button)
             case .callRooms(let rooms): o["cmd"] = "call"; o["rooms"] = .array(rooms.map { .string($0.value) })
             case .hangUp: o["cmd"] = "hangup"
+            case .answer: o["cmd"] = "answer"
+            case .decline: o["cmd"] = "decline"
+            case .callBack: o["cmd"] = "call_back"
+            case .callMissed: o["cmd"] = "call_missed"
+            case .acknowledgeMissed(let all): o["cmd"] = "acknowledge"; if all { o["all"] = true }
+            case .eraseHistory: o["cmd"] = "erase"
             case .setMuted(let target, let on): o["cmd"] = .string(on ? "mute" : "unmute"); o["target"] = .string(target.rawValue)
             case .setDoNotDisturb(let on): o["cmd"] = "dnd"; o["state"] = on ? "on" : "off"
             case .status: o["cmd"] = "status"
@@ -123,6 +147,15 @@ public enum ControlRequest: Sendable, Equatable {
             case "subscribe": return .success(.subscribe)
             case "call": return .success(.command(try parseCall(json)))
             case "hangup", "leave": return .success(.command(.hangUp))
+            case "answer": return .success(.command(.answer))
+            case "decline": return .success(.command(.decline))
+            case "call_back": return .success(.command(.callBack))
+            case "call_missed": return .success(.command(.callMissed))
+            case "acknowledge":
+                guard let all = json["all"], all != .null else { return .success(.command(.acknowledgeMissed(all: false))) }
+                guard let flag = all.boolValue else { return .failure(.init(.invalidArgument, "\"all\" must be true or false")) }
+                return .success(.command(.acknowledgeMissed(all: flag)))
+            case "erase": return .success(.command(.eraseHistory))
             case "mute", "unmute": return .success(.command(.setMuted(try parseTarget(json), name == "mute")))
             case "dnd": return .success(.command(.setDoNotDisturb(try parseOnOff(json))))
             case "status": return .success(.command(.status))

@@ -2,7 +2,7 @@ import Calls
 
 /// What the handler answers to a command; the server turns it into the response's `result`.
 public enum ControlReply: Sendable, Equatable {
-    /// hangup/leave done.
+    /// hangup/leave, answer, decline, acknowledge, erase done.
     case done
     /// A call was placed (call).
     case callPlaced(CallID, to: [RoomID])
@@ -31,9 +31,12 @@ public struct ControlStatus: Sendable, Equatable {
     public var call: ActiveCall?
     /// The audio streams this room plays now (what the speaker gets, whatever the call state says).
     public var media: [MediaStream]
+    /// Missed calls waiting to be acknowledged.
+    public var missedCalls: Int
 
     public init(room: RoomID, name: String, doNotDisturb: Bool, mute: MuteState, call: ActiveCall? = nil,
-                media: [MediaStream] = []) {
+                media: [MediaStream] = [], missedCalls: Int = 0) {
+        self.missedCalls = missedCalls
         self.room = room
         self.name = name
         self.doNotDisturb = doNotDisturb

@@ -33,7 +33,7 @@ final class CallService: @unchecked Sendable {
     private let routes: NetworkLoop
     private let microphone: MicrophoneGain
     private let mixer: Mixer
-    private let chime: ChimePlayer
+    private let sounds: TerminalSounds
     private let history: HistoryStore?
     private let state: StateStore<TerminalState>?
     /// Writes history and state to disk; no lock of ours is held while it waits for the disk.
@@ -62,7 +62,7 @@ final class CallService: @unchecked Sendable {
                        jitterMaxMs: 200, xruns: 0, processMaxMs: 0)
     }
 
-    init(settings: CallSettings, signalling: IPv4Endpoint, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, chime: ChimePlayer,
+    init(settings: CallSettings, signalling: IPv4Endpoint, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, sounds: TerminalSounds,
          history: HistoryStore?, state: StateStore<TerminalState>?, seal: SignalSeal? = nil, mediaKeys: MediaKeys? = nil,
          logger: Logger) throws {
         self.seal = seal
@@ -73,13 +73,15 @@ final class CallService: @unchecked Sendable {
         self.routes = routes
         self.microphone = microphone
         self.mixer = mixer
-        self.chime = chime
+        self.sounds = sounds
         self.history = history
         self.state = state
         log = logger
         var seed: UInt64 = 0
         withUnsafeMutableBytes(of: &seed) { arc4random_buf($0.baseAddress!, 8) }
-        engine = Mutex(CallEngine(settings: settings, doNotDisturb: state?.value.doNotDisturb, seed: seed))
+        history?.prune(now: Self.wallNow())
+        engine = Mutex(CallEngine(settings: settings, doNotDisturb: state?.value.doNotDisturb, history: history?.all() ?? [],
+                                  seed: seed))
         storeWriter = try StoreWriter { [log] error in log.error("calls: not written (kept in memory, tried again with the next change): \(error)") }
         // Outside a call nothing is sent and no stream is accepted.
         _ = routes.post(MediaRoutes(sendTo: [], acceptFrom: [], joinGroups: []))
@@ -112,7 +114,17 @@ final class CallService: @unchecked Sendable {
         log.info("calls: final stats: decode_errors=\(st.decodeErrorCount) unknown_sender=\(st.unknownSender) address_mismatch=\(st.addressMismatch) duplicates=\(st.duplicates) stale=\(st.stale) retransmissions=\(st.retransmissions) unreachable=\(st.unreachable) store_writes=\(storeWriter.statistics.written) store_failures=\(storeWriter.statistics.failed) refused: \(refused.summary)")
     }
 
+    /// The engine's clock: monotonic, so NTP stepping the wall clock cannot fire or stall its timers.
     private static func now() -> Double { MonotonicClock.seconds() }
+    private static func wallNow() -> Double { Date().timeIntervalSince1970 }
+
+    /// Runs `body` on the engine with its wall-clock offset fresh (history times are wall-clock).
+    private func withEngine<T>(_ body: (inout CallEngine) -> T) -> T {
+        engine.withLock { e in
+            e.wallClockOffset = Self.wallNow() - Self.now()
+            return body(&e)
+        }
+    }
 
     // MARK: the calls thread
 
@@ -131,10 +143,11 @@ final class CallService: @unchecked Sendable {
             while let (count, from) = socket.receive(into: buffer) {
                 guard let datagram = opened([UInt8](UnsafeRawBufferPointer(rebasing: buffer[0..<count]))) else { continue }
                 // Effects run under the lock too: their order across threads is the engine's order.
-                engine.withLock { e in execute(e.receive(datagram: datagram, from: from, now: Self.now())) }
+                withEngine { e in execute(e.receive(datagram: datagram, from: from, now: Self.now())) }
             }
-            engine.withLock { e in execute(e.tick(now: Self.now())) }
+            withEngine { e in execute(e.tick(now: Self.now())) }
             takePendingSettings()
+            pruneHistoryDaily()
         }
     }
 
@@ -180,11 +193,31 @@ final class CallService: @unchecked Sendable {
 
     // MARK: commands (control socket, keys)
 
-    /// Runs a command; returns the engine's rejection, if any.
+    /// Runs a command; returns the engine's rejection, if any. `fromKey`: a key asked, so a
+    /// refusal sounds the error tone (someone pressed it and expects something to happen).
     @discardableResult
-    func perform(_ command: CallCommand) -> CommandRejection? {
-        if case .rejected(let why) = perform(command, reading: { _ in () }) { return why }
+    func perform(_ command: CallCommand, fromKey: Bool = false) -> CommandRejection? {
+        if case .rejected(let why) = perform(command, reading: { _ in () }) {
+            if fromKey { keyDidNothing() }
+            return why
+        }
         return nil
+    }
+
+    /// A key press that does nothing (no such button, nothing to answer...): the error tone.
+    func keyDidNothing() {
+        withEngine { e in sounds.play(.error, quiet: e.call?.isConnected == true) }
+    }
+
+    private var nextPrune = 0.0
+
+    /// The history's age limit, applied once a day besides at start and with each new entry.
+    private func pruneHistoryDaily() {
+        guard let history, history.maxAge != nil else { return }
+        let now = Self.now()
+        guard now >= nextPrune else { return }
+        nextPrune = now + 86400
+        if history.prune(now: Self.wallNow()) > 0 { storeWriter.persist(history) }
     }
 
     private enum Performed<T> {
@@ -195,7 +228,7 @@ final class CallService: @unchecked Sendable {
     /// Runs a command and reads the engine right after it, under the same lock: an answer that
     /// arrives meanwhile (a callee declining at once) cannot change what the command did.
     private func perform<T>(_ command: CallCommand, reading: (CallEngine) -> T) -> Performed<T> {
-        let outcome: Performed<T> = engine.withLock { e in
+        let outcome: Performed<T> = withEngine { e in
             let effects = e.handle(command, now: Self.now())
             execute(effects)
             for case .rejected(_, let why) in effects { return .rejected(why) }
@@ -215,7 +248,7 @@ final class CallService: @unchecked Sendable {
             }
             return networkLoopback.start(room: room, count: count, intervalMs: 10, timing: terminalTiming) { [weak self] sequence, micros in
                 guard let self else { return false }
-                return self.engine.withLock { e in
+                return self.withEngine { e in
                     guard let effects = e.probe(room, sequence: sequence, sentMicros: micros, now: Self.now()) else { return false }
                     self.execute(effects)
                     return true
@@ -223,6 +256,15 @@ final class CallService: @unchecked Sendable {
             }
         case .networkLoopbackResult:
             return .success(networkLoopback.status())
+        case .eraseHistory:
+            withEngine { e in
+                e.forgetHistory()
+                history?.erase()
+                if let history { storeWriter.persist(history) }
+                control?.publish(.historyErased)
+                log.notice("calls: history erased by the control socket")
+            }
+            return .success(.done)
         default: break
         }
         if let callCommand = command.callCommand {
@@ -237,10 +279,10 @@ final class CallService: @unchecked Sendable {
     /// The reply to `command` from the engine's state (read under its lock).
     private func reply(to command: ControlCommand, _ e: CallEngine) -> Result<ControlReply, ControlFailure> {
         switch command {
-        case .call, .callRooms:
+        case .call, .callRooms, .callBack, .callMissed:
             guard let call = e.call else { return .failure(ControlFailure(.internal, "the call ended at once")) }
             return .success(.callPlaced(call.id, to: call.participants.map(\.room)))
-        case .hangUp: return .success(.done)
+        case .hangUp, .answer, .decline, .acknowledgeMissed, .eraseHistory: return .success(.done)
         case .setMuted: return .success(.mute(e.mute))
         case .setDoNotDisturb: return .success(.doNotDisturb(e.doNotDisturb))
         case .status: return .success(.status(status(e)))
@@ -272,6 +314,9 @@ final class CallService: @unchecked Sendable {
         case .alreadyInCall: ControlFailure(.busy, "already in a call")
         case .noCall: ControlFailure(.notInCall, "not in a call")
         case .nothingToAnswer: ControlFailure(.notInCall, "no incoming call to answer")
+        case .nothingToDecline: ControlFailure(.notInCall, "no incoming call to decline")
+        case .nobodyToCallBack: ControlFailure(.unavailable, "no call in the history to call back")
+        case .noMissedCall: ControlFailure(.unavailable, "no missed call waiting")
         }
     }
 
@@ -308,7 +353,8 @@ final class CallService: @unchecked Sendable {
     private func status(_ e: CallEngine) -> ControlStatus {
         let settings = e.settings
         let name = settings.directory[settings.room]?.name ?? settings.room.value
-        var s = ControlStatus(room: settings.room, name: name, doNotDisturb: e.doNotDisturb, mute: e.mute, media: mediaStreams())
+        var s = ControlStatus(room: settings.room, name: name, doNotDisturb: e.doNotDisturb, mute: e.mute, media: mediaStreams(),
+                              missedCalls: e.missedCalls.count)
         if let call = e.call {
             s.call = ActiveCall(callID: call.id, direction: call.role == .caller ? .outgoing : .incoming, caller: call.caller,
                                 participants: call.participants, connected: call.isConnected)
@@ -348,8 +394,12 @@ final class CallService: @unchecked Sendable {
                 _ = self.routes.post(routes)
                 mediaTo.withLock { $0 = routes.sendTo.map(\.description) }
                 log.info("calls: media \(plan.isIdle ? "idle" : "to \(plan.sendTo.map(\.description)), from \(plan.receiveFrom.map(\.room.value))")")
-            case .startChime: chime.start()
-            case .stopChime: chime.stop()
+            case .ring(let r): sounds.play(r)
+            case .cue(let c, let quiet): sounds.play(c, quiet: quiet)
+            case .acknowledgeMissed(let ids):
+                guard let history else { break }
+                history.acknowledge(ids)
+                storeWriter.persist(history)
             case .applyMute(let m):
                 microphone.muted.set(m.microphone)
                 mixer.speakerMuted.set(m.speaker)
@@ -359,6 +409,7 @@ final class CallService: @unchecked Sendable {
             case .persistHistory(let entry):
                 guard let history else { break }
                 history.record(entry)
+                history.prune(now: Self.wallNow())
                 storeWriter.persist(history)
             case .persistDoNotDisturb(let on):
                 guard let state else { break }

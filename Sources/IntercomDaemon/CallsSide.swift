@@ -11,7 +11,7 @@ import Transport
 
 /// Everything calls add to the daemon when `[room] id` is set: the history and state files, the
 /// calls thread (`CallService`) and the key reader. Media goes through the network side's routes;
-/// the chime is a fixed mixer input made here before the mixer exists. The control socket is the
+/// the tones are `TerminalSounds`, fixed mixer inputs made before the mixer exists. The control socket is the
 /// daemon's (`DaemonControl` hands calls commands to the service).
 final class CallsSide: @unchecked Sendable {
     // @unchecked: built and started/stopped from the main thread.
@@ -20,19 +20,12 @@ final class CallsSide: @unchecked Sendable {
     private var keys: KeyReader?
     private let log: Logger
 
-    /// The chime as configured: `calls.chime_wav`, or the generated two-tone chime.
-    static func chime(_ config: DaemonConfig) throws -> ChimePlayer {
-        let path = config.calls.chimeWav
-        let samples = path.isEmpty ? Chime.generate(ChimeSettings(sampleRate: config.audio.sampleRate))
-                                   : try Chime.load(path: path, sampleRate: config.audio.sampleRate)
-        return ChimePlayer(samples: samples)
-    }
-
-    init(config: DaemonConfig, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, chime: ChimePlayer, logger: Logger) throws {
+    init(config: DaemonConfig, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, sounds: TerminalSounds, logger: Logger) throws {
         log = logger
         let settings = config.callSettings()
         let c = config.calls
-        let history = try HistoryStore(path: c.historyPath, capacity: c.historyLimit)
+        let history = try HistoryStore(path: c.historyPath, capacity: c.historyLimit,
+                                       maxAge: c.historyMaxAgeDays == 0 ? nil : Double(c.historyMaxAgeDays) * 86400)
         if let problem = history.loadProblem { logger.warning("calls: history \(c.historyPath): \(problem); starting a new one") }
         let state = try StateStore(path: c.statePath, default: TerminalState(doNotDisturb: c.doNotDisturb))
         if let problem = state.loadProblem { logger.warning("calls: state \(c.statePath): \(problem); using the defaults") }
@@ -51,7 +44,7 @@ final class CallsSide: @unchecked Sendable {
             logger.warning("calls: no site key (security.site_key): signalling and media are neither encrypted nor authenticated")
         }
         service = try CallService(settings: settings, signalling: IPv4Endpoint(address: 0, port: port), routes: routes,
-                                  microphone: microphone, mixer: mixer, chime: chime, history: history, state: state, seal: seal,
+                                  microphone: microphone, mixer: mixer, sounds: sounds, history: history, state: state, seal: seal,
                                   mediaKeys: mediaKeys, logger: logger)
         let k = config.keys
         keySettings = k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounceMilliseconds: k.debounceMs)
@@ -64,9 +57,12 @@ final class CallsSide: @unchecked Sendable {
         let buttons = service.settings.buttons.keys.sorted()
         do {
             keys = try KeyReader(settings: keySettings, onPress: { press in
+                log.info("key \(press.code): \(press.action)")
+                // A key that can do nothing says so (the error tone).
                 if let command = press.action.command(buttons: buttons) {
-                    log.info("key \(press.code): \(press.action)")
-                    service.perform(command)
+                    service.perform(command, fromKey: true)
+                } else {
+                    service.keyDidNothing()
                 }
             }, onEvent: { event in log.info("keys: \(event)") })
         } catch {

@@ -55,9 +55,10 @@ public final class Daemon: @unchecked Sendable {
         let farEndRing = config.local.farEndWav.map { _ in SampleRing(minimumCapacity: frame * 8) }
         let network = config.network.isEnabled ? try NetworkMedia(config: config, logger: logger) : nil
         self.network = network
-        // With calls on, the chime is one more fixed input (mixed, so also in the echo reference).
-        let chime = config.callsEnabled ? try CallsSide.chime(config) : nil
-        let inputs = (farEndRing.map { [MixerInput(source: $0)] } ?? []) + (chime.map { [MixerInput(source: $0)] } ?? [])
+        // With calls on, the ring and cue channels are two more fixed inputs (mixed, so also in the
+        // echo reference).
+        let sounds = config.callsEnabled ? try TerminalSounds(config: config) : nil
+        let inputs = (farEndRing.map { [MixerInput(source: $0)] } ?? []) + (sounds?.mixerInputs ?? [])
             + (network?.mixerInputs ?? [])
         let mixer = WireToSpeaker.mixer(config, inputs: inputs)
 
@@ -85,8 +86,8 @@ public final class Daemon: @unchecked Sendable {
             try network.open(engine: engine, tee: tee)
             recorded = tee
         }
-        if let chime, let loop = network?.loop {
-            calls = try CallsSide(config: config, routes: loop, microphone: microphoneChain.gain, mixer: mixer, chime: chime, logger: logger)
+        if let sounds, let loop = network?.loop {
+            calls = try CallsSide(config: config, routes: loop, microphone: microphoneChain.gain, mixer: mixer, sounds: sounds, logger: logger)
             calls?.service.mediaStreams = { [network] in network?.mediaStreams() ?? [] }
             let processingMs = config.echo.enabled && microphoneChain.canceller.delaysAFrame ? a.periodMs : 0
             let jitter = config.jitter

@@ -17,15 +17,30 @@ public enum CallButtonRef: Sendable, Hashable, CustomStringConvertible {
 /// What one key does.
 public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
     case callButton(CallButtonRef)
+    case answer
+    case decline
     case hangUp
+    case callBack
+    case callMissed
+    case acknowledge
+    case acknowledgeAll
     case toggleMicMute
     case toggleSpeakerMute
     case toggleDoNotDisturb
 
-    /// The configuration's spelling: `call:2`, `call:empfang`, `hang_up`, `toggle_mic_mute`,
-    /// `toggle_speaker_mute`, `toggle_dnd`.
+    /// Every spelling but `call:`, for help texts.
+    public static let names = ["answer", "decline", "hang_up", "call_back", "call_missed", "acknowledge", "acknowledge_all",
+                               "toggle_mic_mute", "toggle_speaker_mute", "toggle_dnd"]
+
+    /// The configuration's spelling: `call:2`, `call:empfang`, or one of `names`.
     public init?(configValue: String) {
         switch configValue {
+        case "answer": self = .answer
+        case "decline": self = .decline
+        case "call_back": self = .callBack
+        case "call_missed": self = .callMissed
+        case "acknowledge": self = .acknowledge
+        case "acknowledge_all": self = .acknowledgeAll
         case "hang_up": self = .hangUp
         case "toggle_mic_mute": self = .toggleMicMute
         case "toggle_speaker_mute": self = .toggleSpeakerMute
@@ -47,7 +62,13 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .callButton(.index(let n)): "call:\(n)"
         case .callButton(.name(let name)): "call:\(name)"
+        case .answer: "answer"
+        case .decline: "decline"
         case .hangUp: "hang_up"
+        case .callBack: "call_back"
+        case .callMissed: "call_missed"
+        case .acknowledge: "acknowledge"
+        case .acknowledgeAll: "acknowledge_all"
         case .toggleMicMute: "toggle_mic_mute"
         case .toggleSpeakerMute: "toggle_speaker_mute"
         case .toggleDoNotDisturb: "toggle_dnd"
@@ -62,7 +83,13 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
             return buttons.indices.contains(n - 1) ? .call(button: buttons[n - 1]) : nil
         case .callButton(.name(let name)):
             return buttons.contains(name) ? .call(button: name) : nil
+        case .answer: return .answer
+        case .decline: return .decline
         case .hangUp: return .hangUp
+        case .callBack: return .callBack
+        case .callMissed: return .callMissed
+        case .acknowledge: return .acknowledgeMissed(all: false)
+        case .acknowledgeAll: return .acknowledgeMissed(all: true)
         case .toggleMicMute: return .toggleMicrophoneMute
         case .toggleSpeakerMute: return .toggleSpeakerMute
         case .toggleDoNotDisturb: return .toggleDoNotDisturb

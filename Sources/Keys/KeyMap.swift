@@ -27,7 +27,7 @@ public struct KeyMap: Sendable, Equatable {
                 throw KeyMapError(key: key, problem: "not a key code (a number up to \(maxKeyCode) or a name such as KEY_F1, BTN_0)")
             }
             guard let action = KeyAction(configValue: value) else {
-                throw KeyMapError(key: key, problem: "\"\(value)\" is not an action (call:N, call:NAME, hang_up, toggle_mic_mute, toggle_speaker_mute, toggle_dnd)")
+                throw KeyMapError(key: key, problem: "\"\(value)\" is not an action (call:N, call:NAME, \(KeyAction.names.joined(separator: ", ")))")
             }
             if let other = origin[code] {
                 throw KeyMapError(key: key, problem: "code \(code) is already mapped by \"\(other)\"")

@@ -12,8 +12,9 @@ struct IntercomCtl: ParsableCommand {
             Exit status: 0 done; 1 the daemon refused (its error code and message on stderr);
             64 usage; 69 the daemon is not reachable or did not answer in time; 76 protocol error.
             """,
-        subcommands: [Call.self, Hangup.self, Leave.self, Mute.self, Unmute.self, DND.self,
-                      Status.self, Stats.self, Rooms.self, History.self, Events.self, Loopback.self])
+        subcommands: [Call.self, Answer.self, Decline.self, Hangup.self, Leave.self, CallBack.self, CallMissed.self,
+                      Acknowledge.self, Mute.self, Unmute.self, DND.self, Status.self, Stats.self, Rooms.self, History.self,
+                      EraseHistory.self, Events.self, Loopback.self])
 
     static func main() {
         main(GlobalOptions.movedAfterCommand(Array(CommandLine.arguments.dropFirst())))
@@ -83,6 +84,46 @@ struct Hangup: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "End the call (a callee leaves it).")
     @OptionGroup var options: GlobalOptions
     func run() throws { try Session.run(.hangUp, options) }
+}
+
+struct Answer: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Take the ringing incoming call.")
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try Session.run(.answer, options) }
+}
+
+struct Decline: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Refuse the ringing incoming call (the caller hears it declined).")
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try Session.run(.decline, options) }
+}
+
+struct CallBack: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "call-back",
+                                                    abstract: "Call the other side of the last call again (who called, or whom this room called).")
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try Session.run(.callBack, options) }
+}
+
+struct CallMissed: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "call-missed",
+                                                    abstract: "Call the room of the oldest missed call not yet acknowledged (acknowledged once it answers).")
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try Session.run(.callMissed, options) }
+}
+
+struct Acknowledge: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Acknowledge the oldest missed call (--all: every one); the reminder stops when none waits.")
+    @OptionGroup var options: GlobalOptions
+    @Flag(help: "Acknowledge every missed call.") var all = false
+    func run() throws { try Session.run(.acknowledgeMissed(all: all), options) }
+}
+
+struct EraseHistory: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "erase-history",
+                                                    abstract: "Erase this room's call history (control.technician_group only).")
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try Session.run(.eraseHistory, options) }
 }
 
 struct Leave: ParsableCommand {

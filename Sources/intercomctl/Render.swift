@@ -11,7 +11,13 @@ enum Render {
         case .loopback(let status):
             return status.result.map(Loopback.render) ?? "loopback test \(status.state.rawValue)"
         case .done:
-            return "hung up"
+            switch command {
+            case .answer: return "answered"
+            case .decline: return "declined"
+            case .acknowledgeMissed(let all): return all ? "every missed call acknowledged" : "the oldest missed call acknowledged"
+            case .eraseHistory: return "history erased"
+            default: return "hung up"
+            }
         case .callPlaced(let id, let to):
             return "calling \(list(to)) (call \(id))"
         case .mute(let m):
@@ -32,6 +38,7 @@ enum Render {
             } else {
                 lines.append("call            none")
             }
+            lines.append("missed calls    \(s.missedCalls == 0 ? "none waiting" : "\(s.missedCalls) not acknowledged")")
             for m in s.media {
                 lines.append(String(format: "audio from      %@: %d packets, %d frames played, %.1f ms buffered", m.source, m.received, m.played, m.delayMs))
             }
@@ -118,6 +125,8 @@ enum Render {
                 text = "\(room) \(p.online ? "online" : "offline")" + (p.doNotDisturb ? ", do-not-disturb" : "") + (p.inCall ? ", in a call" : "")
             case .doNotDisturbChanged(let on): text = "do-not-disturb \(on ? "on" : "off")"
             case .historyAdded(let entry): text = "history: " + history(entry)
+            case .missedAcknowledged(let ids): text = "missed call\(ids.count == 1 ? "" : "s") acknowledged: \(ids.map(\.description).joined(separator: ", "))"
+            case .historyErased: text = "history erased"
             }
         }
         return "\(clock()) \(text)"
@@ -127,6 +136,7 @@ enum Render {
         let who = e.direction == .incoming ? "from \(e.caller)" : "to \(list(e.participants.map(\.room)))"
         var outcome = e.outcome.rawValue.replacingOccurrences(of: "_", with: " ")
         if let reason = e.reason { outcome += " (\(reason.rawValue.replacingOccurrences(of: "_", with: " ")))" }
+        if e.awaitsAcknowledgement { outcome += ", not acknowledged" }
         let seconds = Int((e.ended - e.started).rounded())
         return "\(timestamp(e.started))  \(pad(e.direction.rawValue, 8))  \(who)  \(outcome), \(seconds) s"
     }

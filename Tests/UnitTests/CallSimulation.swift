@@ -44,6 +44,10 @@ struct CallSim {
     /// Probe replies each room received: (from, sequence, the sender's clock).
     var reflected: [RoomID: [(RoomID, UInt32, UInt64)]] = [:]
     var muteApplied: [RoomID: MuteState] = [:]
+    /// What each room's ring channel plays now, and the cues it played.
+    var ring: [RoomID: Ring] = [:]
+    var cues: [RoomID: [(time: Double, cue: Cue, quiet: Bool)]] = [:]
+    var acknowledged: [RoomID: [CallID]] = [:]
 
     static func room(_ s: String) -> RoomID { RoomID(s)! }
 
@@ -69,7 +73,10 @@ struct CallSim {
 
     /// Starts (or restarts, with fresh state) a room's daemon.
     mutating func start(_ room: RoomID) {
-        engines[room] = CallEngine(settings: settings[room]!, seed: rng.next())
+        // A restart keeps the history, as the daemon's file does.
+        var h = history[room] ?? []
+        for i in h.indices where acknowledged[room, default: []].contains(h[i].callID) { h[i].acknowledged = true }
+        engines[room] = CallEngine(settings: settings[room]!, history: h, seed: rng.next())
         online.insert(room)
     }
 
@@ -78,6 +85,7 @@ struct CallSim {
         engines[room] = nil
         plan[room] = nil
         chiming[room] = false
+        ring[room] = .off
     }
 
     func timing(_ room: RoomID) -> CallTiming { settings[room]!.timing }
@@ -109,10 +117,15 @@ struct CallSim {
             case .setMediaPlan(let p):
                 plan[room] = p
                 planLog[room, default: []].append((now, p))
-            case .startChime, .stopChime:
-                let on = effect == .startChime
-                chiming[room] = on
-                chimeLog[room, default: []].append((now, on))
+            case .ring(let r):
+                let on = r == .chimeOnce || r == .chimeRepeating
+                if on || chiming[room] == true {
+                    chiming[room] = on
+                    chimeLog[room, default: []].append((now, on))
+                }
+                ring[room] = r
+            case .cue(let c, let quiet): cues[room, default: []].append((now, c, quiet))
+            case .acknowledgeMissed(let ids): acknowledged[room, default: []] += ids
             case .event(let e): events[room, default: []].append((now, e))
             case .persistHistory(let h): history[room, default: []].append(h)
             case .rejected(_, let why): rejections[room, default: []].append(why)
@@ -163,4 +176,8 @@ struct CallSim {
         events[room, default: []].compactMap { if case .callEnded(_, let o) = $0.event { o } else { nil } }
     }
     func mediaEndpoint(_ room: RoomID) -> IPv4Endpoint { settings[room]!.media }
+}
+
+extension CallSim {
+    func cueNames(_ room: RoomID) -> [Cue] { cues[room, default: []].map(\.cue) }
 }

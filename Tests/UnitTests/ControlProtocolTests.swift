@@ -24,6 +24,9 @@ final class ControlProtocolTests: XCTestCase {
             .presenceChanged(room: b, Presence(online: false)),
             .doNotDisturbChanged(false),
             .historyAdded(entry),
+            .participantStatus(CallID(1), room: b, status: .declined(.refused)),
+            .missedAcknowledged([CallID(1), CallID(0xFFFF_FFFF_FFFF)]),
+            .historyErased,
         ]
         for e in events {
             let line = try ControlJSON.encode(e).encodedLine()
@@ -44,7 +47,11 @@ final class ControlProtocolTests: XCTestCase {
         let status = ControlStatus(room: k, name: "Küche \"Nord\"", doNotDisturb: true, mute: MuteState(microphone: true),
                                    call: ActiveCall(callID: CallID(5), direction: .incoming, caller: b,
                                                     participants: [Participant(room: k, status: .connected)], connected: false),
-                                   media: [MediaStream(source: "10.77.0.11:5004", received: 812, played: 790, delayMs: 42.5)])
+                                   media: [MediaStream(source: "10.77.0.11:5004", received: 812, played: 790, delayMs: 42.5)],
+                                   missedCalls: 2)
+        var missed = HistoryEntry(callID: CallID(11), direction: .incoming, caller: b, participants: [Participant(room: k, status: .unavailable)],
+                                  outcome: .missed, started: 1_800_000_000, ended: 1_800_000_000)
+        missed.acknowledged = false
         let pairs: [(ControlCommand, ControlReply)] = [
             (.call(button: "Alle"), .callPlaced(CallID(9), to: [k, b])),
             (.callRooms([k]), .callPlaced(CallID(10), to: [k])),
@@ -56,6 +63,9 @@ final class ControlProtocolTests: XCTestCase {
             (.rooms, .rooms(RoomDirectory(rooms: [.init(id: b, name: "Büro", presence: Presence(online: true, inCall: true))],
                                           buttons: [.init(name: "Alle", rooms: [k, b])]))),
             (.history(limit: nil), .history([])),
+            (.history(limit: nil), .history([missed])),
+            (.answer, .done), (.decline, .done), (.acknowledgeMissed(all: true), .done), (.eraseHistory, .done),
+            (.callBack, .callPlaced(CallID(12), to: [b])), (.callMissed, .callPlaced(CallID(13), to: [b])),
             (.loopback(insertMs: 7.5), .loopback(LoopbackStatus(state: .running))),
             (.loopbackResult, .loopback(LoopbackStatus(state: .aborted))),
             (.networkLoopback(room: k, count: 4), .networkLoopback(NetworkLoopbackStatus(state: .running, room: k))),
@@ -129,6 +139,8 @@ final class ControlProtocolTests: XCTestCase {
     func testEveryRequestRoundTripsAndAliasesParse() throws {
         let commands: [ControlRequest] = [
             .ping, .subscribe, .command(.call(button: "Empfang")), .command(.callRooms([k, b])), .command(.hangUp),
+            .command(.answer), .command(.decline), .command(.callBack), .command(.callMissed),
+            .command(.acknowledgeMissed(all: false)), .command(.acknowledgeMissed(all: true)), .command(.eraseHistory),
             .command(.setMuted(.speaker, false)), .command(.setMuted(.microphone, true)), .command(.setDoNotDisturb(false)),
             .command(.status), .command(.rooms), .command(.history(limit: 3)), .command(.history(limit: nil)),
             .command(.loopback(insertMs: 0)), .command(.loopback(insertMs: 7.5)), .command(.loopbackResult),

@@ -78,6 +78,8 @@ final class FakeControlHandler: ControlHandler {
                 return .success(.history(Array(Self.history.suffix(limit ?? Self.history.count))))
             case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics:
                 return .failure(.init(.unavailable, "no audio in this fake"))
+            case .answer, .decline, .callBack, .callMissed, .acknowledgeMissed, .eraseHistory:
+                return .failure(.init(.unavailable, "no calls in this fake"))
             }
         }
     }

@@ -73,6 +73,29 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(store.missed(since: 501), [])
     }
 
+    func testAgeLimitAcknowledgementAndEraseSurviveAReopen() throws {
+        let day = 86400.0
+        let now = 1_800_000_000.0
+        var missed = entry(3, outcome: .missed, started: now - 2 * day)
+        missed.acknowledged = false
+        let es = [entry(1, started: now - 40 * day), missed, entry(2, started: now - 31 * day), entry(4, started: now - day)]
+        let store = try HistoryStore(path: path, maxAge: 30 * day)
+        for e in es { store.record(e) }
+        XCTAssertEqual(store.prune(now: now), 2, "both entries older than 30 days, the late one too")
+        store.acknowledge([CallID(3)])
+        try store.persist()
+        var acknowledged = missed
+        acknowledged.acknowledged = true
+        XCTAssertEqual(try HistoryStore(path: path, maxAge: 30 * day).all(), [acknowledged, es[3]])
+        XCTAssertEqual(store.prune(now: now), 0)
+        store.erase()
+        try store.persist()
+        XCTAssertEqual(try HistoryStore(path: path).all(), [])
+        // Without an age limit nothing is pruned.
+        try HistoryStore(path: path).append(es[0])
+        XCTAssertEqual(try HistoryStore(path: path).prune(now: now), 0)
+    }
+
     func testWrittenFileIsReadableByOwnerAndGroupOnly() throws {
         let old = umask(0) // the store must not depend on the process umask
         defer { umask(old) }

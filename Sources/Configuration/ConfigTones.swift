@@ -1,0 +1,95 @@
+import Calls
+import TOMLKit
+
+// `[tones]`: what the terminal sounds like. Every event has a generated tone (Calls' `Cue`);
+// each can be replaced by a WAV file and made louder or softer.
+
+/// `[tones]`.
+public struct TonesSection: Sendable, Equatable {
+    /// Peak level of the generated tones, dBFS.
+    public var levelDB: Double = -12
+    /// Event tones during a call are this much softer (dB, <= 0), so they do not cover the voices.
+    public var inCallDB: Double = -12
+    /// The repeating chime (a call waiting to be answered by hand) and the ringback start over
+    /// every this many milliseconds.
+    public var ringPeriodMs: Int = 3000
+    /// Sound name → a 48 kHz WAV file played instead of the generated tone.
+    public var wav: [String: String] = [:]
+    /// Sound name → gain in dB applied to it (generated or WAV).
+    public var gainDB: [String: Double] = [:]
+
+    public init() {}
+
+    /// Every sound a table may name: the event tones and the ringback (the chime is calls.chime_wav).
+    public static let soundNames = Cue.allCases.map(\.rawValue) + ["ringback"]
+    public static let levelRange = -60.0...0.0
+    public static let inCallRange = -40.0...0.0
+    public static let gainRange = -40.0...20.0
+    public static let ringPeriodMsRange = 1000...20_000
+}
+
+extension DaemonConfig {
+    static let tonesSection = SchemaSection(name: "tones", comment: "Tones for every call event (docs/calls.md lists them); a terminal without a screen says everything with sound.", keys: [
+        .double("level_db", \.tones.levelDB, "Peak level of the generated tones, dBFS", .range(TonesSection.levelRange)),
+        .double("in_call_db", \.tones.inCallDB, "Event tones during a call are this much softer, dB", .range(TonesSection.inCallRange)),
+        .int("ring_period_ms", \.tones.ringPeriodMs, "The chime of a call waiting to be answered by hand (auto_answer off) and the caller's ringback repeat every this many ms",
+             .range(TonesSection.ringPeriodMsRange)),
+        .soundTable("wav", \.tones.wav, "Sound → 48 kHz mono (or multi-channel) WAV file played instead of the generated tone, e.g. { busy = \"/etc/intercomd/busy.wav\" }",
+                    allowed: "a table, sound = \"path\"") { v in
+            guard case .string(let s) = v else { return (nil, "expected a file path (a string)") }
+            return s.isEmpty ? (nil, "is empty: leave the sound out to keep the generated tone") : (.string(s), nil)
+        },
+        .soundTable("gain_db", \.tones.gainDB, "Sound → gain in dB (-40...20) added to its level, e.g. { missed_call = 6 }",
+                    allowed: "a table, sound = dB") { v in
+            guard case .number(let d) = v else { return (nil, "expected a number of dB") }
+            return TonesSection.gainRange.contains(d) ? (.number(d), nil) : (nil, "\(formatNumber(d)) is not in range -40...20")
+        },
+    ])
+}
+
+/// A value in a sound table, as read.
+enum SoundValue { case string(String), number(Double) }
+
+extension SchemaKey {
+    /// A table keyed by sound names (`TonesSection.soundNames`); `convert` checks each value.
+    static func soundTable<V: Sendable & Equatable>(
+        _ name: String, _ path: Path<[String: V]>, _ comment: String, allowed: String,
+        _ convert: @escaping @Sendable (SoundValue) -> (SoundValue?, String?)
+    ) -> SchemaKey {
+        SchemaKey(
+            name: name, comment: comment + ". Sounds: " + TonesSection.soundNames.joined(separator: ", "), allowed: allowed,
+            read: { value, config throws(ValueProblem) in
+                guard let table = value.table else {
+                    throw ValueProblem("expected a table ([tones.\(name)] or { busy = ... }), got \(TOMLRead.describe(value))")
+                }
+                var out: [String: V] = [:]
+                for (key, item) in table {
+                    guard TonesSection.soundNames.contains(key) else {
+                        let hint = Spelling.closest(to: key, among: TonesSection.soundNames).map { " (did you mean \($0)?)" } ?? ""
+                        throw ValueProblem("is not a sound: one of \(TonesSection.soundNames.joined(separator: ", "))" + hint, at: key)
+                    }
+                    let raw: SoundValue
+                    if let s = try? TOMLRead.string(item) { raw = .string(s) }
+                    else if let d = try? TOMLRead.double(item) { raw = .number(d) }
+                    else { throw ValueProblem("got \(TOMLRead.describe(item))", at: key) }
+                    let (converted, problem) = convert(raw)
+                    if let problem { throw ValueProblem(problem, at: key) }
+                    switch converted {
+                    case .string(let s)?: out[key] = s as? V
+                    case .number(let d)?: out[key] = d as? V
+                    case nil: break
+                    }
+                }
+                config[keyPath: path] = out
+            },
+            check: { _ in nil },
+            render: { c in
+                let entries = c[keyPath: path].sorted { $0.key < $1.key }
+                return entries.isEmpty ? "{}" : "{ " + entries.map { e in
+                    let v: String = if let s = e.value as? String { TOMLWrite.string(s) } else if let d = e.value as? Double { formatNumber(d) } else { "\(e.value)" }
+                    return "\(TOMLWrite.key(e.key)) = \(v)"
+                }.joined(separator: ", ") + " }"
+            },
+            adopt: { $0[keyPath: path] = $1[keyPath: path] })
+    }
+}

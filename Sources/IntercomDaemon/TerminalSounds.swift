@@ -1,0 +1,60 @@
+import AudioPipeline
+import Calls
+import Foundation
+import Frames
+import SignalTools
+
+/// The terminal's two sound channels, fixed mixer inputs (so the echo canceller hears them
+/// too): the ring channel (the incoming-call chime, once or repeating, and the caller's
+/// ringback) and the cue channel (one short tone per event, `Cue`). Built once from
+/// `calls.chime_wav` and `[tones]`; played by the calls side under its engine lock (one thread
+/// at a time, as `TonePlayer` needs).
+final class TerminalSounds: Sendable {
+    let ring: TonePlayer
+    let cues: TonePlayer
+    /// Linear gain of a cue during a call.
+    let inCallGain: Double
+
+    /// Ring channel's sounds, by index.
+    private static let ringIndex: [Ring: Int] = [.chimeOnce: 0, .chimeRepeating: 1, .ringback: 2]
+
+    init(config: DaemonConfig) throws {
+        let rate = config.audio.sampleRate
+        let t = config.tones
+        let period = t.ringPeriodMs * rate / 1000
+        func sound(_ name: String, notes: [Note], length: Int? = nil) throws -> [Int16] {
+            var samples: [Int16]
+            if let path = t.wav[name] {
+                samples = try Chime.load(path: path, sampleRate: rate)
+            } else {
+                samples = Tones.render(notes.map { ($0.hz, $0.ms) }, sampleRate: rate, peakDBFS: t.levelDB)
+            }
+            if let gain = t.gainDB[name], gain != 0 {
+                let g = pow(10, gain / 20)
+                samples = samples.map { Int16(clamping: Int((Double($0) * g).rounded())) }
+            }
+            if let length, samples.count < length { samples += [Int16](repeating: 0, count: length - samples.count) }
+            return samples
+        }
+        let path = config.calls.chimeWav
+        let chime = path.isEmpty ? Chime.generate(ChimeSettings(sampleRate: rate)) : try Chime.load(path: path, sampleRate: rate)
+        let repeating = chime + [Int16](repeating: 0, count: max(0, period - chime.count))
+        ring = TonePlayer(sounds: [chime, repeating, try sound("ringback", notes: Cue.ringbackNotes, length: period)])
+        cues = TonePlayer(sounds: try Cue.allCases.map { try sound($0.rawValue, notes: $0.notes) })
+        inCallGain = pow(10, t.inCallDB / 20)
+    }
+
+    var mixerInputs: [MixerInput] { [MixerInput(source: ring), MixerInput(source: cues)] }
+
+    func play(_ r: Ring) {
+        switch r {
+        case .off: ring.stop()
+        case .chimeRepeating, .ringback: ring.play(Self.ringIndex[r]!, loop: true)
+        case .chimeOnce: ring.play(Self.ringIndex[r]!)
+        }
+    }
+
+    func play(_ cue: Cue, quiet: Bool) {
+        cues.play(Cue.allCases.firstIndex(of: cue)!, gain: quiet ? inCallGain : 1)
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+
+/// Event tones: rendering a sequence of notes, and finding such sequences in a recording (the
+/// tests' ear, and a technician's check of what a terminal played).
+public enum Tones {
+    /// Sine notes (hz 0 = a pause) with 5 ms raised-cosine edges, so no note clicks, peaking at
+    /// `peakDBFS`; `length` pads with silence (a ring period), never cuts.
+    public static func render(_ notes: [(hz: Double, ms: Double)], sampleRate: Int = 48000, peakDBFS: Double = -12,
+                              length: Int? = nil) -> [Int16] {
+        let rate = Double(sampleRate)
+        let amplitude = pow(10, peakDBFS / 20)
+        let edge = 0.005 * rate
+        var out: [Int16] = []
+        for note in notes {
+            let n = Int((note.ms / 1000 * rate).rounded())
+            guard note.hz > 0 else {
+                out += [Int16](repeating: 0, count: n)
+                continue
+            }
+            let ramp = min(edge, Double(n) / 2)
+            for i in 0..<n {
+                let t = Double(i)
+                let fromEdge = min(t + 0.5, Double(n) - t - 0.5)
+                let envelope = fromEdge >= ramp ? 1 : (1 - cos(Double.pi * fromEdge / ramp)) / 2
+                out.append(Signals.int16(fromUnit: amplitude * envelope * sin(2 * Double.pi * note.hz * t / rate)))
+            }
+        }
+        if let length, length > out.count { out += [Int16](repeating: 0, count: length - out.count) }
+        return out
+    }
+
+    /// One stretch of a recording where one frequency dominated.
+    public struct HeardNote: Sendable, Equatable {
+        public var hz: Double
+        public var start: Double
+        public var duration: Double
+    }
+
+    /// The notes heard in `x`: every 10 ms a 1024-point Hann-windowed spectrum; a block whose
+    /// strongest peak (interpolated) holds at least `tonality` of the block's power, above
+    /// `floorDBFS`, is tonal at that frequency; runs of blocks within `toleranceHz` of each other
+    /// make a note (at least 30 ms).
+    public static func notes(in x: [Int16], sampleRate: Int = 48000, floorDBFS: Double = -55, tonality: Double = 0.5,
+                             toleranceHz: Double = 20) -> [HeardNote] {
+        let size = 1024
+        let hop = sampleRate / 100
+        guard x.count >= size else { return [] }
+        let plan = FFTPlan(size: size)
+        let window = (0..<size).map { 0.5 - 0.5 * cos(2 * Double.pi * Double($0) / Double(size)) }
+        let windowPower = window.reduce(0) { $0 + $1 * $1 }
+        let re = UnsafeMutablePointer<Double>.allocate(capacity: size)
+        let im = UnsafeMutablePointer<Double>.allocate(capacity: size)
+        defer { re.deallocate(); im.deallocate() }
+        var labels: [Double?] = []
+        var start = 0
+        while start + size <= x.count {
+            for i in 0..<size {
+                re[i] = Double(x[start + i]) / 32768 * window[i]
+                im[i] = 0
+            }
+            plan.forward(re: re, im: im)
+            var power = [Double](repeating: 0, count: size / 2)
+            for k in 1..<size / 2 { power[k] = re[k] * re[k] + im[k] * im[k] }
+            let total = power.reduce(0, +)
+            let k = (2..<size / 2 - 1).max { power[$0] < power[$1] } ?? 2
+            // Mean square of a sine of amplitude a under the window: total ≈ a² · Σw² / 2 (both halves).
+            let meanSquare = 2 * total / (Double(size) * windowPower)
+            let peak = power[k - 1] + power[k] + power[k + 1]
+            if 10 * log10(max(meanSquare, 1e-30)) > floorDBFS, peak >= tonality * total {
+                let (a, b, c) = (log(max(power[k - 1], 1e-30)), log(max(power[k], 1e-30)), log(max(power[k + 1], 1e-30)))
+                let shift = (a - c) / (2 * (a - 2 * b + c))
+                labels.append((Double(k) + (shift.isFinite ? shift : 0)) * Double(sampleRate) / Double(size))
+            } else {
+                labels.append(nil)
+            }
+            start += hop
+        }
+        var notes: [HeardNote] = []
+        var i = 0
+        while i < labels.count {
+            guard let f = labels[i] else { i += 1; continue }
+            var j = i + 1
+            var sum = f
+            while j < labels.count, let g = labels[j], abs(g - f) <= toleranceHz { sum += g; j += 1 }
+            let blocks = j - i
+            if blocks >= 3 {
+                notes.append(HeardNote(hz: sum / Double(blocks), start: Double(i * hop) / Double(sampleRate),
+                                       duration: Double(blocks * hop) / Double(sampleRate)))
+            }
+            i = j
+        }
+        return notes
+    }
+
+    /// Where the sequence of frequencies `pattern` (pauses left out) occurs in `heard` as
+    /// consecutive notes, each within `toleranceHz`: the start times, in seconds.
+    public static func occurrences(of pattern: [Double], in heard: [HeardNote], toleranceHz: Double = 20) -> [Double] {
+        guard !pattern.isEmpty, heard.count >= pattern.count else { return [] }
+        var found: [Double] = []
+        for i in 0...(heard.count - pattern.count) {
+            let run = heard[i..<(i + pattern.count)]
+            guard zip(run, pattern).allSatisfy({ abs($0.hz - $1) <= toleranceHz }) else { continue }
+            // Consecutive: each note starts within 150 ms of the previous one's end.
+            let gaps = zip(run.dropFirst(), run).map { $0.start - ($1.start + $1.duration) }
+            if gaps.allSatisfy({ $0 < 0.15 }) { found.append(run.first!.start) }
+        }
+        return found
+    }
+}

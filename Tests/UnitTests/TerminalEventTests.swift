@@ -1,0 +1,230 @@
+import AudioPipeline
+import Calls
+import Posix
+import SignalTools
+import XCTest
+
+/// A terminal without a screen: every call event has its tone (engine effects, seeded
+/// simulation), calls are answered and refused by hand, missed calls wait to be acknowledged and
+/// are reminded, and the tones are told apart in a recording.
+final class TerminalEventTests: XCTestCase {
+    // MARK: the engine says what to play
+
+    func testWithoutAutoAnswerTheCalleeRingsRepeatingTheCallerHearsRingbackAndAnswerConnectsBoth() {
+        var sim = CallSim(rooms: 2, seed: 40) { $0.autoAnswer = false }
+        sim.warmUp()
+        sim.command(ra, .call(button: "b"))
+        XCTAssertEqual(sim.ring[ra], .ringback, "the caller hears ringback at once")
+        sim.run(for: 5)
+        XCTAssertEqual(sim.ring[rb], .chimeRepeating, "the callee's chime repeats until someone acts")
+        XCTAssertEqual(sim.engine(rb).state, .ringingIncoming)
+        sim.command(rb, .answer)
+        sim.run(for: 0.1)
+        XCTAssertEqual(sim.engine(ra).state, .connected)
+        XCTAssertEqual(sim.ring[ra], .off)
+        XCTAssertEqual(sim.ring[rb], .off)
+        XCTAssertEqual(sim.cueNames(ra), [.connected])
+        XCTAssertEqual(sim.cueNames(rb), [.connected])
+        sim.command(ra, .hangUp)
+        sim.run(for: 0.1)
+        XCTAssertEqual(sim.cueNames(ra).last, .callEnded)
+        XCTAssertEqual(sim.cueNames(rb).last, .callEnded)
+    }
+
+    func testWithAutoAnswerTheChimePlaysOnce() {
+        var sim = CallSim(rooms: 2, seed: 41)
+        sim.warmUp()
+        sim.command(ra, .call(button: "b"))
+        sim.run(for: 0.05)
+        XCTAssertEqual(sim.ring[rb], .chimeOnce)
+        sim.run(for: settleTime(sim.timing(ra)))
+        XCTAssertEqual(sim.engine(rb).state, .connected)
+        XCTAssertEqual(sim.ring[ra], .off)
+    }
+
+    func testDeclineByHandTellsTheCallerWhoHearsDeclined() {
+        var sim = CallSim(rooms: 2, seed: 42) { $0.autoAnswer = false }
+        sim.warmUp()
+        sim.command(ra, .call(button: "b"))
+        sim.run(for: 1)
+        sim.command(rb, .decline)
+        sim.run(for: 0.2)
+        XCTAssertEqual(sim.engine(ra).state, .idle)
+        XCTAssertEqual(sim.engine(rb).state, .idle)
+        XCTAssertEqual(sim.history[ra]?.last?.participants, [Participant(room: rb, status: .declined(.refused))])
+        XCTAssertEqual(sim.history[rb]?.last?.outcome, .declined)
+        XCTAssertEqual(sim.history[rb]?.last?.reason, .refused)
+        XCTAssertEqual(sim.cueNames(ra), [.declined])
+        XCTAssertEqual(sim.ring[ra], .off)
+        XCTAssertEqual(sim.ring[rb], .off)
+        XCTAssertEqual(sim.engine(rb).missedCalls, [], "a call refused by hand is not a missed call")
+        sim.command(rb, .decline)
+        XCTAssertEqual(sim.rejections[rb], [.nothingToDecline])
+    }
+
+    func testBusyOfflineAndDoNotDisturbEachHaveTheirTone() {
+        var sim = CallSim(rooms: 4, seed: 43)
+        sim.warmUp()
+        sim.command(rd, .setDoNotDisturb(true))
+        XCTAssertEqual(sim.cueNames(rd), [.doNotDisturbOn])
+        sim.run(for: 0.1)
+        sim.command(ra, .call(button: "d"))
+        sim.run(for: 0.5)
+        XCTAssertEqual(sim.cueNames(ra).last, .declined, "do-not-disturb")
+
+        sim.command(ra, .call(button: "b"))
+        sim.run(for: settleTime(sim.timing(ra)))
+        sim.command(rc, .call(button: "b"))
+        sim.run(for: 0.5)
+        XCTAssertEqual(sim.cueNames(rc), [.busy])
+        sim.command(ra, .hangUp)
+        sim.run(for: 0.5)
+
+        sim.stop(rc)
+        sim.run(for: sim.timing(ra).offlineAfter + 1)
+        sim.command(ra, .call(button: "c"))
+        sim.run(for: settleTime(sim.timing(ra)))
+        XCTAssertEqual(sim.cueNames(ra).last, .notReached)
+        sim.command(rd, .toggleDoNotDisturb)
+        XCTAssertEqual(sim.cueNames(rd).last, .doNotDisturbOff)
+    }
+
+    func testAGroupMemberLeavingIsHeardQuietlyByTheCallerAndMuteIsQuietInACall() {
+        var sim = CallSim(rooms: 3, seed: 44)
+        sim.warmUp()
+        sim.command(ra, .call(button: "all"))
+        sim.run(for: settleTime(sim.timing(ra)))
+        XCTAssertEqual(sim.engine(ra).state, .connected)
+        sim.command(rb, .hangUp)
+        sim.run(for: 0.2)
+        let left = sim.cues[ra, default: []].last
+        XCTAssertEqual(left?.cue, .participantLeft)
+        XCTAssertEqual(left?.quiet, true, "a tone during a call is quiet")
+        sim.command(ra, .toggleMicrophoneMute)
+        XCTAssertEqual(sim.cues[ra, default: []].last?.cue, .microphoneMuted)
+        XCTAssertEqual(sim.cues[ra, default: []].last?.quiet, true)
+        sim.command(ra, .setMicrophoneMuted(false))
+        XCTAssertEqual(sim.cues[ra, default: []].last?.cue, .microphoneUnmuted)
+        sim.command(ra, .toggleSpeakerMute)
+        XCTAssertEqual(sim.cues[ra, default: []].last?.cue, .microphoneUnmuted, "the speaker mute has no tone of its own")
+    }
+
+    // MARK: missed calls, reminders, acknowledgement, call back
+
+    func testRingTimeoutKeepsAMissedCallRemindedUntilAcknowledgedAcrossARestart() {
+        var sim = CallSim(rooms: 2, seed: 45) { s in
+            s.autoAnswer = false
+            s.timing.answerTimeout = 5
+            s.timing.missedReminder = 3
+        }
+        sim.warmUp()
+        sim.command(ra, .call(button: "b"))
+        sim.run(for: 5.5)
+        XCTAssertEqual(sim.engine(rb).state, .idle)
+        XCTAssertEqual(sim.history[rb]?.last?.outcome, .missed)
+        XCTAssertEqual(sim.history[rb]?.last?.acknowledged, false)
+        XCTAssertEqual(sim.engine(rb).missedCalls.map(\.caller), [ra])
+        XCTAssertEqual(sim.ring[rb], .off)
+        // Reminded once the missed call is 3 s old (it started 5.5 s ago: at once), then every 3 s.
+        sim.run(for: 6.2)
+        let reminders = sim.cues[rb, default: []].filter { $0.cue == .missedCall }.map(\.time)
+        XCTAssertEqual(reminders.count, 3, "\(reminders)")
+        XCTAssertEqual(reminders[2] - reminders[1], 3, accuracy: 0.01)
+
+        // A restart keeps it (from the history) and reminds at once, then every 3 s.
+        sim.stop(rb)
+        sim.start(rb)
+        XCTAssertEqual(sim.engine(rb).missedCalls.map(\.caller), [ra])
+        sim.run(for: 3.1)
+        XCTAssertEqual(sim.cues[rb, default: []].filter { $0.cue == .missedCall }.count, 5)
+
+        sim.command(rb, .acknowledgeMissed(all: false))
+        XCTAssertEqual(sim.cueNames(rb).last, .acknowledged)
+        XCTAssertEqual(sim.acknowledged[rb], [sim.history[rb]!.last!.callID])
+        XCTAssertEqual(sim.engine(rb).missedCalls, [])
+        sim.run(for: 7)
+        XCTAssertEqual(sim.cues[rb, default: []].filter { $0.cue == .missedCall }.count, 5, "no reminder once acknowledged")
+        sim.command(rb, .acknowledgeMissed(all: true))
+        XCTAssertEqual(sim.rejections[rb], [.noMissedCall])
+    }
+
+    func testCallMissedCallsTheOldestMissedCallerAndAcknowledgesItOnceConnected() {
+        var sim = CallSim(rooms: 3, seed: 46) { s in
+            s.timing.missedReminder = 0
+        }
+        sim.warmUp()
+        sim.command(rc, .setDoNotDisturb(true))
+        sim.run(for: 0.2)
+        sim.command(ra, .call(button: "c"))
+        sim.run(for: 1)
+        sim.command(rb, .call(button: "c"))
+        sim.run(for: 1)
+        XCTAssertEqual(sim.engine(rc).missedCalls.map(\.caller), [ra, rb], "oldest first")
+        XCTAssertFalse(sim.cueNames(rc).contains(.missedCall), "reminders off")
+        sim.command(rc, .setDoNotDisturb(false))
+        sim.run(for: 0.2)
+        sim.command(rc, .callMissed)
+        XCTAssertEqual(sim.engine(rc).call?.participants.map(\.room), [ra])
+        XCTAssertEqual(sim.engine(rc).missedCalls.count, 2, "not yet acknowledged: nobody answered yet")
+        sim.run(for: settleTime(sim.timing(ra)))
+        XCTAssertEqual(sim.engine(rc).state, .connected)
+        XCTAssertEqual(sim.engine(rc).missedCalls.map(\.caller), [rb], "acknowledged once a answered")
+        sim.command(rc, .hangUp)
+        sim.run(for: 0.2)
+        // Call back: the other side of the newest call (the one just made: a).
+        sim.command(rc, .callBack)
+        XCTAssertEqual(sim.engine(rc).call?.participants.map(\.room), [ra])
+        sim.command(rc, .hangUp)
+        sim.run(for: 0.2)
+        // b calls c, c answers, b hangs up: c's call back reaches b.
+        sim.command(rb, .call(button: "c"))
+        sim.run(for: settleTime(sim.timing(rb)))
+        sim.command(rb, .hangUp)
+        sim.run(for: 0.2)
+        sim.command(rc, .callBack)
+        XCTAssertEqual(sim.engine(rc).call?.participants.map(\.room), [rb])
+    }
+
+    func testCallBackWithAnEmptyHistoryIsRefused() {
+        var sim = CallSim(rooms: 2, seed: 47)
+        sim.warmUp()
+        sim.command(ra, .callBack)
+        sim.command(ra, .callMissed)
+        XCTAssertEqual(sim.rejections[ra], [.nobodyToCallBack, .noMissedCall])
+    }
+
+    // MARK: the sounds themselves
+
+    /// Every cue's own pattern is found in its rendering, and no other cue's: the tests on the rig
+    /// can name what a speaker played.
+    func testEveryCueIsToldApartFromEveryOther() {
+        for cue in Cue.allCases {
+            let x = Tones.render(cue.notes.map { ($0.hz, $0.ms) }, peakDBFS: -30)
+            let heard = Tones.notes(in: [Int16](repeating: 0, count: 4800) + x + [Int16](repeating: 0, count: 4800))
+            for other in Cue.allCases {
+                let found = Tones.occurrences(of: other.notes.filter { $0.hz > 0 }.map(\.hz), in: heard)
+                XCTAssertEqual(found.count, other == cue ? 1 : 0, "\(other) in \(cue): \(heard)")
+            }
+            XCTAssertLessThanOrEqual(Double(x.count) / 48000, 0.45, "\(cue) is short")
+        }
+    }
+
+    func testTonePlayerPlaysOnceLoopsStopsAndScales() {
+        let a = [Int16](repeating: 1000, count: 700)
+        let player = TonePlayer(sounds: [a, [Int16](repeating: -2000, count: 300)])
+        let frame = UnsafeMutablePointer<Int16>.allocate(capacity: 480)
+        defer { frame.deallocate() }
+        XCTAssertFalse(player.readFrame(into: frame, count: 480), "silent before any request")
+        player.play(0)
+        XCTAssertTrue(player.readFrame(into: frame, count: 480))
+        XCTAssertTrue(player.readFrame(into: frame, count: 480))
+        XCTAssertEqual(frame[219], 1000)
+        XCTAssertEqual(frame[220], 0, "padded with silence after its end")
+        XCTAssertFalse(player.readFrame(into: frame, count: 480), "played once")
+        player.play(1, loop: true, gain: 0.5)
+        for _ in 0..<5 { XCTAssertTrue(player.readFrame(into: frame, count: 480)) }
+        XCTAssertEqual(frame[0], -1000, "at half gain")
+        player.stop()
+        XCTAssertFalse(player.readFrame(into: frame, count: 480))
+    }
+}
