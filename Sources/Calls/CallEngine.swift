@@ -486,6 +486,8 @@ public struct CallEngine: Sendable {
             if let ring = call.ringDeadline, now >= ring {
                 acceptIncoming(now: now)
             } else if !call.isConnected, now >= call.started + t.answerTimeout {
+                // Told, so that a caller with a longer timeout stops ringing too.
+                send(.leave(call.id), to: call.caller, now: now)
                 finishCall(.missed, myStatus: .unavailable, now: now)
             } else if let heard = call.lastHeard[call.caller], now - heard > t.peerSilenceTimeout {
                 finishCall(call.isConnected ? .finished : .missed, now: now)

@@ -90,6 +90,8 @@ final class CallService: @unchecked Sendable {
     var signallingAddress: IPv4Endpoint { socket.local }
 
     func start() throws(SystemError) {
+        // Entries pruned by age at load are gone from the file too.
+        if let history, history.maxAge != nil { storeWriter.persist(history) }
         thread = try WorkerThread.start(name: "intercom-calls") { [self] in run() }
         let settings = settings
         log.info("calls: room \(settings.room) on signalling \(socket.local), \(settings.directory.count) rooms in the directory, \(settings.buttons.count) buttons, auto-answer \(settings.autoAnswer ? "on" : "off")")

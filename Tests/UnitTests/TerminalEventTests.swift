@@ -148,6 +148,20 @@ final class TerminalEventTests: XCTestCase {
         XCTAssertEqual(sim.rejections[rb], [.noMissedCall])
     }
 
+    func testACalleeThatGivesUpRingingStopsTheCallersRingbackThoughTheCallerWouldWaitLonger() {
+        var sim = CallSim(rooms: 2, seed: 48) { s in
+            s.autoAnswer = false
+            s.timing.answerTimeout = s.room == rb ? 3 : 30
+        }
+        sim.warmUp()
+        sim.command(ra, .call(button: "b"))
+        sim.run(for: 3.2)
+        XCTAssertEqual(sim.engine(ra).state, .idle)
+        XCTAssertEqual(sim.ring[ra], .off)
+        XCTAssertEqual(sim.cueNames(ra), [.notReached])
+        XCTAssertEqual(sim.history[rb]?.last?.outcome, .missed)
+    }
+
     func testCallMissedCallsTheOldestMissedCallerAndAcknowledgesItOnceConnected() {
         var sim = CallSim(rooms: 3, seed: 46) { s in
             s.timing.missedReminder = 0
