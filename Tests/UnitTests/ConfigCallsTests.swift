@@ -254,6 +254,36 @@ final class ConfigCallsTests: XCTestCase {
                     key: "keys.debounce_ms", "-1 is not in range 0...1000")
     }
 
+    func testTonesAndTheNewKeyActionsAreReadAndBadEntriesNameTheirKey() throws {
+        let tones = practice.replacingOccurrences(of: "KEY_ESC = \"hang_up\"\n", with: """
+            KEY_ESC = "hang_up"
+            KEY_1 = "answer"
+            KEY_2 = "decline"
+            KEY_3 = "call_back"
+            KEY_4 = "call_missed"
+            KEY_5 = "acknowledge_all"
+
+            [tones]
+            in_call_db = -18
+            [tones.wav]
+            busy = "/etc/intercomd/busy.wav"
+            [tones.gain_db]
+            missed_call = 6
+
+            """)
+        let config = try DaemonConfig.parse(tones)
+        XCTAssertEqual(config.tones.wav, ["busy": "/etc/intercomd/busy.wav"])
+        XCTAssertEqual(config.tones.gainDB, ["missed_call": 6])
+        XCTAssertEqual(config.tones.inCallDB, -18)
+        XCTAssertEqual(config.keyMap()[2], .answer)
+        XCTAssertEqual(config.keyMap()[6], .acknowledgeAll)
+        XCTAssertEqual(try DaemonConfig.parse(config.rendered()).tones, config.tones, "rendered and read back")
+        assertIssue(tones.replacingOccurrences(of: "busy = ", with: "bussy = "), key: "tones.wav.bussy", "did you mean busy?")
+        assertIssue(tones.replacingOccurrences(of: "missed_call = 6", with: "missed_call = 60"), key: "tones.gain_db.missed_call",
+                    "60 is not in range -40...20")
+        assertIssue(tones.replacingOccurrences(of: "in_call_db = -18", with: "in_call_db = 3"), key: "tones.in_call_db", "not in range")
+    }
+
     func testKeyMapErrorsNameTheirEntry() {
         let map = { (entries: String) in
             self.practice.replacingOccurrences(of: "KEY_F1 = \"call:alle\"\nKEY_F2 = \"call:2\"\nKEY_ESC = \"hang_up\"\n", with: entries)

@@ -2,6 +2,7 @@ import AudioPipeline
 import Calls
 import Posix
 import SignalTools
+import TestSupport
 import XCTest
 
 /// A terminal without a screen: every call event has its tone (engine effects, seeded
@@ -240,5 +241,28 @@ final class TerminalEventTests: XCTestCase {
         XCTAssertEqual(frame[0], -1000, "at half gain")
         player.stop()
         XCTAssertFalse(player.readFrame(into: frame, count: 480))
+    }
+
+    /// The audio thread's side allocates nothing while requests come and go.
+    func testTonePlayerReadsWithoutAllocating() {
+        let player = TonePlayer(sounds: Cue.allCases.map { Tones.render($0.notes.map { ($0.hz, $0.ms) }) })
+        final class Box: @unchecked Sendable { var count: UInt64 = 0 }
+        let box = Box()
+        let thread = Thread {
+            AllocationCounter.trackCurrentThread()
+            let frame = UnsafeMutablePointer<Int16>.allocate(capacity: 480)
+            let before = AllocationCounter.count
+            for k in 0..<3000 {
+                if k % 50 == 0 { player.play(k / 50 % player.soundCount, loop: k % 100 == 0, gain: k % 150 == 0 ? 0.25 : 1) }
+                _ = player.readFrame(into: frame, count: 480)
+            }
+            box.count = AllocationCounter.count - before
+            frame.deallocate()
+        }
+        AllocationCounter.arm()
+        thread.start()
+        while !thread.isFinished { usleep(1000) }
+        AllocationCounter.disarm()
+        XCTAssertEqual(box.count, 0, "allocations: \(AllocationCounter.callers)")
     }
 }
