@@ -35,26 +35,26 @@ extension DaemonConfig {
         .int("ring_period_ms", \.tones.ringPeriodMs, "The chime of a call waiting to be answered by hand (auto_answer off) and the caller's ringback repeat every this many ms",
              .range(TonesSection.ringPeriodMsRange)),
         .soundTable("wav", \.tones.wav, "Sound → 48 kHz mono (or multi-channel) WAV file played instead of the generated tone, e.g. { busy = \"/etc/intercomd/busy.wav\" }",
-                    allowed: "a table, sound = \"path\"") { v in
-            guard case .string(let s) = v else { return (nil, "expected a file path (a string)") }
-            return s.isEmpty ? (nil, "is empty: leave the sound out to keep the generated tone") : (.string(s), nil)
+                    allowed: "a table, sound = \"path\"", render: TOMLWrite.string) { item throws(ValueProblem) in
+            let path = try TOMLRead.string(item)
+            guard !path.isEmpty else { throw ValueProblem("is empty: leave the sound out to keep the generated tone") }
+            return path
         },
         .soundTable("gain_db", \.tones.gainDB, "Sound → gain in dB (-40...20) added to its level, e.g. { missed_call = 6 }",
-                    allowed: "a table, sound = dB") { v in
-            guard case .number(let d) = v else { return (nil, "expected a number of dB") }
-            return TonesSection.gainRange.contains(d) ? (.number(d), nil) : (nil, "\(formatNumber(d)) is not in range -40...20")
+                    allowed: "a table, sound = dB", render: formatNumber) { item throws(ValueProblem) in
+            let dB = try TOMLRead.double(item)
+            guard TonesSection.gainRange.contains(dB) else { throw ValueProblem("\(formatNumber(dB)) is not in range -40...20") }
+            return dB
         },
     ])
 }
 
-/// A value in a sound table, as read.
-enum SoundValue { case string(String), number(Double) }
-
 extension SchemaKey {
-    /// A table keyed by sound names (`TonesSection.soundNames`); `convert` checks each value.
+    /// A table keyed by sound names (`TonesSection.soundNames`); `convert` reads and checks each value.
     static func soundTable<V: Sendable & Equatable>(
         _ name: String, _ path: Path<[String: V]>, _ comment: String, allowed: String,
-        _ convert: @escaping @Sendable (SoundValue) -> (SoundValue?, String?)
+        render: @escaping @Sendable (V) -> String,
+        _ convert: @escaping @Sendable (TOMLValueConvertible) throws(ValueProblem) -> V
     ) -> SchemaKey {
         SchemaKey(
             name: name, comment: comment + ". Sounds: " + TonesSection.soundNames.joined(separator: ", "), allowed: allowed,
@@ -68,27 +68,14 @@ extension SchemaKey {
                         let hint = Spelling.closest(to: key, among: TonesSection.soundNames).map { " (did you mean \($0)?)" } ?? ""
                         throw ValueProblem("is not a sound: one of \(TonesSection.soundNames.joined(separator: ", "))" + hint, at: key)
                     }
-                    let raw: SoundValue
-                    if let s = try? TOMLRead.string(item) { raw = .string(s) }
-                    else if let d = try? TOMLRead.double(item) { raw = .number(d) }
-                    else { throw ValueProblem("got \(TOMLRead.describe(item))", at: key) }
-                    let (converted, problem) = convert(raw)
-                    if let problem { throw ValueProblem(problem, at: key) }
-                    switch converted {
-                    case .string(let s)?: out[key] = s as? V
-                    case .number(let d)?: out[key] = d as? V
-                    case nil: break
-                    }
+                    do throws(ValueProblem) { out[key] = try convert(item) } catch { throw ValueProblem(error.text, at: key) }
                 }
                 config[keyPath: path] = out
             },
             check: { _ in nil },
             render: { c in
                 let entries = c[keyPath: path].sorted { $0.key < $1.key }
-                return entries.isEmpty ? "{}" : "{ " + entries.map { e in
-                    let v: String = if let s = e.value as? String { TOMLWrite.string(s) } else if let d = e.value as? Double { formatNumber(d) } else { "\(e.value)" }
-                    return "\(TOMLWrite.key(e.key)) = \(v)"
-                }.joined(separator: ", ") + " }"
+                return entries.isEmpty ? "{}" : "{ " + entries.map { "\(TOMLWrite.key($0.key)) = \(render($0.value))" }.joined(separator: ", ") + " }"
             },
             adopt: { $0[keyPath: path] = $1[keyPath: path] })
     }

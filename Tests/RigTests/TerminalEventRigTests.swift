@@ -69,6 +69,11 @@ final class TerminalEventRigTests: XCTestCase {
         }
         Thread.sleep(forTimeInterval: 0.3)
         func idle() -> Bool { ["rooma", "roomb", "roomc"].allSatisfy(rooms.isIdle) }
+        /// A calls B and waits until B rings.
+        func aRingsB() throws {
+            _ = try rooms.control("rooma", .call(button: "roomb"))
+            XCTAssertTrue(rooms.wait(3) { rooms.status("roomb")?.call != nil })
+        }
         func pause() { Thread.sleep(forTimeInterval: 0.7) }  // lets the last tone play out before the next
 
         // 1-4: A calls B, B rings until answered by key; mute tones at A; A hangs up.
@@ -117,19 +122,16 @@ final class TerminalEventRigTests: XCTestCase {
         pause()
 
         // Decline by key and by command, answer by command.
-        _ = try rooms.control("rooma", .call(button: "roomb"))
-        XCTAssertTrue(rooms.wait(3) { rooms.status("roomb")?.call != nil })
+        try aRingsB()
         keys.press(2 + 1)  // KEY_2: decline
         XCTAssertTrue(rooms.wait(3, idle), "declined by key")
         XCTAssertEqual(rooms.history("rooma").last?.participants.first?.status, .declined(.refused))
         pause()
-        _ = try rooms.control("rooma", .call(button: "roomb"))
-        XCTAssertTrue(rooms.wait(3) { rooms.status("roomb")?.call != nil })
+        try aRingsB()
         XCTAssertEqual(try rooms.control("roomb", .decline), .success(.done))
         XCTAssertTrue(rooms.wait(3, idle), "declined by command")
         pause()
-        _ = try rooms.control("rooma", .call(button: "roomb"))
-        XCTAssertTrue(rooms.wait(3) { rooms.status("roomb")?.call != nil })
+        try aRingsB()
         XCTAssertEqual(try rooms.control("roomb", .answer), .success(.done))
         XCTAssertTrue(rooms.wait(3) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "answered by command")
         _ = try rooms.control("roomb", .hangUp)
