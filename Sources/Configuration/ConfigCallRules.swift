@@ -26,7 +26,8 @@ extension DaemonConfig {
         keyMapIssues(&out)
         guard callsEnabled else {
             let unused = [(!rooms.isEmpty, "[rooms]"), (!buttons.isEmpty, "[buttons]"),
-                          (!keys.device.isEmpty, "keys.device"), (!keys.map.isEmpty, "[keys.map]")]
+                          (!keys.device.isEmpty, "keys.device"), (!keys.map.isEmpty, "[keys.map]"),
+                          (!keys.longMap.isEmpty, "[keys.long_map]")]
                 .filter(\.0).map(\.1)
             if !unused.isEmpty {
                 out.append((["room", "id"], "is not set, so calls are off and \(unused.joined(separator: ", ")) unused: set it to this terminal's room id"))
@@ -98,26 +99,31 @@ extension DaemonConfig {
     }
 
     private func keyMapIssues(_ out: inout [PathIssue]) {
-        // KeyMap.parse stops at its first problem; adding one entry at a time (in its order)
+        keyTableIssues("map", keys.map, &out)
+        keyTableIssues("long_map", keys.longMap, &out)
+    }
+
+    private func keyTableIssues(_ table: String, _ entries: [String: String], _ out: inout [PathIssue]) {
+        // KeyMap.table stops at its first problem; adding one entry at a time (in its order)
         // finds each, worded as the daemon's key reader would.
         var good: [String: String] = [:]
-        for (key, action) in keys.map.sorted(by: { $0.key < $1.key }) {
+        for (key, action) in entries.sorted(by: { $0.key < $1.key }) {
             var trial = good
             trial[key] = action
             do throws(KeyMapError) {
-                _ = try KeyMap.parse(trial)
+                _ = try KeyMap.table(trial)
                 good = trial
             } catch {
-                out.append((["keys", "map", key], error.problem))
+                out.append((["keys", table, key], error.problem))
                 continue
             }
             guard callsEnabled, case .callButton(let ref)? = KeyAction(configValue: action) else { continue }
             let names = buttons.keys.sorted()
             switch ref {
             case .name(let name) where buttons[name] == nil:
-                out.append((["keys", "map", key], "\(TOMLWrite.string(action)): there is no [buttons.\(name)]"))
+                out.append((["keys", table, key], "\(TOMLWrite.string(action)): there is no [buttons.\(name)]"))
             case .index(let n) where n > names.count:
-                out.append((["keys", "map", key], "\(TOMLWrite.string(action)): there \(names.count == 1 ? "is 1 button" : "are \(names.count) buttons") (numbered in name order: \(names.joined(separator: ", ")))"))
+                out.append((["keys", table, key], "\(TOMLWrite.string(action)): there \(names.count == 1 ? "is 1 button" : "are \(names.count) buttons") (numbered in name order: \(names.joined(separator: ", ")))"))
             default: break
             }
         }

@@ -128,10 +128,15 @@ public struct KeysSection: Sendable, Equatable {
     public var debounceMs: Int = 30
     /// Key name or code → action (`[keys.map]`), as `Keys.KeyMap.parse` takes them.
     public var map: [String: String] = [:]
+    /// Key name or code → action on a long press (`[keys.long_map]`).
+    public var longMap: [String: String] = [:]
+    /// A key with a long action held this long fires it; let go sooner, its short action.
+    public var longPressMs: Int = 800
 
     public init() {}
 
     public static let debounceMsRange = 0...1000
+    public static let longPressMsRange = 300...5000
 }
 
 // MARK: - What the rest of the daemon is built from
@@ -182,7 +187,7 @@ extension DaemonConfig {
     }
 
     /// The key map. Precondition: the configuration is valid (else the map is empty).
-    public func keyMap() -> KeyMap { (try? KeyMap.parse(keys.map)) ?? KeyMap() }
+    public func keyMap() -> KeyMap { (try? KeyMap.parse(keys.map, long: keys.longMap)) ?? KeyMap() }
 }
 
 extension RoomEntry {
@@ -251,7 +256,10 @@ extension DaemonConfig {
             .string("device", \.keys.device, "Input device (evdev), e.g. /dev/input/event0; \"\" = no keys", .any),
             .int("debounce_ms", \.keys.debounceMs, "Presses of one key closer together than this count once, ms",
                  .range(KeysSection.debounceMsRange)),
-            .keyMap("map", "Key name (KEY_F1, BTN_0) or code → call:<button name or number>, answer, decline, hang_up, call_back, call_missed, acknowledge, acknowledge_all, toggle_mic_mute, toggle_speaker_mute or toggle_dnd; e.g. { KEY_F1 = \"call:alle\", KEY_ESC = \"hang_up\" }, or the same as a [keys.map] table"),
+            .int("long_press_ms", \.keys.longPressMs, "A key with an entry in long_map, held this long, does its long action; let go sooner, its map action, ms",
+                 .range(KeysSection.longPressMsRange)),
+            .keyMap("map", \.keys.map, "Key name (KEY_F1, BTN_0) or code → call:<button name or number>, answer, decline, hang_up, call_back, call_missed, acknowledge, acknowledge_all, toggle_mic_mute, toggle_speaker_mute or toggle_dnd; e.g. { KEY_F1 = \"call:alle\", KEY_ESC = \"hang_up\" }, or the same as a [keys.map] table"),
+            .keyMap("long_map", \.keys.longMap, "The same for a long press (long_press_ms), for a box with few keys; a key listed here fires its map action when let go, not when pressed; e.g. { KEY_F1 = \"call_back\" }"),
         ]),
         tonesSection,
     ]
@@ -290,12 +298,12 @@ extension SchemaKey {
 
     /// `[keys.map]`: entries are checked against the buttons in `callIssues` (each names its
     /// entry), so the key's own check has nothing to add.
-    static func keyMap(_ name: String, _ comment: String) -> SchemaKey {
+    static func keyMap(_ name: String, _ path: Path<[String: String]>, _ comment: String) -> SchemaKey {
         SchemaKey(
             name: name, comment: comment, allowed: "a table, KEY = \"action\"",
             read: { value, config throws(ValueProblem) in
                 guard let table = value.table else {
-                    throw ValueProblem("expected a table ([keys.map] or { KEY_F1 = \"hang_up\" }), got \(TOMLRead.describe(value))")
+                    throw ValueProblem("expected a table ([keys.\(name)] or { KEY_F1 = \"hang_up\" }), got \(TOMLRead.describe(value))")
                 }
                 var map: [String: String] = [:]
                 for (key, action) in table {
@@ -303,15 +311,15 @@ extension SchemaKey {
                         throw ValueProblem(error.text, at: key)
                     }
                 }
-                config.keys.map = map
+                config[keyPath: path] = map
             },
             check: { _ in nil },
             render: { c in
-                let entries = c.keys.map.sorted { $0.key < $1.key }
+                let entries = c[keyPath: path].sorted { $0.key < $1.key }
                 return entries.isEmpty ? "{}"
                     : "{ " + entries.map { "\(TOMLWrite.key($0.key)) = \(TOMLWrite.string($0.value))" }.joined(separator: ", ") + " }"
             },
-            adopt: { $0.keys.map = $1.keys.map })
+            adopt: { $0[keyPath: path] = $1[keyPath: path] })
     }
 }
 

@@ -47,7 +47,8 @@ final class CallsSide: @unchecked Sendable {
                                   microphone: microphone, mixer: mixer, sounds: sounds, history: history, state: state, seal: seal,
                                   mediaKeys: mediaKeys, logger: logger)
         let k = config.keys
-        keySettings = k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounceMilliseconds: k.debounceMs)
+        keySettings = k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounceMilliseconds: k.debounceMs,
+                                                                         longPressMilliseconds: k.longPressMs)
     }
 
     func start() throws(SystemError) {
@@ -57,9 +58,9 @@ final class CallsSide: @unchecked Sendable {
         let buttons = service.settings.buttons.keys.sorted()
         do {
             keys = try KeyReader(settings: keySettings, onPress: { press in
-                log.info("key \(press.code): \(press.action)")
+                log.info("key \(press.code)\(press.long ? " (long)" : ""): \(press.action.map(\.description) ?? "nothing")")
                 // A key that can do nothing says so (the error tone).
-                if let command = press.action.command(buttons: buttons) {
+                if let command = press.action?.command(buttons: buttons) {
                     service.perform(command, fromKey: true)
                 } else {
                     service.keyDidNothing()

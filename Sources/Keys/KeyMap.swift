@@ -6,20 +6,28 @@ public struct KeyMapError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { "key \"\(key)\": \(problem)" }
 }
 
-/// Which action each evdev key code triggers.
+/// Which action each evdev key code triggers: on a short press (`actions`) and, for keys that
+/// have one, on a long press (`long`).
 public struct KeyMap: Sendable, Equatable {
     public private(set) var actions: [UInt16: KeyAction]
+    public private(set) var long: [UInt16: KeyAction]
 
-    public init(_ actions: [UInt16: KeyAction] = [:]) {
+    public init(_ actions: [UInt16: KeyAction] = [:], long: [UInt16: KeyAction] = [:]) {
         self.actions = actions
+        self.long = long
     }
 
     public subscript(code: UInt16) -> KeyAction? { actions[code] }
 
-    /// Builds the map from configuration text: keys are decimal codes ("59") or Linux names
-    /// ("KEY_F1", "BTN_0"), values are `KeyAction(configValue:)` spellings. Two names for one
-    /// code are an error, so a typo cannot silently override another key.
-    public static func parse(_ entries: [String: String]) throws(KeyMapError) -> KeyMap {
+    /// Builds the map from configuration text (`[keys.map]` and `[keys.long_map]`).
+    public static func parse(_ entries: [String: String], long: [String: String] = [:]) throws(KeyMapError) -> KeyMap {
+        KeyMap(try table(entries), long: try table(long))
+    }
+
+    /// One table: keys are decimal codes ("59") or Linux names ("KEY_F1", "BTN_0"), values are
+    /// `KeyAction(configValue:)` spellings. Two names for one code are an error, so a typo cannot
+    /// silently override another key.
+    public static func table(_ entries: [String: String]) throws(KeyMapError) -> [UInt16: KeyAction] {
         var map: [UInt16: KeyAction] = [:]
         var origin: [UInt16: String] = [:]
         for (key, value) in entries.sorted(by: { $0.key < $1.key }) {
@@ -35,7 +43,7 @@ public struct KeyMap: Sendable, Equatable {
             map[code] = action
             origin[code] = key
         }
-        return KeyMap(map)
+        return map
     }
 
     /// KEY_MAX in linux/input-event-codes.h.

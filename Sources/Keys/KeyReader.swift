@@ -10,17 +10,20 @@ public struct KeyReaderSettings: Sendable {
     public var map: KeyMap
     /// A second press of the same key sooner than this is contact bounce.
     public var debounceMilliseconds: Int
+    /// A key with a long action held this long fires it (`KeyMap.long`).
+    public var longPressMilliseconds: Int
     /// Back-off between attempts to reopen a lost device: doubles from the first to the maximum.
     public var reopenFirstDelay: Double
     public var reopenMaxDelay: Double
     /// How often an open device's path is checked (removed or replaced: reopen).
     public var pathCheckInterval: Double
 
-    public init(path: String, map: KeyMap, debounceMilliseconds: Int = 50,
+    public init(path: String, map: KeyMap, debounceMilliseconds: Int = 50, longPressMilliseconds: Int = 800,
                 reopenFirstDelay: Double = 0.1, reopenMaxDelay: Double = 5, pathCheckInterval: Double = 1) {
         self.path = path
         self.map = map
         self.debounceMilliseconds = debounceMilliseconds
+        self.longPressMilliseconds = longPressMilliseconds
         self.reopenFirstDelay = reopenFirstDelay
         self.reopenMaxDelay = reopenMaxDelay
         self.pathCheckInterval = pathCheckInterval
@@ -29,10 +32,21 @@ public struct KeyReaderSettings: Sendable {
 
 /// One accepted key press.
 public struct KeyPress: Sendable, Equatable {
-    public var action: KeyAction
+    /// Nil: a short press of a key that has only a long action (it did nothing).
+    public var action: KeyAction?
     public var code: UInt16
-    /// The kernel's time stamp (seconds since 1970 unless the device clock was changed).
+    /// A long press (the key's `KeyMap.long` action).
+    public var long: Bool
+    /// The kernel's time stamp of the press (seconds since 1970 unless the device clock was
+    /// changed); for a key with a long action, when the reader decided (monotonic seconds).
     public var time: Double
+
+    public init(action: KeyAction?, code: UInt16, long: Bool = false, time: Double) {
+        self.action = action
+        self.code = code
+        self.long = long
+        self.time = time
+    }
 }
 
 /// What the daemon may want to log.
@@ -47,7 +61,9 @@ public enum KeyReaderEvent: Sendable, Equatable {
 }
 
 public struct KeyReaderStats: Sendable, Equatable {
+    /// Actions delivered, long presses included.
     public var actions = 0
+    public var longPresses = 0
     public var releases = 0
     public var autorepeats = 0
     public var bounces = 0

@@ -25,7 +25,8 @@ struct KeyReaderLoop {
         self.shared = shared
         self.onPress = onPress
         self.onEvent = onEvent
-        filter = KeyFilter(map: settings.map, debounceMilliseconds: settings.debounceMilliseconds)
+        filter = KeyFilter(map: settings.map, debounceMilliseconds: settings.debounceMilliseconds,
+                           longPressMilliseconds: settings.longPressMilliseconds)
         backoff = settings.reopenFirstDelay
     }
 
@@ -36,12 +37,20 @@ struct KeyReaderLoop {
         while true {
             var now = MonotonicClock.seconds()
             if source == nil, now >= nextOpen { open(now: now) }
-            let deadline = source == nil ? nextOpen : nextPathCheck
+            var deadline = source == nil ? nextOpen : nextPathCheck
+            if let held = filter.nextDeadline { deadline = min(deadline, Double(held) / 1e6) }
             let fds = [wakeFD] + (source.map { [$0.fd] } ?? [])
             let ready = pollReadable(fds, timeout: deadline - now)
             if ready[0] { return }
             if ready.count > 1, ready[1] { drain(&buffer) }
             now = MonotonicClock.seconds()
+            for d in filter.due(now: Int64(now * 1e6)) {
+                shared.stats.withLock { s in
+                    s.actions += d.action == nil ? 0 : 1
+                    s.longPresses += d.long ? 1 : 0
+                }
+                onPress(KeyPress(action: d.action, code: d.code, long: d.long, time: now))
+            }
             if let s = source, now >= nextPathCheck {
                 nextPathCheck = now + settings.pathCheckInterval
                 let current = FileIdentity.of(path: settings.path)
@@ -106,6 +115,7 @@ struct KeyReaderLoop {
         shared.stats.withLock { s in
             switch outcome {
             case .action: s.actions += 1
+            case .held: break
             case .notAKey: s.otherEvents += 1
             case .release: s.releases += 1
             case .autorepeat: s.autorepeats += 1
@@ -130,6 +140,7 @@ struct KeyReaderLoop {
         source?.close()
         source = nil
         decoder.reset()
+        filter.reset()
         shared.stats.withLock { $0.losses += 1 }
         onEvent(.lost(path: settings.path, reason: reason))
         if gotData {

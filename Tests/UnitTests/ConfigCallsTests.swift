@@ -302,6 +302,21 @@ final class ConfigCallsTests: XCTestCase {
         XCTAssertEqual(found.map(\.key), ["keys.map.KEY_F1", "keys.map.KEY_F2"])
     }
 
+    func testLongMapGivesAKeyASecondActionAndItsErrorsNameTheirEntry() throws {
+        let long = practice + "[keys.long_map]\nKEY_F1 = \"call_back\"\nBTN_0 = \"acknowledge_all\"\n"
+        let config = try DaemonConfig.parse(long.replacingOccurrences(of: "debounce_ms = 40", with: "debounce_ms = 40\nlong_press_ms = 600"))
+        XCTAssertEqual(config.keys.longPressMs, 600)
+        XCTAssertEqual(config.keyMap().long, [59: .callBack, 0x100: .acknowledgeAll])
+        XCTAssertEqual(config.keyMap()[59], .callButton(.name("alle")), "the short action stays")
+        XCTAssertEqual(try DaemonConfig.parse(config.rendered()).keys, config.keys, "rendered and read back")
+        assertIssue(long.replacingOccurrences(of: "\"call_back\"", with: "\"call_bak\""), key: "keys.long_map.KEY_F1",
+                    "\"call_bak\" is not an action")
+        assertIssue(long.replacingOccurrences(of: "\"call_back\"", with: "\"call:labor\""), key: "keys.long_map.KEY_F1",
+                    "there is no [buttons.labor]")
+        assertIssue(long.replacingOccurrences(of: "debounce_ms = 40", with: "long_press_ms = 100"), key: "keys.long_press_ms",
+                    "not in range 300...5000")
+    }
+
     func testValidateChecksCodeBuiltConfiguration() throws {
         var c = DaemonConfig()
         c.room.id = "a"

@@ -48,7 +48,8 @@ final class KeyCollector: Sendable {
     var onPress: @Sendable (KeyPress) -> Void { { p in self.presses.withLock { $0.append(p) } } }
     var onEvent: @Sendable (KeyReaderEvent) -> Void { { e in self.events.withLock { $0.append(e) } } }
 
-    var actions: [KeyAction] { presses.withLock { $0.map(\.action) } }
+    var actions: [KeyAction?] { presses.withLock { $0.map(\.action) } }
+    var allPresses: [KeyPress] { presses.withLock { $0 } }
     var allEvents: [KeyReaderEvent] { events.withLock { $0 } }
 
     /// Polls until `condition` holds or `timeout` passes; returns whether it held.
@@ -62,7 +63,7 @@ final class KeyCollector: Sendable {
         return true
     }
 
-    func waitForActions(_ count: Int, timeout: Double = 5) -> [KeyAction] {
+    func waitForActions(_ count: Int, timeout: Double = 5) -> [KeyAction?] {
         wait(timeout: timeout) { actions.count >= count }
         return actions
     }
