@@ -24,6 +24,7 @@ let package = Package(
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
+        .systemLibrary(name: "CGPIOD", pkgConfig: "libgpiod", providers: [.apt(["libgpiod-dev"])]),
         // Counts heap allocations per thread; linked only into tests and the benchmark.
         .target(name: "CAllocCounter"),
 
@@ -61,6 +62,8 @@ let package = Package(
         .target(name: "Calls", dependencies: ["Posix"]),
         // Terminal keys: evdev key presses → debounced actions, on their own thread; reopens lost devices.
         .target(name: "Keys", dependencies: ["Calls", "Posix"]),
+        // Status lights: states → LEDs (LED class in sysfs, GPIO lines through libgpiod) on their own thread.
+        .target(name: "Lights", dependencies: ["CGPIOD", "Posix"]),
         // Call history and small state (do-not-disturb) in JSON files, written atomically by a thread of their own.
         .target(name: "CallStore", dependencies: ["Calls", "Posix"]),
         // Test helper: slows every fsync of the process it is preloaded into.
@@ -76,7 +79,7 @@ let package = Package(
         .target(name: "SiteSecurity", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         // The daemon's configuration: TOML in, checked settings out (nothing that runs).
         .target(name: "Configuration", dependencies: [
-            "Calls", "Control", "Keys", "Posix",
+            "Calls", "Control", "Keys", "Lights", "Posix",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
@@ -86,7 +89,7 @@ let package = Package(
         // Supervision, calls, media, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "Configuration", "AudioPipeline", "Codec", "Frames", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
-            "Calls", "CallStore", "Control", "Keys", "SiteSecurity", "Posix",
+            "Calls", "CallStore", "Control", "Keys", "Lights", "SiteSecurity", "Posix",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
@@ -101,11 +104,11 @@ let package = Package(
 
         .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter", "Control", "Configuration"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "Keys", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity", "Posix",
+            "Calls", "Keys", "Lights", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity", "Posix",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "CAllocCounter",
-            "Calls", "CallStore", "Control", "Keys", "SiteSecurity", "Posix",
+            "Calls", "CallStore", "Control", "Keys", "Lights", "SiteSecurity", "Posix",
         ]),
     ]
 )

@@ -39,6 +39,7 @@ public struct DaemonConfig: Sendable, Equatable {
     public var security = SecuritySection()
     public var keys = KeysSection()
     public var tones = TonesSection()
+    public var lights = LightsSection()
 
     /// All defaults.
     public init() {}
@@ -848,6 +849,7 @@ extension DaemonConfig {
                 },
             .bool("drift_correction", \.jitter.driftCorrection, "Follow the remote sound card's clock (they differ by up to a few hundred ppm) by resampling, so the delay neither creeps nor jumps"),
         ]),
+        lightsSection,
     ]
 
     /// `self` with the value of every key of `new` that SIGHUP applies as `policy` says, and the

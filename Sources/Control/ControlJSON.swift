@@ -70,8 +70,12 @@ public enum ControlJSON {
                 ["source": .string(m.source), "received": .number(Double(m.received)), "played": .number(Double(m.played)),
                  "delay_ms": .number((m.delayMs * 10).rounded() / 10)]
             }
+            let lights = s.lights.map { l -> JSONValue in
+                ["led": .string(l.led), "pattern": .string(l.pattern), "state": l.state.map(JSONValue.string) ?? .null,
+                 "problem": l.problem.map(JSONValue.string) ?? .null]
+            }
             return ["room": room(s.room), "name": .string(s.name), "dnd": .bool(s.doNotDisturb), "mute": encode(s.mute), "call": call,
-                    "media": .array(media), "missed": .integer(Int64(s.missedCalls))]
+                    "media": .array(media), "missed": .integer(Int64(s.missedCalls)), "lights": .array(lights)]
         case .rooms(let d):
             return ["rooms": .array(d.rooms.map { merge(["id": room($0.id), "name": .string($0.name)], encode($0.presence)) }),
                     "buttons": .array(d.buttons.map { ["name": .string($0.name), "rooms": rooms($0.rooms)] })]
@@ -195,10 +199,22 @@ public enum ControlJSON {
             // Absent from daemons older than the field: none known.
             let missed = result["missed"].map { $0 != .null } == true
                 ? Int(try field(result, "missed", \.integerValue, "an integer")) : 0
+            var lights: [StatusLight] = []
+            // Absent from daemons older than the field: none known.
+            if result["lights"].map({ $0 != .null }) == true {
+                for l in try field(result, "lights", \.arrayValue, "an array") {
+                    let optional = { (name: String) throws(Violation) -> String? in
+                        l[name].map { $0 != .null } == true ? try field(l, name, \.stringValue, "a string") : nil
+                    }
+                    lights.append(StatusLight(led: try field(l, "led", \.stringValue, "a string"),
+                                              pattern: try field(l, "pattern", \.stringValue, "a string"),
+                                              state: try optional("state"), problem: try optional("problem")))
+                }
+            }
             return .status(ControlStatus(room: try room(result, "room"), name: try field(result, "name", \.stringValue, "a string"),
                                          doNotDisturb: try field(result, "dnd", \.boolValue, "a boolean"),
                                          mute: try mute(try field(result, "mute", { $0 }, "an object")), call: call, media: media,
-                                         missedCalls: missed))
+                                         missedCalls: missed, lights: lights))
         case .rooms:
             var list: [RoomDirectory.Room] = []
             for r in try field(result, "rooms", \.arrayValue, "an array") {

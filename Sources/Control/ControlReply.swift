@@ -33,16 +33,36 @@ public struct ControlStatus: Sendable, Equatable {
     public var media: [MediaStream]
     /// Missed calls waiting to be acknowledged.
     public var missedCalls: Int
+    /// What each status light shows (none configured: empty).
+    public var lights: [StatusLight]
 
     public init(room: RoomID, name: String, doNotDisturb: Bool, mute: MuteState, call: ActiveCall? = nil,
-                media: [MediaStream] = [], missedCalls: Int = 0) {
+                media: [MediaStream] = [], missedCalls: Int = 0, lights: [StatusLight] = []) {
         self.missedCalls = missedCalls
+        self.lights = lights
         self.room = room
         self.name = name
         self.doNotDisturb = doNotDisturb
         self.mute = mute
         self.call = call
         self.media = media
+    }
+}
+
+/// One status light: its pattern, the state it shows, and why it cannot be set if it cannot.
+public struct StatusLight: Sendable, Equatable {
+    public var led: String
+    /// off, steady, slow_blink, fast_blink.
+    public var pattern: String
+    /// The state shown (ringing, in_call, ...); nil when dark.
+    public var state: String?
+    public var problem: String?
+
+    public init(led: String, pattern: String, state: String? = nil, problem: String? = nil) {
+        self.led = led
+        self.pattern = pattern
+        self.state = state
+        self.problem = problem
     }
 }
 

@@ -3,6 +3,7 @@ import Calls
 import CallStore
 import Control
 import Foundation
+import Lights
 import Posix
 import SiteSecurity
 import Logging
@@ -56,6 +57,10 @@ final class CallService: @unchecked Sendable {
     var mediaStreams: @Sendable () -> [MediaStream] = { [] }
     /// The network round-trip test; the calls thread hands it the reflected probes.
     let networkLoopback: NetworkLoopback
+    /// Called after the engine changed something the lights may show (set once before `start`).
+    var onChange: @Sendable () -> Void = {}
+    /// What the status lights show, for `status` (set once before `start`).
+    var lightsReport: @Sendable () -> [StatusLight] = { [] }
     /// This terminal's timing for the network loopback's report (set once before `start`).
     var terminalTiming: @Sendable () -> TerminalTiming = {
         TerminalTiming(periodMs: 10, bufferPeriods: 3, processingDelayMs: 10, codecLookaheadMs: 0, jitterMinMs: 10,
@@ -342,6 +347,26 @@ final class CallService: @unchecked Sendable {
         }
     }
 
+    /// The states of the calls side the status lights show.
+    func lightStates() -> Set<LightState> {
+        engine.withLock { e in
+            var s: Set<LightState> = []
+            switch e.state {
+            case .idle: break
+            case .ringingIncoming: s.insert(.ringing)
+            case .ringingOutgoing: s.insert(.calling)
+            case .connected: s.insert(.inCall)
+            }
+            if e.mute.microphone { s.insert(.micMuted) }
+            if e.doNotDisturb { s.insert(.doNotDisturb) }
+            if !e.missedCalls.isEmpty { s.insert(.missedCall) }
+            let settings = e.settings
+            let others = settings.directory.keys.filter { $0 != settings.room }
+            if !others.isEmpty, !others.contains(where: { e.presence(of: $0).online }) { s.insert(.fault) }
+            return s
+        }
+    }
+
     private static func word(_ s: ParticipantStatus) -> String {
         switch s {
         case .ringing: "ringing"
@@ -356,7 +381,7 @@ final class CallService: @unchecked Sendable {
         let settings = e.settings
         let name = settings.directory[settings.room]?.name ?? settings.room.value
         var s = ControlStatus(room: settings.room, name: name, doNotDisturb: e.doNotDisturb, mute: e.mute, media: mediaStreams(),
-                              missedCalls: e.missedCalls.count)
+                              missedCalls: e.missedCalls.count, lights: lightsReport())
         if let call = e.call {
             s.call = ActiveCall(callID: call.id, direction: call.role == .caller ? .outgoing : .incoming, caller: call.caller,
                                 participants: call.participants, connected: call.isConnected)
@@ -376,6 +401,7 @@ final class CallService: @unchecked Sendable {
     // MARK: effects
 
     private func execute(_ effects: [CallEffect]) {
+        defer { if !effects.isEmpty { onChange() } }
         for effect in effects {
             switch effect {
             case .send(_, let to, let plain):

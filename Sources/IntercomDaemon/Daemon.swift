@@ -33,6 +33,8 @@ public final class Daemon: @unchecked Sendable {
     private let local: LocalMode
     private let network: NetworkMedia?
     let calls: CallsSide?
+    /// The status lights, when `[lights.map]` names any.
+    private let lights: TerminalLights?
     /// The reloads since start, for `stats`.
     let reloads = ReloadHistory()
     private let delayEstimator: EchoDelayEstimator
@@ -115,6 +117,11 @@ public final class Daemon: @unchecked Sendable {
             statistics: { statistics.read() }, loopback: loopback, audioRunning: { [engine] in engine.stats.running.isSet },
             calls: calls?.service, technicianGroup: technicianGroup, logger: logger))
         calls?.service.control = control
+        if let settings = config.lightsSettings() {
+            lights = try TerminalLights(settings: settings, engine: engine, calls: calls?.service, logger: logger)
+        } else {
+            lights = nil
+        }
         local = try LocalMode(farEndPath: l.farEndWav, farEndRing: farEndRing, recordPath: l.recordWav,
                               rawPath: l.recordRawWav, microphone: recorded, engine: engine, sampleRate: a.sampleRate)
     }
@@ -136,6 +143,7 @@ public final class Daemon: @unchecked Sendable {
             try local.start()
             try network?.start()
             try calls?.start()
+            try lights?.start()
             do throws(SystemError) {
                 try control.start()
                 log.info("control socket \(control.settings.socketPath)")
@@ -173,6 +181,7 @@ public final class Daemon: @unchecked Sendable {
         notifier?.stopping(status: "stopping: ending calls")
         health?.stop()
         calls?.stop()
+        lights?.stop()
         control.stop()
         supervisor.stop()
         network?.stop()

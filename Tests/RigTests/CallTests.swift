@@ -328,7 +328,18 @@ final class FIFOKeyWriter {
     deinit { close(fd) }
 
     func press(_ code: UInt16) {
-        let bytes = [InputEvent.key(code, InputEvent.press), InputEvent.key(code, InputEvent.release)].flatMap { $0.encoded() }
+        send([InputEvent.key(code, InputEvent.press), InputEvent.key(code, InputEvent.release)])
+    }
+
+    /// Holds the key down for `seconds` (a long press).
+    func hold(_ code: UInt16, seconds: Double) {
+        send([InputEvent.key(code, InputEvent.press)])
+        Thread.sleep(forTimeInterval: seconds)
+        send([InputEvent.key(code, InputEvent.release)])
+    }
+
+    private func send(_ events: [InputEvent]) {
+        let bytes = events.flatMap { $0.encoded() }
         _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 }

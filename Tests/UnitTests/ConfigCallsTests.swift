@@ -3,6 +3,7 @@ import Control
 import Foundation
 import Keys
 import Posix
+import Lights
 import XCTest
 
 @testable import IntercomDaemon
@@ -300,6 +301,41 @@ final class ConfigCallsTests: XCTestCase {
         // Every bad entry is reported, not only the first.
         let found = issues(map("KEY_F1 = \"dial\"\nKEY_F2 = \"ring\"\n"))
         XCTAssertEqual(found.map(\.key), ["keys.map.KEY_F1", "keys.map.KEY_F2"])
+    }
+
+    func testLightsMapStatesToLEDsAndBadEntriesNameTheirKey() throws {
+        let lights = practice + """
+            [lights]
+            led_dir = "/run/test/leds"
+            gpio_chip = "gpiochip1"
+            [lights.gpio]
+            red = 27
+            [lights.map]
+            ringing = { led = "board:green:status", pattern = "fast_blink" }
+            in_call = { led = "board:green:status" }
+            fault = { led = "red", pattern = "slow_blink" }
+
+            """
+        let config = try DaemonConfig.parse(lights)
+        let settings = try XCTUnwrap(config.lightsSettings())
+        XCTAssertEqual(settings.ledDirectory, "/run/test/leds")
+        XCTAssertEqual(settings.gpioChip, "gpiochip1")
+        XCTAssertEqual(settings.gpioLines, ["red": 27])
+        XCTAssertEqual(settings.plan.rules, [.ringing: LightRule(led: "board:green:status", pattern: .fastBlink),
+                                             .inCall: LightRule(led: "board:green:status", pattern: .steady),
+                                             .fault: LightRule(led: "red", pattern: .slowBlink)])
+        XCTAssertEqual(try DaemonConfig.parse(config.rendered()).lights, config.lights, "rendered and read back")
+        XCTAssertNil(DaemonConfig().lightsSettings(), "no map, no lights thread")
+        assertIssue(lights.replacingOccurrences(of: "ringing =", with: "rining ="), key: "lights.map.rining", "did you mean ringing?")
+        assertIssue(lights.replacingOccurrences(of: "\"fast_blink\"", with: "\"fast\""), key: "lights.map.ringing.pattern",
+                    "\"fast\" is not a pattern")
+        assertIssue(lights.replacingOccurrences(of: "{ led = \"board:green:status\" }", with: "{ pattern = \"steady\" }"),
+                    key: "lights.map.in_call", "needs led")
+        assertIssue(lights.replacingOccurrences(of: "{ led = \"red\",", with: "{ led = \"../red\","), key: "lights.map.fault.led",
+                    "is not an LED name")
+        assertIssue(lights.replacingOccurrences(of: "red = 27", with: "red = -1"), key: "lights.gpio.red", "not a line offset")
+        assertIssue(lights.replacingOccurrences(of: "in_call = { led", with: "in_call = { colour = 1, led"), key: "lights.map.in_call.colour",
+                    "is not a field")
     }
 
     func testLongMapGivesAKeyASecondActionAndItsErrorsNameTheirEntry() throws {
