@@ -32,9 +32,10 @@ BIN=$(swift build -c release --build-path "$BUILD" --show-bin-path)
 
 rm -rf "$STAGE"
 install -d "$STAGE/DEBIAN" "$STAGE/usr/bin" "$STAGE/lib/systemd/system" "$STAGE/etc/intercomd" \
-    "$STAGE/usr/lib/sysusers.d" "$STAGE/usr/share/doc/$NAME"
+    "$STAGE/usr/lib/sysusers.d" "$STAGE/usr/lib/udev/rules.d" "$STAGE/usr/share/doc/$NAME"
 install -m 0755 -s "$BIN/intercomd" "$BIN/intercomctl" "$STAGE/usr/bin/"
 install -m 0644 systemd/intercomd.service "$STAGE/lib/systemd/system/"
+install -m 0644 systemd/60-intercomd.rules "$STAGE/usr/lib/udev/rules.d/"
 # The configuration holds the room directory and (later) names the site key: not world-readable.
 install -m 0640 config/intercomd.example.toml "$STAGE/etc/intercomd/intercomd.toml"
 install -m 0644 README.md docs/architecture.md docs/calls.md "$STAGE/usr/share/doc/$NAME/"

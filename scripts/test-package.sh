@@ -34,6 +34,7 @@ check "dpkg installs it" dpkg -i "$DEB"
 
 check "binaries installed" test -x /usr/bin/intercomd -a -x /usr/bin/intercomctl
 check "unit installed" test -f /lib/systemd/system/intercomd.service
+check "udev rules for the status lights installed" test -f /usr/lib/udev/rules.d/60-intercomd.rules
 check "configuration is a conffile" grep -qx /etc/intercomd/intercomd.toml /var/lib/dpkg/info/intercomd.conffiles
 check "configuration readable by the service only (root:intercomd 0640)" \
     test "$(stat -c '%U:%G %a' /etc/intercomd/intercomd.toml)" = "root:intercomd 640"
