@@ -303,6 +303,7 @@ public final class AudioEngine: @unchecked Sendable {
 /// Sums N incoming streams (a fixed set of slots, each switched on and off at run time) with
 /// per-stream gain into one speaker frame, saturating at full scale. Its output is both what is
 /// played and the echo canceller's reference, so muting the speaker also mutes the reference.
+/// Muting silences the inputs that follow it (the far ends), not the terminal's own tones.
 public final class Mixer: @unchecked Sendable {
     // @unchecked: buffers are touched by the audio thread only; controls are atomics.
     public let inputs: [MixerInput]
@@ -337,18 +338,20 @@ public final class Mixer: @unchecked Sendable {
     /// Writes the next speaker frame into `out`.
     public func mix(into out: UnsafeMutablePointer<Int16>) {
         accumulator.update(repeating: 0, count: frame)
+        let muted = speakerMuted.isSet
         for n in 0..<slots.count {
             let input = slots[n]
             if let h = input.handOff, !h.audioThreadMayRead() { continue }
+            // A muted stream is still read: its buffer plays on in silence instead of piling up.
             guard input.source.readFrame(into: scratch, count: frame) else {
                 input.underruns.increment()
                 continue
             }
+            if muted, input.followsSpeakerMute { continue }
             let g = Float(input.gain.load)
             for i in 0..<frame { accumulator[i] += Float(scratch[i]) * g }
         }
-        let master = speakerMuted.isSet ? 0 : Float(speakerGain.load)
-        clippedSamples.increment(by: saturate(accumulator, gain: master, into: out))
+        clippedSamples.increment(by: saturate(accumulator, gain: Float(speakerGain.load), into: out))
     }
 
     /// Scales and converts to Int16, clamping at full scale; returns how many samples clipped.

@@ -61,10 +61,14 @@ public final class MixerInput: Sendable {
     /// nil: always mixed (a fixed input). Otherwise the slot is mixed only while a control thread
     /// has activated it; streams come and go at run time without a lock (see `SlotHandOff`).
     public let handOff: SlotHandOff?
+    /// Whether muting the speaker silences it. The terminal's own tones do not follow: a box
+    /// without a screen must still say that a call rings or a mute key was pressed.
+    public let followsSpeakerMute: Bool
 
-    public init(source: any FrameSource, gain: Double = 1, handOff: SlotHandOff? = nil) {
+    public init(source: any FrameSource, gain: Double = 1, handOff: SlotHandOff? = nil, followsSpeakerMute: Bool = true) {
         self.source = source
         self.gain = Gauge(gain)
         self.handOff = handOff
+        self.followsSpeakerMute = followsSpeakerMute
     }
 }

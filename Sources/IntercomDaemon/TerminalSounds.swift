@@ -44,7 +44,10 @@ final class TerminalSounds: Sendable {
         inCallGain = pow(10, t.inCallDB / 20)
     }
 
-    var mixerInputs: [MixerInput] { [MixerInput(source: ring), MixerInput(source: cues)] }
+    /// Heard with the speaker muted too (the far ends are silenced, not the terminal itself).
+    var mixerInputs: [MixerInput] {
+        [MixerInput(source: ring, followsSpeakerMute: false), MixerInput(source: cues, followsSpeakerMute: false)]
+    }
 
     func play(_ r: Ring) {
         switch r {

@@ -32,6 +32,24 @@ final class TerminalEventRigTests: XCTestCase {
         return found
     }
 
+    /// Muting the speaker silences the far ends, not the terminal: its tones are still heard.
+    func testTonesAreHeardWithTheSpeakerMuted() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        try rooms.start("roomb")
+        _ = try rooms.control("roomb", .setMuted(.speaker, true))
+        XCTAssertEqual(rooms.status("roomb")?.mute.speaker, true)
+        let recorder = try RoomRecorder(room: rooms.room("roomb").rig, path: "\(rooms.dir)/roomb-speaker.wav")
+        Thread.sleep(forTimeInterval: 0.3)
+        _ = try rooms.control("roomb", .setDoNotDisturb(true))
+        Thread.sleep(forTimeInterval: 0.7)
+        _ = try rooms.control("roomb", .setDoNotDisturb(false))
+        Thread.sleep(forTimeInterval: 0.7)
+        recorder.stop()
+        XCTAssertEqual(try Self.heard("\(rooms.dir)/roomb-speaker.wav"), ["dnd_on", "dnd_off"], "heard through a muted speaker")
+    }
+
     func testEveryEventIsHeardAtTheRightTerminalAndCallsAreTakenRefusedMissedAndCalledBackByHand() throws {
         try Rig.require()
         let rooms = try CallRooms(["roomA", "roomB", "roomC"])

@@ -31,6 +31,16 @@ final class MixerTests: XCTestCase {
         XCTAssertEqual(out, [-32768, -32768, -32768, -32768])
     }
 
+    func testTheTerminalsOwnTonesAreHeardWithTheSpeakerMuted() {
+        let tone = MixerInput(source: ring(700), followsSpeakerMute: false)
+        let mixer = Mixer(inputs: [MixerInput(source: ring(1234)), tone], frameSize: 4)
+        mixer.speakerMuted.set(true)
+        mixer.speakerGain.store(2)
+        var out = [Int16](repeating: 9, count: 4)
+        mixer.mix(into: &out)
+        XCTAssertEqual(out, [1400, 1400, 1400, 1400], "the far end silenced, the tone at the speaker's volume")
+    }
+
     func testEmptyInputCountsUnderrunAndMixesSilence() {
         let empty = MixerInput(source: SampleRing(minimumCapacity: 4))
         let mixer = Mixer(inputs: [empty, MixerInput(source: ring(5))], frameSize: 4)
@@ -41,11 +51,13 @@ final class MixerTests: XCTestCase {
     }
 
     func testSpeakerMutePlaysSilenceAndMicMuteSendsSilence() {
-        let mixer = Mixer(inputs: [MixerInput(source: ring(1234))], frameSize: 4)
+        let far = ring(1234, frames: 2)
+        let mixer = Mixer(inputs: [MixerInput(source: far)], frameSize: 4)
         mixer.speakerMuted.set(true)
         var out = [Int16](repeating: 9, count: 4)
         mixer.mix(into: &out)
         XCTAssertEqual(out, [0, 0, 0, 0])
+        XCTAssertEqual(far.availableToRead, 4, "a muted stream is still read, so it does not pile up")
 
         let microphone = MicrophoneGain(frameSize: 4)
         var mic: [Int16] = [100, -100, 20000, -200]
