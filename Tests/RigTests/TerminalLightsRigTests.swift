@@ -23,7 +23,9 @@ final class TerminalLightsRigTests: XCTestCase {
         return read("brightness")
     }
 
-    /// Keeps every LED's sequence of distinct views until stopped.
+    /// Keeps every LED's sequence of distinct views until stopped. A view counts once two reads
+    /// 3 ms apart agree: the daemon writes trigger, delay_on, delay_off one after the other, and a
+    /// read between those writes sees a mix that no LED ever showed.
     private final class Watcher: @unchecked Sendable {
         let views = Mutex<[String: [String]]>([:])
         private let stopFlag = Mutex(false)
@@ -31,9 +33,12 @@ final class TerminalLightsRigTests: XCTestCase {
 
         init(dir: String, leds: [String]) {
             let t = Thread { [self] in
+                var previous: [String: String] = [:]
                 while !stopFlag.withLock({ $0 }) {
                     for led in leds {
                         guard let v = TerminalLightsRigTests.view("\(dir)/\(led)") else { continue }
+                        defer { previous[led] = v }
+                        guard previous[led] == v else { continue }
                         views.withLock { all in if all[led]?.last != v { all[led, default: []].append(v) } }
                     }
                     usleep(3000)
