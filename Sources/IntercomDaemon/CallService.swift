@@ -331,8 +331,7 @@ final class CallService: @unchecked Sendable {
     func summaryLine() -> String {
         engine.withLock { e in
             let settings = e.settings
-            let online = settings.directory.keys.filter { $0 != settings.room && e.presence(of: $0).online }.count
-            let reachable = "\(online) of \(settings.directory.count - 1) rooms online"
+            let reachable = "\(Self.othersOnline(e)) of \(settings.directory.count - 1) rooms online"
             guard let call = e.call else {
                 return "idle, \(reachable)" + (e.doNotDisturb ? ", do not disturb" : "")
             }
@@ -360,11 +359,15 @@ final class CallService: @unchecked Sendable {
             if e.mute.microphone { s.insert(.micMuted) }
             if e.doNotDisturb { s.insert(.doNotDisturb) }
             if !e.missedCalls.isEmpty { s.insert(.missedCall) }
-            let settings = e.settings
-            let others = settings.directory.keys.filter { $0 != settings.room }
-            if !others.isEmpty, !others.contains(where: { e.presence(of: $0).online }) { s.insert(.fault) }
+            if e.settings.directory.count > 1, Self.othersOnline(e) == 0 { s.insert(.fault) }
             return s
         }
+    }
+
+    /// How many other rooms of the directory are online.
+    private static func othersOnline(_ e: CallEngine) -> Int {
+        let settings = e.settings
+        return settings.directory.keys.filter { $0 != settings.room && e.presence(of: $0).online }.count
     }
 
     private static func word(_ s: ParticipantStatus) -> String {

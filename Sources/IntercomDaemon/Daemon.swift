@@ -203,7 +203,7 @@ public final class Daemon: @unchecked Sendable {
     private func announceReady(_ notifier: ServiceNotifier) -> ServiceHealth {
         let until = Date().addingTimeInterval(5)
         while !engine.stats.running.isSet, Date() < until { usleep(20_000) }
-        let health = ServiceHealth(notifier: notifier, frames: { [engine] in engine.stats.frames.load },
+        let health = ServiceHealth(notifier: notifier, progress: AudioProgress(frames: { [engine] in engine.stats.frames.load }),
                                    status: { [self] in statusLine() }, logger: log)
         notifier.ready(status: statusLine())
         log.info("service manager notified: ready\(notifier.watchdogInterval.map { String(format: ", watchdog every %.1f s", $0) } ?? "")")

@@ -10,24 +10,23 @@ import RealTime
 final class ServiceHealth: @unchecked Sendable {
     // @unchecked: the fields below belong to the health thread; `stopping` is atomic.
     private let notifier: ServiceNotifier
-    private let frames: @Sendable () -> Int
+    private let progress: AudioProgress
     private let status: @Sendable () -> String
     private let log: Logger
     private let interval: Double
     private var worker: PeriodicWorker?
-    private var lastFrames = -1
     private var lastStatus = ""
     private var stalledSince: Double?
     /// Watchdog notifications sent, for tests and the log.
     let pings = Counter()
 
     /// - Parameters:
-    ///   - frames: the audio thread's processed-frame counter.
+    ///   - progress: the audio thread's frame counter, watched.
     ///   - status: the current one-line status.
-    init(notifier: ServiceNotifier, frames: @escaping @Sendable () -> Int, status: @escaping @Sendable () -> String,
+    init(notifier: ServiceNotifier, progress: AudioProgress, status: @escaping @Sendable () -> String,
          logger: Logger) {
         self.notifier = notifier
-        self.frames = frames
+        self.progress = progress
         self.status = status
         log = logger
         // Half of systemd's interval already; the status needs no more than a second.
@@ -45,9 +44,7 @@ final class ServiceHealth: @unchecked Sendable {
 
     private func check() {
         let now = MonotonicClock.seconds()
-        let f = frames()
-        if f != lastFrames {
-            lastFrames = f
+        if progress.stalledFor(now: now) == nil {
             if notifier.watchdogInterval != nil { notifier.watchdog(); pings.increment() }
             if let since = stalledSince {
                 log.notice("audio thread running again after \(String(format: "%.1f", now - since)) s; watchdog fed")

@@ -3,7 +3,6 @@ import Control
 import Lights
 import Logging
 import Posix
-import Synchronization
 
 /// The status lights of a terminal: the states come from the calls side (ringing, in a call,
 /// muted, do-not-disturb, missed calls, nobody reachable) and from the audio thread's progress
@@ -17,10 +16,12 @@ final class TerminalLights: Sendable {
     let lights: StatusLights
 
     init(settings: LightsSettings, engine: AudioEngine, calls: CallService?, logger: Logger) throws(SystemError) {
-        let progress = AudioProgress(engine: engine)
+        let progress = AudioProgress(frames: { engine.stats.frames.load })
         lights = try StatusLights(settings: settings, inputs: {
             var states = calls?.lightStates() ?? []
-            if progress.stalled(now: MonotonicClock.seconds()) { states.insert(.fault) }
+            if !engine.stats.running.isSet || (progress.stalledFor(now: MonotonicClock.seconds()) ?? 0) > Self.audioStallSeconds {
+                states.insert(.fault)
+            }
             return states
         }, onProblem: { logger.error("\($0)") })
         let lights = lights
@@ -33,22 +34,5 @@ final class TerminalLights: Sendable {
 
     static func report(_ lights: StatusLights) -> [StatusLight] {
         lights.report.map { StatusLight(led: $0.led, pattern: $0.shown.pattern.rawValue, state: $0.shown.state?.rawValue, problem: $0.problem) }
-    }
-}
-
-/// Whether the audio thread runs and makes progress; read by the lights thread only.
-private final class AudioProgress: Sendable {
-    private let engine: AudioEngine
-    private let seen = Mutex<(frames: Int, at: Double)>((-1, 0))
-
-    init(engine: AudioEngine) { self.engine = engine }
-
-    func stalled(now: Double) -> Bool {
-        let frames = engine.stats.frames.load
-        let running = engine.stats.running.isSet
-        return seen.withLock { s in
-            if frames != s.frames { s = (frames, now) }
-            return !running || now - s.at > TerminalLights.audioStallSeconds
-        }
     }
 }

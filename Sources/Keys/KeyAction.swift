@@ -28,33 +28,35 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
     case toggleSpeakerMute
     case toggleDoNotDisturb
 
+    /// The actions without an argument, by their configuration spelling: the one list the
+    /// parser, the printer and the help texts read.
+    private static let spelled: [(name: String, action: KeyAction)] = [
+        ("answer", .answer), ("decline", .decline), ("hang_up", .hangUp), ("call_back", .callBack),
+        ("call_missed", .callMissed), ("acknowledge", .acknowledge), ("acknowledge_all", .acknowledgeAll),
+        ("toggle_mic_mute", .toggleMicMute), ("toggle_speaker_mute", .toggleSpeakerMute), ("toggle_dnd", .toggleDoNotDisturb),
+    ]
+
     /// Every spelling but `call:`, for help texts.
-    public static let names = ["answer", "decline", "hang_up", "call_back", "call_missed", "acknowledge", "acknowledge_all",
-                               "toggle_mic_mute", "toggle_speaker_mute", "toggle_dnd"]
+    public static let names = spelled.map(\.name)
 
     /// The configuration's spelling: `call:2`, `call:empfang`, or one of `names`.
     public init?(configValue: String) {
-        switch configValue {
-        case "answer": self = .answer
-        case "decline": self = .decline
-        case "call_back": self = .callBack
-        case "call_missed": self = .callMissed
-        case "acknowledge": self = .acknowledge
-        case "acknowledge_all": self = .acknowledgeAll
-        case "hang_up": self = .hangUp
-        case "toggle_mic_mute": self = .toggleMicMute
-        case "toggle_speaker_mute": self = .toggleSpeakerMute
-        case "toggle_dnd", "toggle_do_not_disturb": self = .toggleDoNotDisturb
-        default:
-            guard configValue.hasPrefix("call:") else { return nil }
-            let target = String(configValue.dropFirst("call:".count))
-            if let n = Int(target) {
-                guard n >= 1 else { return nil }
-                self = .callButton(.index(n))
-            } else {
-                guard !target.isEmpty else { return nil }
-                self = .callButton(.name(target))
-            }
+        if let found = Self.spelled.first(where: { $0.name == configValue }) {
+            self = found.action
+            return
+        }
+        if configValue == "toggle_do_not_disturb" {
+            self = .toggleDoNotDisturb
+            return
+        }
+        guard configValue.hasPrefix("call:") else { return nil }
+        let target = String(configValue.dropFirst("call:".count))
+        if let n = Int(target) {
+            guard n >= 1 else { return nil }
+            self = .callButton(.index(n))
+        } else {
+            guard !target.isEmpty else { return nil }
+            self = .callButton(.name(target))
         }
     }
 
@@ -62,16 +64,7 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .callButton(.index(let n)): "call:\(n)"
         case .callButton(.name(let name)): "call:\(name)"
-        case .answer: "answer"
-        case .decline: "decline"
-        case .hangUp: "hang_up"
-        case .callBack: "call_back"
-        case .callMissed: "call_missed"
-        case .acknowledge: "acknowledge"
-        case .acknowledgeAll: "acknowledge_all"
-        case .toggleMicMute: "toggle_mic_mute"
-        case .toggleSpeakerMute: "toggle_speaker_mute"
-        case .toggleDoNotDisturb: "toggle_dnd"
+        default: Self.spelled.first { $0.action == self }!.name
         }
     }
 
