@@ -25,6 +25,7 @@ let package = Package(
         .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .systemLibrary(name: "CGPIOD", pkgConfig: "libgpiod", providers: [.apt(["libgpiod-dev"])]),
+        .systemLibrary(name: "CEspeakNG", pkgConfig: "espeak-ng", providers: [.apt(["libespeak-ng-dev"])]),
         // Counts heap allocations per thread; linked only into tests and the benchmark.
         .target(name: "CAllocCounter"),
 
@@ -64,6 +65,8 @@ let package = Package(
         .target(name: "Keys", dependencies: ["Calls", "Posix"]),
         // Status lights: states → LEDs (LED class in sysfs, GPIO lines through libgpiod) on their own thread.
         .target(name: "Lights", dependencies: ["CGPIOD", "Posix"]),
+        // Reading notifications aloud: espeak-ng (one wrapper file) and the cache of spoken texts.
+        .target(name: "Speech", dependencies: ["CEspeakNG", "SpeexDSP", "Posix"]),
         // Call history and small state (do-not-disturb) in JSON files, written atomically by a thread of their own.
         .target(name: "CallStore", dependencies: ["Calls", "Posix"]),
         // Test helper: slows every fsync of the process it is preloaded into.
@@ -89,7 +92,7 @@ let package = Package(
         // Supervision, calls, media, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "Configuration", "AudioPipeline", "Codec", "Frames", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
-            "Calls", "CallStore", "Control", "Keys", "Lights", "SiteSecurity", "Posix",
+            "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Posix",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
@@ -104,11 +107,11 @@ let package = Package(
 
         .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter", "Control", "Configuration"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "Keys", "Lights", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity", "Posix",
+            "Calls", "Keys", "Lights", "Speech", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity", "Posix",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "CAllocCounter",
-            "Calls", "CallStore", "Control", "Keys", "Lights", "SiteSecurity", "Posix",
+            "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Posix",
         ]),
     ]
 )

@@ -7,6 +7,7 @@ PACKAGES=(
     libasound2-dev libopus-dev libspeexdsp-dev   # the C libraries intercomd links
     libsrtp2-dev                                 # SRTP for media (RFC 3711)
     libgpiod-dev                                 # status lights on GPIO lines
+    libespeak-ng-dev                             # reading notifications aloud (espeak-ng)
     alsa-utils libasound2-plugins                # aplay/arecord; ALSA's pulse PCM for the virtual rig
     pulseaudio pulseaudio-utils                  # the virtual audio rig (null sinks as rooms)
     espeak-ng sox                                # speech clips and level measurements for tests

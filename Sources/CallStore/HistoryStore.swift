@@ -1,7 +1,7 @@
 import Calls
 import Synchronization
 
-/// The call history, kept across restarts in one JSON file (mode 0640), bounded to the newest
+/// The call and notification history, kept across restarts in one JSON file (mode 0640), bounded to the newest
 /// `capacity` entries. Every change rewrites the file atomically, so a crash leaves the old or
 /// the new history, never a mix. Safe to use from several threads; one store per file (opening
 /// removes temporary files a crashed writer left, which would break a second live writer).
@@ -17,7 +17,7 @@ public final class HistoryStore: Sendable {
     public let maxAge: Double?
     /// Set when the file on disk was not valid: it was moved aside and the store started empty.
     public let loadProblem: StoreLoadProblem?
-    private let entries: Mutex<Versioned<[HistoryEntry]>>
+    private let entries: Mutex<Versioned<History>>
     private let file = StoreFileWriter()
 
     /// Loads `path` (a missing file is an empty history). Throws when the directory or the file
@@ -30,7 +30,8 @@ public final class HistoryStore: Sendable {
         self.maxAge = maxAge
         let (file, problem) = try StoreFile.load(HistoryFile.self, path: path)
         loadProblem = problem
-        entries = Mutex(Versioned(Array((file?.entries ?? []).suffix(capacity))))
+        entries = Mutex(Versioned(History(calls: Array((file?.entries ?? []).suffix(capacity)),
+                                          notifications: Array((file?.notifications ?? []).suffix(capacity)))))
     }
 
     /// Adds an entry (dropping the oldest beyond capacity) and writes the file. If the write
@@ -43,9 +44,24 @@ public final class HistoryStore: Sendable {
     /// Adds an entry in memory only; `persist` writes it. Never touches the disk.
     public func record(_ entry: HistoryEntry) {
         entries.withLock { e in
-            e.change { list in
-                list.append(entry)
-                if list.count > capacity { list.removeFirst(list.count - capacity) }
+            e.change { h in
+                h.calls.append(entry)
+                if h.calls.count > capacity { h.calls.removeFirst(h.calls.count - capacity) }
+            }
+        }
+    }
+
+    /// Adds a notification in memory, or replaces the one with its id and direction (its delivery
+    /// or acknowledgement changed); `persist` writes it.
+    public func record(_ notification: NotificationRecord) {
+        entries.withLock { e in
+            e.change { h in
+                if let i = h.notifications.lastIndex(where: { $0.id == notification.id && $0.direction == notification.direction }) {
+                    h.notifications[i] = notification
+                } else {
+                    h.notifications.append(notification)
+                    if h.notifications.count > capacity { h.notifications.removeFirst(h.notifications.count - capacity) }
+                }
             }
         }
     }
@@ -53,8 +69,8 @@ public final class HistoryStore: Sendable {
     /// Writes the newest history unless a newer or equal one is on disk already; returns at once
     /// when there is nothing new. Readers and `record` go on meanwhile.
     public func persist() throws(StoreError) {
-        try file.write(entries.withLock { $0 }, path: path) { list throws(StoreError) in
-            try StoreFile.encode(HistoryFile(entries: list), path: path)
+        try file.write(entries.withLock { $0 }, path: path) { h throws(StoreError) in
+            try StoreFile.encode(HistoryFile(entries: h.calls, notifications: h.notifications), path: path)
         }
     }
 
@@ -66,9 +82,13 @@ public final class HistoryStore: Sendable {
         return entries.withLock { e in
             // Not a prefix: a missed-call notice from a room that was offline may be older than
             // the entries before it.
-            let stale = e.value.filter { $0.ended < now - maxAge }.count
+            let stale = e.value.calls.filter { $0.ended < now - maxAge }.count
+                + e.value.notifications.filter { $0.time < now - maxAge }.count
             guard stale > 0 else { return 0 }
-            e.change { list in list.removeAll { $0.ended < now - maxAge } }
+            e.change { h in
+                h.calls.removeAll { $0.ended < now - maxAge }
+                h.notifications.removeAll { $0.time < now - maxAge }
+            }
             return stale
         }
     }
@@ -76,10 +96,10 @@ public final class HistoryStore: Sendable {
     /// Marks these missed calls acknowledged, in memory; `persist` writes the change.
     public func acknowledge(_ ids: [CallID]) {
         entries.withLock { e in
-            guard e.value.contains(where: { ids.contains($0.callID) && $0.acknowledged == false }) else { return }
-            e.change { list in
-                for i in list.indices where ids.contains(list[i].callID) && list[i].acknowledged == false {
-                    list[i].acknowledged = true
+            guard e.value.calls.contains(where: { ids.contains($0.callID) && $0.acknowledged == false }) else { return }
+            e.change { h in
+                for i in h.calls.indices where ids.contains(h.calls[i].callID) && h.calls[i].acknowledged == false {
+                    h.calls[i].acknowledged = true
                 }
             }
         }
@@ -87,38 +107,52 @@ public final class HistoryStore: Sendable {
 
     /// Empties the history, in memory; `persist` writes the change.
     public func erase() {
-        entries.withLock { e in e.change { $0.removeAll() } }
+        entries.withLock { e in e.change { $0 = History() } }
     }
 
-    /// Oldest first.
+    /// Calls, oldest first.
     public func all() -> [HistoryEntry] {
-        entries.withLock { $0.value }
+        entries.withLock { $0.value.calls }
     }
 
-    /// The newest `count` entries, newest first.
+    /// Notifications sent and received, oldest first.
+    public func notifications() -> [NotificationRecord] {
+        entries.withLock { $0.value.notifications }
+    }
+
+    /// The newest `count` calls, newest first.
     public func newest(_ count: Int) -> [HistoryEntry] {
-        entries.withLock { Array($0.value.suffix(max(0, count)).reversed()) }
+        entries.withLock { Array($0.value.calls.suffix(max(0, count)).reversed()) }
     }
 
     /// Incoming calls nobody here took (missed or declined, e.g. do-not-disturb) that were placed
     /// at or after `since` (seconds since 1970), newest first.
     public func missed(since: Double) -> [HistoryEntry] {
         entries.withLock { list in
-            list.value.reversed().filter {
+            list.value.calls.reversed().filter {
                 $0.direction == .incoming && ($0.outcome == .missed || $0.outcome == .declined) && $0.started >= since
             }
         }
     }
 }
 
-/// The file's layout; `format` lets a later version change it knowingly.
+/// What the store holds: calls and notifications, each oldest first.
+struct History: Equatable {
+    var calls: [HistoryEntry] = []
+    var notifications: [NotificationRecord] = []
+}
+
+/// The file's layout; `format` lets a later version change it knowingly (`notifications` is
+/// optional: files written before notifications existed have none).
 struct HistoryFile: Codable {
     static let currentFormat = 1
     var format = currentFormat
     var entries: [HistoryEntry]
+    var notifications: [NotificationRecord]?
 
-    init(entries: [HistoryEntry]) {
+    init(entries: [HistoryEntry], notifications: [NotificationRecord]) {
         self.entries = entries
+        self.notifications = notifications
     }
 
     init(from decoder: Decoder) throws {
@@ -129,5 +163,6 @@ struct HistoryFile: Codable {
                                                    debugDescription: "format \(format), this version reads \(Self.currentFormat)")
         }
         entries = try c.decode([HistoryEntry].self, forKey: .entries)
+        notifications = try c.decodeIfPresent([NotificationRecord].self, forKey: .notifications)
     }
 }

@@ -45,13 +45,17 @@ public final class StateStore<Value: Codable & Sendable>: Sendable {
 /// defaults, so fields can be added without invalidating older files.
 public struct TerminalState: Codable, Sendable, Equatable {
     public var doNotDisturb: Bool
+    /// The room's read-aloud switch; nil until someone switched it (the configuration's default holds).
+    public var readAloud: Bool?
 
-    public init(doNotDisturb: Bool = false) {
+    public init(doNotDisturb: Bool = false, readAloud: Bool? = nil) {
         self.doNotDisturb = doNotDisturb
+        self.readAloud = readAloud
     }
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         doNotDisturb = try c.decodeIfPresent(Bool.self, forKey: .doNotDisturb) ?? false
+        readAloud = try c.decodeIfPresent(Bool.self, forKey: .readAloud)
     }
 }

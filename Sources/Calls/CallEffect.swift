@@ -53,8 +53,10 @@ public enum CommandRejection: Sendable, Equatable {
     case nothingToDecline
     /// `call_back` with no call in the history.
     case nobodyToCallBack
-    /// `call_missed` or `acknowledge` with no unacknowledged missed call.
+    /// `call_missed` or `acknowledge` with no unacknowledged missed call (nor notification).
     case noMissedCall
+    /// `notify` with a type the configuration does not have.
+    case unknownNotification(String)
 }
 
 public enum CallEffect: Sendable, Equatable {
@@ -76,6 +78,14 @@ public enum CallEffect: Sendable, Equatable {
     case acknowledgeMissed([CallID])
     /// Persist the do-not-disturb switch so that a restart keeps it.
     case persistDoNotDisturb(Bool)
+    /// Play a notification's tone and read its text (after what is playing on that channel).
+    case announce(Announcement)
+    /// Stop these notifications' announcements (acknowledged while being read).
+    case silenceAnnouncements([NotificationID])
+    /// Add this notification to the persisted history, or replace the entry with its id and direction.
+    case persistNotification(NotificationRecord)
+    /// Persist the read-aloud switch so that a restart keeps it.
+    case persistReadAloud(Bool)
     /// A message to this room went unacknowledged for `giveUpAfter` (for the log).
     case peerUnreachable(RoomID)
     case rejected(CallCommand, CommandRejection)

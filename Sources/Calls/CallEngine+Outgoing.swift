@@ -74,7 +74,10 @@ extension CallEngine {
             statistics.stale += 1
             return
         }
-        notices.removeAll { $0.room == sender && $0.notice.callID == id }
+        deferred.removeAll { d in
+            guard d.room == sender, case .missedCall(let n) = d.message else { return false }
+            return n.callID == id
+        }
         c.setStatus(.connected, of: sender)
         c.calleeMedia[sender] = entry.signalling.with(port: port)
         c.acceptIDs[sender] = messageID

@@ -17,8 +17,9 @@ public struct CallEngine: Sendable {
     var dedupe: DedupeWindow
     var endedCalls: RecentSet<CallID>
     var receivedNotices: RecentSet<CallID>
-    /// Missed-call notices for rooms that could not be reached, oldest first.
-    var notices: [(room: RoomID, notice: MissedCallNotice, inFlight: Bool)] = []
+    /// Messages kept for rooms that could not be reached (missed-call notices, notifications and
+    /// their acknowledgements), oldest first; sent again with the room's next hello.
+    var deferred: [(room: RoomID, message: SignalMessage, inFlight: Bool)] = []
     var nextHello: Double?
     /// During a call: when the next keepalive hello goes to the other side.
     var nextKeepalive: Double?
@@ -30,6 +31,17 @@ public struct CallEngine: Sendable {
     public internal(set) var callBackRooms: [RoomID] = []
     /// When the last missed-call reminder sounded (wall clock).
     var lastReminder: Double?
+    /// Reading notifications aloud here (the room's switch).
+    public internal(set) var readAloud: Bool
+    /// Notifications that arrived here and are not acknowledged yet, heard or held back, oldest first.
+    public internal(set) var receivedNotifications: [NotificationRecord] = []
+    /// Notifications this room sent, as the history has them (delivery, acknowledgements).
+    var sentNotifications: [NotificationID: NotificationRecord] = [:]
+    /// Sent notifications whose first delivery round is not over: the recipients tried once.
+    var firstRound: [NotificationID: Set<RoomID>] = [:]
+    var receivedNotificationIDs: RecentSet<NotificationID>
+    /// When the last notification reminder sounded (wall clock).
+    var lastNotificationReminder: Double?
     /// Wall clock minus the clock `now` counts on: history and missed-call notices are kept in
     /// seconds since 1970, timers run on `now` (the daemon's monotonic clock, which NTP cannot
     /// step). The integrator sets it before each entry point; 0 when `now` is the wall clock.
@@ -38,16 +50,20 @@ public struct CallEngine: Sendable {
     /// `doNotDisturb`: the persisted switch, if any (else the settings' default). `history`: the
     /// persisted history, oldest first (missed calls to acknowledge, whom to call back). `seed`:
     /// from the system's randomness in the daemon, fixed in tests; call ids and message ids derive from it.
-    public init(settings: CallSettings, doNotDisturb: Bool? = nil, history: [HistoryEntry] = [], seed: UInt64) {
+    public init(settings: CallSettings, doNotDisturb: Bool? = nil, readAloud: Bool? = nil, history: [HistoryEntry] = [],
+                notifications: [NotificationRecord] = [], seed: UInt64) {
         missedCalls = history.filter(\.awaitsAcknowledgement).map { MissedCall(callID: $0.callID, caller: $0.caller, started: $0.started) }
         callBackRooms = history.last?.otherSide(me: settings.room) ?? []
         self.settings = settings
         self.doNotDisturb = doNotDisturb ?? settings.doNotDisturb
+        self.readAloud = readAloud ?? settings.readAloud
+        receivedNotificationIDs = RecentSet(capacity: settings.limits.endedCalls)
         random = CallRandom(seed: seed)
         nextMessageID = UInt32(truncatingIfNeeded: random.next())
         dedupe = DedupeWindow(capacity: settings.limits.dedupeWindow)
         endedCalls = RecentSet(capacity: settings.limits.endedCalls)
         receivedNotices = RecentSet(capacity: settings.limits.endedCalls)
+        restoreNotifications(notifications)
     }
 
     // MARK: what the integrator reads
@@ -60,7 +76,8 @@ public struct CallEngine: Sendable {
 
     public func presence(of room: RoomID) -> Presence { presenceTable[room].presence }
 
-    public var pendingMissedCallNotices: Int { notices.count }
+    /// Messages waiting for a room to come back online.
+    public var pendingDeferred: Int { deferred.count }
 
     /// Takes new settings from a reloaded configuration: only between calls (a call keeps the rules
     /// it began with), and only if this room and its sockets stay as they are (those need a
@@ -70,7 +87,7 @@ public struct CallEngine: Sendable {
               new.directory[new.room]?.signalling == settings.directory[settings.room]?.signalling else { return false }
         settings = new
         presenceTable.forget(roomsNotIn: Set(new.directory.keys))
-        notices.removeAll { new.directory[$0.room] == nil }
+        deferred.removeAll { new.directory[$0.room] == nil }
         return true
     }
 
@@ -91,6 +108,7 @@ public struct CallEngine: Sendable {
             times.append(nextKeepalive ?? -.infinity)
         }
         if let reminder = nextReminder { times.append(reminder - wallClockOffset) }
+        if let reminder = nextNotificationReminder { times.append(reminder - wallClockOffset) }
         return times.min()
     }
 
@@ -119,9 +137,18 @@ public struct CallEngine: Sendable {
             } else {
                 out.append(.rejected(command, .noMissedCall))
             }
-        case .acknowledgeMissed(let all):
-            if missedCalls.isEmpty { out.append(.rejected(command, .noMissedCall)) }
-            else { acknowledge(all ? missedCalls.map(\.callID) : [missedCalls[0].callID]) }
+        case .acknowledge(let all):
+            if acknowledgeNotifications(all: all, now: now) {
+            } else if missedCalls.isEmpty {
+                out.append(.rejected(command, .noMissedCall))
+            } else {
+                acknowledge(all ? missedCalls.map(\.callID) : [missedCalls[0].callID])
+            }
+        case .notify(let type):
+            if let t = settings.notifications[type] { sendNotification(t, now: now) }
+            else { out.append(.rejected(command, .unknownNotification(type))) }
+        case .setReadAloud(let on): setReadAloud(on)
+        case .toggleReadAloud: setReadAloud(!readAloud)
         case .setMicrophoneMuted(let on): setMute(MuteState(microphone: on, speaker: mute.speaker), now: now)
         case .setSpeakerMuted(let on): setMute(MuteState(microphone: mute.microphone, speaker: on), now: now)
         case .toggleMicrophoneMute: setMute(MuteState(microphone: !mute.microphone, speaker: mute.speaker), now: now)
@@ -194,6 +221,7 @@ public struct CallEngine: Sendable {
             lastReminder = now + wallClockOffset
             cue(.missedCall)
         }
+        notificationTimers(now: now)
         return take()
     }
 
@@ -210,6 +238,9 @@ public struct CallEngine: Sendable {
         missedCalls = []
         callBackRooms = []
         lastReminder = nil
+        receivedNotifications = []
+        sentNotifications = [:]
+        lastNotificationReminder = nil
     }
 
     // MARK: shared helpers
@@ -344,6 +375,7 @@ public struct CallEngine: Sendable {
         record(HistoryEntry(callID: id, direction: call.role == .caller ? .outgoing : .incoming, caller: call.caller,
                             participants: call.participants, outcome: outcome, reason: reason,
                             started: wall(call.started), ended: wall(now)))
+        releaseHeldNotifications(now: now)
     }
 
     /// What a room hears when its call ends by itself: the end of a call that was open; for a
@@ -377,6 +409,7 @@ public struct CallEngine: Sendable {
         out.append(.event(.doNotDisturbChanged(on)))
         cue(on ? .doNotDisturbOn : .doNotDisturbOff)
         sendHellos(now: now)  // the others see it at once, not a second later
+        if !on { releaseHeldNotifications(now: now) }
     }
 
     // MARK: dispatch
@@ -389,8 +422,9 @@ public struct CallEngine: Sendable {
         case .probeReply(let sequence, let micros):
             out.append(.probeReflected(from: sender, sequence: sequence, sentMicros: micros))
         case .ack(let id):
-            if let acked = outbox.acknowledge(room: sender, messageID: id), case .missedCall(let n) = acked.message {
-                notices.removeAll { $0.room == sender && $0.notice.callID == n.callID }
+            if let acked = outbox.acknowledge(room: sender, messageID: id) {
+                deferred.removeAll { $0.room == sender && $0.message == acked.message }
+                if case .notify(let n) = acked.message { notificationDelivered(n.id, to: sender, now: now) }
             }
         case .hello(let dnd, let helloCall):
             let (changed, stale) = presenceTable.hello(sender, id: envelope.messageID, doNotDisturb: dnd,
@@ -422,6 +456,8 @@ public struct CallEngine: Sendable {
             call = c
             out.append(.event(.muteChanged(room: sender, state)))
         case .missedCall(let notice): receiveMissedCall(notice, now: now)
+        case .notify(let n): receiveNotification(n, now: now)
+        case .notificationAcknowledged(let id): receiveAcknowledgement(id, from: sender, now: now)
         }
     }
 
@@ -434,33 +470,40 @@ public struct CallEngine: Sendable {
         case .accept(let id, _):
             // The caller is gone: our side of the call cannot work.
             if let call, call.id == id { finishCall(.finished, now: now) }
-        case .missedCall(let n):
+        case .missedCall, .notify, .notificationAcknowledged:
             // Kept; tried again with the room's next hello.
-            if let i = notices.firstIndex(where: { $0.room == m.room && $0.notice.callID == n.callID }) {
-                notices[i].inFlight = false
+            if let i = deferred.firstIndex(where: { $0.room == m.room && $0.message == m.message }) {
+                deferred[i].inFlight = false
             }
+            if case .notify(let n) = m.message { firstRoundTried(n.id, room: m.room) }
         default: break
         }
     }
 
-    // MARK: missed-call notices (caller side)
+    // MARK: messages kept for rooms that were offline
 
-    mutating func queueNotice(_ notice: MissedCallNotice, for room: RoomID) {
+    /// Keeps `message` for `room` until the room acknowledges it (send it with `deliverNotices`).
+    mutating func queueDeferred(_ message: SignalMessage, for room: RoomID) {
         guard settings.limits.pendingNotices > 0 else {
             statistics.noticesDropped += 1
             return
         }
-        if notices.count >= settings.limits.pendingNotices {
-            notices.removeFirst()
+        if deferred.count >= settings.limits.pendingNotices {
+            deferred.removeFirst()
             statistics.noticesDropped += 1
         }
-        notices.append((room, notice, false))
+        deferred.append((room, message, false))
     }
 
+    mutating func queueNotice(_ notice: MissedCallNotice, for room: RoomID) {
+        queueDeferred(.missedCall(notice), for: room)
+    }
+
+    /// Sends what is kept for `room` and not on its way already (it is online, or worth a try).
     mutating func deliverNotices(to room: RoomID, now: Double) {
-        for i in notices.indices where notices[i].room == room && !notices[i].inFlight {
-            notices[i].inFlight = true
-            send(.missedCall(notices[i].notice), to: room, now: now)
+        for i in deferred.indices where deferred[i].room == room && !deferred[i].inFlight {
+            deferred[i].inFlight = true
+            send(deferred[i].message, to: room, now: now)
         }
     }
 

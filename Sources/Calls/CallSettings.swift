@@ -52,6 +52,9 @@ public struct CallTiming: Sendable, Equatable {
     /// A missed call not yet acknowledged is reminded (a tone) once it is this old, and again
     /// every this long while any waits; 0 = no reminder.
     public var missedReminder = 60.0
+    /// A notification heard and not acknowledged is reminded (its reminder tone, and read again)
+    /// this long after it was heard, and again every this long; 0 = no reminder.
+    public var notificationReminder = 60.0
 
     public init() {}
 }
@@ -60,8 +63,9 @@ public struct CallTiming: Sendable, Equatable {
 public struct CallLimits: Sendable, Equatable {
     /// Message ids remembered per sender for dropping duplicates.
     public var dedupeWindow = 128
-    /// Missed-call notices kept for rooms that were offline (all rooms together; oldest dropped).
-    public var pendingNotices = 64
+    /// Missed-call notices, notifications and their acknowledgements kept for rooms that were
+    /// offline (all rooms together; oldest dropped).
+    public var pendingNotices = 256
     /// Ended call ids remembered so that late messages about them are ignored.
     public var endedCalls = 256
 
@@ -83,6 +87,10 @@ public struct CallSettings: Sendable, Equatable {
     public var media: IPv4Endpoint
     /// How this room's voice reaches the callees when it calls.
     public var callerVoice: VoiceDelivery = .unicast
+    /// Notification types by id.
+    public var notifications: [String: NotificationType] = [:]
+    /// Read notifications aloud at first start (a persisted value, passed to the engine, wins).
+    public var readAloud = true
     public var timing = CallTiming()
     public var limits = CallLimits()
 
@@ -105,6 +113,15 @@ public struct CallSettings: Sendable, Equatable {
                 out.append("buttons.\(name): \(target) is \(target == room ? "this room" : "not in the directory")")
             }
         }
+        for (id, type) in notifications.sorted(by: { $0.key < $1.key }) {
+            if type.recipients.isEmpty { out.append("notifications.\(id).recipients: names no room") }
+            if type.recipients.count > SignalCodec.maxParticipants {
+                out.append("notifications.\(id).recipients: more than \(SignalCodec.maxParticipants) rooms")
+            }
+            for r in type.recipients where directory[r] == nil || r == room {
+                out.append("notifications.\(id).recipients: \(r) is \(r == room ? "this room" : "not in the directory")")
+            }
+        }
         if case .only(let map) = permissions {
             for (caller, callees) in map.sorted(by: { $0.key < $1.key }) {
                 for r in [caller] + callees.sorted() where directory[r] == nil {
@@ -125,6 +142,7 @@ public struct CallSettings: Sendable, Equatable {
         for (key, value) in positive where !(value > 0 && value.isFinite) { out.append("timing.\(key): must be > 0") }
         if !(t.ringTime >= 0 && t.ringTime.isFinite) { out.append("timing.ring_time: must be >= 0") }
         if !(t.missedReminder >= 0 && t.missedReminder.isFinite) { out.append("timing.missed_reminder: must be >= 0") }
+        if !(t.notificationReminder >= 0 && t.notificationReminder.isFinite) { out.append("timing.notification_reminder: must be >= 0") }
         if t.offlineAfter <= t.helloInterval { out.append("timing.offline_after: must exceed hello_interval") }
         if t.peerSilenceTimeout <= t.helloInterval { out.append("timing.peer_silence_timeout: must exceed hello_interval") }
         if limits.dedupeWindow < 1 || limits.pendingNotices < 0 || limits.endedCalls < 1 {

@@ -105,8 +105,14 @@ public enum CallCommand: Sendable, Equatable {
     case callBack
     /// Call the room of the oldest unacknowledged missed call (and acknowledge it once connected).
     case callMissed
-    /// Acknowledge the oldest unacknowledged missed call, or all of them.
-    case acknowledgeMissed(all: Bool)
+    /// Acknowledge the oldest notification heard and not yet acknowledged, or all of them; with
+    /// none waiting, the oldest missed call (or all). One key for "I have seen to it".
+    case acknowledge(all: Bool)
+    /// Send the configured notification type with this id.
+    case notify(type: String)
+    /// Reading notifications aloud here (their tones sound either way).
+    case setReadAloud(Bool)
+    case toggleReadAloud
 }
 
 /// How a call ended or did not happen, for the history.
@@ -183,6 +189,19 @@ public enum CallEvent: Sendable, Equatable {
     case missedAcknowledged([CallID])
     /// The history was erased (technician's command).
     case historyErased
+    /// A notification arrived here (heard now, or held back: `record.held`).
+    case notificationReceived(NotificationRecord)
+    /// A held-back notification is heard now (do-not-disturb or the call ended).
+    case notificationReleased(NotificationID)
+    /// Our notification: `room` has it.
+    case notificationDelivered(NotificationID, room: RoomID)
+    /// Our notification's first delivery round is over: who has it, who gets it when back online.
+    case notificationSent(NotificationID, delivered: [RoomID], waiting: [RoomID])
+    /// Someone at `room` acknowledged the notification (ours, or one here: `room` is this room).
+    case notificationAcknowledged(NotificationID, by: RoomID)
+    /// A notification nobody acknowledged yet was reminded (tone, and read again).
+    case notificationReminded(NotificationID)
+    case readAloudChanged(Bool)
 }
 
 extension HistoryEntry {

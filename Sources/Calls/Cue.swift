@@ -25,6 +25,12 @@ public enum Cue: String, Sendable, CaseIterable, Codable {
     case missedCall = "missed_call"
     /// Every missed call is acknowledged (the confirmation of the key press).
     case acknowledged
+    /// Our notification reached every recipient.
+    case notificationSent = "notification_sent"
+    /// Our notification reached some recipients; the others get it when they are back.
+    case notificationPartly = "notification_partly"
+    case readAloudOn = "read_aloud_on"
+    case readAloudOff = "read_aloud_off"
 }
 
 /// What the ring channel plays: nothing, the incoming-call chime (once while an auto-answered
@@ -65,6 +71,10 @@ extension Cue {
         case .error: [Note(330, 280)]
         case .missedCall: [Note(1400, 90), Note(0, 80), Note(1400, 90), Note(0, 80), Note(1400, 90)]
         case .acknowledged: [Note(2600, 120)]
+        case .notificationSent: [Note(2060, 90), Note(2420, 150)]
+        case .notificationPartly: [Note(2120, 90), Note(0, 60), Note(1300, 180)]
+        case .readAloudOn: [Note(2480, 80), Note(3100, 120)]
+        case .readAloudOff: [Note(3100, 80), Note(2480, 120)]
         }
     }
 

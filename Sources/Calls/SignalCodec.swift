@@ -64,6 +64,18 @@ public enum SignalCodec {
         case .probe(let sequence, let micros), .probeReply(let sequence, let micros):
             out.appendBE(sequence)
             out.appendBE(micros)
+        case .notify(let n):
+            out.appendBE(n.id.value)
+            out.append(priorityCode(n.priority))
+            out.append(n.readAloud ? 1 : 0)
+            out.appendText(n.tone.rawValue, max: 32)
+            out.appendText(n.type, max: 32)
+            out.appendBE(milliseconds(n.sent))
+            out.appendRooms(n.recipients)
+            out.appendText(n.label, max: StaffNotification.maxLabelBytes)
+            out.appendText(n.text, max: StaffNotification.maxTextBytes)
+        case .notificationAcknowledged(let id):
+            out.appendBE(id.value)
         }
         if let tag = envelope.authenticationTag {
             // Always exactly tagLength bytes on the wire, whatever the caller passed.
@@ -78,6 +90,14 @@ public enum SignalCodec {
         case .busy: 2
         case .notPermitted: 3
         case .refused: 4
+        }
+    }
+
+    static func priorityCode(_ p: NotificationPriority) -> UInt8 {
+        switch p {
+        case .normal: 0
+        case .urgent: 1
+        case .emergency: 2
         }
     }
 
@@ -107,7 +127,7 @@ public enum SignalCodec {
         guard buffer[0] == magic.0, buffer[1] == magic.1 else { throw .badMagic }
         guard buffer[2] == version else { throw .unsupportedVersion }
         let type = buffer[3]
-        guard (1...11).contains(type) else { throw .unknownMessageType }
+        guard (1...13).contains(type) else { throw .unknownMessageType }
         let flags = EnvelopeFlags(rawValue: buffer[4])
         guard flags.subtracting(.known).isEmpty else { throw .reservedFlags }
 
@@ -180,7 +200,36 @@ public enum SignalCodec {
             return .missedCall(MissedCallNotice(callID: call, caller: caller, participants: participants, started: started))
         case 9:
             return .ack(try r.uint32())
-        default:
+        case 12:
+            let raw = try r.uint64()
+            guard raw != 0 else { throw .zeroCallID }
+            let priority: NotificationPriority
+            switch try r.uint8() {
+            case 0: priority = .normal
+            case 1: priority = .urgent
+            case 2: priority = .emergency
+            default: throw .unknownPriority
+            }
+            let bits = try r.uint8()
+            guard bits & ~1 == 0 else { throw .reservedStateBits }
+            let toneName = try r.text(max: 32)
+            let type = try r.text(max: 32)
+            guard NotificationType.isValidID(type) else { throw .invalidText }
+            let ms = try r.uint64()
+            guard ms <= maxMilliseconds else { throw .invalidTime }
+            let recipients = try r.rooms(excluding: sender)
+            let label = try r.text(max: StaffNotification.maxLabelBytes)
+            let text = try r.text(max: StaffNotification.maxTextBytes)
+            // A tone this version does not know plays as its priority's own.
+            let tone = NotificationTone(rawValue: toneName) ?? priority.defaultTone
+            return .notify(StaffNotification(id: NotificationID(raw), sender: sender, recipients: recipients, type: type,
+                                             label: label, text: text, priority: priority, tone: tone,
+                                             readAloud: bits & 1 != 0, sent: Double(ms) / 1000))
+        case 13:
+            let raw = try r.uint64()
+            guard raw != 0 else { throw .zeroCallID }
+            return .notificationAcknowledged(NotificationID(raw))
+        default:  // 10 and 11: the round-trip probe and its reflection
             let sequence = try r.uint32()
             let micros = try r.uint64()
             return type == 10 ? .probe(sequence: sequence, sentMicros: micros) : .probeReply(sequence: sequence, sentMicros: micros)
@@ -232,6 +281,16 @@ struct SignalReader {
         return id
     }
 
+    /// UTF-8 text with a 16-bit length, at most `max` bytes, valid UTF-8 without control characters.
+    mutating func text(max: Int) throws(SignalDecodeError) -> String {
+        let length = Int(try uint16())
+        guard length <= max else { throw .invalidText }
+        let raw = try bytes(length)
+        guard let s = String(validating: raw, as: UTF8.self),
+              !s.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { throw .invalidText }
+        return s
+    }
+
     /// A non-empty list of distinct rooms, at most `maxParticipants`, without `excluded`.
     mutating func rooms(excluding excluded: RoomID) throws(SignalDecodeError) -> [RoomID] {
         let count = Int(try uint8())
@@ -260,6 +319,14 @@ extension [UInt8] {
     mutating func appendRooms(_ rooms: [RoomID]) {
         append(UInt8(truncatingIfNeeded: rooms.count))
         for room in rooms { appendRoom(room) }
+    }
+
+    /// At most `max` bytes, cut at a character boundary (the decoder refuses longer ones).
+    mutating func appendText(_ text: String, max: Int) {
+        var bytes = Array(text.utf8.prefix(max))
+        while !bytes.isEmpty, String(validating: bytes, as: UTF8.self) == nil { bytes.removeLast() }
+        appendBE(UInt16(bytes.count))
+        append(contentsOf: bytes)
     }
 
     mutating func appendEndpoint(_ endpoint: IPv4Endpoint) {

@@ -28,6 +28,10 @@ public enum SignalDecodeError: Error, CaseIterable, Hashable, Sendable, CustomSt
     case reservedStateBits
     /// A time beyond `SignalCodec.maxMilliseconds`.
     case invalidTime
+    /// A notification's priority this version does not define.
+    case unknownPriority
+    /// A notification's text is too long, not UTF-8, has control characters, or names an invalid type.
+    case invalidText
 
     public var description: String {
         switch self {
@@ -46,6 +50,8 @@ public enum SignalDecodeError: Error, CaseIterable, Hashable, Sendable, CustomSt
         case .unknownDeclineReason: "unknown decline reason"
         case .reservedStateBits: "reserved state bits set"
         case .invalidTime: "time out of range"
+        case .unknownPriority: "unknown notification priority"
+        case .invalidText: "invalid notification text"
         }
     }
 }

@@ -58,6 +58,10 @@ public enum SignalMessage: Equatable, Sendable {
     /// fields (the sender's sequence number and its clock, microseconds), unacknowledged.
     case probe(sequence: UInt32, sentMicros: UInt64)
     case probeReply(sequence: UInt32, sentMicros: UInt64)
+    /// A practice notification for the receiver (its sender is the envelope's).
+    case notify(StaffNotification)
+    /// Someone at the sending room acknowledged this notification of the receiver's.
+    case notificationAcknowledged(NotificationID)
 
     /// The type byte on the wire.
     public var typeCode: UInt8 {
@@ -73,6 +77,8 @@ public enum SignalMessage: Equatable, Sendable {
         case .ack: 9
         case .probe: 10
         case .probeReply: 11
+        case .notify: 12
+        case .notificationAcknowledged: 13
         }
     }
 
@@ -92,7 +98,7 @@ public enum SignalMessage: Equatable, Sendable {
              .mute(let id, _): id
         case .missedCall(let notice): notice.callID
         case .hello(_, let call): call
-        case .ack, .probe, .probeReply: nil
+        case .ack, .probe, .probeReply, .notify, .notificationAcknowledged: nil
         }
     }
 }

@@ -40,6 +40,10 @@ public struct DaemonConfig: Sendable, Equatable {
     public var keys = KeysSection()
     public var tones = TonesSection()
     public var lights = LightsSection()
+    // Notifications (ConfigNotifications.swift).
+    public var groups: [String: [String]] = [:]
+    public var notifications: [String: NotificationEntry] = [:]
+    public var speech = SpeechSection()
 
     /// All defaults.
     public init() {}
@@ -413,7 +417,18 @@ extension DaemonConfig {
                       [buttons.alle]
                       rooms = ["beh1", "beh2", "beh3"]
                       label = "Alle Behandlungsräume"
-                    SIGHUP applies changed rooms and buttons between calls.
+                    Named groups of rooms, for notification recipients (a group name must not be a room id):
+                      [groups]
+                      behandlung = ["beh1", "beh2", "beh3"]
+                    Notification types, sent with a key (notify:<id>) or `intercomctl notify <id>`:
+                      [notifications.material]
+                      label = "Material bringen"     # history and intercomctl (default: the id)
+                      recipients = ["lager"]         # room ids and group names
+                      text = "Bitte Material bringen" # read aloud (default: the label)
+                      tone = "bell"                  # gong, bell, alert, alarm (default: by priority)
+                      priority = "normal"            # normal, urgent, emergency
+                      read_aloud = true              # false: the tone only
+                    SIGHUP applies changed rooms, buttons, groups and notifications between calls.
                     """, wrap: false)
             default:
                 break
@@ -874,6 +889,8 @@ extension DaemonConfig {
         }
         if rooms != other.rooms { out.append("rooms") }
         if buttons != other.buttons { out.append("buttons") }
+        if groups != other.groups { out.append("groups") }
+        if notifications != other.notifications { out.append("notifications") }
         return out
     }
 

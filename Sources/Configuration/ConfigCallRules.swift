@@ -23,9 +23,11 @@ extension DaemonConfig {
         var out: [PathIssue] = []
         directoryIssues(&out)
         buttonIssues(&out)
+        groupIssues(&out)
+        notificationIssues(&out)
         keyMapIssues(&out)
         guard callsEnabled else {
-            let unused = [(!rooms.isEmpty, "[rooms]"), (!buttons.isEmpty, "[buttons]"),
+            let unused = [(!rooms.isEmpty, "[rooms]"), (!buttons.isEmpty, "[buttons]"), (!notifications.isEmpty, "[notifications]"),
                           (!keys.device.isEmpty, "keys.device"), (!keys.map.isEmpty, "[keys.map]"),
                           (!keys.longMap.isEmpty, "[keys.long_map]")]
                 .filter(\.0).map(\.1)
@@ -115,6 +117,11 @@ extension DaemonConfig {
                 good = trial
             } catch {
                 out.append((["keys", table, key], error.problem))
+                continue
+            }
+            if case .notify(let id)? = KeyAction(configValue: action), notifications[id] == nil {
+                let hint = Spelling.closest(to: id, among: Array(notifications.keys)).map { " (did you mean notify:\($0)?)" } ?? ""
+                out.append((["keys", table, key], "\(TOMLWrite.string(action)): there is no [notifications.\(id)]" + hint))
                 continue
             }
             guard callsEnabled, case .callButton(let ref)? = KeyAction(configValue: action) else { continue }

@@ -44,7 +44,7 @@ extension ButtonEntry {
 
 extension DaemonConfig {
     /// Section names that hold one table per id.
-    static let tableOfTablesNames = ["rooms", "buttons"]
+    static let tableOfTablesNames = ["rooms", "buttons", "notifications", "groups"]
 
     /// Reads `[rooms.<id>]` or `[buttons.<name>]` into `config`, recording the dotted keys found
     /// in `present`; false (nothing read) for any other section.
@@ -55,6 +55,11 @@ extension DaemonConfig {
             config.rooms = readEntries(name, value, RoomEntry(), RoomEntry.keyNames, RoomEntry.read, &present, report)
         case "buttons":
             config.buttons = readEntries(name, value, ButtonEntry(), ButtonEntry.keyNames, ButtonEntry.read, &present, report)
+        case "notifications":
+            config.notifications = readEntries(name, value, NotificationEntry(), NotificationEntry.keyNames, NotificationEntry.read,
+                                               &present, report)
+        case "groups":
+            config.groups = readGroups(value, present: &present, report: report)
         default:
             return false
         }
@@ -99,7 +104,7 @@ extension DaemonConfig {
     /// Whether anything about calls differs from the defaults.
     var hasCallConfiguration: Bool {
         callsEnabled || !rooms.isEmpty || !buttons.isEmpty || calls != CallsSection() || control != ControlSection()
-            || keys != KeysSection() || tones != TonesSection()
+            || keys != KeysSection() || tones != TonesSection() || !groups.isEmpty || !notifications.isEmpty || speech != SpeechSection()
     }
 
     /// The call sections for `rendered()`: `[room]`, the directory, the buttons, `[calls]`,
@@ -120,6 +125,8 @@ extension DaemonConfig {
                 out += "\n# Call buttons: the rooms each calls (1...16), and its label (default: the name).\n"
             }
             for (name, button) in buttons.sorted(by: { $0.key < $1.key }) { out += button.rendered(name: name) }
+            out += renderedGroups()
+            out += renderedNotifications()
         }
         return out
     }

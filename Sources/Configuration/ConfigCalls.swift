@@ -80,6 +80,11 @@ public struct CallsSection: Sendable, Equatable {
     /// A missed call not yet acknowledged sounds a reminder once it is this old, and again every
     /// this many seconds while one waits; 0 = no reminder.
     public var missedReminderS: Int = 60
+    /// A notification heard and not acknowledged is reminded (its reminder tone, read again) this
+    /// many seconds after it was heard, and again every this many; 0 = no reminder.
+    public var notificationReminderS: Int = 60
+    /// Read notifications aloud at the very first start (afterwards the room's saved switch wins).
+    public var readAloud: Bool = true
     public var statePath: String = "/var/lib/intercomd/state.json"
     /// A 48 kHz mono 16-bit WAV replacing the generated chime; "" = generated.
     public var chimeWav: String = ""
@@ -169,6 +174,9 @@ extension DaemonConfig {
         s.timing.ringTime = Double(calls.ringMs) / 1000
         s.timing.answerTimeout = Double(calls.answerTimeoutMs) / 1000
         s.timing.missedReminder = Double(calls.missedReminderS)
+        s.timing.notificationReminder = Double(calls.notificationReminderS)
+        s.readAloud = calls.readAloud
+        s.notifications = notificationTypes()
         return s
     }
 
@@ -234,7 +242,10 @@ extension DaemonConfig {
                  .range(CallsSection.historyMaxAgeDaysRange)),
             .int("missed_reminder_s", \.calls.missedReminderS, "A missed call nobody acknowledged sounds the missed_call tone once it is this old and again every this many seconds while one waits; 0 = no reminder",
                  .range(CallsSection.missedReminderSRange)).reloaded(.betweenCalls),
-            .string("state_path", \.calls.statePath, "File keeping do-not-disturb across restarts"),
+            .int("notification_reminder_s", \.calls.notificationReminderS, "A notification heard and not acknowledged sounds the reminder tone and is read again this many seconds after it was heard, and every this many seconds until acknowledged; 0 = no reminder",
+                 .range(CallsSection.missedReminderSRange)).reloaded(.betweenCalls),
+            .bool("read_aloud", \.calls.readAloud, "Read notifications aloud at the very first start (afterwards the room's saved switch wins; the key action toggle_read_aloud and the command read_aloud switch it)"),
+            .string("state_path", \.calls.statePath, "File keeping do-not-disturb and the read-aloud switch across restarts"),
             .string("chime_wav", \.calls.chimeWav, "48 kHz mono 16-bit WAV replacing the generated chime; \"\" = generated", .any),
         ]),
         SchemaSection(name: "security", comment: "Sealed signalling and SRTP media between the terminals of a site.", keys: [
@@ -258,10 +269,11 @@ extension DaemonConfig {
                  .range(KeysSection.debounceMsRange)),
             .int("long_press_ms", \.keys.longPressMs, "A key with an entry in long_map, held this long, does its long action; let go sooner, its map action, ms",
                  .range(KeysSection.longPressMsRange)),
-            .keyMap("map", \.keys.map, "Key name (KEY_F1, BTN_0) or code → call:<button name or number>, answer, decline, hang_up, call_back, call_missed, acknowledge, acknowledge_all, toggle_mic_mute, toggle_speaker_mute or toggle_dnd; e.g. { KEY_F1 = \"call:alle\", KEY_ESC = \"hang_up\" }, or the same as a [keys.map] table"),
+            .keyMap("map", \.keys.map, "Key name (KEY_F1, BTN_0) or code → call:<button name or number>, answer, decline, hang_up, call_back, call_missed, acknowledge, acknowledge_all, toggle_mic_mute, toggle_speaker_mute, toggle_dnd, toggle_read_aloud or notify:<notification id>; e.g. { KEY_F1 = \"call:alle\", KEY_ESC = \"hang_up\" }, or the same as a [keys.map] table"),
             .keyMap("long_map", \.keys.longMap, "The same for a long press (long_press_ms), for a box with few keys; a key listed here fires its map action when let go, not when pressed; e.g. { KEY_F1 = \"call_back\" }"),
         ]),
         tonesSection,
+        speechSection,
     ]
 }
 

@@ -20,8 +20,9 @@ public struct TonesSection: Sendable, Equatable {
 
     public init() {}
 
-    /// Every sound a table may name: the event tones and the ringback (the chime is calls.chime_wav).
-    public static let soundNames = Cue.allCases.map(\.rawValue) + ["ringback"]
+    /// Every sound a table may name: the event tones, the notification tones and the ringback (the
+    /// chime is calls.chime_wav).
+    public static let soundNames = Cue.allCases.map(\.rawValue) + NotificationTone.allCases.map(\.rawValue) + ["ringback"]
     public static let levelRange = -60.0...0.0
     public static let inCallRange = -40.0...0.0
     public static let gainRange = -40.0...20.0

@@ -43,6 +43,20 @@ public enum ControlJSON {
             ["event": "missed_acknowledged", "call_ids": .array(ids.map(callID))]
         case .historyErased:
             ["event": "history_erased"]
+        case .notificationReceived(let record):
+            ["event": "notification_received", "notification": encode(record)]
+        case .notificationReleased(let id):
+            ["event": "notification_released", "notification_id": notificationID(id)]
+        case .notificationDelivered(let id, let r):
+            ["event": "notification_delivered", "notification_id": notificationID(id), "room": room(r)]
+        case .notificationSent(let id, let delivered, let waiting):
+            ["event": "notification_sent", "notification_id": notificationID(id), "delivered": rooms(delivered), "waiting": rooms(waiting)]
+        case .notificationAcknowledged(let id, let by):
+            ["event": "notification_acknowledged", "notification_id": notificationID(id), "by": room(by)]
+        case .notificationReminded(let id):
+            ["event": "notification_reminded", "notification_id": notificationID(id)]
+        case .readAloudChanged(let on):
+            ["event": "read_aloud_changed", "read_aloud": .bool(on)]
         }
     }
 
@@ -60,6 +74,10 @@ public enum ControlJSON {
             return encode(mute)
         case .doNotDisturb(let on):
             return ["dnd": .bool(on)]
+        case .readAloud(let on):
+            return ["read_aloud": .bool(on)]
+        case .notificationSent(let id, let to):
+            return ["notification_id": notificationID(id), "to": rooms(to)]
         case .status(let s):
             var call = JSONValue.null
             if let c = s.call {
@@ -75,12 +93,13 @@ public enum ControlJSON {
                  "problem": l.problem.map(JSONValue.string) ?? .null]
             }
             return ["room": room(s.room), "name": .string(s.name), "dnd": .bool(s.doNotDisturb), "mute": encode(s.mute), "call": call,
-                    "media": .array(media), "missed": .integer(Int64(s.missedCalls)), "lights": .array(lights)]
+                    "media": .array(media), "missed": .integer(Int64(s.missedCalls)), "lights": .array(lights),
+                    "notifications": .integer(Int64(s.notifications)), "read_aloud": .bool(s.readAloud)]
         case .rooms(let d):
             return ["rooms": .array(d.rooms.map { merge(["id": room($0.id), "name": .string($0.name)], encode($0.presence)) }),
                     "buttons": .array(d.buttons.map { ["name": .string($0.name), "rooms": rooms($0.rooms)] })]
-        case .history(let entries):
-            return ["entries": .array(entries.map(encode))]
+        case .history(let entries, let notifications):
+            return ["entries": .array(entries.map(encode)), "notifications": .array(notifications.map(encode))]
         case .loopback(let status):
             return encode(status)
         case .networkLoopback(let status):
@@ -101,6 +120,20 @@ public enum ControlJSON {
         return .object(o)
     }
 
+    public static func encode(_ r: NotificationRecord) -> JSONValue {
+        let n = r.notification
+        var o: [String: JSONValue] = [
+            "notification_id": notificationID(n.id), "direction": .string(r.direction.rawValue), "sender": room(n.sender),
+            "recipients": rooms(n.recipients), "type": .string(n.type), "label": .string(n.label), "text": .string(n.text),
+            "priority": .string(n.priority.rawValue), "tone": .string(n.tone.rawValue), "read_aloud": .bool(n.readAloud),
+            "sent": .number(n.sent), "delivered": rooms(r.delivered), "acknowledged_by": rooms(r.acknowledgedBy),
+            "held": .bool(r.held), "acknowledged": .bool(r.acknowledged),
+        ]
+        if let t = r.received { o["received"] = .number(t) }
+        if let t = r.heard { o["heard"] = .number(t) }
+        return .object(o)
+    }
+
     public static func encode(_ p: Participant) -> JSONValue { merge(["room": room(p.room)], encode(p.status)) }
 
     /// `{"status": "declined", "reason": "do_not_disturb"}`; the reason only for declined.
@@ -118,6 +151,7 @@ public enum ControlJSON {
     public static func encode(_ p: Presence) -> JSONValue { ["online": .bool(p.online), "dnd": .bool(p.doNotDisturb), "in_call": .bool(p.inCall)] }
 
     private static func callID(_ id: CallID) -> JSONValue { .string(id.description) }
+    private static func notificationID(_ id: NotificationID) -> JSONValue { .string(id.description) }
     private static func room(_ r: RoomID) -> JSONValue { .string(r.value) }
     private static func rooms(_ rs: [RoomID]) -> JSONValue { .array(rs.map(room)) }
 
@@ -161,6 +195,21 @@ public enum ControlJSON {
             return .call(.missedAcknowledged(ids))
         case "history_erased":
             return .call(.historyErased)
+        case "notification_received":
+            return .call(.notificationReceived(try notificationRecord(try field(json, "notification", { $0 }, "an object"))))
+        case "notification_released":
+            return .call(.notificationReleased(try notificationID(json)))
+        case "notification_delivered":
+            return .call(.notificationDelivered(try notificationID(json), room: try room(json, "room")))
+        case "notification_sent":
+            return .call(.notificationSent(try notificationID(json), delivered: try rooms(json, "delivered"),
+                                           waiting: try rooms(json, "waiting")))
+        case "notification_acknowledged":
+            return .call(.notificationAcknowledged(try notificationID(json), by: try room(json, "by")))
+        case "notification_reminded":
+            return .call(.notificationReminded(try notificationID(json)))
+        case "read_aloud_changed":
+            return .call(.readAloudChanged(try field(json, "read_aloud", \.boolValue, "a boolean")))
         case "events_lost":
             return .eventsLost(Int(try field(json, "count", \.integerValue, "an integer")))
         default:
@@ -173,12 +222,16 @@ public enum ControlJSON {
         switch command {
         case .call, .callRooms, .callBack, .callMissed:
             return .callPlaced(try callID(result), to: try rooms(result, "to"))
-        case .hangUp, .answer, .decline, .acknowledgeMissed, .eraseHistory:
+        case .hangUp, .answer, .decline, .acknowledge, .eraseHistory:
             return .done
         case .setMuted:
             return .mute(try mute(result))
         case .setDoNotDisturb:
             return .doNotDisturb(try field(result, "dnd", \.boolValue, "a boolean"))
+        case .setReadAloud:
+            return .readAloud(try field(result, "read_aloud", \.boolValue, "a boolean"))
+        case .notify:
+            return .notificationSent(try notificationID(result), to: try rooms(result, "to"))
         case .status:
             var call: ActiveCall?
             if let c = result["call"], c != .null {
@@ -211,10 +264,18 @@ public enum ControlJSON {
                                               state: try optional("state"), problem: try optional("problem")))
                 }
             }
-            return .status(ControlStatus(room: try room(result, "room"), name: try field(result, "name", \.stringValue, "a string"),
-                                         doNotDisturb: try field(result, "dnd", \.boolValue, "a boolean"),
-                                         mute: try mute(try field(result, "mute", { $0 }, "an object")), call: call, media: media,
-                                         missedCalls: missed, lights: lights))
+            var status = ControlStatus(room: try room(result, "room"), name: try field(result, "name", \.stringValue, "a string"),
+                                       doNotDisturb: try field(result, "dnd", \.boolValue, "a boolean"),
+                                       mute: try mute(try field(result, "mute", { $0 }, "an object")), call: call, media: media,
+                                       missedCalls: missed, lights: lights)
+            // Absent from daemons older than notifications: none waiting, read aloud.
+            if result["notifications"].map({ $0 != .null }) == true {
+                status.notifications = Int(try field(result, "notifications", \.integerValue, "an integer"))
+            }
+            if result["read_aloud"].map({ $0 != .null }) == true {
+                status.readAloud = try field(result, "read_aloud", \.boolValue, "a boolean")
+            }
+            return .status(status)
         case .rooms:
             var list: [RoomDirectory.Room] = []
             for r in try field(result, "rooms", \.arrayValue, "an array") {
@@ -234,7 +295,11 @@ public enum ControlJSON {
         case .history:
             var entries: [HistoryEntry] = []
             for e in try field(result, "entries", \.arrayValue, "an array") { entries.append(try historyEntry(e)) }
-            return .history(entries)
+            var notifications: [NotificationRecord] = []
+            if result["notifications"].map({ $0 != .null }) == true {
+                for n in try field(result, "notifications", \.arrayValue, "an array") { notifications.append(try notificationRecord(n)) }
+            }
+            return .history(entries, notifications: notifications)
         }
     }
 
@@ -251,6 +316,30 @@ public enum ControlJSON {
                             participants: try participants(json), outcome: outcome, reason: reason,
                             started: try field(json, "started", \.numberValue, "a number"),
                             ended: try field(json, "ended", \.numberValue, "a number"), acknowledged: acknowledged)
+    }
+
+    public static func notificationRecord(_ json: JSONValue) throws(Violation) -> NotificationRecord {
+        let direction = try field(json, "direction", { $0.stringValue.flatMap(HistoryEntry.Direction.init(rawValue:)) }, "incoming or outgoing")
+        let sender = try room(json, "sender")
+        let n = StaffNotification(
+            id: try notificationID(json), sender: sender, recipients: try rooms(json, "recipients"),
+            type: try field(json, "type", \.stringValue, "a string"), label: try field(json, "label", \.stringValue, "a string"),
+            text: try field(json, "text", \.stringValue, "a string"),
+            priority: try field(json, "priority", { $0.stringValue.flatMap(NotificationPriority.init(rawValue:)) }, "a priority"),
+            tone: try field(json, "tone", { $0.stringValue.flatMap(NotificationTone.init(rawValue:)) }, "a tone"),
+            readAloud: try field(json, "read_aloud", \.boolValue, "a boolean"), sent: try field(json, "sent", \.numberValue, "a number"))
+        let optionalTime = { (key: String) throws(Violation) -> Double? in
+            json[key].map { $0 != .null } == true ? try field(json, key, \.numberValue, "a number") : nil
+        }
+        return NotificationRecord(notification: n, direction: direction, delivered: try rooms(json, "delivered"),
+                                  acknowledgedBy: try rooms(json, "acknowledged_by"),
+                                  received: try optionalTime("received"), heard: try optionalTime("heard"),
+                                  held: try field(json, "held", \.boolValue, "a boolean"),
+                                  acknowledged: try field(json, "acknowledged", \.boolValue, "a boolean"))
+    }
+
+    private static func notificationID(_ json: JSONValue) throws(Violation) -> NotificationID {
+        NotificationID(try field(json, "notification_id", { $0.stringValue.flatMap { UInt64($0, radix: 16) } }, "a hexadecimal notification id"))
     }
 
     static func field<T>(_ json: JSONValue, _ key: String, _ read: (JSONValue) -> T?, _ what: String) throws(Violation) -> T {

@@ -42,8 +42,12 @@ public enum ControlCommand: Sendable, Equatable {
     case callBack
     /// Call the room of the oldest unacknowledged missed call.
     case callMissed
-    /// Acknowledge the oldest missed call, or all.
-    case acknowledgeMissed(all: Bool)
+    /// Acknowledge the oldest notification heard here (else the oldest missed call), or all.
+    case acknowledge(all: Bool)
+    /// Send a configured notification type.
+    case notify(type: String)
+    /// The room's read-aloud switch.
+    case setReadAloud(Bool)
     /// Erase the call history (technician's command).
     case eraseHistory
     case setMuted(MuteTarget, Bool)
@@ -82,10 +86,12 @@ public enum ControlCommand: Sendable, Equatable {
         case .decline: .decline
         case .callBack: .callBack
         case .callMissed: .callMissed
-        case .acknowledgeMissed(let all): .acknowledgeMissed(all: all)
+        case .acknowledge(let all): .acknowledge(all: all)
         case .setMuted(.microphone, let on): .setMicrophoneMuted(on)
         case .setMuted(.speaker, let on): .setSpeakerMuted(on)
         case .setDoNotDisturb(let on): .setDoNotDisturb(on)
+        case .notify(let type): .notify(type: type)
+        case .setReadAloud(let on): .setReadAloud(on)
         case .status, .rooms, .history, .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics,
              .eraseHistory: nil
         }
@@ -113,10 +119,12 @@ public enum ControlRequest: Sendable, Equatable {
             case .decline: o["cmd"] = "decline"
             case .callBack: o["cmd"] = "call_back"
             case .callMissed: o["cmd"] = "call_missed"
-            case .acknowledgeMissed(let all): o["cmd"] = "acknowledge"; if all { o["all"] = true }
+            case .acknowledge(let all): o["cmd"] = "acknowledge"; if all { o["all"] = true }
             case .eraseHistory: o["cmd"] = "erase"
             case .setMuted(let target, let on): o["cmd"] = .string(on ? "mute" : "unmute"); o["target"] = .string(target.rawValue)
             case .setDoNotDisturb(let on): o["cmd"] = "dnd"; o["state"] = on ? "on" : "off"
+            case .notify(let type): o["cmd"] = "notify"; o["type"] = .string(type)
+            case .setReadAloud(let on): o["cmd"] = "read_aloud"; o["state"] = on ? "on" : "off"
             case .status: o["cmd"] = "status"
             case .rooms: o["cmd"] = "rooms"
             case .history(let limit):
@@ -152,12 +160,18 @@ public enum ControlRequest: Sendable, Equatable {
             case "call_back": return .success(.command(.callBack))
             case "call_missed": return .success(.command(.callMissed))
             case "acknowledge":
-                guard let all = json["all"], all != .null else { return .success(.command(.acknowledgeMissed(all: false))) }
+                guard let all = json["all"], all != .null else { return .success(.command(.acknowledge(all: false))) }
                 guard let flag = all.boolValue else { return .failure(.init(.invalidArgument, "\"all\" must be true or false")) }
-                return .success(.command(.acknowledgeMissed(all: flag)))
+                return .success(.command(.acknowledge(all: flag)))
             case "erase": return .success(.command(.eraseHistory))
             case "mute", "unmute": return .success(.command(.setMuted(try parseTarget(json), name == "mute")))
             case "dnd": return .success(.command(.setDoNotDisturb(try parseOnOff(json))))
+            case "read_aloud": return .success(.command(.setReadAloud(try parseOnOff(json))))
+            case "notify":
+                guard let type = json["type"]?.stringValue, NotificationType.isValidID(type) else {
+                    return .failure(.init(.invalidArgument, "notify needs \"type\": a notification id (1-32 of a-z, 0-9, - and _)"))
+                }
+                return .success(.command(.notify(type: type)))
             case "status": return .success(.command(.status))
             case "rooms": return .success(.command(.rooms))
             case "history": return .success(.command(.history(limit: try parseLimit(json))))

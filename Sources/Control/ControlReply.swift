@@ -10,10 +10,14 @@ public enum ControlReply: Sendable, Equatable {
     case mute(MuteState)
     /// Do-not-disturb after dnd.
     case doNotDisturb(Bool)
+    /// The read-aloud switch after read_aloud.
+    case readAloud(Bool)
+    /// A notification was sent (notify): its id and recipients.
+    case notificationSent(NotificationID, to: [RoomID])
     case status(ControlStatus)
     case rooms(RoomDirectory)
-    /// Oldest first.
-    case history([HistoryEntry])
+    /// Calls and notifications, each oldest first.
+    case history([HistoryEntry], notifications: [NotificationRecord])
     /// loopback (started) and loopback_result.
     case loopback(LoopbackStatus)
     /// net_loopback (started) and net_loopback_result.
@@ -35,6 +39,10 @@ public struct ControlStatus: Sendable, Equatable {
     public var missedCalls: Int
     /// What each status light shows (none configured: empty).
     public var lights: [StatusLight]
+    /// Notifications heard here and waiting to be acknowledged.
+    public var notifications = 0
+    /// Notifications are read aloud here.
+    public var readAloud = true
 
     public init(room: RoomID, name: String, doNotDisturb: Bool, mute: MuteState, call: ActiveCall? = nil,
                 media: [MediaStream] = [], missedCalls: Int = 0, lights: [StatusLight] = []) {

@@ -35,6 +35,8 @@ final class CallService: @unchecked Sendable {
     private let microphone: MicrophoneGain
     private let mixer: Mixer
     private let sounds: TerminalSounds
+    /// Plays notifications (tone, then speech) on its own thread; nil in tests without one.
+    private let announcer: Announcer?
     private let history: HistoryStore?
     private let state: StateStore<TerminalState>?
     /// Writes history and state to disk; no lock of ours is held while it waits for the disk.
@@ -68,8 +70,9 @@ final class CallService: @unchecked Sendable {
     }
 
     init(settings: CallSettings, signalling: IPv4Endpoint, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, sounds: TerminalSounds,
-         history: HistoryStore?, state: StateStore<TerminalState>?, seal: SignalSeal? = nil, mediaKeys: MediaKeys? = nil,
-         logger: Logger) throws {
+         announcer: Announcer? = nil, history: HistoryStore?, state: StateStore<TerminalState>?, seal: SignalSeal? = nil,
+         mediaKeys: MediaKeys? = nil, logger: Logger) throws {
+        self.announcer = announcer
         self.seal = seal
         self.mediaKeys = mediaKeys
         networkLoopback = NetworkLoopback(logger: logger)
@@ -85,8 +88,8 @@ final class CallService: @unchecked Sendable {
         var seed: UInt64 = 0
         withUnsafeMutableBytes(of: &seed) { arc4random_buf($0.baseAddress!, 8) }
         history?.prune(now: Self.wallNow())
-        engine = Mutex(CallEngine(settings: settings, doNotDisturb: state?.value.doNotDisturb, history: history?.all() ?? [],
-                                  seed: seed))
+        engine = Mutex(CallEngine(settings: settings, doNotDisturb: state?.value.doNotDisturb, readAloud: state?.value.readAloud,
+                                  history: history?.all() ?? [], notifications: history?.notifications() ?? [], seed: seed))
         storeWriter = try StoreWriter { [log] error in log.error("calls: not written (kept in memory, tried again with the next change): \(error)") }
         // Outside a call nothing is sent and no stream is accepted.
         _ = routes.post(MediaRoutes(sendTo: [], acceptFrom: [], joinGroups: []))
@@ -289,14 +292,20 @@ final class CallService: @unchecked Sendable {
         case .call, .callRooms, .callBack, .callMissed:
             guard let call = e.call else { return .failure(ControlFailure(.internal, "the call ended at once")) }
             return .success(.callPlaced(call.id, to: call.participants.map(\.room)))
-        case .hangUp, .answer, .decline, .acknowledgeMissed, .eraseHistory: return .success(.done)
+        case .hangUp, .answer, .decline, .acknowledge, .eraseHistory: return .success(.done)
         case .setMuted: return .success(.mute(e.mute))
         case .setDoNotDisturb: return .success(.doNotDisturb(e.doNotDisturb))
+        case .setReadAloud: return .success(.readAloud(e.readAloud))
+        case .notify:
+            guard let sent = e.newestSentNotification else { return .failure(ControlFailure(.internal, "the notification was not sent")) }
+            return .success(.notificationSent(sent.id, to: sent.notification.recipients))
         case .status: return .success(.status(status(e)))
         case .rooms: return .success(.rooms(directory(e)))
         case .history(let limit):
             let all = history?.all() ?? []
-            return .success(.history(limit.map { Array(all.suffix($0)) } ?? all))
+            let notifications = history?.notifications() ?? []
+            return .success(.history(limit.map { Array(all.suffix($0)) } ?? all,
+                                     notifications: limit.map { Array(notifications.suffix($0)) } ?? notifications))
         case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics:
             return .failure(ControlFailure(.internal, "not a calls command"))
         }
@@ -323,7 +332,8 @@ final class CallService: @unchecked Sendable {
         case .nothingToAnswer: ControlFailure(.notInCall, "no incoming call to answer")
         case .nothingToDecline: ControlFailure(.notInCall, "no incoming call to decline")
         case .nobodyToCallBack: ControlFailure(.unavailable, "no call in the history to call back")
-        case .noMissedCall: ControlFailure(.unavailable, "no missed call waiting")
+        case .noMissedCall: ControlFailure(.unavailable, "no notification or missed call waiting")
+        case .unknownNotification(let t): ControlFailure(.invalidArgument, "no notification type \"\(t)\" ([notifications.\(t)])")
         }
     }
 
@@ -385,6 +395,8 @@ final class CallService: @unchecked Sendable {
         let name = settings.directory[settings.room]?.name ?? settings.room.value
         var s = ControlStatus(room: settings.room, name: name, doNotDisturb: e.doNotDisturb, mute: e.mute, media: mediaStreams(),
                               missedCalls: e.missedCalls.count, lights: lightsReport())
+        s.notifications = e.receivedNotifications.filter { !$0.held }.count
+        s.readAloud = e.readAloud
         if let call = e.call {
             s.call = ActiveCall(callID: call.id, direction: call.role == .caller ? .outgoing : .incoming, caller: call.caller,
                                 participants: call.participants, connected: call.isConnected)
@@ -445,6 +457,16 @@ final class CallService: @unchecked Sendable {
             case .persistDoNotDisturb(let on):
                 guard let state else { break }
                 state.change { $0.doNotDisturb = on }
+                storeWriter.persist(state)
+            case .announce(let a): announcer?.announce(a)
+            case .silenceAnnouncements(let ids): announcer?.silence(ids)
+            case .persistNotification(let record):
+                guard let history else { break }
+                history.record(record)
+                storeWriter.persist(history)
+            case .persistReadAloud(let on):
+                guard let state else { break }
+                state.change { $0.readAloud = on }
                 storeWriter.persist(state)
             case .peerUnreachable(let room): log.notice("calls: \(room) does not answer")
             case .rejected(let command, let why): log.notice("calls: \(command) refused: \(why)")

@@ -2,6 +2,7 @@ import AudioPipeline
 import Calls
 import CallStore
 import Foundation
+import Frames
 import Posix
 import SiteSecurity
 import Keys
@@ -16,13 +17,19 @@ import Transport
 final class CallsSide: @unchecked Sendable {
     // @unchecked: built and started/stopped from the main thread.
     let service: CallService
+    let announcer: Announcer
     private let keySettings: KeyReaderSettings?
     private var keys: KeyReader?
     private let log: Logger
 
-    init(config: DaemonConfig, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, sounds: TerminalSounds, logger: Logger) throws {
+    init(config: DaemonConfig, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, sounds: TerminalSounds,
+         callInputs: [MixerInput], logger: Logger) throws {
         log = logger
         let settings = config.callSettings()
+        let texts = config.speech.prepareAtStart
+            ? Array(Set(settings.notifications.values.filter(\.readAloud).map(\.spokenText))).sorted() : []
+        announcer = Announcer(sounds: sounds, speech: config.speech, sampleRate: config.audio.sampleRate, callInputs: callInputs,
+                              prepare: texts, logger: logger)
         let c = config.calls
         let history = try HistoryStore(path: c.historyPath, capacity: c.historyLimit,
                                        maxAge: c.historyMaxAgeDays == 0 ? nil : Double(c.historyMaxAgeDays) * 86400)
@@ -44,7 +51,8 @@ final class CallsSide: @unchecked Sendable {
             logger.warning("calls: no site key (security.site_key): signalling and media are neither encrypted nor authenticated")
         }
         service = try CallService(settings: settings, signalling: IPv4Endpoint(address: 0, port: port), routes: routes,
-                                  microphone: microphone, mixer: mixer, sounds: sounds, history: history, state: state, seal: seal,
+                                  microphone: microphone, mixer: mixer, sounds: sounds, announcer: announcer, history: history,
+                                  state: state, seal: seal,
                                   mediaKeys: mediaKeys, logger: logger)
         let k = config.keys
         keySettings = k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounceMilliseconds: k.debounceMs,
@@ -52,6 +60,7 @@ final class CallsSide: @unchecked Sendable {
     }
 
     func start() throws(SystemError) {
+        try announcer.start()
         try service.start()
         guard let keySettings else { return }
         let service = service, log = log
@@ -75,5 +84,6 @@ final class CallsSide: @unchecked Sendable {
         keys?.stop()
         keys = nil
         service.stop()
+        announcer.stop()
     }
 }

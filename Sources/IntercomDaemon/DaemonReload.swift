@@ -39,9 +39,13 @@ extension Daemon {
             var (candidate, keys) = c.adopting(.betweenCalls, from: new)
             candidate.rooms = new.rooms
             candidate.buttons = new.buttons
+            candidate.groups = new.groups
+            candidate.notifications = new.notifications
             if candidate.callSettings() != c.callSettings() {
                 if c.rooms != new.rooms { keys.append("rooms") }
                 if c.buttons != new.buttons { keys.append("buttons") }
+                if c.groups != new.groups { keys.append("groups") }
+                if c.notifications != new.notifications { keys.append("notifications") }
                 c = candidate
                 applied += keys
             }

@@ -4,14 +4,19 @@ import Foundation
 import Frames
 import SignalTools
 
-/// The terminal's two sound channels, fixed mixer inputs (so the echo canceller hears them
+/// The terminal's three sound channels, fixed mixer inputs (so the echo canceller hears them
 /// too): the ring channel (the incoming-call chime, once or repeating, and the caller's
-/// ringback) and the cue channel (one short tone per event, `Cue`). Built once from
+/// ringback), the cue channel (one short tone per event, `Cue`) and the announcement channel
+/// (a notification's tone and its text read aloud, fed by the `Announcer`). Built once from
 /// `calls.chime_wav` and `[tones]`; played by the calls side under its engine lock (one thread
 /// at a time, as `TonePlayer` needs).
 final class TerminalSounds: Sendable {
     let ring: TonePlayer
     let cues: TonePlayer
+    /// The third channel: notifications (a tone, then speech), fed by the `Announcer`.
+    let announcements: ClipPlayer
+    /// The notification tones, rendered like the cues (`[tones]` may replace or trim each).
+    let notificationTones: [NotificationTone: [Int16]]
     /// Linear gain of a cue during a call.
     let inCallGain: Double
 
@@ -41,12 +46,18 @@ final class TerminalSounds: Sendable {
         let repeating = chime + [Int16](repeating: 0, count: max(0, period - chime.count))
         ring = TonePlayer(sounds: [chime, repeating, try sound("ringback", notes: Cue.ringbackNotes, length: period)])
         cues = TonePlayer(sounds: try Cue.allCases.map { try sound($0.rawValue, notes: $0.notes) })
+        var tones: [NotificationTone: [Int16]] = [:]
+        for tone in NotificationTone.allCases { tones[tone] = try sound(tone.rawValue, notes: tone.notes) }
+        notificationTones = tones
+        // Room for a long text read after a tone; the announcer feeds it as it drains.
+        announcements = ClipPlayer(frameSize: config.audio.framesPerPeriod, seconds: 12, sampleRate: rate)
         inCallGain = pow(10, t.inCallDB / 20)
     }
 
     /// Heard with the speaker muted too (the far ends are silenced, not the terminal itself).
     var mixerInputs: [MixerInput] {
-        [MixerInput(source: ring, followsSpeakerMute: false), MixerInput(source: cues, followsSpeakerMute: false)]
+        [MixerInput(source: ring, followsSpeakerMute: false), MixerInput(source: cues, followsSpeakerMute: false),
+         MixerInput(source: announcements, followsSpeakerMute: false)]
     }
 
     func play(_ r: Ring) {

@@ -27,6 +27,9 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
     case toggleMicMute
     case toggleSpeakerMute
     case toggleDoNotDisturb
+    case toggleReadAloud
+    /// Send the notification type with this id (`[notifications.<id>]`).
+    case notify(String)
 
     /// The actions without an argument, by their configuration spelling: the one list the
     /// parser, the printer and the help texts read.
@@ -34,12 +37,13 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
         ("answer", .answer), ("decline", .decline), ("hang_up", .hangUp), ("call_back", .callBack),
         ("call_missed", .callMissed), ("acknowledge", .acknowledge), ("acknowledge_all", .acknowledgeAll),
         ("toggle_mic_mute", .toggleMicMute), ("toggle_speaker_mute", .toggleSpeakerMute), ("toggle_dnd", .toggleDoNotDisturb),
+        ("toggle_read_aloud", .toggleReadAloud),
     ]
 
-    /// Every spelling but `call:`, for help texts.
+    /// Every spelling but `call:` and `notify:`, for help texts.
     public static let names = spelled.map(\.name)
 
-    /// The configuration's spelling: `call:2`, `call:empfang`, or one of `names`.
+    /// The configuration's spelling: `call:2`, `call:empfang`, `notify:material`, or one of `names`.
     public init?(configValue: String) {
         if let found = Self.spelled.first(where: { $0.name == configValue }) {
             self = found.action
@@ -47,6 +51,12 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
         }
         if configValue == "toggle_do_not_disturb" {
             self = .toggleDoNotDisturb
+            return
+        }
+        if configValue.hasPrefix("notify:") {
+            let id = String(configValue.dropFirst("notify:".count))
+            guard NotificationType.isValidID(id) else { return nil }
+            self = .notify(id)
             return
         }
         guard configValue.hasPrefix("call:") else { return nil }
@@ -64,6 +74,7 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .callButton(.index(let n)): "call:\(n)"
         case .callButton(.name(let name)): "call:\(name)"
+        case .notify(let id): "notify:\(id)"
         default: Self.spelled.first { $0.action == self }!.name
         }
     }
@@ -81,11 +92,13 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
         case .hangUp: return .hangUp
         case .callBack: return .callBack
         case .callMissed: return .callMissed
-        case .acknowledge: return .acknowledgeMissed(all: false)
-        case .acknowledgeAll: return .acknowledgeMissed(all: true)
+        case .acknowledge: return .acknowledge(all: false)
+        case .acknowledgeAll: return .acknowledge(all: true)
         case .toggleMicMute: return .toggleMicrophoneMute
         case .toggleSpeakerMute: return .toggleSpeakerMute
         case .toggleDoNotDisturb: return .toggleDoNotDisturb
+        case .toggleReadAloud: return .toggleReadAloud
+        case .notify(let id): return .notify(type: id)
         }
     }
 }

@@ -35,7 +35,7 @@ public struct KeyMap: Sendable, Equatable {
                 throw KeyMapError(key: key, problem: "not a key code (a number up to \(maxKeyCode) or a name such as KEY_F1, BTN_0)")
             }
             guard let action = KeyAction(configValue: value) else {
-                throw KeyMapError(key: key, problem: "\"\(value)\" is not an action (call:N, call:NAME, \(KeyAction.names.joined(separator: ", ")))")
+                throw KeyMapError(key: key, problem: "\"\(value)\" is not an action (call:N, call:NAME, notify:ID, \(KeyAction.names.joined(separator: ", ")))")
             }
             if let other = origin[code] {
                 throw KeyMapError(key: key, problem: "code \(code) is already mapped by \"\(other)\"")

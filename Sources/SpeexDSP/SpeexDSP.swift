@@ -128,6 +128,25 @@ public final class SpeexResampler: @unchecked Sendable {
 
     /// Clears the filter's history (a new stream).
     public func reset() { _ = speex_resampler_reset_mem(state) }
+
+    /// A whole clip from one rate to another (not for the audio thread: it allocates).
+    public static func convert(_ samples: [Int16], from inputRate: Int, to outputRate: Int, quality: Int = 8) throws -> [Int16] {
+        guard inputRate != outputRate, !samples.isEmpty else { return samples }
+        var err: Int32 = 0
+        guard let s = speex_resampler_init(1, UInt32(inputRate), UInt32(outputRate), Int32(quality), &err), err == 0 else {
+            throw SpeexError("speex_resampler_init \(inputRate) → \(outputRate) Hz: \(String(cString: speex_resampler_strerror(err)))")
+        }
+        defer { speex_resampler_destroy(s) }
+        // The filter's delay is fed with zeros at the end so that the clip's last samples come out.
+        let latency = Int(speex_resampler_get_input_latency(s))
+        let input = samples + [Int16](repeating: 0, count: latency)
+        var output = [Int16](repeating: 0, count: input.count * outputRate / inputRate + 64)
+        var inLen = UInt32(input.count), outLen = UInt32(output.count)
+        _ = speex_resampler_skip_zeros(s)
+        _ = speex_resampler_process_int(s, 0, input, &inLen, &output, &outLen)
+        output.removeLast(output.count - Int(outLen))
+        return output
+    }
 }
 
 /// speexdsp's own adaptive jitter buffer (`speex_jitter.h`), wrapped only so that the benchmark can

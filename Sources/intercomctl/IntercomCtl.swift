@@ -13,7 +13,7 @@ struct IntercomCtl: ParsableCommand {
             64 usage; 69 the daemon is not reachable or did not answer in time; 76 protocol error.
             """,
         subcommands: [Call.self, Answer.self, Decline.self, Hangup.self, Leave.self, CallBack.self, CallMissed.self,
-                      Acknowledge.self, Mute.self, Unmute.self, DND.self, Status.self, Stats.self, Rooms.self, History.self,
+                      Acknowledge.self, Notify.self, ReadAloud.self, Mute.self, Unmute.self, DND.self, Status.self, Stats.self, Rooms.self, History.self,
                       EraseHistory.self, Events.self, Loopback.self])
 
     static func main() {
@@ -113,10 +113,25 @@ struct CallMissed: ParsableCommand {
 }
 
 struct Acknowledge: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Acknowledge the oldest missed call (--all: every one); the reminder stops when none waits.")
+    static let configuration = CommandConfiguration(abstract: "Acknowledge the oldest notification heard here, or with none waiting the oldest missed call (--all: every one); the sender is told, the reminder stops when none waits.")
     @OptionGroup var options: GlobalOptions
-    @Flag(help: "Acknowledge every missed call.") var all = false
-    func run() throws { try Session.run(.acknowledgeMissed(all: all), options) }
+    @Flag(help: "Acknowledge every notification (or, with none waiting, every missed call).") var all = false
+    func run() throws { try Session.run(.acknowledge(all: all), options) }
+}
+
+struct Notify: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Send a configured notification ([notifications.<id>]) to its recipients.")
+    @OptionGroup var options: GlobalOptions
+    @Argument(help: "The notification type's id, e.g. material") var type: String
+    func run() throws { try Session.run(.notify(type: type), options) }
+}
+
+struct ReadAloud: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "read-aloud",
+                                                    abstract: "Switch reading notifications aloud in this room on or off (their tones sound either way).")
+    @OptionGroup var options: GlobalOptions
+    @Argument(help: "on or off") var state: OnOff
+    func run() throws { try Session.run(.setReadAloud(state == .on), options) }
 }
 
 struct EraseHistory: ParsableCommand {

@@ -14,7 +14,7 @@ enum Render {
             switch command {
             case .answer: return "answered"
             case .decline: return "declined"
-            case .acknowledgeMissed(let all): return all ? "every missed call acknowledged" : "the oldest missed call acknowledged"
+            case .acknowledge(let all): return all ? "all acknowledged" : "acknowledged"
             case .eraseHistory: return "history erased"
             default: return "hung up"
             }
@@ -24,6 +24,10 @@ enum Render {
             return "microphone \(m.microphone ? "muted" : "on"), speaker \(m.speaker ? "muted" : "on")"
         case .doNotDisturb(let on):
             return "do-not-disturb \(on ? "on" : "off")"
+        case .readAloud(let on):
+            return "reading aloud \(on ? "on" : "off")"
+        case .notificationSent(let id, let to):
+            return "notification \(id) sent to \(list(to))"
         case .status(let s):
             var lines = [
                 "room            \(s.room) (\(s.name))",
@@ -39,6 +43,7 @@ enum Render {
                 lines.append("call            none")
             }
             lines.append("missed calls    \(s.missedCalls == 0 ? "none waiting" : "\(s.missedCalls) not acknowledged")")
+            lines.append("notifications   \(s.notifications == 0 ? "none waiting" : "\(s.notifications) not acknowledged"), read aloud \(s.readAloud ? "on" : "off")")
             for m in s.media {
                 lines.append(String(format: "audio from      %@: %d packets, %d frames played, %.1f ms buffered", m.source, m.received, m.played, m.delayMs))
             }
@@ -57,9 +62,10 @@ enum Render {
                 lines += d.buttons.map { "  \($0.name): \(list($0.rooms))" }
             }
             return lines.joined(separator: "\n")
-        case .history(let entries):
-            guard !entries.isEmpty else { return "no calls yet" }
-            return entries.map(history).joined(separator: "\n")
+        case .history(let entries, let notifications):
+            guard !entries.isEmpty || !notifications.isEmpty else { return "no calls or notifications yet" }
+            let lines = entries.map { ($0.started, history($0)) } + notifications.map { ($0.time, notification($0)) }
+            return lines.sorted { $0.0 < $1.0 }.map(\.1).joined(separator: "\n")
         case .statistics(let s):
             return statistics(s)
         }
@@ -127,6 +133,15 @@ enum Render {
             case .historyAdded(let entry): text = "history: " + history(entry)
             case .missedAcknowledged(let ids): text = "missed call\(ids.count == 1 ? "" : "s") acknowledged: \(ids.map(\.description).joined(separator: ", "))"
             case .historyErased: text = "history erased"
+            case .notificationReceived(let r):
+                text = "notification \(r.id) from \(r.notification.sender): \(r.notification.label) (\(r.notification.priority.rawValue))" + (r.held ? ", held back" : "")
+            case .notificationReleased(let id): text = "notification \(id): heard now"
+            case .notificationDelivered(let id, let room): text = "notification \(id): \(room) has it"
+            case .notificationSent(let id, let delivered, let waiting):
+                text = "notification \(id): " + (waiting.isEmpty ? "every recipient has it" : delivered.isEmpty ? "reached nobody yet, kept for \(list(waiting))" : "\(list(delivered)) have it, kept for \(list(waiting))")
+            case .notificationAcknowledged(let id, let by): text = "notification \(id) acknowledged by \(by)"
+            case .notificationReminded(let id): text = "notification \(id) reminded"
+            case .readAloudChanged(let on): text = "reading aloud \(on ? "on" : "off")"
             }
         }
         return "\(clock()) \(text)"
@@ -139,6 +154,20 @@ enum Render {
         if e.awaitsAcknowledgement { outcome += ", not acknowledged" }
         let seconds = Int((e.ended - e.started).rounded())
         return "\(timestamp(e.started))  \(pad(e.direction.rawValue, 8))  \(who)  \(outcome), \(seconds) s"
+    }
+
+    static func notification(_ r: NotificationRecord) -> String {
+        let n = r.notification
+        var state: String
+        if r.direction == .outgoing {
+            let waiting = n.recipients.filter { !r.delivered.contains($0) }
+            state = waiting.isEmpty ? "delivered" : "waiting for \(list(waiting))"
+            if !r.acknowledgedBy.isEmpty { state += ", acknowledged by \(list(r.acknowledgedBy))" }
+        } else {
+            state = r.acknowledged ? "acknowledged" : r.held ? "held back" : "not acknowledged"
+        }
+        let who = r.direction == .incoming ? "from \(n.sender)" : "to \(list(n.recipients))"
+        return "\(timestamp(r.time))  \(pad(r.direction.rawValue, 8))  notification \"\(n.label)\" (\(n.priority.rawValue)) \(who)  \(state)"
     }
 
     static func status(_ s: ParticipantStatus) -> String {

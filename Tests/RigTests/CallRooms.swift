@@ -102,8 +102,14 @@ final class CallRooms {
     }
 
     func history(_ id: String) -> [HistoryEntry] {
-        guard case .success(.history(let h))? = try? control(id, .history(limit: nil)) else { return [] }
+        guard case .success(.history(let h, _))? = try? control(id, .history(limit: nil)) else { return [] }
         return h
+    }
+
+    /// The room's notifications, sent and received, oldest first.
+    func notifications(_ id: String) -> [NotificationRecord] {
+        guard case .success(.history(_, let n))? = try? control(id, .history(limit: nil)) else { return [] }
+        return n
     }
 
     /// Waits until `condition` holds (polling every 50 ms); false on timeout.

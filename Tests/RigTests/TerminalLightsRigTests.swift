@@ -141,7 +141,7 @@ final class TerminalLightsRigTests: XCTestCase {
         hold()
 
         // Acknowledged, the blinking stops; do-not-disturb lights yellow steadily.
-        _ = try rooms.control("roomb", .acknowledgeMissed(all: true))
+        _ = try rooms.control("roomb", .acknowledge(all: true))
         XCTAssertTrue(rooms.wait(2) { watcher.sequence("yellow").last == "0" })
         hold()
         let beforeDND = watcher.sequence("yellow").count

@@ -91,7 +91,7 @@ enum CallScenarios {
         let id = callID(sim, ra)
         XCTAssertEqual(sim.status(ra, of: rb), .unavailable)
         XCTAssertEqual(sim.status(ra, of: rc), .connected, "the room that is online still connects")
-        XCTAssertEqual(sim.engine(ra).pendingMissedCallNotices, 1)
+        XCTAssertEqual(sim.engine(ra).pendingDeferred, 1)
         sim.command(ra, .hangUp)
         sim.run(for: sim.timing(ra).helloInterval)
         XCTAssertNil(sim.history[rb], "nothing reaches an offline room")
@@ -105,7 +105,7 @@ enum CallScenarios {
         XCTAssertEqual(entry?.direction, .incoming)
         sim.run(for: settleTime(sim.timing(ra)))
         XCTAssertEqual(sim.history[rb]?.count, 1, "delivered once")
-        XCTAssertEqual(sim.engine(ra).pendingMissedCallNotices, 0)
+        XCTAssertEqual(sim.engine(ra).pendingDeferred, 0)
     }
 
     static func busyCalleeDeclines(_ net: CallNetConditions, seed: UInt64) {

@@ -67,6 +67,10 @@ final class CallSignalCodecTests: XCTestCase {
             CallID(5), participants: [room("b")], media: InviteMedia(callerMedia: IPv4Endpoint("10.0.0.1:5004")!, voice: .unicast))))
         let missed = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .missedCall(
             MissedCallNotice(callID: CallID(5), caller: room("a"), participants: [room("b")], started: 1))))
+        let notify = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .notify(StaffNotification(
+            id: NotificationID(7), sender: room("a"), recipients: [room("b")], type: "material", label: "Material", text: "",
+            priority: .urgent, tone: .bell, readAloud: true, sent: 1))))
+        // notify: id 11-18, priority 19, flags 20, tone length 21-22.
         // missed: call id 11-18, caller 19-20, time 21-28.
         // Offsets: header 10 + sender "a" 1 = 11; invite: call id 8, count at 19, "b" at 20-21, media 22-27, mode 28.
         func patched(_ bytes: [UInt8], _ offset: Int, _ value: UInt8) -> [UInt8] {
@@ -90,6 +94,8 @@ final class CallSignalCodecTests: XCTestCase {
             (.unknownDeclineReason, patched(decline, decline.count - 1, 0)),
             (.reservedStateBits, patched(hello, 11, 4)),
             (.invalidTime, patched(missed, 21, 0xFF)),
+            (.unknownPriority, patched(notify, 19, 9)),
+            (.invalidText, patched(notify, 21, 0xFF)),
         ]
         XCTAssertEqual(Set(cases.map(\.0)), Set(SignalDecodeError.allCases))
         for (expected, bytes) in cases {

@@ -48,6 +48,10 @@ struct CallSim {
     var ring: [RoomID: Ring] = [:]
     var cues: [RoomID: [(time: Double, cue: Cue, quiet: Bool)]] = [:]
     var acknowledged: [RoomID: [CallID]] = [:]
+    var announcements: [RoomID: [(time: Double, announcement: Announcement)]] = [:]
+    var silenced: [RoomID: [NotificationID]] = [:]
+    /// Every `persistNotification` effect, in order (the newest state of a record is its last).
+    var notificationHistory: [RoomID: [NotificationRecord]] = [:]
 
     static func room(_ s: String) -> RoomID { RoomID(s)! }
 
@@ -76,7 +80,12 @@ struct CallSim {
         // A restart keeps the history, as the daemon's file does.
         var h = history[room] ?? []
         for i in h.indices where acknowledged[room, default: []].contains(h[i].callID) { h[i].acknowledged = true }
-        engines[room] = CallEngine(settings: settings[room]!, history: h, seed: rng.next())
+        // ... and the newest state of each notification record.
+        var records: [NotificationRecord] = []
+        for r in notificationHistory[room, default: []] {
+            if let i = records.firstIndex(where: { $0.id == r.id && $0.direction == r.direction }) { records[i] = r } else { records.append(r) }
+        }
+        engines[room] = CallEngine(settings: settings[room]!, history: h, notifications: records, seed: rng.next())
         online.insert(room)
     }
 
@@ -132,7 +141,10 @@ struct CallSim {
             case .applyMute(let m): muteApplied[room] = m
             case .probeReflected(let from, let sequence, let micros):
                 reflected[room, default: []].append((from, sequence, micros))
-            case .persistDoNotDisturb, .peerUnreachable: break
+            case .announce(let a): announcements[room, default: []].append((now, a))
+            case .silenceAnnouncements(let ids): silenced[room, default: []] += ids
+            case .persistNotification(let r): notificationHistory[room, default: []].append(r)
+            case .persistDoNotDisturb, .peerUnreachable, .persistReadAloud: break
             }
         }
     }

@@ -15,7 +15,7 @@ final class ControlServerTests: XCTestCase {
         XCTAssertEqual(try c.run(.setMuted(.speaker, true)).get(), .mute(MuteState(microphone: false, speaker: true)))
         guard case .status(let status) = try c.run(.status).get() else { return XCTFail("status reply expected") }
         XCTAssertEqual(status.call?.participants.last?.status, .declined(.busy))
-        XCTAssertEqual(try c.run(.history(limit: 2)).get(), .history(Array(FakeControlHandler.history.suffix(2))))
+        XCTAssertEqual(try c.run(.history(limit: 2)).get(), .history(Array(FakeControlHandler.history.suffix(2)), notifications: []))
 
         // Ids are echoed as sent, integer or string; a request without id is answered with null.
         try c.sendLine(#"{"id": "abc", "cmd": "ping"}"#)

@@ -75,10 +75,10 @@ final class FakeControlHandler: ControlHandler {
                             .init(id: Self.office, name: "Büro", presence: Presence(online: false))],
                     buttons: Self.buttons.keys.sorted().map { .init(name: $0, rooms: Self.buttons[$0]!) })))
             case .history(let limit):
-                return .success(.history(Array(Self.history.suffix(limit ?? Self.history.count))))
+                return .success(.history(Array(Self.history.suffix(limit ?? Self.history.count)), notifications: []))
             case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics:
                 return .failure(.init(.unavailable, "no audio in this fake"))
-            case .answer, .decline, .callBack, .callMissed, .acknowledgeMissed, .eraseHistory:
+            case .answer, .decline, .callBack, .callMissed, .acknowledge, .eraseHistory, .notify, .setReadAloud:
                 return .failure(.init(.unavailable, "no calls in this fake"))
             }
         }

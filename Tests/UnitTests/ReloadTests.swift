@@ -47,7 +47,7 @@ final class ReloadTests: XCTestCase {
         XCTAssertEqual(DaemonConfig.keys(reloaded: .live), ["echo.enabled", "echo.howl_guard", "mixer.speaker_gain_db", "mixer.mic_gain_db"])
         XCTAssertEqual(DaemonConfig.keys(reloaded: .betweenCalls),
                        ["calls.auto_answer", "calls.ring_ms", "calls.answer_timeout_ms", "calls.caller_voice", "calls.multicast_group",
-                        "calls.missed_reminder_s"])
+                        "calls.missed_reminder_s", "calls.notification_reminder_s"])
     }
 
     func testEveryLiveKeyIsAppliedAndNoOtherKeyIs() throws {

@@ -139,13 +139,13 @@ final class TerminalEventTests: XCTestCase {
         sim.run(for: 3.1)
         XCTAssertEqual(sim.cues[rb, default: []].filter { $0.cue == .missedCall }.count, 5)
 
-        sim.command(rb, .acknowledgeMissed(all: false))
+        sim.command(rb, .acknowledge(all: false))
         XCTAssertEqual(sim.cueNames(rb).last, .acknowledged)
         XCTAssertEqual(sim.acknowledged[rb], [sim.history[rb]!.last!.callID])
         XCTAssertEqual(sim.engine(rb).missedCalls, [])
         sim.run(for: 7)
         XCTAssertEqual(sim.cues[rb, default: []].filter { $0.cue == .missedCall }.count, 5, "no reminder once acknowledged")
-        sim.command(rb, .acknowledgeMissed(all: true))
+        sim.command(rb, .acknowledge(all: true))
         XCTAssertEqual(sim.rejections[rb], [.noMissedCall])
     }
 

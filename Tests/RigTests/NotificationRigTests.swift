@@ -1,0 +1,132 @@
+import Calls
+import Control
+import Foundation
+import SignalTools
+import TestSupport
+import XCTest
+
+/// Practice notifications through real daemons on the rig: sent by key and by intercomctl, heard
+/// at the recipients (its tone, then speech within 300 ms of the tone's end) and not at the others; delivered to a room when it comes back; reminded until
+/// acknowledged; the acknowledgement reaches the sender; do-not-disturb holds a normal one and
+/// passes an emergency; the history survives a restart.
+final class NotificationRigTests: XCTestCase {
+    static let materialText = "Bitte Material ins Labor bringen"
+    static let allText = "Nächster Patient bitte"
+
+    /// Seconds from `after` to the first 10 ms frame above -45 dBFS, and the share of the next
+    /// second's frames above -50 dBFS (speech has gaps, silence has none of it).
+    private static func speech(after: Double, in recording: [Int16]) -> (onset: Double, active: Double)? {
+        let db = Levels.frameRMSDB(recording.map { Float($0) / 32768 }, frame: 480)
+        let first = Int((after * 100).rounded(.down))
+        guard first < db.count, let onset = db[first...].firstIndex(where: { $0 > -45 }) else { return nil }
+        let next = db[onset..<min(db.count, onset + 100)]
+        return (Double(onset - first) / 100, Double(next.filter { $0 > -50 }.count) / 100)
+    }
+
+    private static func toneStarts(_ tone: NotificationTone, in recording: [Int16]) -> [Double] {
+        Tones.occurrences(of: tone.notes.filter { $0.hz > 0 }.map(\.hz), in: Tones.notes(in: recording))
+    }
+
+    func testNotificationsAreHeardAcknowledgedRemindedHeldAndKept() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB", "roomC"])
+        defer { rooms.stopAll() }
+        let fifo = "\(rooms.dir)/roomA-keys"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let types = """
+            [notifications.material]
+            label = "Material bringen"
+            recipients = ["roomb"]
+            text = "\(Self.materialText)"
+            tone = "bell"
+            [notifications.alle]
+            label = "Nächster Patient"
+            recipients = ["praxis"]
+            text = "\(Self.allText)"
+            [notifications.alarm]
+            label = "Alarm"
+            recipients = ["roomb"]
+            priority = "emergency"
+            [groups]
+            praxis = ["roomb", "roomc"]
+            """
+        try rooms.start("rooma", extra: "[keys]\ndevice = \"\(fifo)\"\n[keys.map]\nKEY_1 = \"notify:material\"\n" + types)
+        try rooms.start("roomb", calls: "notification_reminder_s = 4")
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
+        let recorders = try ["roomb", "roomc"].map { id in
+            (id, try RoomRecorder(room: rooms.room(id).rig, path: "\(rooms.dir)/\(id)-speaker.wav"))
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        let keys = try FIFOKeyWriter(path: fifo)
+        let ctl = Repo.builtProgram("intercomctl")
+        func intercomctl(_ room: String, _ args: [String]) throws -> String {
+            try Command.run(ctl, args + ["--socket", rooms.room(room).socket])
+        }
+        func sent(_ type: String) -> NotificationRecord? {
+            rooms.notifications("rooma").last { $0.direction == .outgoing && $0.notification.type == type }
+        }
+
+        // 1. By key: B hears the bell, then the text; the sender sees it delivered.
+        keys.press(2)  // KEY_1
+        XCTAssertTrue(rooms.wait(3) { sent("material")?.delivered == [RoomID("roomb")!] }, "delivered to B")
+        XCTAssertTrue(rooms.wait(3) { rooms.status("roomb")?.notifications == 1 })
+        // 2. Not acknowledged: reminded after 4 s (the reminder tone, read again).
+        Thread.sleep(forTimeInterval: 5.5)
+        // 3. Acknowledged with intercomctl at B: A is told.
+        XCTAssertTrue(try intercomctl("roomb", ["acknowledge"]).contains("acknowledged"))
+        XCTAssertTrue(rooms.wait(3) { sent("material")?.acknowledgedBy == [RoomID("roomb")!] }, "the acknowledgement reaches the sender")
+        XCTAssertEqual(rooms.status("roomb")?.notifications, 0)
+        Thread.sleep(forTimeInterval: 0.5)
+
+        // 4. By intercomctl, to a group with C offline: B has it at once, C when it starts.
+        XCTAssertTrue(try intercomctl("rooma", ["notify", "alle"]).contains("sent to roomb, roomc"))
+        XCTAssertTrue(rooms.wait(3) { sent("alle")?.delivered == [RoomID("roomb")!] })
+        try rooms.start("roomc")
+        XCTAssertTrue(rooms.wait(8) { sent("alle")?.delivered.count == 2 }, "delivered to C once it is back")
+        XCTAssertTrue(rooms.wait(3) { rooms.notifications("roomc").contains { $0.notification.type == "alle" } })
+        Thread.sleep(forTimeInterval: 3)
+
+        // 5. Do-not-disturb at B holds a normal one and passes an emergency.
+        _ = try rooms.control("roomb", .setDoNotDisturb(true))
+        Thread.sleep(forTimeInterval: 0.7)  // its tone first, so the alarm's is heard on its own
+        _ = try rooms.control("rooma", .notify(type: "material"))
+        XCTAssertTrue(rooms.wait(3) { rooms.notifications("roomb").filter { $0.notification.type == "material" }.count == 2 })
+        XCTAssertEqual(rooms.notifications("roomb").last?.held, true, "held back by do-not-disturb")
+        _ = try rooms.control("rooma", .notify(type: "alarm"))
+        XCTAssertTrue(rooms.wait(3) { rooms.notifications("roomb").last?.notification.type == "alarm" })
+        XCTAssertEqual(rooms.notifications("roomb").last?.held, false, "an emergency passes do-not-disturb")
+        Thread.sleep(forTimeInterval: 2.5)
+        for (_, r) in recorders { r.stop() }
+
+        // 6. The history survives a restart, on both sides.
+        let bBefore = rooms.notifications("roomb")
+        let aBefore = rooms.notifications("rooma")
+        _ = rooms.stop("roomb")
+        _ = rooms.stop("rooma")
+        try rooms.start("roomb", calls: "notification_reminder_s = 4")
+        try rooms.start("rooma", extra: types)
+        XCTAssertEqual(rooms.notifications("roomb").map(\.id), bBefore.map(\.id))
+        XCTAssertEqual(rooms.notifications("rooma").map(\.id), aBefore.map(\.id))
+        XCTAssertEqual(rooms.notifications("roomb").filter(\.held).count, 1, "the held one is still held (do-not-disturb kept)")
+
+        // What the speakers played: each tone, then speech right after it.
+        let b = try WAVAudio.read(path: "\(rooms.dir)/roomb-speaker.wav").samples
+        let c = try WAVAudio.read(path: "\(rooms.dir)/roomc-speaker.wav").samples
+        func toneThenSpeech(_ tone: NotificationTone, _ recording: [Int16], _ who: String) {
+            let starts = Self.toneStarts(tone, in: recording)
+            XCTAssertGreaterThanOrEqual(starts.count, 1, "\(who) heard the \(tone.rawValue) tone")
+            guard let start = starts.first else { return }
+            let end = start + tone.notes.map(\.ms).reduce(0, +) / 1000
+            let s = Self.speech(after: end, in: recording)
+            print(String(format: "notification rig: %@ %@ tone at %.2f s, speech %.0f ms after it, active %.0f %% of the next second",
+                         who, tone.rawValue, start, (s?.onset ?? -1) * 1000, (s?.active ?? 0) * 100))
+            XCTAssertLessThan(s?.onset ?? 1, 0.3, "\(who): read within 300 ms of the \(tone.rawValue) tone's end")
+            XCTAssertGreaterThan(s?.active ?? 0, 0.5, "\(who): speech follows the \(tone.rawValue) tone")
+        }
+        toneThenSpeech(.bell, b, "B")
+        toneThenSpeech(.reminder, b, "B")
+        toneThenSpeech(.alarm, b, "B")
+        toneThenSpeech(.gong, c, "C")
+        XCTAssertTrue(Self.toneStarts(.bell, in: c).isEmpty, "C did not hear B's notification")
+    }
+}
