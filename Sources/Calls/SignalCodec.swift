@@ -212,7 +212,7 @@ public enum SignalCodec {
             }
             let bits = try r.uint8()
             guard bits & ~1 == 0 else { throw .reservedStateBits }
-            let toneName = try r.text(max: 32)
+            guard let tone = NotificationTone(rawValue: try r.text(max: 32)) else { throw .unknownTone }
             let type = try r.text(max: 32)
             guard NotificationType.isValidID(type) else { throw .invalidText }
             let ms = try r.uint64()
@@ -220,8 +220,6 @@ public enum SignalCodec {
             let recipients = try r.rooms(excluding: sender)
             let label = try r.text(max: StaffNotification.maxLabelBytes)
             let text = try r.text(max: StaffNotification.maxTextBytes)
-            // A tone this version does not know plays as its priority's own.
-            let tone = NotificationTone(rawValue: toneName) ?? priority.defaultTone
             return .notify(StaffNotification(id: NotificationID(raw), sender: sender, recipients: recipients, type: type,
                                              label: label, text: text, priority: priority, tone: tone,
                                              readAloud: bits & 1 != 0, sent: Double(ms) / 1000))

@@ -30,6 +30,8 @@ public enum SignalDecodeError: Error, CaseIterable, Hashable, Sendable, CustomSt
     case invalidTime
     /// A notification's priority this version does not define.
     case unknownPriority
+    /// A notification's tone this version does not define (like the priority: one encoding per message).
+    case unknownTone
     /// A notification's text is too long, not UTF-8, has control characters, or names an invalid type.
     case invalidText
 
@@ -51,6 +53,7 @@ public enum SignalDecodeError: Error, CaseIterable, Hashable, Sendable, CustomSt
         case .reservedStateBits: "reserved state bits set"
         case .invalidTime: "time out of range"
         case .unknownPriority: "unknown notification priority"
+        case .unknownTone: "unknown notification tone"
         case .invalidText: "invalid notification text"
         }
     }

@@ -96,6 +96,7 @@ final class CallSignalCodecTests: XCTestCase {
             (.invalidTime, patched(missed, 21, 0xFF)),
             (.unknownPriority, patched(notify, 19, 9)),
             (.invalidText, patched(notify, 21, 0xFF)),
+            (.unknownTone, patched(notify, 23, UInt8(ascii: "z"))),
         ]
         XCTAssertEqual(Set(cases.map(\.0)), Set(SignalDecodeError.allCases))
         for (expected, bytes) in cases {
