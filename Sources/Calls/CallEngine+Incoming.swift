@@ -1,8 +1,10 @@
 // The callee's side: an invite rings (or is refused), opens after the ring time, ends or is left.
+// An emergency call opens at once, ending whatever normal call this room is in; an announcement
+// opens after the chime, whatever auto-answer says, and only listens.
 
 extension CallEngine {
     mutating func receiveInvite(_ id: CallID, from caller: RoomID, participants: [RoomID], media: InviteMedia,
-                                messageID: UInt32, now: Double) {
+                                kind: CallKind, messageID: UInt32, now: Double) {
         let me = settings.room
         guard participants.contains(me), !endedCalls.contains(id), call?.id != id else {
             statistics.stale += 1
@@ -13,11 +15,14 @@ extension CallEngine {
             finishCall(c.isConnected ? .finished : .missed, myStatus: c.isConnected ? .connected : .unavailable, now: now)
         }
         let invited = participants.map { Participant(room: $0, status: .ringing) }
+        // An emergency call breaks into any other call; only another emergency call keeps it out.
+        let breaksIn = kind == .emergency && call.map { $0.kind != .emergency } ?? false
         let refusal: (DeclineReason, CallOutcome)? =
             if !settings.permissions.allows(caller: caller, callee: me) { (.notPermitted, .declined) }
-            // The person here did not get the call: for them it is a missed call.
-            else if doNotDisturb { (.doNotDisturb, .missed) }
-            else if call != nil { (.busy, .missed) }
+            // The person here did not get the call: for them it is a missed call. An
+            // announcement that passed by is not one (there is nobody to call back).
+            else if doNotDisturb, kind != .emergency { (.doNotDisturb, kind == .announcement ? .declined : .missed) }
+            else if call != nil, !breaksIn { (.busy, kind == .announcement ? .declined : .missed) }
             else { nil }
         if let (reason, outcome) = refusal {
             send(.decline(id, reason), to: caller, now: now)
@@ -25,18 +30,47 @@ extension CallEngine {
             var entry = invited
             if let i = entry.firstIndex(where: { $0.room == me }) { entry[i].status = .declined(reason) }
             record(HistoryEntry(callID: id, direction: .incoming, caller: caller, participants: entry,
-                                outcome: outcome, reason: reason, started: wall(now), ended: wall(now)))
+                                outcome: outcome, reason: reason, started: wall(now), ended: wall(now), kind: kind))
             return
         }
-        var c = CallSession(id: id, role: .callee, caller: caller, participants: invited, started: now)
+        if breaksIn { leaveForEmergency(now: now) }
+        var c = CallSession(id: id, role: .callee, kind: kind, caller: caller, participants: invited, started: now)
         c.invite = media
         c.inviteMessageID = messageID
         c.lastHeard[caller] = now
-        c.ringDeadline = settings.autoAnswer ? now + settings.timing.ringTime : nil
+        let autoAnswer = settings.autoAnswer || kind != .normal
+        c.ringDeadline = autoAnswer ? now + (kind == .emergency ? 0 : settings.timing.ringTime) : nil
         call = c
-        out.append(.event(.incomingCall(id, from: caller, participants: participants)))
-        out.append(.ring(settings.autoAnswer ? .chimeOnce : .chimeRepeating))
-        if settings.autoAnswer, settings.timing.ringTime <= 0 { acceptIncoming(now: now) }
+        out.append(.event(.incomingCall(id, from: caller, participants: participants, kind: kind)))
+        if kind == .emergency {
+            // Heard whatever the room set: the speaker opens, the call opens with its own tone.
+            if mute.speaker { setMute(MuteState(microphone: mute.microphone, speaker: false), now: now) }
+            acceptIncoming(now: now)
+            return
+        }
+        out.append(.ring(autoAnswer ? .chimeOnce : .chimeRepeating))
+        if autoAnswer, settings.timing.ringTime <= 0 { acceptIncoming(now: now) }
+    }
+
+    /// An emergency call arrives during a normal call or announcement: this room's part of it
+    /// ends, and the other side is told as if it hung up (a caller ends the call for every callee).
+    mutating func leaveForEmergency(now: Double) {
+        guard let c = call else { return }
+        statistics.callsBrokenByEmergency += 1
+        switch c.role {
+        case .caller:
+            for p in c.participants where !c.endSent.contains(p.room) {
+                switch p.status {
+                case .ringing, .connected, .unavailable: send(.end(c.id), to: p.room, now: now)
+                case .declined, .left: break
+                }
+            }
+            finishCall(c.isConnected ? .finished : .notReached, quietly: true, now: now)
+        case .callee:
+            send(.leave(c.id), to: c.caller, now: now)
+            finishCall(c.isConnected ? .finished : .missed, myStatus: c.isConnected ? .left : .unavailable, quietly: true,
+                       now: now)
+        }
     }
 
     /// The ring time is over (or the person answered): stop the chime, open the audio.
@@ -49,7 +83,7 @@ extension CallEngine {
         out.append(.ring(.off))
         send(.accept(c.id, mediaPort: settings.media.port), to: c.caller, now: now)
         out.append(.event(.connected(c.id)))
-        out.append(.cue(.connected, quiet: false))
+        out.append(.cue(c.kind == .emergency ? .emergencyCall : .connected, quiet: false))
         updateMediaPlan()
         if mute != MuteState() { send(.mute(c.id, mute), to: c.caller, now: now) }
     }

@@ -1,7 +1,7 @@
 // The caller's side: placing a call, callees answering, declining, leaving, hanging up.
 
 extension CallEngine {
-    mutating func placeCall(to targets: [RoomID], command: CallCommand, now: Double) {
+    mutating func placeCall(to targets: [RoomID], kind: CallKind = .normal, command: CallCommand, now: Double) {
         var rooms: [RoomID] = []
         for room in targets where !rooms.contains(room) { rooms.append(room) }
         let rejection: CommandRejection? =
@@ -9,21 +9,23 @@ extension CallEngine {
             else if rooms.contains(settings.room) { .cannotCallSelf }
             else if let unknown = rooms.first(where: { settings.directory[$0] == nil }) { .unknownRoom(unknown) }
             else if rooms.count > SignalCodec.maxParticipants { .tooManyTargets }
-            else if call != nil { .alreadyInCall }
+            // Staff in a normal call press the emergency key: that call ends, the emergency goes out.
+            else if let c = call, kind != .emergency || c.kind == .emergency { .alreadyInCall }
             else { nil }
         if let rejection {
             out.append(.rejected(command, rejection))
             return
         }
+        if call != nil { leaveForEmergency(now: now) }
         let id = newCallID()
         let me = settings.room
         let participants = rooms.map {
             Participant(room: $0, status: settings.permissions.allows(caller: me, callee: $0) ? .ringing : .declined(.notPermitted))
         }
-        call = CallSession(id: id, role: .caller, caller: me, participants: participants, started: now)
-        out.append(.event(.outgoingCall(id, to: rooms)))
-        let invite = SignalMessage.invite(id, participants: rooms, media: InviteMedia(callerMedia: settings.media,
-                                                                                       voice: settings.callerVoice))
+        call = CallSession(id: id, role: .caller, kind: kind, caller: me, participants: participants, started: now)
+        out.append(.event(.outgoingCall(id, to: rooms, kind: kind)))
+        let invite = SignalMessage.invite(id, participants: rooms,
+                                          media: InviteMedia(callerMedia: settings.media, voice: settings.callerVoice), kind: kind)
         for p in participants {
             out.append(.event(.participantStatus(id, room: p.room, status: p.status)))
             if p.status == .ringing { send(invite, to: p.room, now: now) }

@@ -118,12 +118,12 @@ public struct CallEngine: Sendable {
         out = []
         switch command {
         case .call(let button):
-            if let targets = settings.buttons[button] {
-                placeCall(to: targets, command: command, now: now)
+            if let b = settings.buttons[button] {
+                placeCall(to: b.rooms, kind: b.kind, command: command, now: now)
             } else {
                 out.append(.rejected(command, .unknownButton(button)))
             }
-        case .callRooms(let rooms): placeCall(to: rooms, command: command, now: now)
+        case .callRooms(let rooms, let kind): placeCall(to: rooms, kind: kind, command: command, now: now)
         case .hangUp: hangUp(command: command, now: now)
         case .answer: answer(command: command, now: now)
         case .decline: decline(command: command, now: now)
@@ -337,14 +337,18 @@ public struct CallEngine: Sendable {
                 call.calleeMedia[room].map { MediaPeer(room: room, endpoint: $0) }
             }
             guard !peers.isEmpty else { return .idle }
+            // An announcement hears nobody back: whatever comes from a callee is dropped.
+            let hear = call.kind == .announcement ? [] : peers
             switch settings.callerVoice {
-            case .unicast: return MediaPlan(sendTo: peers.map(\.endpoint), receiveFrom: peers, call: call.id)
-            case .multicast(let group): return MediaPlan(sendTo: [group], receiveFrom: peers, call: call.id)
+            case .unicast: return MediaPlan(sendTo: peers.map(\.endpoint), receiveFrom: hear, call: call.id)
+            case .multicast(let group): return MediaPlan(sendTo: [group], receiveFrom: hear, call: call.id)
             }
         case .callee:
             guard let invite = call.invite else { return .idle }
             let caller = MediaPeer(room: call.caller, endpoint: invite.callerMedia)
-            var plan = MediaPlan(sendTo: [invite.callerMedia], receiveFrom: [caller], call: call.id)
+            // An announcement's callee only listens: its microphone goes nowhere.
+            var plan = MediaPlan(sendTo: call.kind == .announcement ? [] : [invite.callerMedia], receiveFrom: [caller],
+                                 call: call.id)
             if case .multicast(let group) = invite.voice { plan.joinGroups = [group] }
             return plan
         }
@@ -353,8 +357,9 @@ public struct CallEngine: Sendable {
     /// Ends this room's side of the call: history, events, media off.
     /// `cue`: what this room hears; nil = what the outcome says (the call ended; or for a caller
     /// that reached nobody, why).
+    /// `quietly`: no cue at all (an emergency call that breaks in plays its own).
     mutating func finishCall(_ outcome: CallOutcome, reason: DeclineReason? = nil, myStatus: ParticipantStatus? = nil,
-                             cue endCue: Cue? = nil, now: Double) {
+                             cue endCue: Cue? = nil, quietly: Bool = false, now: Double) {
         guard var call else { return }
         if let myStatus { call.setStatus(myStatus, of: settings.room) }
         if !call.isConnected { out.append(.ring(.off)) }
@@ -371,10 +376,10 @@ public struct CallEngine: Sendable {
         self.call = nil
         updateMediaPlan()
         out.append(.event(.callEnded(id, outcome: outcome)))
-        if let c = endCue ?? Self.endCue(call) { cue(c) }
+        if !quietly, let c = endCue ?? Self.endCue(call) { cue(c) }
         record(HistoryEntry(callID: id, direction: call.role == .caller ? .outgoing : .incoming, caller: call.caller,
                             participants: call.participants, outcome: outcome, reason: reason,
-                            started: wall(call.started), ended: wall(now)))
+                            started: wall(call.started), ended: wall(now), kind: call.kind))
         releaseHeldNotifications(now: now)
     }
 
@@ -436,8 +441,9 @@ public struct CallEngine: Sendable {
             if let changed { out.append(.event(.presenceChanged(room: sender, changed))) }
             deliverNotices(to: sender, now: now)
             checkPeerStillInCall(sender, helloID: envelope.messageID, helloCall: helloCall, now: now)
-        case .invite(let id, let participants, let media):
-            receiveInvite(id, from: sender, participants: participants, media: media, messageID: envelope.messageID, now: now)
+        case .invite(let id, let participants, let media, let kind):
+            receiveInvite(id, from: sender, participants: participants, media: media, kind: kind,
+                          messageID: envelope.messageID, now: now)
         case .accept(let id, let port): receiveAccept(id, from: sender, port: port, messageID: envelope.messageID, now: now)
         case .decline(let id, let reason): receiveDecline(id, from: sender, reason: reason, now: now)
         case .end(let id): receiveEnd(id, from: sender, now: now)
@@ -466,7 +472,7 @@ public struct CallEngine: Sendable {
         statistics.unreachable += 1
         out.append(.peerUnreachable(m.room))
         switch m.message {
-        case .invite(let id, _, _): inviteUnreachable(id, room: m.room, now: now)
+        case .invite(let id, _, _, _): inviteUnreachable(id, room: m.room, now: now)
         case .accept(let id, _):
             // The caller is gone: our side of the call cannot work.
             if let call, call.id == id { finishCall(.finished, now: now) }

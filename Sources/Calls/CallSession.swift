@@ -6,6 +6,7 @@ public struct CallSession: Sendable, Equatable {
 
     public let id: CallID
     public let role: Role
+    public let kind: CallKind
     public let caller: RoomID
     /// The callees. The caller keeps each one's status; a callee knows its own status only and
     /// lists the others as `.ringing` (invited, outcome not known here).
@@ -32,9 +33,10 @@ public struct CallSession: Sendable, Equatable {
     /// Caller side of `callMissed`: the missed call this call answers, acknowledged once it connects.
     var answersMissed: CallID?
 
-    init(id: CallID, role: Role, caller: RoomID, participants: [Participant], started: Double) {
+    init(id: CallID, role: Role, kind: CallKind = .normal, caller: RoomID, participants: [Participant], started: Double) {
         self.id = id
         self.role = role
+        self.kind = kind
         self.caller = caller
         self.participants = participants
         self.started = started
@@ -55,7 +57,7 @@ public struct CallSession: Sendable, Equatable {
         participants.filter { $0.status == .ringing || $0.status == .connected }.map(\.room)
     }
 
-    var connectedRooms: [RoomID] { participants.filter { $0.status == .connected }.map(\.room) }
+    public var connectedRooms: [RoomID] { participants.filter { $0.status == .connected }.map(\.room) }
 
     /// The rooms this room talks to: every callee for the caller, the caller for a callee.
     var peers: [RoomID] { role == .caller ? remaining : [caller] }

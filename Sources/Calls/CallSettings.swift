@@ -77,8 +77,8 @@ public struct CallSettings: Sendable, Equatable {
     public var room: RoomID
     /// Every room, this one included.
     public var directory: [RoomID: DirectoryEntry]
-    /// Button name → the rooms it calls.
-    public var buttons: [String: [RoomID]] = [:]
+    /// Button name → the rooms it calls and the kind of call.
+    public var buttons: [String: CallButton] = [:]
     public var permissions: CallPermissions = .everyone
     public var autoAnswer = true
     /// Do-not-disturb at first start (a persisted value, passed to the engine, wins).
@@ -104,7 +104,7 @@ public struct CallSettings: Sendable, Equatable {
     public func problems() -> [String] {
         var out: [String] = []
         if directory[room] == nil { out.append("room: \(room) is not in the directory") }
-        for (name, targets) in buttons.sorted(by: { $0.key < $1.key }) {
+        for (name, targets) in buttons.mapValues(\.rooms).sorted(by: { $0.key < $1.key }) {
             if targets.isEmpty { out.append("buttons.\(name): calls no room") }
             if targets.count > SignalCodec.maxParticipants {
                 out.append("buttons.\(name): more than \(SignalCodec.maxParticipants) rooms")

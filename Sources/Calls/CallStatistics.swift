@@ -16,6 +16,8 @@ public struct CallStatistics: Sendable, Equatable {
     public var unreachable = 0
     /// Missed-call notices dropped because too many were pending.
     public var noticesDropped = 0
+    /// Calls this room left or ended because an emergency call came in.
+    public var callsBrokenByEmergency = 0
 
     public var decodeErrorCount: Int { decodeErrors.values.reduce(0, +) }
 }

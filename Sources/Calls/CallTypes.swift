@@ -81,12 +81,32 @@ public struct MuteState: Sendable, Equatable, Codable {
     }
 }
 
+/// What a call is. A normal call rings (or is refused) as the callee's state says. An emergency
+/// call is answered at once everywhere, through do-not-disturb and an ongoing normal call, with
+/// its own tone. An announcement (paging) is one-way: the callees hear the caller after the chime
+/// and their microphones stay closed.
+public enum CallKind: String, Sendable, Codable, CaseIterable {
+    case normal = "call"
+    case emergency
+    case announcement
+}
+
+/// A configured call button: the rooms it calls and what kind of call it places.
+public struct CallButton: Sendable, Equatable {
+    public var rooms: [RoomID]
+    public var kind: CallKind
+    public init(rooms: [RoomID], kind: CallKind = .normal) {
+        self.rooms = rooms
+        self.kind = kind
+    }
+}
+
 /// What the people at this terminal (keys, control socket) ask for.
 public enum CallCommand: Sendable, Equatable {
     /// Call the targets of a configured button (one room or several).
     case call(button: String)
     /// Call rooms directly (control socket; still subject to permissions).
-    case callRooms([RoomID])
+    case callRooms([RoomID], kind: CallKind = .normal)
     /// Caller: end the whole call. Callee: leave it (a 1:1 call then ends for both).
     case hangUp
     case setMicrophoneMuted(Bool)
@@ -155,11 +175,16 @@ public struct HistoryEntry: Sendable, Equatable, Codable {
     /// Missed calls only: false until someone here acknowledged it (nil: not a missed call, or
     /// written before missed calls could be acknowledged: counts as acknowledged).
     public var acknowledged: Bool?
+    /// An emergency call or an announcement; nil for a normal call (and in older files).
+    public var kind: CallKind?
+
+    public var callKind: CallKind { kind ?? .normal }
 
     public init(callID: CallID, direction: Direction, caller: RoomID, participants: [Participant],
                 outcome: CallOutcome, reason: DeclineReason? = nil, started: Double, ended: Double,
-                acknowledged: Bool? = nil) {
+                acknowledged: Bool? = nil, kind: CallKind = .normal) {
         self.acknowledged = acknowledged
+        self.kind = kind == .normal ? nil : kind
         self.callID = callID
         self.direction = direction
         self.caller = caller
@@ -174,9 +199,9 @@ public struct HistoryEntry: Sendable, Equatable, Codable {
 /// What happened, for the control socket's subscribers (and the log).
 public enum CallEvent: Sendable, Equatable {
     /// Another room calls this one; the chime plays; audio opens after the ring time.
-    case incomingCall(CallID, from: RoomID, participants: [RoomID])
+    case incomingCall(CallID, from: RoomID, participants: [RoomID], kind: CallKind = .normal)
     /// Our outgoing call was placed.
-    case outgoingCall(CallID, to: [RoomID])
+    case outgoingCall(CallID, to: [RoomID], kind: CallKind = .normal)
     case participantStatus(CallID, room: RoomID, status: ParticipantStatus)
     /// Audio flows (this room's side of the call is open).
     case connected(CallID)

@@ -31,6 +31,8 @@ public enum Cue: String, Sendable, CaseIterable, Codable {
     case notificationPartly = "notification_partly"
     case readAloudOn = "read_aloud_on"
     case readAloudOff = "read_aloud_off"
+    /// An emergency call opened here (instead of `connected`).
+    case emergencyCall = "emergency_call"
 }
 
 /// What the ring channel plays: nothing, the incoming-call chime (once while an auto-answered
@@ -75,6 +77,7 @@ extension Cue {
         case .notificationPartly: [Note(2120, 90), Note(0, 60), Note(1300, 180)]
         case .readAloudOn: [Note(2480, 80), Note(3100, 120)]
         case .readAloudOff: [Note(3100, 80), Note(2480, 120)]
+        case .emergencyCall: [Note(3300, 110), Note(3600, 110), Note(3300, 110), Note(3600, 110)]
         }
     }
 

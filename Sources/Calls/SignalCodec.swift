@@ -30,7 +30,7 @@ public enum SignalCodec {
         out.appendBE(envelope.messageID)
         out.appendRoom(envelope.sender)
         switch envelope.message {
-        case .invite(let call, let participants, let media):
+        case .invite(let call, let participants, let media, let kind):
             out.appendBE(call.value)
             out.appendRooms(participants)
             out.appendEndpoint(media.callerMedia)
@@ -40,6 +40,7 @@ public enum SignalCodec {
                 out.append(1)
                 out.appendEndpoint(group)
             }
+            out.append(kindCode(kind))
         case .accept(let call, let port):
             out.appendBE(call.value)
             out.appendBE(port)
@@ -82,6 +83,14 @@ public enum SignalCodec {
             out.append(contentsOf: (tag + [UInt8](repeating: 0, count: tagLength)).prefix(tagLength))
         }
         return out
+    }
+
+    static func kindCode(_ kind: CallKind) -> UInt8 {
+        switch kind {
+        case .normal: 0
+        case .emergency: 1
+        case .announcement: 2
+        }
     }
 
     static func reasonCode(_ reason: DeclineReason) -> UInt8 {
@@ -161,7 +170,14 @@ public enum SignalCodec {
                 voice = .multicast(group: group)
             default: throw .unknownMediaMode
             }
-            return .invite(call, participants: participants, media: InviteMedia(callerMedia: callerMedia, voice: voice))
+            let kind: CallKind
+            switch try r.uint8() {
+            case 0: kind = .normal
+            case 1: kind = .emergency
+            case 2: kind = .announcement
+            default: throw .unknownCallKind
+            }
+            return .invite(call, participants: participants, media: InviteMedia(callerMedia: callerMedia, voice: voice), kind: kind)
         case 2:
             let call = try r.callID()
             let port = try r.uint16()

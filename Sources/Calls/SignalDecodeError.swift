@@ -21,6 +21,8 @@ public enum SignalDecodeError: Error, CaseIterable, Hashable, Sendable, CustomSt
     /// A participant list is empty, too long, names a room twice, or names the sender.
     case invalidParticipants
     case unknownMediaMode
+    /// An invite's call kind this version does not define.
+    case unknownCallKind
     /// Port 0, or a multicast mode whose group is not a multicast address.
     case invalidMediaAddress
     case unknownDeclineReason
@@ -48,6 +50,7 @@ public enum SignalDecodeError: Error, CaseIterable, Hashable, Sendable, CustomSt
         case .zeroCallID: "call id 0"
         case .invalidParticipants: "invalid participant list"
         case .unknownMediaMode: "unknown media mode"
+        case .unknownCallKind: "unknown call kind"
         case .invalidMediaAddress: "invalid media address"
         case .unknownDeclineReason: "unknown decline reason"
         case .reservedStateBits: "reserved state bits set"

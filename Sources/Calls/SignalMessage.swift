@@ -40,7 +40,7 @@ public struct MissedCallNotice: Hashable, Sendable {
 
 /// One signalling message. The sender is in the envelope: for `invite` it is the caller.
 public enum SignalMessage: Equatable, Sendable {
-    case invite(CallID, participants: [RoomID], media: InviteMedia)
+    case invite(CallID, participants: [RoomID], media: InviteMedia, kind: CallKind)
     /// The callee's audio opens; the caller sends to the callee's host at this port.
     case accept(CallID, mediaPort: UInt16)
     case decline(CallID, DeclineReason)
@@ -94,7 +94,7 @@ public enum SignalMessage: Equatable, Sendable {
     /// The call a message is about, when it is about one.
     public var callID: CallID? {
         switch self {
-        case .invite(let id, _, _), .accept(let id, _), .decline(let id, _), .end(let id), .leave(let id),
+        case .invite(let id, _, _, _), .accept(let id, _), .decline(let id, _), .end(let id), .leave(let id),
              .mute(let id, _): id
         case .missedCall(let notice): notice.callID
         case .hello(_, let call): call

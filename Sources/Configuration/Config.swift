@@ -415,9 +415,11 @@ extension DaemonConfig {
                       may_call = ["beh1"]        # optional: once any room has it, rooms without it call nobody
                     Call buttons: one table per button; one room = a direct call, several = a group call.
                       [buttons.alle]
-                      rooms = ["beh1", "beh2", "beh3"]
+                      rooms = ["beh1", "beh2", "beh3"]   # room ids and group names
                       label = "Alle Behandlungsräume"
-                    Named groups of rooms, for notification recipients (a group name must not be a room id):
+                      kind = "call"              # call; emergency (answered at once, through do-not-disturb
+                                                 # and calls); announcement (one-way: the rooms only listen)
+                    Named groups of rooms, for buttons and notification recipients (a group name must not be a room id):
                       [groups]
                       behandlung = ["beh1", "beh2", "beh3"]
                     Notification types, sent with a key (notify:<id>) or `intercomctl notify <id>`:

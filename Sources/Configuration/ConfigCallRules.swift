@@ -79,18 +79,28 @@ extension DaemonConfig {
             if RoomID(name) == nil || name.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) {
                 out.append((["buttons", name], "\(TOMLWrite.string(name)) is not a button name (1-32 of a-z, 0-9, - and _, not only digits: keys.map's call:N is button number N)"))
             }
+            if CallKind(rawValue: button.kind) == nil {
+                let kinds = CallKind.allCases.map(\.rawValue)
+                let hint = Spelling.closest(to: button.kind, among: kinds).map { " (did you mean \(TOMLWrite.string($0))?)" } ?? ""
+                out.append((["buttons", name, "kind"], "\(TOMLWrite.string(button.kind)) is not a call kind: \(kinds.joined(separator: ", "))" + hint))
+            }
             let path = ["buttons", name, "rooms"]
-            if button.rooms.isEmpty { out.append((path, "is required: 1...\(SignalCodec.maxParticipants) room ids from [rooms]")) }
-            if button.rooms.count > SignalCodec.maxParticipants {
-                out.append((path, "\(button.rooms.count) rooms; a call has at most \(SignalCodec.maxParticipants)"))
+            if button.rooms.isEmpty { out.append((path, "is required: 1...\(SignalCodec.maxParticipants) room ids from [rooms] or group names")) }
+            // A group may hold this room: the button calls the others.
+            let resolved = resolveRecipients(button.rooms).filter { $0 != room.id }
+            if !button.rooms.isEmpty, resolved.isEmpty {
+                out.append((path, "reaches no room but this one"))
+            } else if resolved.count > SignalCodec.maxParticipants {
+                out.append((path, "\(resolved.count) rooms; a call has at most \(SignalCodec.maxParticipants)"))
             }
             var seen: Set<String> = []
-            for target in button.rooms {
+            for entry in button.rooms where !seen.insert(entry).inserted {
+                out.append((path, "\(TOMLWrite.string(entry)) is listed twice"))
+            }
+            for target in button.rooms where groups[target] == nil {
                 let quoted = TOMLWrite.string(target)
-                if !seen.insert(target).inserted {
-                    out.append((path, "\(quoted) is listed twice"))
-                } else if rooms[target] == nil {
-                    out.append((path, "\(quoted) is not a room in [rooms]"))
+                if rooms[target] == nil {
+                    out.append((path, "\(quoted) is not a room in [rooms] nor a group in [groups]"))
                 } else if target == room.id {
                     out.append((path, "\(quoted) is this room"))
                 } else if callsEnabled, rooms[room.id] != nil, !permits(room.id, target) {

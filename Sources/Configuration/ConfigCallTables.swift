@@ -1,4 +1,5 @@
 import TOMLKit
+import Calls
 
 // `[rooms.<id>]` and `[buttons.<name>]`: tables whose names are ids, so they cannot be fixed
 // schema sections. Their keys are fixed, though: unknown ones are errors with a suggestion.
@@ -26,19 +27,20 @@ extension RoomEntry {
 }
 
 extension ButtonEntry {
-    static let keyNames = ["rooms", "label"]
+    static let keyNames = ["rooms", "label", "kind"]
 
     static func read(_ key: String, _ value: TOMLValueConvertible, _ entry: inout ButtonEntry) throws(ValueProblem) {
         switch key {
         case "rooms": entry.rooms = try TOMLRead.strings(value)
         case "label": entry.label = try TOMLRead.string(value)
+        case "kind": entry.kind = try TOMLRead.string(value)
         default: preconditionFailure("not in keyNames: \(key)")
         }
     }
 
     func rendered(name: String) -> String {
         "\n[buttons.\(TOMLWrite.key(name))]\nrooms = [\(rooms.map(TOMLWrite.string).joined(separator: ", "))]\n"
-            + "label = \(TOMLWrite.string(label))\n"
+            + "label = \(TOMLWrite.string(label))\n" + (kind == CallKind.normal.rawValue ? "" : "kind = \(TOMLWrite.string(kind))\n")
     }
 }
 
@@ -122,7 +124,8 @@ extension DaemonConfig {
             }
             for (id, entry) in rooms.sorted(by: { $0.key < $1.key }) { out += entry.rendered(id: id) }
             if !buttons.isEmpty {
-                out += "\n# Call buttons: the rooms each calls (1...16), and its label (default: the name).\n"
+                out += "\n# Call buttons: the rooms each calls (1...16; group names stand for their rooms), its label\n"
+                out += "# (default: the name) and kind: call (default), emergency or announcement.\n"
             }
             for (name, button) in buttons.sorted(by: { $0.key < $1.key }) { out += button.rendered(name: name) }
             out += renderedGroups()

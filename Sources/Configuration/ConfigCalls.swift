@@ -46,16 +46,20 @@ public struct RoomEntry: Sendable, Equatable {
 
 /// `[buttons.<name>]`: a call button.
 public struct ButtonEntry: Sendable, Equatable {
-    /// The rooms it calls (one = a direct call, several = a group call).
+    /// The rooms it calls (one = a direct call, several = a group call); group names from
+    /// `[groups]` stand for their rooms.
     public var rooms: [String] = []
     /// Text for the terminal; empty = the button's name.
     public var label: String = ""
+    /// "call", "emergency" or "announcement" (`CallKind`).
+    public var kind: String = CallKind.normal.rawValue
 
     public init() {}
 
-    public init(rooms: [String], label: String = "") {
+    public init(rooms: [String], label: String = "", kind: CallKind = .normal) {
         self.rooms = rooms
         self.label = label
+        self.kind = kind.rawValue
     }
 }
 
@@ -160,7 +164,9 @@ extension DaemonConfig {
         }
         let me = rooms[room.id]!
         var s = CallSettings(room: RoomID(room.id)!, directory: directory, media: me.endpoint(port: me.mediaPort)!)
-        s.buttons = buttons.mapValues { $0.rooms.map { RoomID($0)! } }
+        s.buttons = buttons.mapValues {
+            CallButton(rooms: resolveRecipients($0.rooms).filter { $0 != room.id }.map { RoomID($0)! }, kind: CallKind(rawValue: $0.kind) ?? .normal)
+        }
         if rooms.values.contains(where: { $0.mayCall != nil }) {
             var allowed: [RoomID: Set<RoomID>] = [:]
             for (id, entry) in rooms {

@@ -21,10 +21,11 @@ public enum ControlJSON {
 
     public static func encode(_ event: CallEvent) -> JSONValue {
         switch event {
-        case .incomingCall(let id, let from, let participants):
-            ["event": "incoming_call", "call_id": callID(id), "from": room(from), "participants": rooms(participants)]
-        case .outgoingCall(let id, let to):
-            ["event": "outgoing_call", "call_id": callID(id), "to": rooms(to)]
+        case .incomingCall(let id, let from, let participants, let kind):
+            ["event": "incoming_call", "call_id": callID(id), "from": room(from), "participants": rooms(participants),
+             "kind": .string(kind.rawValue)]
+        case .outgoingCall(let id, let to, let kind):
+            ["event": "outgoing_call", "call_id": callID(id), "to": rooms(to), "kind": .string(kind.rawValue)]
         case .participantStatus(let id, let r, let status):
             merge(["event": "participant_status", "call_id": callID(id), "room": room(r)], encode(status))
         case .connected(let id):
@@ -97,7 +98,7 @@ public enum ControlJSON {
                     "notifications": .integer(Int64(s.notifications)), "read_aloud": .bool(s.readAloud)]
         case .rooms(let d):
             return ["rooms": .array(d.rooms.map { merge(["id": room($0.id), "name": .string($0.name)], encode($0.presence)) }),
-                    "buttons": .array(d.buttons.map { ["name": .string($0.name), "rooms": rooms($0.rooms)] })]
+                    "buttons": .array(d.buttons.map { ["name": .string($0.name), "rooms": rooms($0.rooms), "kind": .string($0.kind.rawValue)] })]
         case .history(let entries, let notifications):
             return ["entries": .array(entries.map(encode)), "notifications": .array(notifications.map(encode))]
         case .loopback(let status):
@@ -117,6 +118,7 @@ public enum ControlJSON {
         ]
         if let reason = entry.reason { o["reason"] = .string(reason.rawValue) }
         if let acknowledged = entry.acknowledged { o["acknowledged"] = .bool(acknowledged) }
+        if let kind = entry.kind { o["kind"] = .string(kind.rawValue) }
         return .object(o)
     }
 
@@ -168,9 +170,10 @@ public enum ControlJSON {
         let name = try field(json, "event", \.stringValue, "a string")
         switch name {
         case "incoming_call":
-            return .call(.incomingCall(try callID(json), from: try room(json, "from"), participants: try rooms(json, "participants")))
+            return .call(.incomingCall(try callID(json), from: try room(json, "from"), participants: try rooms(json, "participants"),
+                                       kind: try callKind(json)))
         case "outgoing_call":
-            return .call(.outgoingCall(try callID(json), to: try rooms(json, "to")))
+            return .call(.outgoingCall(try callID(json), to: try rooms(json, "to"), kind: try callKind(json)))
         case "participant_status":
             return .call(.participantStatus(try callID(json), room: try room(json, "room"), status: try status(json)))
         case "connected":
@@ -283,7 +286,7 @@ public enum ControlJSON {
             }
             var buttons: [RoomDirectory.Button] = []
             for b in try field(result, "buttons", \.arrayValue, "an array") {
-                buttons.append(.init(name: try field(b, "name", \.stringValue, "a string"), rooms: try rooms(b, "rooms")))
+                buttons.append(.init(name: try field(b, "name", \.stringValue, "a string"), rooms: try rooms(b, "rooms"), kind: try callKind(b)))
             }
             return .rooms(RoomDirectory(rooms: list, buttons: buttons))
         case .loopback, .loopbackResult:
@@ -315,7 +318,14 @@ public enum ControlJSON {
         return HistoryEntry(callID: try callID(json), direction: direction, caller: try room(json, "caller"),
                             participants: try participants(json), outcome: outcome, reason: reason,
                             started: try field(json, "started", \.numberValue, "a number"),
-                            ended: try field(json, "ended", \.numberValue, "a number"), acknowledged: acknowledged)
+                            ended: try field(json, "ended", \.numberValue, "a number"), acknowledged: acknowledged,
+                            kind: try callKind(json))
+    }
+
+    /// The `kind` of a call (absent: a normal call).
+    static func callKind(_ json: JSONValue) throws(Violation) -> CallKind {
+        guard let k = json["kind"], k != .null else { return .normal }
+        return try field(json, "kind", { $0.stringValue.flatMap(CallKind.init(rawValue:)) }, "call, emergency or announcement")
     }
 
     public static func notificationRecord(_ json: JSONValue) throws(Violation) -> NotificationRecord {

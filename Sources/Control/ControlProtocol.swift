@@ -30,8 +30,9 @@ public enum MuteTarget: String, Sendable, CaseIterable {
 
 /// What a control client asks the daemon to do: everything the handler sees.
 public enum ControlCommand: Sendable, Equatable {
+    /// A button's call (of the button's kind).
     case call(button: String)
-    case callRooms([RoomID])
+    case callRooms([RoomID], kind: CallKind = .normal)
     /// `hangup` and `leave` (an alias): the caller ends the call, a callee leaves it.
     case hangUp
     /// Take the ringing incoming call now.
@@ -80,7 +81,7 @@ public enum ControlCommand: Sendable, Equatable {
     public var callCommand: CallCommand? {
         switch self {
         case .call(let button): .call(button: button)
-        case .callRooms(let rooms): .callRooms(rooms)
+        case .callRooms(let rooms, let kind): .callRooms(rooms, kind: kind)
         case .hangUp: .hangUp
         case .answer: .answer
         case .decline: .decline
@@ -113,7 +114,10 @@ public enum ControlRequest: Sendable, Equatable {
         case .command(let c):
             switch c {
             case .call(let button): o["cmd"] = "call"; o["button"] = .string(button)
-            case .callRooms(let rooms): o["cmd"] = "call"; o["rooms"] = .array(rooms.map { .string($0.value) })
+            case .callRooms(let rooms, let kind):
+                o["cmd"] = "call"
+                o["rooms"] = .array(rooms.map { .string($0.value) })
+                if kind != .normal { o["kind"] = .string(kind.rawValue) }
             case .hangUp: o["cmd"] = "hangup"
             case .answer: o["cmd"] = "answer"
             case .decline: o["cmd"] = "decline"
@@ -192,6 +196,7 @@ public enum ControlRequest: Sendable, Equatable {
         switch (json["button"], json["rooms"]) {
         case (.string(let button)?, nil):
             guard !button.isEmpty else { throw ControlFailure(.invalidArgument, "\"button\" is empty") }
+            guard json["kind"] == nil else { throw ControlFailure(.invalidArgument, "a button's call has the button's kind: \"kind\" goes with \"rooms\"") }
             return .call(button: button)
         case (nil, .array(let items)?):
             guard !items.isEmpty else { throw ControlFailure(.invalidArgument, "\"rooms\" is empty") }
@@ -202,7 +207,14 @@ public enum ControlRequest: Sendable, Equatable {
                 }
                 if !rooms.contains(room) { rooms.append(room) }
             }
-            return .callRooms(rooms)
+            var kind = CallKind.normal
+            if let k = json["kind"] {
+                guard let text = k.stringValue, let parsed = CallKind(rawValue: text) else {
+                    throw ControlFailure(.invalidArgument, "\"kind\" is call, emergency or announcement")
+                }
+                kind = parsed
+            }
+            return .callRooms(rooms, kind: kind)
         case (nil, nil):
             throw ControlFailure(.invalidArgument, "call needs \"button\" (a string) or \"rooms\" (an array of room ids)")
         case (_?, _?):

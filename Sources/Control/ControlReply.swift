@@ -128,9 +128,11 @@ public struct RoomDirectory: Sendable, Equatable {
     public struct Button: Sendable, Equatable {
         public var name: String
         public var rooms: [RoomID]
-        public init(name: String, rooms: [RoomID]) {
+        public var kind: CallKind
+        public init(name: String, rooms: [RoomID], kind: CallKind = .normal) {
             self.name = name
             self.rooms = rooms
+            self.kind = kind
         }
     }
 

@@ -410,7 +410,7 @@ final class CallService: @unchecked Sendable {
             rooms: settings.directory.keys.sorted().map { id in
                 RoomDirectory.Room(id: id, name: settings.directory[id]!.name, presence: e.presence(of: id))
             },
-            buttons: settings.buttons.keys.sorted().map { RoomDirectory.Button(name: $0, rooms: settings.buttons[$0]!) })
+            buttons: settings.buttons.sorted { $0.key < $1.key }.map { RoomDirectory.Button(name: $0.key, rooms: $0.value.rooms, kind: $0.value.kind) })
     }
 
     // MARK: effects

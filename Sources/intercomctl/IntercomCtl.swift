@@ -62,9 +62,15 @@ struct Call: ParsableCommand {
     @OptionGroup var options: GlobalOptions
     @Argument(help: "A call button's name as configured.") var button: String?
     @Option(help: "Comma-separated room ids to call instead of a button.") var rooms: String?
+    @Option(help: "With --rooms: call (default), emergency (answered at once, through do-not-disturb and calls) or announcement (one-way).")
+    var kind: String?
 
     func validate() throws {
         guard (button == nil) != (rooms == nil) else { throw ValidationError("give a button or --rooms, not both and not neither") }
+        if let kind {
+            guard rooms != nil else { throw ValidationError("--kind goes with --rooms (a button's call has the button's kind)") }
+            guard CallKind(rawValue: kind) != nil else { throw ValidationError("--kind: call, emergency or announcement") }
+        }
         if let rooms {
             let parts = rooms.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
             guard !parts.isEmpty, parts.allSatisfy({ RoomID($0) != nil }) else {
@@ -76,7 +82,7 @@ struct Call: ParsableCommand {
     func run() throws {
         if let button { try Session.run(.call(button: button), options) }
         let ids = (rooms ?? "").split(separator: ",").compactMap { RoomID(String($0)) }
-        try Session.run(.callRooms(ids), options)
+        try Session.run(.callRooms(ids, kind: kind.flatMap(CallKind.init(rawValue:)) ?? .normal), options)
     }
 }
 

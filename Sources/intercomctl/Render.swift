@@ -59,7 +59,7 @@ enum Render {
             if lines.isEmpty { lines.append("no rooms in the directory") }
             if !d.buttons.isEmpty {
                 lines.append("buttons:")
-                lines += d.buttons.map { "  \($0.name): \(list($0.rooms))" }
+                lines += d.buttons.map { "  \($0.name): \(list($0.rooms))" + ($0.kind == .normal ? "" : " (\($0.kind.rawValue))") }
             }
             return lines.joined(separator: "\n")
         case .history(let entries, let notifications):
@@ -119,9 +119,9 @@ enum Render {
             text = "\(n) events lost (the daemon's queue was full)"
         case .call(let e):
             switch e {
-            case .incomingCall(let id, let from, let participants):
-                text = "incoming call \(id) from \(from)" + (participants.count > 1 ? " (to \(list(participants)))" : "")
-            case .outgoingCall(let id, let to): text = "calling \(list(to)) (call \(id))"
+            case .incomingCall(let id, let from, let participants, let kind):
+                text = "incoming \(kindWord(kind)) \(id) from \(from)" + (participants.count > 1 ? " (to \(list(participants)))" : "")
+            case .outgoingCall(let id, let to, let kind): text = "\(kind == .announcement ? "announcing to" : "calling") \(list(to)) (\(kindWord(kind)) \(id))"
             case .participantStatus(let id, let room, let s): text = "call \(id): \(room) \(status(s))"
             case .connected(let id): text = "call \(id): connected"
             case .callEnded(let id, let outcome): text = "call \(id) ended: \(outcome.rawValue.replacingOccurrences(of: "_", with: " "))"
@@ -153,7 +153,8 @@ enum Render {
         if let reason = e.reason { outcome += " (\(reason.rawValue.replacingOccurrences(of: "_", with: " ")))" }
         if e.awaitsAcknowledgement { outcome += ", not acknowledged" }
         let seconds = Int((e.ended - e.started).rounded())
-        return "\(timestamp(e.started))  \(pad(e.direction.rawValue, 8))  \(who)  \(outcome), \(seconds) s"
+        let kind = e.callKind == .normal ? "" : "\(kindWord(e.callKind)) "
+        return "\(timestamp(e.started))  \(pad(e.direction.rawValue, 8))  \(kind)\(who)  \(outcome), \(seconds) s"
     }
 
     static func notification(_ r: NotificationRecord) -> String {
@@ -188,6 +189,14 @@ enum Render {
         f.locale = Locale(identifier: "en_US_POSIX")
         f.dateFormat = pattern
         return f.string(from: date)
+    }
+
+    static func kindWord(_ kind: CallKind) -> String {
+        switch kind {
+        case .normal: "call"
+        case .emergency: "emergency call"
+        case .announcement: "announcement"
+        }
     }
 
     private static func list(_ rooms: [RoomID]) -> String { rooms.map(\.value).joined(separator: ", ") }

@@ -139,7 +139,7 @@ final class CallEngineTests: XCTestCase {
         let from = sim.settings[ra]!.directory[ra]!.signalling
         let id = CallID(0x1234)
         let invite = SignalCodec.encode(Envelope(sender: ra, messageID: 7, message: .invite(
-            id, participants: [rb], media: InviteMedia(callerMedia: sim.mediaEndpoint(ra), voice: .unicast))))
+            id, participants: [rb], media: InviteMedia(callerMedia: sim.mediaEndpoint(ra), voice: .unicast), kind: .normal)))
         sim.inject(invite, to: rb, from: from)
         sim.inject(invite, to: rb, from: from)
         XCTAssertEqual(sim.events[rb, default: []].filter { if case .incomingCall = $0.event { true } else { false } }.count, 1)
@@ -157,7 +157,7 @@ final class CallEngineTests: XCTestCase {
     func testSettingsProblemsNameTheKey() {
         var s = CallSim(rooms: 2).settings[ra]!
         XCTAssertEqual(s.problems(), [])
-        s.buttons["x"] = [CallSim.room("zz")]
+        s.buttons["x"] = CallButton(rooms: [CallSim.room("zz")])
         s.timing.offlineAfter = s.timing.helloInterval
         s.callerVoice = .multicast(group: IPv4Endpoint("10.0.0.1:5")!)
         let problems = s.problems()

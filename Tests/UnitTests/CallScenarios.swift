@@ -229,7 +229,7 @@ enum CallScenarios {
     }
 
     static func callID(_ sim: CallSim, _ room: RoomID) -> CallID {
-        sim.events[room, default: []].compactMap { if case .outgoingCall(let id, _) = $0.event { id } else { nil } }.last
+        sim.events[room, default: []].compactMap { if case .outgoingCall(let id, _, _) = $0.event { id } else { nil } }.last
             ?? CallID(0)
     }
 }

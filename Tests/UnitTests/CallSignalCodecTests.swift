@@ -12,8 +12,10 @@ let sampleEnvelopes: [Envelope] = {
     let media = IPv4Endpoint("10.0.0.1:5004")!
     let messages: [SignalMessage] = [
         .invite(CallID(0xDEAD_BEEF_0000_0001), participants: [room("labor"), room("zimmer-2")],
-                media: InviteMedia(callerMedia: media, voice: .unicast)),
-        .invite(CallID(7), participants: [room("labor")], media: InviteMedia(callerMedia: media, voice: .multicast(group: group))),
+                media: InviteMedia(callerMedia: media, voice: .unicast), kind: .normal),
+        .invite(CallID(7), participants: [room("labor")], media: InviteMedia(callerMedia: media, voice: .multicast(group: group)),
+                kind: .announcement),
+        .invite(CallID(8), participants: [room("labor")], media: InviteMedia(callerMedia: media, voice: .unicast), kind: .emergency),
         .accept(CallID(.max), mediaPort: 5004),
         .decline(CallID(3), .doNotDisturb), .decline(CallID(3), .busy), .decline(CallID(3), .notPermitted),
         .end(CallID(9)), .leave(CallID(10)),
@@ -64,7 +66,7 @@ final class CallSignalCodecTests: XCTestCase {
         let hello = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .hello(doNotDisturb: false, call: nil)))
         let decline = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .decline(CallID(5), .busy)))
         let invite = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .invite(
-            CallID(5), participants: [room("b")], media: InviteMedia(callerMedia: IPv4Endpoint("10.0.0.1:5004")!, voice: .unicast))))
+            CallID(5), participants: [room("b")], media: InviteMedia(callerMedia: IPv4Endpoint("10.0.0.1:5004")!, voice: .unicast), kind: .normal)))
         let missed = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .missedCall(
             MissedCallNotice(callID: CallID(5), caller: room("a"), participants: [room("b")], started: 1))))
         let notify = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .notify(StaffNotification(
@@ -90,6 +92,7 @@ final class CallSignalCodecTests: XCTestCase {
             (.zeroCallID, valid.prefix(11) + [UInt8](repeating: 0, count: 8)),
             (.invalidParticipants, patched(invite, 21, UInt8(ascii: "a"))),
             (.unknownMediaMode, patched(invite, 28, 2)),
+            (.unknownCallKind, patched(invite, invite.count - 1, 3)),
             (.invalidMediaAddress, patched(patched(invite, 26, 0), 27, 0)),
             (.unknownDeclineReason, patched(decline, decline.count - 1, 0)),
             (.reservedStateBits, patched(hello, 11, 4)),

@@ -67,8 +67,8 @@ struct CallSim {
         }
         for id in ids {
             var s = CallSettings(room: id, directory: directory, media: directory[id]!.signalling.with(port: 5004))
-            s.buttons = ["all": ids.filter { $0 != id }]
-            for other in ids where other != id { s.buttons[other.value] = [other] }
+            s.buttons = ["all": CallButton(rooms: ids.filter { $0 != id })]
+            for other in ids where other != id { s.buttons[other.value] = CallButton(rooms: [other]) }
             configure(&s)
             settings[id] = s
             start(id)

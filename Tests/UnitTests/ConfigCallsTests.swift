@@ -96,7 +96,7 @@ final class ConfigCallsTests: XCTestCase {
             beh1: DirectoryEntry(name: "beh1", signalling: endpoint("192.168.10.12:6070")),
             beh2: DirectoryEntry(name: "Behandlung 2", signalling: endpoint("192.168.10.13:5070")),
         ], media: endpoint("192.168.10.11:5004"))
-        expected.buttons = ["alle": [beh1, beh2], "beh1": [beh1]]
+        expected.buttons = ["alle": CallButton(rooms: [beh1, beh2]), "beh1": CallButton(rooms: [beh1])]
         expected.permissions = .everyone
         expected.autoAnswer = false
         expected.doNotDisturb = true
@@ -229,6 +229,23 @@ final class ConfigCallsTests: XCTestCase {
         assertIssue(practice.replacingOccurrences(of: "name = \"Empfang\"\n", with: "name = \"Empfang\"\nmay_call = [\"beh1\"]\n"),
                     key: "buttons.alle.rooms", "\"beh2\" may not be called from here (rooms.empfang.may_call)")
         assertIssue("[button.alle]\nrooms = [\"a\"]\n", key: "button", "unknown section (did you mean [buttons]?)")
+        assertIssue(practice.replacingOccurrences(of: "label = \"Alle", with: "kind = \"emergncy\"\nlabel = \"Alle"),
+                    key: "buttons.alle.kind", "\"emergncy\" is not a call kind: call, emergency, announcement (did you mean \"emergency\"?)")
+        assertIssue(practice + "[groups]\nnur = [\"empfang\"]\n[buttons.selbst]\nrooms = [\"nur\"]\n",
+                    key: "buttons.selbst.rooms", "reaches no room but this one")
+    }
+
+    /// A button's kind and group names in its rooms reach the call engine's button.
+    func testButtonKindAndGroups() throws {
+        let text = practice + "[groups]\nalle_raeume = [\"empfang\", \"beh1\", \"beh2\"]\n"
+            + "[buttons.notfall]\nrooms = [\"alle_raeume\"]\nkind = \"emergency\"\n"
+            + "[buttons.durchsage]\nrooms = [\"beh2\", \"alle_raeume\"]\nkind = \"announcement\"\n"
+        let settings = try DaemonConfig.parse(text).callSettings()
+        let beh1 = RoomID("beh1")!, beh2 = RoomID("beh2")!
+        XCTAssertEqual(settings.buttons["notfall"], CallButton(rooms: [beh1, beh2], kind: .emergency), "this room left out")
+        XCTAssertEqual(settings.buttons["durchsage"], CallButton(rooms: [beh2, beh1], kind: .announcement), "each room once")
+        XCTAssertEqual(settings.buttons["alle"]?.kind, .normal)
+        XCTAssertTrue(try DaemonConfig.parse(text).rendered().contains("kind = \"emergency\""))
     }
 
     func testCallsControlAndKeysErrors() {

@@ -14,7 +14,11 @@ final class ControlProtocolTests: XCTestCase {
                                  outcome: .declined, reason: .notPermitted, started: 1_700_000_000.25, ended: 1_700_000_001.5)
         let events: [CallEvent] = [
             .incomingCall(CallID(0xABC), from: k, participants: [b]),
+            .incomingCall(CallID(0xABD), from: k, participants: [b], kind: .emergency),
             .outgoingCall(CallID(1), to: [k, b]),
+            .outgoingCall(CallID(2), to: [k, b], kind: .announcement),
+            .historyAdded(HistoryEntry(callID: CallID(3), direction: .outgoing, caller: b, participants: [Participant(room: k, status: .connected)],
+                                       outcome: .finished, started: 1_700_000_000, ended: 1_700_000_009, kind: .emergency)),
             .participantStatus(CallID(1), room: b, status: .ringing),
             .participantStatus(CallID(1), room: b, status: .declined(.busy)),
             .participantStatus(CallID(1), room: b, status: .unavailable),
@@ -139,6 +143,7 @@ final class ControlProtocolTests: XCTestCase {
     func testEveryRequestRoundTripsAndAliasesParse() throws {
         let commands: [ControlRequest] = [
             .ping, .subscribe, .command(.call(button: "Empfang")), .command(.callRooms([k, b])), .command(.hangUp),
+            .command(.callRooms([k], kind: .emergency)), .command(.callRooms([k, b], kind: .announcement)),
             .command(.answer), .command(.decline), .command(.callBack), .command(.callMissed),
             .command(.acknowledge(all: false)), .command(.acknowledge(all: true)), .command(.eraseHistory),
             .command(.setMuted(.speaker, false)), .command(.setMuted(.microphone, true)), .command(.setDoNotDisturb(false)),
@@ -155,6 +160,12 @@ final class ControlProtocolTests: XCTestCase {
         XCTAssertEqual(ControlRequest.parse(["cmd": "unmute", "target": "microphone"]), .success(.command(.setMuted(.microphone, false))))
         XCTAssertEqual(ControlRequest.parse(["cmd": "call", "rooms": ["kueche", "kueche"]]), .success(.command(.callRooms([k]))))
         XCTAssertEqual(ControlRequest.parse(["cmd": "status", "future_option": 1]), .success(.command(.status)))
+        XCTAssertEqual(ControlRequest.parse(["cmd": "call", "rooms": ["kueche"], "kind": "paging"]),
+                       .failure(ControlFailure(.invalidArgument, "\"kind\" is call, emergency or announcement")))
+        guard case .failure(let f) = ControlRequest.parse(["cmd": "call", "button": "a", "kind": "emergency"]) else {
+            return XCTFail("a button's call takes no kind")
+        }
+        XCTAssertEqual(f.code, .invalidArgument)
     }
 
     func testJSONScalarsKeepTheirKinds() throws {

@@ -45,7 +45,7 @@ final class FakeControlHandler: ControlHandler {
                 guard let rooms = Self.buttons[button] else { return .failure(.init(.invalidArgument, "no button \(button)")) }
                 s.inCall = true
                 return .success(.callPlaced(Self.placedCall, to: rooms))
-            case .callRooms(let rooms):
+            case .callRooms(let rooms, _):
                 if rooms.contains(Self.forbidden) { return .failure(.init(.notPermitted, "empfang may not call serverraum")) }
                 if s.inCall { return .failure(.init(.busy, "already in a call")) }
                 s.inCall = true

@@ -90,7 +90,7 @@ final class ReloadTests: XCTestCase {
         let running = try config().callSettings()
         var engine = CallEngine(settings: running, seed: 1)
         var more = running
-        more.buttons["alle"] = [RoomID("beh1")!]
+        more.buttons["alle"] = CallButton(rooms: [RoomID("beh1")!])
         XCTAssertTrue(engine.reconfigure(more))
         XCTAssertEqual(engine.settings.buttons.count, 2)
 

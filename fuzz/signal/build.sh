@@ -18,7 +18,7 @@ if [ "${1:-}" = run ]; then
     shift
     # Seeds: an end and a unicast invite, so libFuzzer starts from the accepted paths.
     printf 'IC\001\004\000\000\000\000\001\001a\000\000\000\000\000\000\000\005' > .build-fuzz/signal-corpus/seed-end
-    printf 'IC\001\001\000\000\000\000\001\001a\000\000\000\000\000\000\000\005\001\001b\012\000\000\001\023\214\000' \
+    printf 'IC\001\001\000\000\000\000\001\001a\000\000\000\000\000\000\000\005\001\001b\012\000\000\001\023\214\000\000' \
         > .build-fuzz/signal-corpus/seed-invite
     exec .build-fuzz/signal-fuzzer -max_len=2048 "$@" .build-fuzz/signal-corpus
 fi
