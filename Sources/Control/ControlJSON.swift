@@ -83,7 +83,8 @@ public enum ControlJSON {
             var call = JSONValue.null
             if let c = s.call {
                 call = ["call_id": callID(c.callID), "direction": .string(c.direction.rawValue), "caller": room(c.caller),
-                        "participants": .array(c.participants.map(encode)), "connected": .bool(c.connected)]
+                        "participants": .array(c.participants.map(encode)), "connected": .bool(c.connected),
+                        "kind": .string(c.kind.rawValue)]
             }
             let media = s.media.map { m -> JSONValue in
                 ["source": .string(m.source), "received": .number(Double(m.received)), "played": .number(Double(m.played)),
@@ -240,7 +241,8 @@ public enum ControlJSON {
             if let c = result["call"], c != .null {
                 let direction = try field(c, "direction", { $0.stringValue.flatMap(HistoryEntry.Direction.init(rawValue:)) }, "incoming or outgoing")
                 call = ActiveCall(callID: try callID(c), direction: direction, caller: try room(c, "caller"),
-                                  participants: try participants(c), connected: try field(c, "connected", \.boolValue, "a boolean"))
+                                  participants: try participants(c), connected: try field(c, "connected", \.boolValue, "a boolean"),
+                                  kind: try callKind(c))
             }
             var media: [MediaStream] = []
             // Absent from daemons older than the field: no streams known.

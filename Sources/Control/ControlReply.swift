@@ -102,8 +102,11 @@ public struct ActiveCall: Sendable, Equatable {
     public var participants: [Participant]
     /// Audio flows here.
     public var connected: Bool
+    public var kind: CallKind
 
-    public init(callID: CallID, direction: HistoryEntry.Direction, caller: RoomID, participants: [Participant], connected: Bool) {
+    public init(callID: CallID, direction: HistoryEntry.Direction, caller: RoomID, participants: [Participant], connected: Bool,
+                kind: CallKind = .normal) {
+        self.kind = kind
         self.callID = callID
         self.direction = direction
         self.caller = caller

@@ -399,7 +399,7 @@ final class CallService: @unchecked Sendable {
         s.readAloud = e.readAloud
         if let call = e.call {
             s.call = ActiveCall(callID: call.id, direction: call.role == .caller ? .outgoing : .incoming, caller: call.caller,
-                                participants: call.participants, connected: call.isConnected)
+                                participants: call.participants, connected: call.isConnected, kind: call.kind)
         }
         return s
     }
