@@ -59,9 +59,7 @@ public final class SpeechCache: Sendable {
         }
         let peak = samples.reduce(Int32(0)) { max($0, abs(Int32($1))) }
         guard peak > 0 else { return samples }
-        let gain = 32767 * pow10(peakDBFS / 20) / Double(peak)
+        let gain = 32767 * pow(10, peakDBFS / 20) / Double(peak)
         return samples.map { Int16(clamping: Int((Double($0) * gain).rounded())) }
     }
 }
-
-private func pow10(_ x: Double) -> Double { exp(x * 2.302585092994046) }

@@ -2,16 +2,21 @@ import Calls
 import Control
 import Foundation
 import SignalTools
+import Speech
 import TestSupport
 import XCTest
 
 /// Practice notifications through real daemons on the rig: sent by key and by intercomctl, heard
-/// at the recipients (its tone, then speech within 300 ms of the tone's end) and not at the others; delivered to a room when it comes back; reminded until
+/// at the recipients (its tone, then within 300 ms its text: STOI against the text rendered here
+/// ≥ 0.85, against another text < 0.6) and not at the others; delivered to a room when it comes back; reminded until
 /// acknowledged; the acknowledgement reaches the sender; do-not-disturb holds a normal one and
 /// passes an emergency; the history survives a restart.
 final class NotificationRigTests: XCTestCase {
     static let materialText = "Bitte Material ins Labor bringen"
     static let allText = "Nächster Patient bitte"
+    /// The speech after a tone against the rendering of its text, and of another text (STOI).
+    static let minTextSTOI = 0.85
+    static let maxOtherTextSTOI = 0.6
 
     /// Seconds from `after` to the first 10 ms frame above -45 dBFS, and the share of the next
     /// second's frames above -50 dBFS (speech has gaps, silence has none of it).
@@ -70,8 +75,8 @@ final class NotificationRigTests: XCTestCase {
         keys.press(2)  // KEY_1
         XCTAssertTrue(rooms.wait(3) { sent("material")?.delivered == [RoomID("roomb")!] }, "delivered to B")
         XCTAssertTrue(rooms.wait(3) { rooms.status("roomb")?.notifications == 1 })
-        // 2. Not acknowledged: reminded after 4 s (the reminder tone, read again).
-        Thread.sleep(forTimeInterval: 5.5)
+        // 2. Not acknowledged: reminded after 4 s (the reminder tone, read again to its end).
+        Thread.sleep(forTimeInterval: 7)
         // 3. Acknowledged with intercomctl at B: A is told.
         XCTAssertTrue(try intercomctl("roomb", ["acknowledge"]).contains("acknowledged"))
         XCTAssertTrue(rooms.wait(3) { sent("material")?.acknowledgedBy == [RoomID("roomb")!] }, "the acknowledgement reaches the sender")
@@ -112,21 +117,43 @@ final class NotificationRigTests: XCTestCase {
         // What the speakers played: each tone, then speech right after it.
         let b = try WAVAudio.read(path: "\(rooms.dir)/roomb-speaker.wav").samples
         let c = try WAVAudio.read(path: "\(rooms.dir)/roomc-speaker.wav").samples
-        func toneThenSpeech(_ tone: NotificationTone, _ recording: [Int16], _ who: String) {
+        // The text heard is the text sent: the speech after the tone against espeak-ng's rendering of
+        // it here (same voice, rate and level as the daemon's defaults) by STOI, which must be high
+        // for the text and low for another text of the same voice and length class.
+        let voice = try SpeechCache(voice: SpeechVoice(name: "de"), sampleRate: 48000, peakDBFS: -9)
+        var references: [String: (path: String, count: Int)] = [:]
+        for text in [Self.materialText, Self.allText] {
+            let path = "\(rooms.dir)/reference-\(references.count).wav"
+            let samples = try voice.render(text)
+            try WAVAudio(sampleRate: 48000, channels: 1, samples: samples).write(path: path)
+            references[text] = (path, samples.count)
+        }
+        func toneThenSpeech(_ tone: NotificationTone, _ recording: [Int16], _ who: String, text: String? = nil, other: String? = nil) throws {
             let starts = Self.toneStarts(tone, in: recording)
             XCTAssertGreaterThanOrEqual(starts.count, 1, "\(who) heard the \(tone.rawValue) tone")
             guard let start = starts.first else { return }
             let end = start + tone.notes.map(\.ms).reduce(0, +) / 1000
+            if let text, let other {
+                // Only what follows this tone: the spoken text and half a second.
+                let from = Int(end * 48000), to = min(recording.count, from + references[text]!.count + 24000)
+                let heard = "\(rooms.dir)/\(who)-\(tone.rawValue)-speech.wav"
+                try WAVAudio(sampleRate: 48000, channels: 1, samples: Array(recording[min(from, to)..<to])).write(path: heard)
+                let q = try Quality.measure([(references[text]!.path, heard), (references[other]!.path, heard)], pesq: false)
+                print(String(format: "notification rig: %@ after the %@ tone: STOI %.3f against its text, %.3f against another",
+                             who, tone.rawValue, q[0].stoi, q[1].stoi))
+                XCTAssertGreaterThanOrEqual(q[0].stoi, Self.minTextSTOI, "\(who): the \(tone.rawValue) tone's speech is its text")
+                XCTAssertLessThan(q[1].stoi, Self.maxOtherTextSTOI, "\(who): the measure tells another text apart")
+            }
             let s = Self.speech(after: end, in: recording)
             print(String(format: "notification rig: %@ %@ tone at %.2f s, speech %.0f ms after it, active %.0f %% of the next second",
                          who, tone.rawValue, start, (s?.onset ?? -1) * 1000, (s?.active ?? 0) * 100))
             XCTAssertLessThan(s?.onset ?? 1, 0.3, "\(who): read within 300 ms of the \(tone.rawValue) tone's end")
             XCTAssertGreaterThan(s?.active ?? 0, 0.5, "\(who): speech follows the \(tone.rawValue) tone")
         }
-        toneThenSpeech(.bell, b, "B")
-        toneThenSpeech(.reminder, b, "B")
-        toneThenSpeech(.alarm, b, "B")
-        toneThenSpeech(.gong, c, "C")
+        try toneThenSpeech(.bell, b, "B", text: Self.materialText, other: Self.allText)
+        try toneThenSpeech(.reminder, b, "B", text: Self.materialText, other: Self.allText)
+        try toneThenSpeech(.alarm, b, "B")
+        try toneThenSpeech(.gong, c, "C", text: Self.allText, other: Self.materialText)
         XCTAssertTrue(Self.toneStarts(.bell, in: c).isEmpty, "C did not hear B's notification")
     }
 }
