@@ -210,6 +210,31 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var total: Int { notSealed + malformed + unknownSender + authentication + replay + stale + senderMismatch }
     }
 
+    /// Notifications played here: tones, texts read aloud and how fast they were ready.
+    public struct Speech: Sendable, Equatable, Codable {
+        public var announcements: Int
+        /// Texts read aloud, those that came from the cache, and those espeak-ng refused.
+        public var spoken: Int
+        public var cached: Int
+        public var failures: Int
+        /// The last text's synthesis time (0 when cached), and how long after its tone ended its
+        /// first sample was ready (0: before the tone ended), ms.
+        public var lastSynthesisMs: Double
+        public var lastGapMs: Double
+
+        public init(announcements: Int, spoken: Int, cached: Int, failures: Int, lastSynthesisMs: Double, lastGapMs: Double) {
+            self.announcements = announcements
+            self.spoken = spoken
+            self.cached = cached
+            self.failures = failures
+            self.lastSynthesisMs = lastSynthesisMs
+            self.lastGapMs = lastGapMs
+        }
+
+        /// Nothing played yet (or no announcer).
+        public static let none = Speech(announcements: 0, spoken: 0, cached: 0, failures: 0, lastSynthesisMs: 0, lastGapMs: 0)
+    }
+
     public struct Calls: Sendable, Equatable, Codable {
         public var decodeErrors: Int
         /// Signalling messages the engine had seen already (a retransmission of ours got through twice).
@@ -223,9 +248,14 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// Where this terminal's voice goes now ("a.b.c.d:port"; a multicast group in a group call);
         /// empty when idle.
         public var mediaTo: [String]
+        /// Calls this room left or ended for an emergency call.
+        public var brokenByEmergency: Int
+        public var speech: Speech
 
         public init(decodeErrors: Int, duplicates: Int, retransmissions: Int, unreachable: Int, refused: Refusals,
-                    storeWrites: Int, storeFailures: Int, mediaTo: [String]) {
+                    storeWrites: Int, storeFailures: Int, mediaTo: [String], brokenByEmergency: Int, speech: Speech) {
+            self.brokenByEmergency = brokenByEmergency
+            self.speech = speech
             self.decodeErrors = decodeErrors
             self.duplicates = duplicates
             self.retransmissions = retransmissions

@@ -1,5 +1,6 @@
 import AudioPipeline
 import Calls
+import Control
 import Foundation
 import Frames
 import Logging
@@ -163,4 +164,9 @@ final class AnnouncerStatistics: Sendable {
     /// first sample was ready (0: ready before the tone ended), ms.
     let lastSynthesisMs = Gauge(0)
     let lastGapMs = Gauge(0)
+
+    var snapshot: DaemonStatistics.Speech {
+        DaemonStatistics.Speech(announcements: announcements.load, spoken: spoken.load, cached: cached.load, failures: failures.load,
+                                lastSynthesisMs: lastSynthesisMs.load, lastGapMs: lastGapMs.load)
+    }
 }

@@ -317,7 +317,8 @@ final class CallService: @unchecked Sendable {
         let store = storeWriter.statistics
         return DaemonStatistics.Calls(decodeErrors: st.decodeErrorCount, duplicates: st.duplicates, retransmissions: st.retransmissions,
                                       unreachable: st.unreachable, refused: refused.snapshot, storeWrites: store.written,
-                                      storeFailures: store.failed, mediaTo: mediaTo.withLock { $0 })
+                                      storeFailures: store.failed, mediaTo: mediaTo.withLock { $0 },
+                                      brokenByEmergency: st.callsBrokenByEmergency, speech: announcer?.statistics.snapshot ?? .none)
     }
 
     private static func failure(_ why: CommandRejection) -> ControlFailure {

@@ -99,6 +99,10 @@ enum Render {
         if let c = s.calls {
             lines.append("calls           \(c.retransmissions) retransmissions, \(c.unreachable) unreachable, \(c.decodeErrors) undecodable, \(c.refused.total) refused (\(c.refused.authentication) authentication, \(c.refused.replay) replay); store: \(c.storeWrites) writes, \(c.storeFailures) failed")
             lines.append("media to        \(c.mediaTo.isEmpty ? "nobody" : c.mediaTo.joined(separator: ", "))")
+            if c.brokenByEmergency > 0 { lines.append("emergency       \(c.brokenByEmergency) calls left for an emergency call") }
+            let sp = c.speech
+            lines.append(String(format: "notifications   %d played, %d read aloud (%d from the cache, %d failed); last synthesis %.0f ms, speech %.0f ms after its tone",
+                                sp.announcements, sp.spoken, sp.cached, sp.failures, sp.lastSynthesisMs, sp.lastGapMs))
         }
         let r = s.reload
         var reload = "\(r.count) reloads, \(r.failed) refused"

@@ -107,7 +107,8 @@ final class ControlProtocolTests: XCTestCase {
         ]),
         calls: .init(decodeErrors: 1, duplicates: 0, retransmissions: 4, unreachable: 0,
                      refused: .init(notSealed: 0, malformed: 0, unknownSender: 0, authentication: 2, replay: 1, stale: 0, senderMismatch: 0),
-                     storeWrites: 5, storeFailures: 0, mediaTo: ["239.255.0.1:5004"]),
+                     storeWrites: 5, storeFailures: 0, mediaTo: ["239.255.0.1:5004"], brokenByEmergency: 1,
+                     speech: .init(announcements: 3, spoken: 2, cached: 1, failures: 0, lastSynthesisMs: 41.5, lastGapMs: 0)),
         reload: .init(count: 2, failed: 1, applied: ["buttons"], waitingForCallEnd: [], restartNeeded: ["audio.period_ms"],
                       lastError: "mixer.mic_gain_db: 99 is above 24"))
 
@@ -121,6 +122,8 @@ final class ControlProtocolTests: XCTestCase {
         XCTAssertEqual(json["calls"]?["store_writes"], 5)
         XCTAssertEqual(json["calls"]?["refused"]?["authentication"], 2)
         XCTAssertEqual(json["calls"]?["media_to"]?.arrayValue?.first, "239.255.0.1:5004")
+        XCTAssertEqual(json["calls"]?["speech"]?["last_synthesis_ms"], .number(41.5))
+        XCTAssertEqual(json["calls"]?["broken_by_emergency"], 1)
         XCTAssertEqual(json["network"]?["opus"]?["lookahead_ms"], .number(6.5))
         XCTAssertEqual(json["network"]?["srtp"]?["replayed"], 1)
         XCTAssertEqual(json["reload"]?["restart_needed"]?.arrayValue?.first, "audio.period_ms")
