@@ -79,7 +79,7 @@ step "SRTP per packet"
 step "mouth-to-ear delay on the rig"
 "${RIG[@]}" "$BIN/intercom-bench" --mouth-to-ear "${M2E[@]}" >"$WORK/40-mouth-to-ear.md"
 
-step "rig measurements (Suite… tests): echo, drift, speech quality, 1:n, howling"
+step "rig measurements (Suite… tests): echo, drift, speech quality, 1:n, howling, notifications"
 INTERCOM_SUITE=$MODE "${RIG[@]}" swift test "${BUILD[@]}" --skip-build --disable-swift-testing --filter 'Suite' \
     >"$WORK/suite.log" 2>&1 || { tail -40 "$WORK/suite.log" >&2; echo "bench-suite: a suite measurement failed" >&2; exit 1; }
 sed -n 's/^SUITE|//p' "$WORK/suite.log" >"$WORK/50-suite.md"
@@ -116,7 +116,7 @@ sed -n 's/^SUITE|//p' "$WORK/suite.log" >"$WORK/50-suite.md"
 # Every section must be there, with figures (a measurement that rots shows up here first).
 missing=0
 for heading in "CPU per 10 ms frame" "Swift chain / bare C" "intercomd vs speexdsp" "Mouth-to-ear delay" "stage by stage" \
-               "ERLE over time" "Clock drift" "Howling" "Speech quality through loss" "1:n: the caller"; do
+               "ERLE over time" "Clock drift" "Howling" "Speech quality through loss" "1:n: the caller" "key → tone, online"; do
     grep -q "$heading" "$WORK/out.md" || { echo "bench-suite: no \"$heading\" in the report" >&2; missing=1; }
 done
 if grep -niE '\| *(nan|-?inf)( |\|)' "$WORK/out.md" >&2; then echo "bench-suite: figures that are not numbers (above)" >&2; missing=1; fi
