@@ -482,6 +482,9 @@ public struct CallEngine: Sendable {
                 deferred[i].inFlight = false
             }
             if case .notify(let n) = m.message { firstRoundTried(n.id, room: m.room) }
+            // The room spoke while this was on its way (it came back meanwhile): again at once,
+            // not with its next hello.
+            if presenceTable[m.room].lastHeard > m.firstSent { deliverNotices(to: m.room, now: now) }
         default: break
         }
     }
@@ -505,8 +508,13 @@ public struct CallEngine: Sendable {
         queueDeferred(.missedCall(notice), for: room)
     }
 
-    /// Sends what is kept for `room` and not on its way already (it is online, or worth a try).
+    /// Sends what is kept for `room` and not on its way already (it is online, or worth a try),
+    /// and at once again what is on its way and waits for its ack.
     mutating func deliverNotices(to room: RoomID, now: Double) {
+        for m in outbox.expedite(room: room, now: now, initial: settings.timing.retransmitInitial) {
+            statistics.retransmissions += 1
+            out.append(.send(to: m.room, address: m.address, datagram: m.datagram))
+        }
         for i in deferred.indices where deferred[i].room == room && !deferred[i].inFlight {
             deferred[i].inFlight = true
             send(deferred[i].message, to: room, now: now)

@@ -26,13 +26,17 @@ struct PresenceTable: Sendable {
         return r.presence
     }
 
+    /// A hello this many ids behind the newest, or more, is not a late copy but the first of a
+    /// restarted room (its ids start anywhere): a late hello is a few messages behind at most.
+    static let restartDistance: UInt32 = 1 << 16
+
     /// Applies a hello; returns the new presence if it changed, or nil. Older hellos are ignored
     /// (`stale` set).
     mutating func hello(_ room: RoomID, id: UInt32, doNotDisturb: Bool, call: CallID?, now: Double)
         -> (changed: Presence?, stale: Bool)
     {
         var r = self[room]
-        if let last = r.lastHelloID, !isAfter(id, last) { return (nil, true) }
+        if let last = r.lastHelloID, !isAfter(id, last), last &- id < Self.restartDistance { return (nil, true) }
         let before = r.presence
         r.lastHelloID = id
         r.lastHeard = now

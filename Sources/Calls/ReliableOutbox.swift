@@ -49,6 +49,19 @@ struct ReliableOutbox: Sendable {
         return (resend, gaveUp)
     }
 
+    /// `room` was just heard: what waits for its ack and was last sent at least `initial` ago goes
+    /// again now, its interval starting over (a room back from a restart gets it at once, not
+    /// after the rest of a long backoff).
+    mutating func expedite(room: RoomID, now: Double, initial: Double) -> [PendingMessage] {
+        var out: [PendingMessage] = []
+        for i in pending.indices where pending[i].room == room && pending[i].nextSend - pending[i].interval <= now - initial {
+            pending[i].interval = initial
+            pending[i].nextSend = now + initial
+            out.append(pending[i])
+        }
+        return out
+    }
+
     func nextDeadline(timing: CallTiming) -> Double? {
         pending.map { min($0.nextSend, $0.firstSent + timing.giveUpAfter) }.min()
     }

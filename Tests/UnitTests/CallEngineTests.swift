@@ -154,6 +154,23 @@ final class CallEngineTests: XCTestCase {
         XCTAssertEqual(sim2.engine(rb).statistics.stale, 2)
     }
 
+    /// A hello a few ids behind the newest is a late copy (ignored); one far behind is a room that
+    /// restarted with a new id start (taken at once, not after offline_after).
+    func testLateHelloIsStaleButARestartedRoomsHelloCounts() {
+        var sim = CallSim(rooms: 2, seed: 21)
+        let from = sim.settings[ra]!.directory[ra]!.signalling
+        func hello(_ id: UInt32, dnd: Bool) -> [UInt8] {
+            SignalCodec.encode(Envelope(sender: ra, messageID: id, message: .hello(doNotDisturb: dnd, call: nil)))
+        }
+        sim.inject(hello(1_000_000, dnd: false), to: rb, from: from)
+        sim.inject(hello(999_990, dnd: true), to: rb, from: from)
+        XCTAssertEqual(sim.engine(rb).statistics.stale, 1)
+        XCTAssertFalse(sim.engine(rb).presence(of: ra).doNotDisturb, "the late copy changed nothing")
+        sim.inject(hello(17, dnd: true), to: rb, from: from)
+        XCTAssertEqual(sim.engine(rb).statistics.stale, 1)
+        XCTAssertTrue(sim.engine(rb).presence(of: ra).doNotDisturb, "the restarted room's hello counts")
+    }
+
     func testSettingsProblemsNameTheKey() {
         var s = CallSim(rooms: 2).settings[ra]!
         XCTAssertEqual(s.problems(), [])

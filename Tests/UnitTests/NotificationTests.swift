@@ -20,6 +20,24 @@ final class NotificationTests: XCTestCase {
         return sim
     }
 
+    /// Issue 20's bound for the seeds: heard within 5 s of sending, or of the recipient's return.
+    static let bound = 5.0
+
+    /// A room that restarts while the sender still retries (the race of a quick restart): it
+    /// gets the notification within a second of its return, not with a later hello.
+    func testQuickRestartGetsItAtOnce() {
+        for seed: UInt64 in 61...64 {
+            var sim = Self.sim(.clean, seed: seed)
+            sim.stop(rb)
+            sim.command(ra, .notify(type: "material"))
+            sim.run(for: sim.timing(ra).giveUpAfter * (0.5 + Double(seed - 61) * 0.2))
+            sim.start(rb)
+            let back = sim.run(until: { !Self.announced($0, rb).isEmpty }, timeout: Self.bound)
+            XCTAssertNotNil(back)
+            XCTAssertLessThan(back ?? .infinity, 0.5, "seed \(seed): within half a second of the return")
+        }
+    }
+
     static func announced(_ sim: CallSim, _ room: RoomID) -> [Announcement] { sim.announcements[room, default: []].map(\.announcement) }
 
     func testDeliveredReadAloudOnlyAtRecipientsAndConfirmed() { deliveredReadAloud(.clean, seed: 1) }
@@ -28,6 +46,8 @@ final class NotificationTests: XCTestCase {
     func deliveredReadAloud(_ net: CallNetConditions, seed: UInt64) {
         var sim = Self.sim(net, seed: seed)
         sim.command(ra, .notify(type: "material"))
+        let arrived = sim.run(until: { !Self.announced($0, rb).isEmpty }, timeout: Self.bound)
+        XCTAssertNotNil(arrived, "seed \(seed): heard within \(Self.bound) s")
         sim.run(for: settleTime(sim.timing(ra)))
         let heard = Self.announced(sim, rb)
         XCTAssertEqual(heard.count, 1, "seed \(seed): once, duplicates dropped")
@@ -57,8 +77,8 @@ final class NotificationTests: XCTestCase {
         XCTAssertEqual(Self.announced(sim, rb).count, 1)
         XCTAssertEqual(sim.cueNames(ra).last, .notificationPartly, "seed \(seed): some have it, the rest get it later")
         sim.start(rc)
-        let back = sim.run(until: { !Self.announced($0, rc).isEmpty }, timeout: sim.timing(ra).offlineAfter * 2)
-        XCTAssertNotNil(back, "seed \(seed): delivered once the room is back")
+        let back = sim.run(until: { !Self.announced($0, rc).isEmpty }, timeout: Self.bound)
+        XCTAssertNotNil(back, "seed \(seed): delivered within \(Self.bound) s of the room's return")
         sim.run(for: settleTime(sim.timing(ra)))
         XCTAssertEqual(Self.announced(sim, rc).count, 1)
         XCTAssertEqual(sim.notificationHistory[ra]?.last?.delivered.sorted(), [rb, rc])
