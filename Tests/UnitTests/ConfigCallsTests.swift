@@ -235,6 +235,27 @@ final class ConfigCallsTests: XCTestCase {
                     key: "buttons.selbst.rooms", "reaches no room but this one")
     }
 
+    /// docs/calls.md's practice example is a valid configuration with what it says.
+    func testThePracticeExampleInTheDocsIsValid() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/calls.md").path
+        let doc = try String(contentsOfFile: path, encoding: .utf8)
+        let from = try XCTUnwrap(doc.range(of: "A practice with a reception"))
+        let open = try XCTUnwrap(doc.range(of: "```toml\n", range: from.upperBound..<doc.endIndex))
+        let close = try XCTUnwrap(doc.range(of: "```", range: open.upperBound..<doc.endIndex))
+        let rooms = [("empfang", 11), ("beh1", 12), ("beh2", 13), ("beh3", 14), ("labor", 15)]
+            .map { "[rooms.\($0.0)]\naddress = \"192.168.10.\($0.1)\"\n" }.joined()
+        let text = "[room]\nid = \"empfang\"\n" + rooms
+            + doc[open.upperBound..<close.lowerBound].replacingOccurrences(of: "[keys.map]", with: "[keys]\ndevice = \"/dev/input/event0\"\n[keys.map]")
+        let config = try DaemonConfig.parse(text)
+        try config.validate()
+        let s = config.callSettings()
+        XCTAssertEqual(s.buttons["notfall"]?.kind, .emergency)
+        XCTAssertEqual(s.buttons["notfall"]?.rooms.count, 4, "every other room")
+        XCTAssertEqual(s.notifications["alarm"]?.priority, .emergency)
+        XCTAssertEqual(s.notifications["naechster"]?.recipients.map(\.value), ["beh1", "beh2", "beh3"])
+    }
+
     /// A button's kind and group names in its rooms reach the call engine's button.
     func testButtonKindAndGroups() throws {
         let text = practice + "[groups]\nalle_raeume = [\"empfang\", \"beh1\", \"beh2\"]\n"
