@@ -57,17 +57,10 @@ extension CallEngine {
     mutating func leaveForEmergency(now: Double) {
         guard let c = call else { return }
         statistics.callsBrokenByEmergency += 1
+        tellOtherSide(c, now: now)
         switch c.role {
-        case .caller:
-            for p in c.participants where !c.endSent.contains(p.room) {
-                switch p.status {
-                case .ringing, .connected, .unavailable: send(.end(c.id), to: p.room, now: now)
-                case .declined, .left: break
-                }
-            }
-            finishCall(c.isConnected ? .finished : .notReached, quietly: true, now: now)
+        case .caller: finishCall(c.isConnected ? .finished : .notReached, quietly: true, now: now)
         case .callee:
-            send(.leave(c.id), to: c.caller, now: now)
             finishCall(c.isConnected ? .finished : .missed, myStatus: c.isConnected ? .left : .unavailable, quietly: true,
                        now: now)
         }

@@ -46,6 +46,15 @@ extension CallEngine {
             out.append(.rejected(command, .noCall))
             return
         }
+        tellOtherSide(call, now: now)
+        switch call.role {
+        case .caller: finishCall(call.isConnected ? .finished : .notReached, cue: .callEnded, now: now)
+        case .callee: finishCall(call.isConnected ? .finished : .declined, myStatus: .left, cue: .callEnded, now: now)
+        }
+    }
+
+    /// This room leaves `call`: a caller sends end to every callee still in it, a callee leave to the caller.
+    mutating func tellOtherSide(_ call: CallSession, now: Double) {
         switch call.role {
         case .caller:
             for p in call.participants where !call.endSent.contains(p.room) {
@@ -55,10 +64,8 @@ extension CallEngine {
                 case .declined, .left: break
                 }
             }
-            finishCall(call.isConnected ? .finished : .notReached, cue: .callEnded, now: now)
         case .callee:
             send(.leave(call.id), to: call.caller, now: now)
-            finishCall(call.isConnected ? .finished : .declined, myStatus: .left, cue: .callEnded, now: now)
         }
     }
 
