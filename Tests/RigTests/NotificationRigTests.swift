@@ -8,15 +8,18 @@ import XCTest
 
 /// Practice notifications through real daemons on the rig: sent by key and by intercomctl, heard
 /// at the recipients (its tone, then within 300 ms its text: STOI against the text rendered here
-/// ≥ 0.85, against another text < 0.6) and not at the others; delivered to a room when it comes back; reminded until
+/// ≥ 0.75 and 0.25 above another text) and not at the others; delivered to a room when it comes back; reminded until
 /// acknowledged; the acknowledgement reaches the sender; do-not-disturb holds a normal one and
 /// passes an emergency; the history survives a restart.
 final class NotificationRigTests: XCTestCase {
     static let materialText = "Bitte Material ins Labor bringen"
     static let allText = "Nächster Patient bitte"
     /// The speech after a tone against the rendering of its text, and of another text (STOI).
-    static let minTextSTOI = 0.85
-    static let maxOtherTextSTOI = 0.6
+    /// espeak-ng's renderings of one text differ between processes (0.81-1.00 against each other
+    /// in CI and here), another text scores 0.17-0.43: the own text must score at least 0.75 and
+    /// 0.25 above the other.
+    static let minTextSTOI = 0.75
+    static let minTextMargin = 0.25
 
     /// Seconds from `after` to the first 10 ms frame above -45 dBFS, and the share of the next
     /// second's frames above -50 dBFS (speech has gaps, silence has none of it).
@@ -142,7 +145,7 @@ final class NotificationRigTests: XCTestCase {
                 print(String(format: "notification rig: %@ after the %@ tone: STOI %.3f against its text, %.3f against another",
                              who, tone.rawValue, q[0].stoi, q[1].stoi))
                 XCTAssertGreaterThanOrEqual(q[0].stoi, Self.minTextSTOI, "\(who): the \(tone.rawValue) tone's speech is its text")
-                XCTAssertLessThan(q[1].stoi, Self.maxOtherTextSTOI, "\(who): the measure tells another text apart")
+                XCTAssertGreaterThanOrEqual(q[0].stoi - q[1].stoi, Self.minTextMargin, "\(who): the measure tells another text apart")
             }
             let s = Self.speech(after: end, in: recording)
             print(String(format: "notification rig: %@ %@ tone at %.2f s, speech %.0f ms after it, active %.0f %% of the next second",
