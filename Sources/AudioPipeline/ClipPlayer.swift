@@ -11,8 +11,6 @@ public final class ClipPlayer: FrameSource, @unchecked Sendable {
     public let frameSize: Int
     private let flushRequest = Counter()
     private var seenFlush = 0
-    /// Frames played (audio thread), for the feeder to know when its clip has been heard.
-    public let framesPlayed = Counter()
 
     public init(frameSize: Int, seconds: Double, sampleRate: Int) {
         self.frameSize = frameSize
@@ -25,12 +23,16 @@ public final class ClipPlayer: FrameSource, @unchecked Sendable {
         var at = offset
         let room = ring.availableToWrite / frameSize
         guard room > 0, at < samples.count else { return at }
-        var frame = [Int16](repeating: 0, count: frameSize)
-        for _ in 0..<room where at < samples.count {
-            let n = min(frameSize, samples.count - at)
-            for i in 0..<frameSize { frame[i] = i < n ? samples[at + i] : 0 }
-            frame.withUnsafeBufferPointer { _ = ring.write($0.baseAddress!, count: frameSize) }
-            at += n
+        let whole = min(room, (samples.count - at) / frameSize) * frameSize
+        if whole > 0 {
+            samples.withUnsafeBufferPointer { _ = ring.write($0.baseAddress! + at, count: whole) }
+            at += whole
+        }
+        // The clip's last, partial frame, padded with silence.
+        if at < samples.count, whole / frameSize < room {
+            let last = Array(samples[at...]) + [Int16](repeating: 0, count: frameSize - (samples.count - at))
+            last.withUnsafeBufferPointer { _ = ring.write($0.baseAddress!, count: frameSize) }
+            at = samples.count
         }
         return at
     }
@@ -47,8 +49,6 @@ public final class ClipPlayer: FrameSource, @unchecked Sendable {
             seenFlush = f
             ring.discardAll()
         }
-        guard ring.read(into: buffer, count: count) else { return false }
-        framesPlayed.increment()
-        return true
+        return ring.read(into: buffer, count: count)
     }
 }

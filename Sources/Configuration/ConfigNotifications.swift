@@ -86,7 +86,7 @@ extension DaemonConfig {
         .int("pitch", \.speech.pitch, "Base pitch, 50 = the voice's own", .range(SpeechSection.pitchRange)),
         .double("level_db", \.speech.levelDB, "Peak level of the speech, dBFS", .range(SpeechSection.levelRange)),
         .double("duck_db", \.speech.duckDB, "An urgent notification is read over a call with the call's voices this much softer, dB (an emergency mutes them)", .range(SpeechSection.duckRange)),
-        .bool("prepare_at_start", \.speech.prepareAtStart, "Speak every notification text into the cache at start, so the first one is read without waiting for the synthesis"),
+        .bool("prepare_at_start", \.speech.prepareAtStart, "Speak the texts of the notifications this room receives into the cache at start, so the first one is read without waiting for the synthesis"),
     ])
 
     /// Reads `[groups]`: group name → room ids.
@@ -132,6 +132,14 @@ extension DaemonConfig {
             for room in groups[name] ?? [name] where !out.contains(room) { out.append(room) }
         }
         return out
+    }
+
+    /// The texts this room reads aloud: those of the types it receives (what it only sends, it
+    /// never reads). Prepared into the speech cache at start.
+    public func textsReadHere() -> [String] {
+        let types = notificationTypes()
+        let received = notifications.filter { resolveRecipients($0.value.recipients).contains(room.id) }.keys
+        return Array(Set(received.compactMap { types[$0] }.filter(\.readAloud).map(\.spokenText))).sorted()
     }
 
     /// The call engine's notification types. Precondition: the configuration is valid.

@@ -54,9 +54,6 @@ final class Announcer: @unchecked Sendable {
         }
     }
 
-    /// Whether texts can be read aloud (espeak-ng started with the configured voice).
-    var speaks: Bool { cache != nil }
-
     func start() throws(SystemError) {
         thread = try WorkerThread.start(name: "intercom-speech") { [self] in run() }
     }

@@ -26,8 +26,7 @@ final class CallsSide: @unchecked Sendable {
          callInputs: [MixerInput], logger: Logger) throws {
         log = logger
         let settings = config.callSettings()
-        let texts = config.speech.prepareAtStart
-            ? Array(Set(settings.notifications.values.filter(\.readAloud).map(\.spokenText))).sorted() : []
+        let texts = config.speech.prepareAtStart ? config.textsReadHere() : []
         announcer = Announcer(sounds: sounds, speech: config.speech, sampleRate: config.audio.sampleRate, callInputs: callInputs,
                               prepare: texts, logger: logger)
         let c = config.calls

@@ -254,6 +254,7 @@ final class ConfigCallsTests: XCTestCase {
         XCTAssertEqual(s.buttons["notfall"]?.rooms.count, 4, "every other room")
         XCTAssertEqual(s.notifications["alarm"]?.priority, .emergency)
         XCTAssertEqual(s.notifications["naechster"]?.recipients.map(\.value), ["beh1", "beh2", "beh3"])
+        XCTAssertEqual(config.textsReadHere(), ["Alarm am Empfang"], "reception prepares only what it receives")
     }
 
     /// A button's kind and group names in its rooms reach the call engine's button.
