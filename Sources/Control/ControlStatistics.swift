@@ -20,13 +20,15 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var echoDelayMs: Double?
         public var echoCancellerResets: Int
         public var echoCancellerRealignments: Int
+        /// Times the echo reference moved with a jump of the measured echo delay, the filter kept.
+        public var echoReferenceMoves: Int
         public var processMaxMs: Double
         /// Frames the howl guard caught a loop in; nil without a guard.
         public var howls: Int?
 
         public init(running: Bool, frames: Int, xruns: Int, captureXruns: Int, playbackXruns: Int, sessions: Int,
                     captureGapFrames: Int, micDrops: Int, echoReturnLossEnhancementDB: Double, echoDelayMs: Double?,
-                    echoCancellerResets: Int, echoCancellerRealignments: Int, processMaxMs: Double, howls: Int?) {
+                    echoCancellerResets: Int, echoCancellerRealignments: Int, echoReferenceMoves: Int, processMaxMs: Double, howls: Int?) {
             self.running = running
             self.frames = frames
             self.xruns = xruns
@@ -39,6 +41,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.echoDelayMs = echoDelayMs
             self.echoCancellerResets = echoCancellerResets
             self.echoCancellerRealignments = echoCancellerRealignments
+            self.echoReferenceMoves = echoReferenceMoves
             self.processMaxMs = processMaxMs
             self.howls = howls
         }
@@ -363,6 +366,7 @@ extension DaemonStatistics.Audio {
         try c.encode(echoDelayMs, forKey: .echoDelayMs)
         try c.encode(echoCancellerResets, forKey: .echoCancellerResets)
         try c.encode(echoCancellerRealignments, forKey: .echoCancellerRealignments)
+        try c.encode(echoReferenceMoves, forKey: .echoReferenceMoves)
         try c.encode(processMaxMs, forKey: .processMaxMs)
         try c.encode(howls, forKey: .howls)
     }
@@ -377,13 +381,14 @@ extension DaemonStatistics.Audio {
                   echoDelayMs: try c.decode(Double?.self, forKey: .echoDelayMs),
                   echoCancellerResets: try c.decode(Int.self, forKey: .echoCancellerResets),
                   echoCancellerRealignments: try c.decode(Int.self, forKey: .echoCancellerRealignments),
+                  echoReferenceMoves: try c.decode(Int.self, forKey: .echoReferenceMoves),
                   processMaxMs: try c.decode(Double.self, forKey: .processMaxMs), howls: try c.decode(Int?.self, forKey: .howls))
     }
 
     private enum CodingKeys: String, CodingKey {
         case running, frames, xruns, captureXruns, playbackXruns, sessions, captureGapFrames, micDrops
         case echoReturnLossEnhancementDB = "erleDb"
-        case echoDelayMs, echoCancellerResets, echoCancellerRealignments, processMaxMs, howls
+        case echoDelayMs, echoCancellerResets, echoCancellerRealignments, echoReferenceMoves, processMaxMs, howls
     }
 }
 

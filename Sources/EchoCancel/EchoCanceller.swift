@@ -28,6 +28,8 @@ public final class EchoCanceller: @unchecked Sendable {
     /// Times the capture position was paired with the playback position anew because the
     /// reference had been missing for `realignAfterMisses` frames in a row (see `process`).
     public let realignments = Counter()
+    /// Times the reference moved with a jump of the measured echo delay, the filter kept.
+    public let referenceMoves = Counter()
     /// How far the reference is currently shifted, in samples (negative: read ahead).
     public let referenceShift = Counter()
     /// The raw microphone and the played samples at the same positions, for an `EchoDelayEstimator`.
@@ -56,6 +58,12 @@ public final class EchoCanceller: @unchecked Sendable {
     private let restore: NearEndRestore
     private let suppressor: ResidualEchoSuppressor?
     private let delayRequest = Request()
+    /// Measured echo delay minus the reference shift, where the filter learnt the path (nil: no
+    /// delay measured since speexdsp last started from scratch). When the bulk delay moves, the
+    /// reference moves by the same amount and what the filter learnt stays valid.
+    private var learntOffset: Double?
+    /// Frames the filter still waits, unused, for a measured delay after a re-pairing (0: running).
+    private var heldFrames = 0
     /// Kept between the measured delay and the reference, so jitter never makes the echo arrive first.
     private let safetyMargin: Int
 
@@ -105,7 +113,7 @@ public final class EchoCanceller: @unchecked Sendable {
         written += frame
     }
 
-    /// Aligns the reference to a measured echo delay (any thread; applied on the next frame).
+    /// A measured echo delay (any thread; taken on the next frame, see `align`).
     /// The delay may be negative: capture can be paired with playback so that the echo arrives
     /// at or before its nominal position (a sound server whose monitor returns exactly what it
     /// rendered does that), and then the reference is taken from samples played later.
@@ -136,9 +144,16 @@ public final class EchoCanceller: @unchecked Sendable {
             return
         }
         if wasBypassed { forgetEchoPath(); wasBypassed = false }
-        speex.cancelEcho(capture: capture, reference: reference, output: output)
-        restore.process(capture: capture, cancelled: output)
-        suppressor?.process(capture: capture, output: output, echoEstimate: restore.echoEstimate)
+        if heldFrames > 0 {
+            // Re-paired, the path not measured yet: the filter would cancel at the wrong place.
+            heldFrames -= 1
+            if heldFrames == 0 { forgetEchoPath() }  // no delay measured in time: learn afresh
+            output.update(from: capture, count: frame)
+        } else {
+            speex.cancelEcho(capture: capture, reference: reference, output: output)
+            restore.process(capture: capture, cancelled: output)
+            suppressor?.process(capture: capture, output: output, echoEstimate: restore.echoEstimate)
+        }
         speex.preprocess(output)
         if settings.residualGate {
             // The next frame of the reference too, when played already: an echo path that moved
@@ -151,9 +166,13 @@ public final class EchoCanceller: @unchecked Sendable {
         }
     }
 
-    /// Forgets the echo path and the positions; call when both streams (re)start.
+    /// Starts the positions anew; call when both streams (re)start (an xrun, a device opened
+    /// again). What the filter learnt is kept: the same device restarted in step has the same
+    /// echo path relative to the new positions, so cancelling goes on at once; when the path did
+    /// change, the delay estimator measures it and the reference moves (`align`), or speexdsp
+    /// re-adapts. A filter learnt from scratch again needs seconds of far-end speech.
     public func reset() {
-        forgetEchoPath()
+        heldFrames = 0
         written = 0
         captured = 0
         missRun = 0
@@ -190,8 +209,9 @@ public final class EchoCanceller: @unchecked Sendable {
     /// never negative. Pairing further back, to allow for a sound server's latency, gets the
     /// sign wrong: when the buffer had drained during the stall, the echo then came before its
     /// reference and nothing could cancel it (seen on the rig as a -20 ms echo delay after a
-    /// realignment and a callee heard through the caller's room). A later echo only uses some of
-    /// the filter's tail until the delay estimator, which gets taps again, shifts the reference.
+    /// realignment and a callee heard through the caller's room). A filter that had learnt the
+    /// path at a measured delay is held until the estimator measures the delay in the new pairing,
+    /// then the reference moves with it (`align`); one that had not learns afresh.
     /// Waiting for an empty capture device matters: mid-backlog the captured frames are old.
     public func realignIfOutOfStep() {
         guard missRun >= Self.realignAfterMisses else { return }
@@ -199,22 +219,69 @@ public final class EchoCanceller: @unchecked Sendable {
         shift = 0
         referenceShift.store(0)
         missRun = 0
-        forgetEchoPath()
         realignments.increment()
+        // With the path measured before, the filter waits for the delay estimator to measure it
+        // in the new pairing and then goes on where it was (`align`); otherwise it learns afresh.
+        if learntOffset != nil {
+            heldFrames = Self.holdFramesForADelay(settings)
+        } else {
+            forgetEchoPath()
+        }
     }
 
-    /// The filter must re-learn the path after the reference moved. A negative shift reads
-    /// ahead of the capture position, at most as far as playback has been written.
+    /// ERLE of a filter that has the path: no measured jump moves its reference.
+    static let workingERLEDB = 12.0
+
+    /// How long a re-paired filter waits for a measured delay: the estimator needs about a second
+    /// of far-end speech in the new pairing.
+    static func holdFramesForADelay(_ settings: EchoCancelSettings) -> Int {
+        3 * settings.sampleRate / settings.frameSize
+    }
+
+    /// A measured echo delay (every one the estimator confirms). Within what the filter covers,
+    /// the filter keeps learning where it is. When the delay jumped (a device or sound-server
+    /// underrun, a re-pairing) and the filter had learnt the path at a known offset, the reference
+    /// moves with the delay and the filter goes on as it was: the room did not change, only the
+    /// bulk delay. Otherwise (first measurement outside its reach) the reference is aligned with
+    /// the safety margin and the filter learns anew. A negative shift reads ahead of the capture
+    /// position, at most as far as playback has been written.
     private func align(toEchoDelay samples: Int) {
-        let earliest = min(0, -(written - captured - frame))
-        shift = max(earliest, min(samples - safetyMargin, historySize - 2 * frame))
+        let rate = settings.sampleRate
+        let relative = Double(samples - shift)
+        let earliest = min(0, -(written - captured - frame)), latest = historySize - 2 * frame
+        if let offset = learntOffset {
+            if heldFrames == 0, abs(relative - offset) < Double(rate * 5 / 1000) {
+                // Measurement noise or a slow drift the filter follows by itself.
+                learntOffset = offset + (relative - offset) / 8
+                return
+            }
+            // A filter that cancels well says the path did not move: the estimate is wrong
+            // (seen on the rig seconds after a stall, with the filter at 33 dB).
+            if heldFrames == 0, let working = erle.latest, working >= Self.workingERLEDB { return }
+            let moved = samples - Int(offset.rounded())
+            if (earliest...latest).contains(moved) {
+                shift = moved
+                referenceShift.store(shift)
+                heldFrames = 0
+                erle = ERLETracker()
+                referenceMoves.increment()
+                return
+            }
+        } else if heldFrames == 0, ((rate / 500)...(settings.tailSamples - rate * 30 / 1000)).contains(Int(relative)) {
+            learntOffset = relative
+            return
+        }
+        shift = max(earliest, min(samples - safetyMargin, latest))
         referenceShift.store(shift)
         forgetEchoPath()
+        learntOffset = Double(samples - shift)
     }
 
     /// speexdsp starts learning anew; everything that follows its state (the notch copy, the
     /// ERLE average, the gate's learned residual) starts with it.
     private func forgetEchoPath() {
+        learntOffset = nil
+        heldFrames = 0
         speex.reset()
         restore.reset()
         suppressor?.reset()
@@ -228,6 +295,8 @@ struct ERLETracker {
     private var micEnergy = 0.0
     private var outEnergy = 0.0
     private var activeFrames = 0
+    /// The last value, nil until enough far-end frames were seen since the start.
+    private(set) var latest: Double?
     /// Far-end frames quieter than about -50 dBFS say nothing about the echo path.
     private static let referenceFloor = 32768.0 * 32768.0 * 1e-5
     private static let smoothing = 0.05
@@ -245,7 +314,8 @@ struct ERLETracker {
         outEnergy += Self.smoothing * (o / n - outEnergy)
         activeFrames += 1
         guard activeFrames > 10, micEnergy > 0 else { return nil }
-        return 10 * log10((micEnergy + 1) / (outEnergy + 1))
+        latest = 10 * log10((micEnergy + 1) / (outEnergy + 1))
+        return latest
     }
 }
 

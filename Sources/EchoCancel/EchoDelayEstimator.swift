@@ -31,7 +31,14 @@ public final class EchoDelayEstimator: @unchecked Sendable {
     private var reference: [Float] = []
     private var referenceEnd = 0
     private var candidate: Int?
-    private var applied: Int?
+    /// The canceller's re-pairings and restarts when the histories were last emptied: a window
+    /// across either mixes two pairings and finds neither delay.
+    private var pairings = 0
+    /// No delay measured since the last re-pairing or restart: the canceller may be holding its
+    /// filter for one, so half windows are correlated (two of them must still agree: a single
+    /// estimate from a window across the catch-up after a stall can be 10 ms off, and a filter
+    /// that ran at the wrong place unlearns the path).
+    private var awaitingFirst = false
     private let worker = Mutex<PeriodicWorker?>(nil)
 
     public init(canceller: EchoCanceller, maxDelayMilliseconds: Int = 300) {
@@ -57,7 +64,16 @@ public final class EchoDelayEstimator: @unchecked Sendable {
     /// One round: takes what the taps collected and estimates. The thread runs it every 250 ms;
     /// tests call it directly (the taps hold half a second).
     public func step() {
+        let now = canceller.realignments.load + canceller.resets.load
         drainTaps()
+        if now != pairings {
+            pairings = now
+            mic.removeAll()
+            reference.removeAll()
+            candidate = nil
+            awaitingFirst = true
+            return
+        }
         estimateOnce()
     }
 
@@ -88,34 +104,27 @@ public final class EchoDelayEstimator: @unchecked Sendable {
         // Microphone: the newest window plus maxLag before it, and `earlyLag` more. Reference: one
         // window starting `earlyLag` after the microphone, so a lag L means the reference came back
         // L - earlyLag samples later (negative: the pairing of the streams put the echo first).
-        let start = micEnd - window - maxLag
+        // Right after a re-pairing the canceller holds its filter until a delay comes: half a
+        // window finds the peak, half a second sooner.
+        let length = awaitingFirst ? window / 2 : window
+        let start = micEnd - length - maxLag
         let micFirst = micEnd - mic.count, refFirst = referenceEnd - reference.count
-        guard start - earlyLag >= micFirst, start >= refFirst, start + window <= referenceEnd else { return }
+        guard start - earlyLag >= micFirst, start >= refFirst, start + length <= referenceEnd else { return }
         let micSlice = Array(mic[(start - earlyLag - micFirst)...])
-        let refSlice = Array(reference[(start - refFirst)..<(start - refFirst + window)])
+        let refSlice = Array(reference[(start - refFirst)..<(start - refFirst + length)])
         guard Levels.rmsDB(refSlice) > -50,
               let found = Correlation.findDelay(reference: refSlice, in: micSlice, maxLag: maxLag + earlyLag),
               found.peak > 0.3 else { return }
         accept(Int(((found.fractionalLag - Double(earlyLag)) * Double(Self.decimation)).rounded()))
     }
 
-    /// Two estimates within 1 ms of each other make a measured delay. The reference is moved when
-    /// that delay lies outside what the adaptive filter covers (2 ms to tail - 30 ms after the
-    /// current shift), or when the echo path jumped by 5 ms or more since the last measured delay
-    /// (a device or sound-server underrun): speexdsp re-learns an aligned path within about a
-    /// second and a half, but tracks a moved one far more slowly.
+    /// Two estimates within 1 ms of each other make a measured delay; the canceller gets each
+    /// one and decides whether its reference must move (`EchoCanceller.requestEchoDelay`).
     private func accept(_ delay: Int) {
-        let rate = canceller.settings.sampleRate
         defer { candidate = delay }
-        guard let c = candidate, abs(c - delay) <= rate / 1000 else { return }
-        let previous = estimate.load
+        guard let c = candidate, abs(c - delay) <= canceller.settings.sampleRate / 1000 else { return }
+        awaitingFirst = false
         estimate.store(delay)
-        let relative = delay - canceller.referenceShift.load
-        let covered = (rate / 500)...(canceller.settings.tailSamples - rate * 30 / 1000)
-        let jumped = previous != Self.none && abs(previous - delay) >= rate * 5 / 1000
-        guard jumped || !covered.contains(relative) else { return }
-        if let a = applied, abs(a - delay) <= rate / 500 { return }
-        applied = delay
         canceller.requestEchoDelay(samples: delay)
     }
 }

@@ -55,7 +55,7 @@ final class StatsReporter: @unchecked Sendable {
         return "frames=\(s.frames.load) xruns=\(s.xruns) (capture \(s.captureXruns.load), playback \(s.playbackXruns.load)) "
             + "erle=\(erle)dB echo_delay=\(echoDelay) delay=\(ms(s.captureDelayFrames.load))+\(ms(s.playbackDelayFrames.load))ms "
             + "cpu=\(cpu)% (max \(cpuMax)%) mic_drops=\(s.micDrops.load) input_underruns=[\(underruns)] "
-            + "reference_misses=\(e.canceller.referenceMisses.load) short_writes=\(s.playbackShortWrites.load) aec_resets=\(e.canceller.resets.load) aec_realigned=\(e.canceller.realignments.load) echo_gated=\(e.canceller.gatedFrames.load) sessions=\(s.sessions.load) capture_gap_frames=\(s.captureGapFrames.load) stale=\(s.staleCaptureFrames.load) poll_timeouts=\(s.pollTimeouts.load)"
+            + "reference_misses=\(e.canceller.referenceMisses.load) short_writes=\(s.playbackShortWrites.load) aec_resets=\(e.canceller.resets.load) aec_realigned=\(e.canceller.realignments.load) aec_moved=\(e.canceller.referenceMoves.load) echo_gated=\(e.canceller.gatedFrames.load) sessions=\(s.sessions.load) capture_gap_frames=\(s.captureGapFrames.load) stale=\(s.staleCaptureFrames.load) poll_timeouts=\(s.pollTimeouts.load)"
             + (e.microphoneChain.howlGuard.map { String(format: " howls=%d guard=-%.1fdB", $0.howls.load, $0.attenuationDB.load) } ?? "")
     }
 }
@@ -78,6 +78,7 @@ struct StatisticsSource: Sendable {
             micDrops: s.micDrops.load, echoReturnLossEnhancementDB: engine.canceller.erleDB.load,
             echoDelayMs: delay == EchoDelayEstimator.none ? nil : Double(delay) * 1000 / Double(sampleRate),
             echoCancellerResets: engine.canceller.resets.load, echoCancellerRealignments: engine.canceller.realignments.load,
+            echoReferenceMoves: engine.canceller.referenceMoves.load,
             processMaxMs: Double(s.processNanosMax.load) / 1e6, howls: engine.microphoneChain.howlGuard?.howls.load)
         return DaemonStatistics(audio: audio, network: network?.statistics(), calls: calls?.statistics(), reload: reloads.snapshot)
     }

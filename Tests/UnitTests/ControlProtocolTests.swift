@@ -98,7 +98,7 @@ final class ControlProtocolTests: XCTestCase {
     static let statistics = DaemonStatistics(
         audio: .init(running: true, frames: 12_345, xruns: 2, captureXruns: 1, playbackXruns: 1, sessions: 3, captureGapFrames: 7,
                      micDrops: 0, echoReturnLossEnhancementDB: 21.5, echoDelayMs: nil, echoCancellerResets: 2,
-                     echoCancellerRealignments: 1, processMaxMs: 0.75, howls: 0),
+                     echoCancellerRealignments: 1, echoReferenceMoves: 2, processMaxMs: 0.75, howls: 0),
         network: .init(ssrc: 0x1234_5678, opus: .init(application: "voip", bitrate: 64000, fec: true, dtx: false, lookaheadMs: 6.5),
                        sent: 900, sendErrors: 0, fecCarried: 450, datagrams: 1810, accepted: 1800, malformed: 10, notRouted: 0,
                        srtp: .init(authenticated: 1790, unauthenticated: 3, replayed: 1, failed: 0, protectErrors: 0), streams: [
