@@ -1,0 +1,246 @@
+import Glibc
+import RealTime
+import SignalTools
+
+/// Removes this terminal's own voice where it comes back into its raw microphone through another
+/// terminal's speaker: the loop "my microphone → the network → the other speaker → the air → my
+/// microphone" of two terminals that hear each other (one room, a thin wall). The acoustic
+/// canceller cannot see it (its reference is its own speaker), so above a loop gain of 1 it howls.
+/// But a terminal knows what it sent: this filter models the loop from the sent signal to the raw
+/// microphone and subtracts its estimate. Its reference (`sent`) must be the terminal's own packets
+/// decoded again, as the far end decodes them: Opus keeps the sound, not the waveform, and with the
+/// frames before encoding as the reference the loop is not learnt (`LoopCancellerTests`).
+///
+/// Written here rather than a second speexdsp canceller: speexdsp adapts only while its near end is
+/// quiet, and in a loop the near end (the person talking) is there whenever the echo is
+/// (`ClosedLoopTests`). This is a partitioned-block frequency-domain NLMS with a fixed step that
+/// keeps adapting under the voice; its step per bin is normalised by the reference's power over the
+/// span and by the error's power (where the error is mostly the voice, the filter moves little).
+/// The loop is never shorter than `minimumDelay` (the network, the far jitter buffer and both
+/// devices' buffers), so the estimate for the frame being captured comes from reference samples
+/// sent before it: no added delay. Allocation-free after `init`; the audio thread only.
+public final class LoopCanceller: @unchecked Sendable {
+    // @unchecked: the buffers below are the audio thread's; other threads read the atomics only.
+    public struct Settings: Sendable, Equatable {
+        public var sampleRate: Int
+        public var frameSize: Int
+        /// The shortest loop: at least one frame (the estimate must come from what was sent before).
+        public var minimumDelayMilliseconds: Int
+        /// How much of the loop the filter spans past the minimum: the far jitter buffer's range and the rooms' reverberation.
+        public var spanMilliseconds: Int
+        /// NLMS step (0 < step ≤ 1): larger learns faster and is noisier under the voice.
+        public var step: Double
+
+        public init(sampleRate: Int, frameSize: Int, minimumDelayMilliseconds: Int, spanMilliseconds: Int,
+                    step: Double = LoopCanceller.defaultStep) {
+            self.sampleRate = sampleRate
+            self.frameSize = frameSize
+            self.minimumDelayMilliseconds = minimumDelayMilliseconds
+            self.spanMilliseconds = spanMilliseconds
+            self.step = step
+        }
+    }
+
+    /// Not settings: tuned on `TwoTerminalRoom` (`LoopCancellerTests`): 0.1-0.5 learn a held
+    /// loop, 0.3 the fastest; without the error's power in the normalisation a voice as loud as
+    /// the echo makes the filter wander (−25 dB "removed" open-loop), 0.5 keeps 5-14 dB.
+    public static let defaultStep = 0.3
+    static let errorWeight = 0.5
+
+    public let settings: Settings
+    /// Echo removed (dB, smoothed): microphone energy over what is left, while the reference is live.
+    public let erleDB = Gauge(0)
+    /// Off: the microphone passes unchanged and the filter does not adapt.
+    public let enabled = Flag(true)
+
+    private let block: Int        // new samples per block: one frame
+    private let size: Int         // FFT points, ≥ 2·block
+    private let bins: Int         // size/2 + 1: the reference is real
+    private let partitions: Int
+    private let delay: Int        // samples from a sent sample to the earliest it can be heard
+    private let plan: FFTPlan
+
+    // What was sent, newest last, long enough for one FFT window ending `delay` samples ago.
+    private let sent: UnsafeMutablePointer<Double>
+    private let sentLength: Int
+    // Reference spectra (X), filter (W), per partition and bin; slot `newest` holds the latest block.
+    private let xRe: UnsafeMutablePointer<Double>, xIm: UnsafeMutablePointer<Double>
+    private let wRe: UnsafeMutablePointer<Double>, wIm: UnsafeMutablePointer<Double>
+    private let power: UnsafeMutablePointer<Double>   // Σ over partitions of |X|², per bin
+    private let errorPower: UnsafeMutablePointer<Double>  // |E|², smoothed, per bin
+    private let re: UnsafeMutablePointer<Double>, im: UnsafeMutablePointer<Double>
+    private let echo: UnsafeMutablePointer<Double>    // this frame's estimate
+    private var newest = 0
+    private var constrainNext = 1
+    private let regularisation: Double
+    private var microphoneEnergy = 0.0, leftEnergy = 0.0
+
+    public init(_ settings: Settings) {
+        precondition(settings.step > 0 && settings.step <= 1, "loop canceller step in (0, 1]")
+        self.settings = settings
+        block = settings.frameSize
+        size = FFTPlan.nextPowerOfTwo(2 * block)
+        bins = size / 2 + 1
+        delay = max(block, settings.sampleRate * settings.minimumDelayMilliseconds / 1000)
+        partitions = max(1, (settings.sampleRate * settings.spanMilliseconds / 1000 + block - 1) / block)
+        plan = FFTPlan(size: size)
+        sentLength = size + delay
+        func zeroed(_ n: Int) -> UnsafeMutablePointer<Double> {
+            let p = UnsafeMutablePointer<Double>.allocate(capacity: n)
+            p.initialize(repeating: 0, count: n)
+            return p
+        }
+        sent = zeroed(sentLength)
+        xRe = zeroed(partitions * bins); xIm = zeroed(partitions * bins)
+        wRe = zeroed(partitions * bins); wIm = zeroed(partitions * bins)
+        power = zeroed(bins)
+        errorPower = zeroed(bins)
+        re = zeroed(size); im = zeroed(size)
+        echo = zeroed(block)
+        // A floor of about -70 dBFS per sample, over the whole span: silence does not blow up the step.
+        regularisation = Double(partitions * size) * 10 * 10
+    }
+
+    deinit {
+        for p in [sent, xRe, xIm, wRe, wIm, power, errorPower, re, im, echo] { p.deallocate() }
+    }
+
+    /// Audio thread: removes the loop's estimate from the raw captured frame, in place.
+    public func cancel(_ frame: UnsafeMutablePointer<Int16>) {
+        guard enabled.isSet else { return }
+        addReferenceBlock()
+        estimateEcho()
+        // The error: what the filter did not explain. It is also what goes on.
+        var micE = 0.0, leftE = 0.0
+        for i in 0..<block {
+            let m = Double(frame[i])
+            let e = m - echo[i]
+            micE += m * m
+            leftE += e * e
+            echo[i] = e
+            frame[i] = Int16(max(-32768, min(32767, e.rounded())))
+        }
+        adapt()
+        noteERLE(microphone: micE, left: leftE)
+    }
+
+    /// Audio thread, once per frame after `cancel`: the frame just sent, as the far end decodes it.
+    public func sent(_ frame: UnsafePointer<Int16>) {
+        sent.update(from: sent + block, count: sentLength - block)
+        let tail = sent + (sentLength - block)
+        for i in 0..<block { tail[i] = Double(frame[i]) }
+    }
+
+    /// A new call or peer: the loop is another one.
+    public func reset() {
+        sent.update(repeating: 0, count: sentLength)
+        xRe.update(repeating: 0, count: partitions * bins)
+        xIm.update(repeating: 0, count: partitions * bins)
+        wRe.update(repeating: 0, count: partitions * bins)
+        wIm.update(repeating: 0, count: partitions * bins)
+        power.update(repeating: 0, count: bins)
+        errorPower.update(repeating: 0, count: bins)
+        microphoneEnergy = 0
+        leftEnergy = 0
+        erleDB.store(0)
+    }
+
+    // The newest reference block: the `size` sent samples ending `delay - block` samples before the
+    // last one sent, i.e. the window whose last `block` samples can be heard in this frame at the earliest.
+    private func addReferenceBlock() {
+        newest = (newest + 1) % partitions
+        let start = sentLength - delay + block - size
+        re.update(from: sent + start, count: size)
+        im.update(repeating: 0, count: size)
+        plan.forward(re: re, im: im)
+        let x = newest * bins
+        for k in 0..<bins {
+            xRe[x + k] = re[k]
+            xIm[x + k] = im[k]
+        }
+        power.update(repeating: 0, count: bins)
+        for p in 0..<partitions {
+            let o = p * bins
+            for k in 0..<bins { power[k] += xRe[o + k] * xRe[o + k] + xIm[o + k] * xIm[o + k] }
+        }
+    }
+
+    // Slot of partition p (p blocks older than the newest).
+    @inline(__always) private func slot(_ p: Int) -> Int { ((newest - p + partitions) % partitions) * bins }
+
+    private func estimateEcho() {
+        re.update(repeating: 0, count: size)
+        im.update(repeating: 0, count: size)
+        for p in 0..<partitions {
+            let x = slot(p), w = p * bins
+            for k in 0..<bins {
+                re[k] += wRe[w + k] * xRe[x + k] - wIm[w + k] * xIm[x + k]
+                im[k] += wRe[w + k] * xIm[x + k] + wIm[w + k] * xRe[x + k]
+            }
+        }
+        mirror()
+        plan.inverse(re: re, im: im)
+        echo.update(from: re + (size - block), count: block)
+    }
+
+    private func adapt() {
+        re.update(repeating: 0, count: size - block)
+        (re + (size - block)).update(from: echo, count: block)  // the error, at the window's end
+        im.update(repeating: 0, count: size)
+        plan.forward(re: re, im: im)
+        let kappa = Self.errorWeight * Double(partitions)
+        for k in 0..<bins {
+            errorPower[k] += 0.1 * (re[k] * re[k] + im[k] * im[k] - errorPower[k])
+            let g = settings.step / (power[k] + kappa * errorPower[k] + regularisation)
+            re[k] *= g
+            im[k] *= g
+        }
+        for p in 0..<partitions {
+            let x = slot(p), w = p * bins
+            for k in 0..<bins {  // W += E · conj(X)
+                wRe[w + k] += re[k] * xRe[x + k] + im[k] * xIm[x + k]
+                wIm[w + k] += im[k] * xRe[x + k] - re[k] * xIm[x + k]
+            }
+        }
+        // Keep each partition's impulse response inside its `block` taps (overlap-save needs it);
+        // one partition per frame besides the first, as the cost of two transforms each allows.
+        constrain(0)
+        if partitions > 1 {
+            constrain(constrainNext)
+            constrainNext = constrainNext % (partitions - 1) + 1
+        }
+    }
+
+    private func constrain(_ p: Int) {
+        let w = p * bins
+        for k in 0..<bins {
+            re[k] = wRe[w + k]
+            im[k] = wIm[w + k]
+        }
+        mirror()
+        plan.inverse(re: re, im: im)
+        (re + block).update(repeating: 0, count: size - block)
+        im.update(repeating: 0, count: size)
+        plan.forward(re: re, im: im)
+        for k in 0..<bins {
+            wRe[w + k] = re[k]
+            wIm[w + k] = im[k]
+        }
+    }
+
+    // The upper half of a real signal's spectrum from the lower: X[n-k] = conj(X[k]).
+    private func mirror() {
+        for k in 1..<(size / 2) {
+            re[size - k] = re[k]
+            im[size - k] = -im[k]
+        }
+        im[0] = 0
+        im[size / 2] = 0
+    }
+
+    private func noteERLE(microphone: Double, left: Double) {
+        microphoneEnergy = 0.98 * microphoneEnergy + microphone
+        leftEnergy = 0.98 * leftEnergy + left
+        erleDB.store(10 * log10(max(microphoneEnergy, 1) / max(leftEnergy, 1)))
+    }
+}
