@@ -1,5 +1,3 @@
-import Glibc
-import RealTime
 import SignalTools
 
 /// Removes this terminal's own voice where it comes back into its raw microphone through another
@@ -20,7 +18,7 @@ import SignalTools
 /// devices' buffers), so the estimate for the frame being captured comes from reference samples
 /// sent before it: no added delay. Allocation-free after `init`; the audio thread only.
 public final class LoopCanceller: @unchecked Sendable {
-    // @unchecked: the buffers below are the audio thread's; other threads read the atomics only.
+    // @unchecked: the buffers below are the audio thread's alone.
     public struct Settings: Sendable, Equatable {
         public var sampleRate: Int
         public var frameSize: Int
@@ -48,10 +46,6 @@ public final class LoopCanceller: @unchecked Sendable {
     static let errorWeight = 0.5
 
     public let settings: Settings
-    /// Echo removed (dB, smoothed): microphone energy over what is left, while the reference is live.
-    public let erleDB = Gauge(0)
-    /// Off: the microphone passes unchanged and the filter does not adapt.
-    public let enabled = Flag(true)
 
     private let block: Int        // new samples per block: one frame
     private let size: Int         // FFT points, ≥ 2·block
@@ -73,7 +67,6 @@ public final class LoopCanceller: @unchecked Sendable {
     private var newest = 0
     private var constrainNext = 1
     private let regularisation: Double
-    private var microphoneEnergy = 0.0, leftEnergy = 0.0
 
     public init(_ settings: Settings) {
         precondition(settings.step > 0 && settings.step <= 1, "loop canceller step in (0, 1]")
@@ -107,21 +100,15 @@ public final class LoopCanceller: @unchecked Sendable {
 
     /// Audio thread: removes the loop's estimate from the raw captured frame, in place.
     public func cancel(_ frame: UnsafeMutablePointer<Int16>) {
-        guard enabled.isSet else { return }
         addReferenceBlock()
         estimateEcho()
         // The error: what the filter did not explain. It is also what goes on.
-        var micE = 0.0, leftE = 0.0
         for i in 0..<block {
-            let m = Double(frame[i])
-            let e = m - echo[i]
-            micE += m * m
-            leftE += e * e
+            let e = Double(frame[i]) - echo[i]
             echo[i] = e
             frame[i] = Int16(max(-32768, min(32767, e.rounded())))
         }
         adapt()
-        noteERLE(microphone: micE, left: leftE)
     }
 
     /// Audio thread, once per frame after `cancel`: the frame just sent, as the far end decodes it.
@@ -129,20 +116,6 @@ public final class LoopCanceller: @unchecked Sendable {
         sent.update(from: sent + block, count: sentLength - block)
         let tail = sent + (sentLength - block)
         for i in 0..<block { tail[i] = Double(frame[i]) }
-    }
-
-    /// A new call or peer: the loop is another one.
-    public func reset() {
-        sent.update(repeating: 0, count: sentLength)
-        xRe.update(repeating: 0, count: partitions * bins)
-        xIm.update(repeating: 0, count: partitions * bins)
-        wRe.update(repeating: 0, count: partitions * bins)
-        wIm.update(repeating: 0, count: partitions * bins)
-        power.update(repeating: 0, count: bins)
-        errorPower.update(repeating: 0, count: bins)
-        microphoneEnergy = 0
-        leftEnergy = 0
-        erleDB.store(0)
     }
 
     // The newest reference block: the `size` sent samples ending `delay - block` samples before the
@@ -236,11 +209,5 @@ public final class LoopCanceller: @unchecked Sendable {
         }
         im[0] = 0
         im[size / 2] = 0
-    }
-
-    private func noteERLE(microphone: Double, left: Double) {
-        microphoneEnergy = 0.98 * microphoneEnergy + microphone
-        leftEnergy = 0.98 * leftEnergy + left
-        erleDB.store(10 * log10(max(microphoneEnergy, 1) / max(leftEnergy, 1)))
     }
 }

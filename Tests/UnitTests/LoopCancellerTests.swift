@@ -65,7 +65,7 @@ final class LoopCancellerTests: XCTestCase {
         let speech = (0..<3).flatMap { _ in (phrases[0] + phrases[3]).map { Float($0) } }
         let room = try TwoTerminalRoom(options)
         let sent = room.run(talkers: [speech, []], seconds: 12)
-        return TwoTerminalRoom.levelsDB(sent[0], window: 48_000)
+        return Levels.frameRMSDB(sent[0], frame: 48_000)
     }
 
     func testInALoopTheSentPacketsDecodedAgainAreTheReferenceThatWorks() throws {

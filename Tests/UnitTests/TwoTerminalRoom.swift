@@ -65,7 +65,8 @@ struct TwoTerminalRoom {
         self.decoders = decoders
     }
 
-    /// Runs `talkers[t]` (samples in terminal t's air) for `seconds`; returns what each terminal sent.
+    /// Runs `talkers[t]` (samples in terminal t's air) for `seconds`; returns what each terminal
+    /// sent, relative to full scale 1.0.
     func run(talkers: [[Float]], seconds: Double) -> [[Float]] {
         let frames = Int(seconds * 100)
         let total = frames * frame
@@ -127,15 +128,6 @@ struct TwoTerminalRoom {
                 }
             }
         }
-        return sent.map { $0.map(Float.init) }
-    }
-
-    /// RMS per `window` samples, dBFS.
-    static func levelsDB(_ x: [Float], window: Int = 12_000) -> [Double] {
-        stride(from: 0, to: x.count - window + 1, by: window).map { w in
-            var e = 0.0
-            for v in x[w..<(w + window)] { e += Double(v) * Double(v) }
-            return 10 * log10(max(e / Double(window), 1e-3) / (32768.0 * 32768.0))
-        }
+        return sent.map { $0.map { Float($0) / 32768 } }
     }
 }
