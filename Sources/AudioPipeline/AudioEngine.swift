@@ -173,6 +173,8 @@ public final class AudioEngine: @unchecked Sendable {
             stats.captureGapFrames.increment()
         } else if !microphone.write(cleaned, count: frameSize) {
             stats.micDrops.increment()
+        } else {
+            microphoneChain.handedOn()
         }
         microphoneReady?.ring()
         stats.frames.increment()

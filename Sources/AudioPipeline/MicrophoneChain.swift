@@ -2,21 +2,53 @@ import EchoCancel
 import Glibc
 import RealTime
 
-/// What the audio thread does to each captured frame, in this order: the echo canceller (it
-/// needs the raw frame and pairs it with what was played), the microphone's gain and mute, the
-/// howl guard (it limits what is sent). The result goes to the microphone ring.
+/// What the audio thread does to each captured frame, in this order: the loop canceller (it models
+/// the path from what was sent to the raw microphone through another terminal), the echo canceller
+/// (it pairs the frame with what was played), the microphone's gain and mute, the howl guard (it
+/// limits what is sent). The result goes to the microphone ring; the network thread hands each
+/// frame it sent back, decoded again, through `sentBack`, as the loop canceller's reference.
 public final class MicrophoneChain: @unchecked Sendable {
     // @unchecked: the elements' buffers are the audio thread's; other threads use their atomics.
+    public let loopCanceller: LoopCanceller?
     public let canceller: EchoCanceller
     public let gain: MicrophoneGain
     /// Off for measurements that must see the canceller's output unchanged.
     public let howlGuard: HowlGuard?
+    /// The frames sent, decoded again, one per frame handed on (`SentDecoder` writes it).
+    public let sentBack: SampleRing?
+    /// Frames that came back with no frame handed on to match (never expected; counted to show it).
+    public let unmatchedSentFrames = Counter()
 
-    public init(canceller: EchoCanceller, gain: MicrophoneGain, howlGuard: HowlGuard?) {
-        precondition(gain.frameSize == canceller.settings.frameSize, "one frame size along the chain")
+    private let microphone: UnsafeMutablePointer<Int16>
+    private let returned: UnsafeMutablePointer<Int16>
+    /// Indices of the frames handed on whose decoded copy has not come back yet, oldest first.
+    private let pending: UnsafeMutablePointer<Int>
+    private static let pendingCapacity = 64
+    private var pendingStart = 0, pendingCount = 0
+    private var processed = 0
+
+    public init(canceller: EchoCanceller, gain: MicrophoneGain, howlGuard: HowlGuard?, loopCanceller: LoopCanceller? = nil) {
+        let frame = gain.frameSize
+        precondition(frame == canceller.settings.frameSize && (loopCanceller?.settings.frameSize ?? frame) == frame,
+                     "one frame size along the chain")
         self.canceller = canceller
         self.gain = gain
         self.howlGuard = howlGuard
+        self.loopCanceller = loopCanceller
+        // More than the microphone ring holds: the network thread cannot be further ahead.
+        sentBack = loopCanceller.map { _ in SampleRing(minimumCapacity: frame * Self.pendingCapacity) }
+        microphone = .allocate(capacity: frame)
+        microphone.initialize(repeating: 0, count: frame)
+        returned = .allocate(capacity: frame)
+        returned.initialize(repeating: 0, count: frame)
+        pending = .allocate(capacity: Self.pendingCapacity)
+        pending.initialize(repeating: 0, count: Self.pendingCapacity)
+    }
+
+    deinit {
+        microphone.deallocate()
+        returned.deallocate()
+        pending.deallocate()
     }
 
     public var frameSize: Int { gain.frameSize }
@@ -24,9 +56,44 @@ public final class MicrophoneChain: @unchecked Sendable {
     /// Audio thread: one captured frame in, the frame to send out.
     @inline(__always)
     public func process(captured: UnsafePointer<Int16>, into out: UnsafeMutablePointer<Int16>) {
-        canceller.process(capture: captured, output: out)
+        processed += 1
+        if let loop = loopCanceller {
+            takeSentBack(loop)
+            microphone.update(from: captured, count: frameSize)
+            loop.cancel(microphone)
+            canceller.process(capture: microphone, output: out)
+        } else {
+            canceller.process(capture: captured, output: out)
+        }
         gain.process(out)
         howlGuard?.process(out)
+    }
+
+    /// Audio thread: the frame just processed went to the network thread (not every frame does:
+    /// stale capture and a full ring are not sent).
+    public func handedOn() {
+        guard loopCanceller != nil else { return }
+        if pendingCount == Self.pendingCapacity {  // cannot happen while the ring is smaller; keep the newest
+            pendingStart = (pendingStart + 1) % Self.pendingCapacity
+            pendingCount -= 1
+        }
+        pending[(pendingStart + pendingCount) % Self.pendingCapacity] = processed - 1
+        pendingCount += 1
+    }
+
+    /// Places each frame the network thread handed back at the captured frame it was made from.
+    private func takeSentBack(_ loop: LoopCanceller) {
+        guard let sentBack else { return }
+        while sentBack.read(into: returned, count: frameSize) {
+            guard pendingCount > 0 else {
+                unmatchedSentFrames.increment()
+                continue
+            }
+            let index = pending[pendingStart]
+            pendingStart = (pendingStart + 1) % Self.pendingCapacity
+            pendingCount -= 1
+            loop.sent(returned, index: index)
+        }
     }
 }
 

@@ -113,12 +113,19 @@ public struct EchoSection: Sendable, Equatable {
     public var agc: Bool = false
     /// The howl guard on the sent microphone (`HowlGuard`), with echo cancellation on.
     public var howlGuard: Bool = true
+    /// The loop canceller (`LoopCanceller`): removes our own voice where another terminal's
+    /// speaker brings it back, with echo cancellation on and a network. Off by default: on the
+    /// rig it does not learn the loop yet (BENCHMARKS notes, "Howling by structure").
+    public var loopCanceller: Bool = false
+    /// How long a loop through another terminal it models, past the shortest, in milliseconds.
+    public var loopTailMs: Int = 300
     /// Attenuate the echo the canceller leaves while the far end talks (`EchoGate`).
     public var residualGate: Bool = true
 
     public init() {}
 
     public static let tailMsRange = 32...1000
+    public static let loopTailMsRange = 50...1000
     public static let noiseSuppressDbRange = -60...0
     public static let echoSuppressDbRange = -90...0
 }
@@ -763,6 +770,11 @@ extension DaemonConfig {
                  "The same while the person in the room talks too, in dB. Closer to 0 keeps double talk natural; more negative hides more echo",
                  .range(EchoSection.echoSuppressDbRange)),
             .bool("agc", \.echo.agc, "Automatic gain control of the microphone"),
+            .bool("loop_canceller", \.echo.loopCanceller,
+                  "Loop canceller: removes this terminal's own voice where it comes back through another terminal's speaker (two terminals that hear each other: one room, a thin wall, an open door), which the echo canceller cannot see; it learns the loop from the packets sent. Works with enabled = true. Off by default: it does not learn a loop on the test rig yet, so the howl guard still does the work").reloaded(.live),
+            .int("loop_tail_ms", \.echo.loopTailMs,
+                 "How long a loop through another terminal the loop canceller models, in milliseconds past the shortest: the far jitter buffer's range and both rooms' reverberation. Larger costs more CPU",
+                 .range(EchoSection.loopTailMsRange)),
             .bool("howl_guard", \.echo.howlGuard,
                   "Howl guard: limits what is sent to -18 dBFS and breaks a loop through another terminal (two terminals that hear each other, which no echo canceller sees) by lowering the microphone until it dies down. Works with enabled = true").reloaded(.live),
             .bool("residual_gate", \.echo.residualGate,

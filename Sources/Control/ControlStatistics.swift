@@ -23,12 +23,19 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// Times the echo reference moved with a jump of the measured echo delay, the filter kept.
         public var echoReferenceMoves: Int
         public var processMaxMs: Double
-        /// Frames the howl guard caught a loop in; nil without a guard.
+        /// Loops the howl guard broke; nil without a guard.
         public var howls: Int?
+        /// What the howl guard takes off what is sent now, dB (0: nothing); nil without a guard.
+        public var howlGuardAttenuationDB: Double?
+        /// How much of the microphone the loop canceller removed over the last second, dB; nil without one (no network).
+        public var loopRemovedDB: Double?
+        /// Sent frames that came back to the loop canceller too late to be used first where they belong.
+        public var loopLateFrames: Int?
 
         public init(running: Bool, frames: Int, xruns: Int, captureXruns: Int, playbackXruns: Int, sessions: Int,
                     captureGapFrames: Int, micDrops: Int, echoReturnLossEnhancementDB: Double, echoDelayMs: Double?,
-                    echoCancellerResets: Int, echoCancellerRealignments: Int, echoReferenceMoves: Int, processMaxMs: Double, howls: Int?) {
+                    echoCancellerResets: Int, echoCancellerRealignments: Int, echoReferenceMoves: Int, processMaxMs: Double, howls: Int?,
+                    howlGuardAttenuationDB: Double? = nil, loopRemovedDB: Double? = nil, loopLateFrames: Int? = nil) {
             self.running = running
             self.frames = frames
             self.xruns = xruns
@@ -44,6 +51,9 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.echoReferenceMoves = echoReferenceMoves
             self.processMaxMs = processMaxMs
             self.howls = howls
+            self.howlGuardAttenuationDB = howlGuardAttenuationDB
+            self.loopRemovedDB = loopRemovedDB
+            self.loopLateFrames = loopLateFrames
         }
     }
 
@@ -369,6 +379,9 @@ extension DaemonStatistics.Audio {
         try c.encode(echoReferenceMoves, forKey: .echoReferenceMoves)
         try c.encode(processMaxMs, forKey: .processMaxMs)
         try c.encode(howls, forKey: .howls)
+        try c.encode(howlGuardAttenuationDB, forKey: .howlGuardAttenuationDB)
+        try c.encode(loopRemovedDB, forKey: .loopRemovedDB)
+        try c.encode(loopLateFrames, forKey: .loopLateFrames)
     }
 
     public init(from decoder: Decoder) throws {
@@ -382,13 +395,17 @@ extension DaemonStatistics.Audio {
                   echoCancellerResets: try c.decode(Int.self, forKey: .echoCancellerResets),
                   echoCancellerRealignments: try c.decode(Int.self, forKey: .echoCancellerRealignments),
                   echoReferenceMoves: try c.decode(Int.self, forKey: .echoReferenceMoves),
-                  processMaxMs: try c.decode(Double.self, forKey: .processMaxMs), howls: try c.decode(Int?.self, forKey: .howls))
+                  processMaxMs: try c.decode(Double.self, forKey: .processMaxMs), howls: try c.decode(Int?.self, forKey: .howls),
+                  howlGuardAttenuationDB: try c.decode(Double?.self, forKey: .howlGuardAttenuationDB),
+                  loopRemovedDB: try c.decode(Double?.self, forKey: .loopRemovedDB),
+                  loopLateFrames: try c.decode(Int?.self, forKey: .loopLateFrames))
     }
 
     private enum CodingKeys: String, CodingKey {
         case running, frames, xruns, captureXruns, playbackXruns, sessions, captureGapFrames, micDrops
         case echoReturnLossEnhancementDB = "erleDb"
         case echoDelayMs, echoCancellerResets, echoCancellerRealignments, echoReferenceMoves, processMaxMs, howls
+        case howlGuardAttenuationDB = "howlGuardAttenuationDb", loopRemovedDB = "loopRemovedDb", loopLateFrames
     }
 }
 

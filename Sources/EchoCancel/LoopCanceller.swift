@@ -1,3 +1,5 @@
+import Glibc
+import RealTime
 import SignalTools
 
 /// Removes this terminal's own voice where it comes back into its raw microphone through another
@@ -46,6 +48,13 @@ public final class LoopCanceller: @unchecked Sendable {
     static let errorWeight = 0.5
 
     public let settings: Settings
+    /// Off: frames pass untouched and nothing is learnt (the filter is kept). Any thread.
+    public let enabled = Flag(true)
+    /// Reference frames that came back after the frame they belong to was cancelled (the network
+    /// thread fell behind), and those too old to place at all.
+    public let lateReferenceFrames = Counter()
+    /// How much of the microphone the estimate removed over the last second, dB (0 while idle).
+    public let removedDB = Gauge(0)
 
     private let block: Int        // new samples per block: one frame
     private let size: Int         // FFT points, ≥ 2·block
@@ -67,6 +76,16 @@ public final class LoopCanceller: @unchecked Sendable {
     private var newest = 0
     private var constrainNext = 1
     private let regularisation: Double
+    /// Frames cancelled so far: the index of the next captured frame.
+    private var frames = 0
+    /// Frames since the last one whose reference was not silent; past the span the filter's
+    /// input is all zeros, so estimating and adapting would change nothing: skipped.
+    private var silentFrames = Int.max / 2
+    private let idleFrames: Int
+    /// After this long without any reference (no call), the filter forgets the loop it learnt.
+    private let forgetFrames: Int
+    private var skipping = false
+    private var micEnergy = 0.0, errorEnergy = 0.0
 
     public init(_ settings: Settings) {
         precondition(settings.step > 0 && settings.step <= 1, "loop canceller step in (0, 1]")
@@ -92,6 +111,8 @@ public final class LoopCanceller: @unchecked Sendable {
         echo = zeroed(block)
         // A floor of about -70 dBFS per sample, over the whole span: silence does not blow up the step.
         regularisation = Double(partitions * size) * 10 * 10
+        idleFrames = partitions + (delay + size) / block + 1
+        forgetFrames = 10 * settings.sampleRate / block
     }
 
     deinit {
@@ -100,22 +121,77 @@ public final class LoopCanceller: @unchecked Sendable {
 
     /// Audio thread: removes the loop's estimate from the raw captured frame, in place.
     public func cancel(_ frame: UnsafeMutablePointer<Int16>) {
+        defer { advance() }
+        guard enabled.isSet, silentFrames < idleFrames else {
+            // Skipped frames leave no spectra: the span starts again from silence.
+            if !skipping {
+                xRe.update(repeating: 0, count: partitions * bins)
+                xIm.update(repeating: 0, count: partitions * bins)
+            }
+            skipping = true
+            if silentFrames == forgetFrames { forget() }
+            return
+        }
+        skipping = false
         addReferenceBlock()
         estimateEcho()
         // The error: what the filter did not explain. It is also what goes on.
+        var m = 0.0, r = 0.0
         for i in 0..<block {
-            let e = Double(frame[i]) - echo[i]
+            let x = Double(frame[i])
+            let e = x - echo[i]
+            m += x * x
+            r += e * e
             echo[i] = e
             frame[i] = Int16(max(-32768, min(32767, e.rounded())))
         }
         adapt()
+        let a = Double(block) / Double(settings.sampleRate)  // about one second's average
+        micEnergy += a * (m - micEnergy)
+        errorEnergy += a * (r - errorEnergy)
+        removedDB.store(10 * log10(max(micEnergy, 1) / max(errorEnergy, 1)))
     }
 
-    /// Audio thread, once per frame after `cancel`: the frame just sent, as the far end decodes it.
+    /// Audio thread, once per frame after `cancel`: the frame just captured was sent as `frame`
+    /// (as the far end decodes it).
     public func sent(_ frame: UnsafePointer<Int16>) {
+        sent(frame, index: frames - 1)
+    }
+
+    /// Audio thread: what was sent for captured frame `index` (counting `cancel` calls from 0),
+    /// which may come back a few frames later; a frame never reported stays silent.
+    public func sent(_ frame: UnsafePointer<Int16>, index: Int) {
+        let age = frames - 1 - index  // frames between it and the newest cancelled
+        guard age >= 0, (age + 1) * block <= sentLength else {
+            lateReferenceFrames.increment()
+            return
+        }
+        if age * block > delay - block { lateReferenceFrames.increment() }  // its first use has passed
+        let at = sent + (sentLength - (age + 1) * block)
+        var loud = false
+        for i in 0..<block {
+            at[i] = Double(frame[i])
+            loud = loud || frame[i] != 0
+        }
+        if loud { silentFrames = min(silentFrames, age) }
+    }
+
+    /// The history moves on by one frame; the new newest frame is silent until it is reported.
+    private func advance() {
+        frames += 1
+        silentFrames += 1
         sent.update(from: sent + block, count: sentLength - block)
-        let tail = sent + (sentLength - block)
-        for i in 0..<block { tail[i] = Double(frame[i]) }
+        (sent + (sentLength - block)).update(repeating: 0, count: block)
+    }
+
+    /// Forgets the loop: the next call may have another.
+    private func forget() {
+        wRe.update(repeating: 0, count: partitions * bins)
+        wIm.update(repeating: 0, count: partitions * bins)
+        errorPower.update(repeating: 0, count: bins)
+        micEnergy = 0
+        errorEnergy = 0
+        removedDB.store(0)
     }
 
     // The newest reference block: the `size` sent samples ending `delay - block` samples before the

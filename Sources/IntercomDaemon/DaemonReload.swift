@@ -80,6 +80,7 @@ extension Daemon {
         engine.mixer.speakerGain.store(decibelsToGain(live.mixer.speakerGainDb))
         chain.canceller.bypass.set(!live.echo.enabled)
         chain.howlGuard?.enabled.set(live.echo.enabled && live.echo.howlGuard)
+        chain.loopCanceller?.enabled.set(live.echo.enabled && live.echo.loopCanceller)
         if live.callsEnabled, let service = calls?.service, live.callSettings() != running.callSettings(),
            !service.reconfigure(live.callSettings()) {
             outcome.applied = sections.filter(liveNow.contains)

@@ -52,7 +52,7 @@ final class NetworkMedia: @unchecked Sendable {
         }
         for g in groups { try socket.joinMulticast(group: g.address, interface: interface) }
 
-        let sender = try MicrophoneToWire.sender(config, socket: socket)
+        let sender = try MicrophoneToWire.sender(config, socket: socket, chain: engine.microphoneChain)
         encoderLookahead = sender.encoderLookahead
         let receiver = WireToSpeaker.receiver(config, slots: streams, ownSSRC: sender.ssrc, audioRunning: engine.stats.running)
         loop = try NetworkLoop(socket: socket, sender: sender, receiver: receiver, microphone: engine.microphone,

@@ -57,6 +57,7 @@ final class StatsReporter: @unchecked Sendable {
             + "cpu=\(cpu)% (max \(cpuMax)%) mic_drops=\(s.micDrops.load) input_underruns=[\(underruns)] "
             + "reference_misses=\(e.canceller.referenceMisses.load) short_writes=\(s.playbackShortWrites.load) aec_resets=\(e.canceller.resets.load) aec_realigned=\(e.canceller.realignments.load) aec_moved=\(e.canceller.referenceMoves.load) echo_gated=\(e.canceller.gatedFrames.load) sessions=\(s.sessions.load) capture_gap_frames=\(s.captureGapFrames.load) stale=\(s.staleCaptureFrames.load) poll_timeouts=\(s.pollTimeouts.load)"
             + (e.microphoneChain.howlGuard.map { String(format: " howls=%d guard=-%.1fdB", $0.howls.load, $0.attenuationDB.load) } ?? "")
+            + (e.microphoneChain.loopCanceller.map { String(format: " loop_removed=%.1fdB loop_late=%d", $0.removedDB.load, $0.lateReferenceFrames.load) } ?? "")
     }
 }
 
@@ -79,7 +80,10 @@ struct StatisticsSource: Sendable {
             echoDelayMs: delay == EchoDelayEstimator.none ? nil : Double(delay) * 1000 / Double(sampleRate),
             echoCancellerResets: engine.canceller.resets.load, echoCancellerRealignments: engine.canceller.realignments.load,
             echoReferenceMoves: engine.canceller.referenceMoves.load,
-            processMaxMs: Double(s.processNanosMax.load) / 1e6, howls: engine.microphoneChain.howlGuard?.howls.load)
+            processMaxMs: Double(s.processNanosMax.load) / 1e6, howls: engine.microphoneChain.howlGuard?.howls.load,
+            howlGuardAttenuationDB: engine.microphoneChain.howlGuard?.attenuationDB.load,
+            loopRemovedDB: engine.microphoneChain.loopCanceller?.removedDB.load,
+            loopLateFrames: engine.microphoneChain.loopCanceller?.lateReferenceFrames.load)
         return DaemonStatistics(audio: audio, network: network?.statistics(), calls: calls?.statistics(), reload: reloads.snapshot)
     }
 }

@@ -136,6 +136,7 @@ public final class NetworkLoop: @unchecked Sendable {
             } else {
                 // The timestamp keeps pace with capture, so a later send starts after a gap.
                 sender?.skipLostFrames(1)
+                sender?.sentDecoder?.notSent()
                 framesNotSent.increment()
             }
         }
@@ -209,11 +210,14 @@ public final class MediaSender: @unchecked Sendable {
     private var talking = false
     /// Set while a call's media is protected: every packet goes out as SRTP.
     private var protection: SRTPSession?
+    /// Gets every frame as sent (decoded again), or silence for one not sent: the loop canceller's reference.
+    public let sentDecoder: SentDecoder?
 
     /// `protection`: SRTP from the first packet (calls set it with their routes instead).
     public init(encoder: OpusEncoder, rtp: RTPSender, socket: UDPSocket, peers: [IPv4Endpoint], frameSize: Int,
-                protection: SRTPSession? = nil) {
+                protection: SRTPSession? = nil, sentDecoder: SentDecoder? = nil) {
         self.protection = protection
+        self.sentDecoder = sentDecoder
         self.encoder = encoder
         self.rtp = rtp
         ssrc = rtp.ssrc
@@ -240,6 +244,8 @@ public final class MediaSender: @unchecked Sendable {
         let payload = packet.baseAddress!.assumingMemoryBound(to: UInt8.self) + headerLength
         let capacity = packet.count - headerLength - SRTPSession.trailerRoom
         let encoded = encoder.encode(pcm, frameSize: frameSize, into: payload, capacity: capacity)
+        var handedBack = false
+        defer { if !handedBack { sentDecoder?.notSent() } }
         guard encoded > 0 else {
             encodeErrors.increment()
             return encoded
@@ -252,6 +258,10 @@ public final class MediaSender: @unchecked Sendable {
             return 0
         }
         if OpusPacket.carriesFEC(UnsafeRawBufferPointer(start: payload, count: encoded)) { fecCarried.increment() }
+        if let sentDecoder {  // before SRTP encrypts the payload in place
+            sentDecoder.sent(payload, length: encoded)
+            handedBack = true
+        }
         let header = rtp.next(frameSamples: UInt32(frameSize), marker: !talking)
         talking = true
         guard case .success(headerLength) = RTPWriter.writeHeader(header, into: packet) else {

@@ -10,11 +10,12 @@ import Posix
 import RealTime
 import RTP
 import SignalTools
+import Transport
 
 /// CPU of the full-duplex chain for one remote stream, stage by stage, on one thread and a
 /// simulated clock (no devices, no sockets): what the audio and network threads do per frame.
 ///
-///   microphone frame → AEC + preprocess → mic gain → Opus encode → RTP header
+///   microphone frame → loop canceller → AEC → mic gain → Opus encode → RTP header → decoded again (loop reference)
 ///   RTP parse → packet queue → jitter buffer (Opus decode) → drift corrector → mix → echo reference
 struct ChainCPU {
     struct Result {
@@ -34,6 +35,11 @@ struct ChainCPU {
         precondition(config.audio.framesPerPeriod == frame)
         let chain = try MicrophoneToWire.microphoneChain(config)
         let canceller = chain.canceller
+        // The sent frame comes back decoded, as from the network thread, so that the loop canceller
+        // works (measured on, though off by default: what it costs once it is the default).
+        chain.loopCanceller!.enabled.set(true)
+        let sentDecoder = try SentDecoder(sampleRate: config.audio.sampleRate, frameSize: frame, ring: chain.sentBack!,
+                                          active: chain.loopCanceller!.enabled)
         let encoder = try OpusEncoder(config)
         var rtp = try RTPSender(payloadType: 96)
         let jitter = JitterBuffer(settings: JitterSettings(config), decoder: try OpusDecoder(sampleRate: config.audio.sampleRate),
@@ -60,7 +66,7 @@ struct ChainCPU {
             }
         }
 
-        var spent = [Double](repeating: 0, count: 6)
+        var spent = [Double](repeating: 0, count: 7)
         alloc_counter_track_current_thread()
         alloc_counter_reset()
         alloc_counter_arm(1)
@@ -76,11 +82,13 @@ struct ChainCPU {
                 }
                 // Microphone half (audio thread) and sending (network thread).
                 chain.process(captured: m.baseAddress! + i * frame, into: cleaned)
+                chain.handedOn()
                 lap(0)
                 let n = encoder.encode(cleaned, frameSize: frame, into: packet.baseAddress!.assumingMemoryBound(to: UInt8.self) + 12, capacity: 1488)
                 _ = RTPWriter.writeHeader(rtp.next(frameSamples: UInt32(frame), marker: false), into: packet)
-                _ = n
                 lap(1)
+                sentDecoder.sent(packet.baseAddress!.assumingMemoryBound(to: UInt8.self) + 12, length: n)
+                lap(5)
                 // Receiving (network thread).
                 farPackets[i].withUnsafeBytes { bytes in
                     if case let .success(p) = RTPParser.parse(bytes, expectedPayloadType: 96) {
@@ -101,7 +109,8 @@ struct ChainCPU {
         alloc_counter_arm(0)
         let per = { (x: Double) in x / Double(frames) }
         return Result(
-            stagesNs: [("echo cancellation + preprocess + mic gain", per(spent[0])), ("Opus encode + RTP header", per(spent[1])),
+            stagesNs: [("loop canceller + echo cancellation + mic gain + howl guard", per(spent[0])), ("Opus encode + RTP header", per(spent[1])),
+                       ("sent frame decoded again (the loop canceller's reference)", per(spent[5])),
                        ("RTP parse + packet queue", per(spent[2])), ("mix: drift corrector → jitter buffer → Opus decode", per(spent[3])),
                        ("echo reference bookkeeping", per(spent[4]))],
             totalNs: per(total), allocations: alloc_counter_count())

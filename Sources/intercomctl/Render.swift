@@ -80,7 +80,12 @@ enum Render {
                    a.echoDelayMs.map { String(format: "%.1f ms", $0) } ?? "unmeasured", a.echoCancellerResets, a.echoCancellerRealignments),
             String(format: "processing      %.2f ms per frame at most", a.processMaxMs),
         ]
-        if let howls = a.howls { lines.append("howl guard      \(howls) frames caught") }
+        if let howls = a.howls {
+            lines.append(String(format: "howl guard      %d loops broken, -%.1f dB now", howls, a.howlGuardAttenuationDB ?? 0))
+        }
+        if let removed = a.loopRemovedDB {
+            lines.append(String(format: "loop canceller  %.1f dB removed, %d sent frames late", removed, a.loopLateFrames ?? 0))
+        }
         if let n = s.network {
             lines.append("network         sent \(n.sent) (\(n.sendErrors) errors), received \(n.accepted) of \(n.datagrams) datagrams, \(n.malformed) malformed, \(n.notRouted) not routed")
             if let o = n.opus {

@@ -5,8 +5,9 @@ import Foundation
 import IntercomDaemon
 
 /// Two terminals in a call that hear each other's speakers, simulated frame by frame with the real
-/// parts: each terminal's microphone chain as the daemon builds it (`MicrophoneToWire`), a
-/// `LoopCanceller` on the raw microphone if asked for, Opus at the default settings between them,
+/// parts: each terminal's microphone chain as the daemon builds it (`MicrophoneToWire`: its
+/// `LoopCanceller` gets its reference through the chain's `sentBack` ring, a frame after it was
+/// handed on, as from the network thread), Opus at the default settings between them,
 /// whole frames of network and far jitter buffer, playback and capture latencies, and air in which
 /// each microphone hears its own speaker and the other one (a direct path and one reflection each).
 struct TwoTerminalRoom {
@@ -38,7 +39,6 @@ struct TwoTerminalRoom {
     let frame = 480
     let options: Options
     let chains: [MicrophoneChain]
-    let loops: [LoopCanceller?]
     private let encoders: [OpusEncoder]
     private let decoders: [OpusDecoder]
 
@@ -46,7 +46,9 @@ struct TwoTerminalRoom {
         self.options = options
         var config = DaemonConfig()
         config.echo.howlGuard = options.howlGuard
-        var chains: [MicrophoneChain] = [], loops: [LoopCanceller?] = []
+        config.echo.loopCanceller = options.loopReference != .none
+        precondition(config.network.isEnabled, "a loop canceller only with a network")
+        var chains: [MicrophoneChain] = []
         var encoders: [OpusEncoder] = [], decoders: [OpusDecoder] = []
         for _ in 0..<2 {
             let chain = try MicrophoneToWire.microphoneChain(config)
@@ -54,13 +56,10 @@ struct TwoTerminalRoom {
             // The own speaker's echo comes playback + capture frames after it was written.
             chain.canceller.requestEchoDelay(samples: (options.playbackFrames + options.captureFrames) * frame)
             chains.append(chain)
-            loops.append(options.loopReference == .none ? nil : LoopCanceller(.init(
-                sampleRate: 48_000, frameSize: frame, minimumDelayMilliseconds: 10, spanMilliseconds: 300)))
             encoders.append(try OpusEncoder(config))
             decoders.append(try OpusDecoder(sampleRate: 48_000))
         }
         self.chains = chains
-        self.loops = loops
         self.encoders = encoders
         self.decoders = decoders
     }
@@ -106,10 +105,16 @@ struct TwoTerminalRoom {
                 for i in 0..<frame {
                     mic[i] = from >= 0 && !options.deaf.contains(me) ? Int16(max(-32768, min(32767, air[me][from + i].rounded()))) : 0
                 }
+                // Last frame's reference comes back now (the network thread took it after the doorbell).
+                if t > 0 {
+                    let back = (t - 1) * frame
+                    let reference = options.loopReference == .beforeCodec ? sent[me] : decoded[me]
+                    reference.withUnsafeBufferPointer { _ = chains[me].sentBack?.write($0.baseAddress! + back, count: frame) }
+                }
                 mic.withUnsafeMutableBufferPointer { m in
-                    loops[me]?.cancel(m.baseAddress!)
                     out.withUnsafeMutableBufferPointer { chains[me].process(captured: m.baseAddress!, into: $0.baseAddress!) }
                 }
+                chains[me].handedOn()
                 let at = t * frame
                 for i in 0..<frame { sent[me][at + i] = out[i] }
                 // Through the codec, as the far end will hear it.
@@ -120,11 +125,6 @@ struct TwoTerminalRoom {
                     packet.withUnsafeBufferPointer { p in
                         _ = decoders[me].decode(p.baseAddress!, length: length, into: d.baseAddress! + at, frameSize: frame)
                     }
-                }
-                switch options.loopReference {
-                case .none: break
-                case .beforeCodec: out.withUnsafeBufferPointer { loops[me]?.sent($0.baseAddress!) }
-                case .decoded: decoded[me].withUnsafeBufferPointer { loops[me]?.sent($0.baseAddress! + at) }
                 }
             }
         }
