@@ -2,10 +2,10 @@ import EchoCancel
 import Glibc
 import RealTime
 
-/// What the audio thread does to each captured frame, in this order: the loop canceller (it models
-/// the path from what was sent to the raw microphone through another terminal), the echo canceller
-/// (it pairs the frame with what was played), the microphone's gain and mute, the howl guard (it
-/// limits what is sent). The result goes to the microphone ring; the network thread hands each
+/// What the audio thread does to each captured frame, in this order: the echo canceller (it pairs
+/// the frame with what was played; inside it, after speexdsp's filter, the loop canceller models the
+/// path from what was sent through another terminal), the microphone's gain and mute, the howl
+/// guard (it limits what is sent). The result goes to the microphone ring; the network thread hands each
 /// frame it sent back, decoded again, through `sentBack`, as the loop canceller's reference.
 public final class MicrophoneChain: @unchecked Sendable {
     // @unchecked: the elements' buffers are the audio thread's; other threads use their atomics.
@@ -19,7 +19,6 @@ public final class MicrophoneChain: @unchecked Sendable {
     /// Frames that came back with no frame handed on to match (never expected; counted to show it).
     public let unmatchedSentFrames = Counter()
 
-    private let microphone: UnsafeMutablePointer<Int16>
     private let returned: UnsafeMutablePointer<Int16>
     /// Indices of the frames handed on whose decoded copy has not come back yet, oldest first.
     private let pending: UnsafeMutablePointer<Int>
@@ -37,8 +36,6 @@ public final class MicrophoneChain: @unchecked Sendable {
         self.loopCanceller = loopCanceller
         // More than the microphone ring holds: the network thread cannot be further ahead.
         sentBack = loopCanceller.map { _ in SampleRing(minimumCapacity: frame * Self.pendingCapacity) }
-        microphone = .allocate(capacity: frame)
-        microphone.initialize(repeating: 0, count: frame)
         returned = .allocate(capacity: frame)
         returned.initialize(repeating: 0, count: frame)
         pending = .allocate(capacity: Self.pendingCapacity)
@@ -46,7 +43,6 @@ public final class MicrophoneChain: @unchecked Sendable {
     }
 
     deinit {
-        microphone.deallocate()
         returned.deallocate()
         pending.deallocate()
     }
@@ -57,14 +53,8 @@ public final class MicrophoneChain: @unchecked Sendable {
     @inline(__always)
     public func process(captured: UnsafePointer<Int16>, into out: UnsafeMutablePointer<Int16>) {
         processed += 1
-        if let loop = loopCanceller {
-            takeSentBack(loop)
-            microphone.update(from: captured, count: frameSize)
-            loop.cancel(microphone)
-            canceller.process(capture: microphone, output: out)
-        } else {
-            canceller.process(capture: captured, output: out)
-        }
+        if let loop = loopCanceller { takeSentBack(loop) }
+        canceller.process(capture: captured, output: out, loop: loopCanceller)
         gain.process(out)
         howlGuard?.process(out)
     }

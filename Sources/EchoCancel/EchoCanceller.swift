@@ -121,8 +121,11 @@ public final class EchoCanceller: @unchecked Sendable {
     /// Keeps a posted delay positive: a request of 0 means none.
     private static let requestBias = 1 << 30
 
-    /// Cleans one captured frame into `output`.
-    public func process(capture: UnsafePointer<Int16>, output: UnsafeMutablePointer<Int16>) {
+    /// Cleans one captured frame into `output`. `loop` (once per frame, whatever runs) removes
+    /// the sent voice coming back through another terminal from what speexdsp's filter left:
+    /// before the filter, this terminal's own echo (another voice, as loud) would hide the loop
+    /// from it; after the nonlinear stages its model would not hold.
+    public func process(capture: UnsafePointer<Int16>, output: UnsafeMutablePointer<Int16>, loop: LoopCanceller? = nil) {
         let request = delayRequest.take()
         if request > 0 { align(toEchoDelay: request - Self.requestBias) }
         // The estimator sees the unshifted reference, so it measures the whole delay.
@@ -140,6 +143,7 @@ public final class EchoCanceller: @unchecked Sendable {
 
         if bypass.isSet {
             output.update(from: capture, count: frame)
+            loop?.cancel(output)
             wasBypassed = true
             return
         }
@@ -149,9 +153,11 @@ public final class EchoCanceller: @unchecked Sendable {
             heldFrames -= 1
             if heldFrames == 0 { forgetEchoPath() }  // no delay measured in time: learn afresh
             output.update(from: capture, count: frame)
+            loop?.cancel(output)
         } else {
             speex.cancelEcho(capture: capture, reference: reference, output: output)
             restore.process(capture: capture, cancelled: output)
+            loop?.cancel(output)
             suppressor?.process(capture: capture, output: output, echoEstimate: restore.echoEstimate)
         }
         speex.preprocess(output)

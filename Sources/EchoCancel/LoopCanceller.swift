@@ -2,12 +2,14 @@ import Glibc
 import RealTime
 import SignalTools
 
-/// Removes this terminal's own voice where it comes back into its raw microphone through another
+/// Removes this terminal's own voice where it comes back into its microphone through another
 /// terminal's speaker: the loop "my microphone → the network → the other speaker → the air → my
 /// microphone" of two terminals that hear each other (one room, a thin wall). The acoustic
 /// canceller cannot see it (its reference is its own speaker), so above a loop gain of 1 it howls.
-/// But a terminal knows what it sent: this filter models the loop from the sent signal to the raw
-/// microphone and subtracts its estimate. Its reference (`sent`) must be the terminal's own packets
+/// But a terminal knows what it sent: this filter models the loop from the sent signal to the
+/// microphone (after speexdsp's filter has taken this terminal's own echo out, which is as loud and
+/// would hide the loop) and subtracts its estimate. The loop's delay must hold still to within a
+/// fraction of a millisecond while it learns: the far end's drift corrector moves it. Its reference (`sent`) must be the terminal's own packets
 /// decoded again, as the far end decodes them: Opus keeps the sound, not the waveform, and with the
 /// frames before encoding as the reference the loop is not learnt (`LoopCancellerTests`).
 ///
@@ -119,7 +121,7 @@ public final class LoopCanceller: @unchecked Sendable {
         for p in [sent, xRe, xIm, wRe, wIm, power, errorPower, re, im, echo] { p.deallocate() }
     }
 
-    /// Audio thread: removes the loop's estimate from the raw captured frame, in place.
+    /// Audio thread: removes the loop's estimate from the frame, in place.
     public func cancel(_ frame: UnsafeMutablePointer<Int16>) {
         defer { advance() }
         guard enabled.isSet, silentFrames < idleFrames else {

@@ -10,9 +10,9 @@ import Transport
 /// captured frame passes it.
 ///
 /// 1. `AudioEngine.processAvailableFrames` reads the frame from ALSA capture (`ALSAPCM`) on `intercom-audio`.
-/// 2. `MicrophoneChain`: `LoopCanceller` (reference = what was sent, decoded again: step 4 hands
-///    it back) → `EchoCanceller` (speexdsp, reference = what was played; `EchoGate`) →
-///    `MicrophoneGain` (gain, mute) → `HowlGuard`.
+/// 2. `MicrophoneChain`: `EchoCanceller` (speexdsp, reference = what was played; then
+///    `LoopCanceller`, reference = what was sent, decoded again: step 4 hands it back; then the
+///    residual suppressor and `EchoGate`) → `MicrophoneGain` (gain, mute) → `HowlGuard`.
 /// 3. The engine's microphone ring; its `Doorbell` wakes `intercom-net` (`NetworkLoop`) at once.
 /// 4. `MediaSender`: `OpusEncoder` → `RTPSender` (header) → `SRTPSession` (a call's media) →
 ///    `UDPSocket.send` to each peer of the current `MediaRoutes`; `SentDecoder` decodes each

@@ -16,6 +16,11 @@ import SpeexDSP
 /// controller's offset and worked off smoothly; the buffer's own
 /// insert/drop stays the coarse control for what the trim cannot follow.
 ///
+/// Start. Where playout (re)starts, up to two frames from the setpoint, the corrector jumps there at
+/// once (drops input samples or plays silence first) instead of slewing: a slew at the full trim
+/// moves the delay by 1 ms per second for several seconds, and another terminal that hears this one
+/// can only cancel the loop through it (`LoopCanceller`) while that delay holds still.
+///
 /// Added delay. The newest sample played is `target - frame/4` old, plus the resampler's filter,
 /// `resamplerDelaySamples` (half its length: 24 samples = 0.5 ms at quality 3, 48 kHz). Pulled
 /// directly it is `d - frame` old, the buffer's delay d being anywhere in the band (without drift it
@@ -61,6 +66,12 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     /// Input positions (samples pulled since reset): end of the newest audible frame.
     private var pulledSamples = 0
     private var audibleUntil = Int.min / 2
+    /// The start's jump still to make: input samples to drop (> 0) or silent samples to play (< 0).
+    private var jumpSamples = 0
+    /// Jumps still to make at the start of playout (the first lands within a frame's pull
+    /// granularity, the second on the setpoint).
+    private var startJumps = startJumps
+    private static let startJumps = 2
 
     public init(buffer: JitterBuffer, settings: DriftSettings) throws {
         precondition(settings.maxTrimPPM < 100_000, "a trim beyond 10 % is not drift")
@@ -111,6 +122,22 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         let outputStart = pulledSamples - (frameSize - head) - 2 * latency
         var produced = 0
         var pulls = 0
+        if jumpSamples < 0 {
+            produced = min(-jumpSamples, count)
+            out.update(repeating: 0, count: produced)
+            jumpSamples += produced
+        }
+        var skips = 0
+        while jumpSamples > 0 {
+            if head == frameSize {
+                guard skips < 3 else { jumpSamples = 0; break }
+                pull(now: now)
+                skips += 1
+            }
+            let k = min(jumpSamples, frameSize - head)
+            head += k
+            jumpSamples -= k
+        }
         while true {
             if head < frameSize {
                 let r = resampler.process(pending + head, inputCount: frameSize - head,
@@ -155,6 +182,8 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         delayMs = 0
         pulledSamples = 0
         audibleUntil = Int.min / 2
+        jumpSamples = 0
+        startJumps = Self.startJumps
     }
 
     private func pull(now: Int64) {
@@ -177,10 +206,22 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
             let target = targetMs
             delayMs = ageMs + Double(latency) / samplesPerMs
             let stepMs = Double(stepSamples) / samplesPerMs - (target - lastTargetMs)
-            trim = controller.update(errorMs: ageMs - (target - frameMs / 4), stepMs: stepMs)
+            let errorMs = ageMs - (target - frameMs / 4)
+            if startJumps > 0 {
+                // Once the last jump is done, the reading shows where it landed: one more trims the rest.
+                if jumpSamples == 0 {
+                    jumpSamples = max(-2 * frameSize, min(2 * frameSize, Int((errorMs * samplesPerMs).rounded())))
+                    startJumps -= 1
+                }
+                trim = controller.hold()
+            } else {
+                trim = controller.update(errorMs: errorMs, stepMs: stepMs)
+            }
             lastTargetMs = target
         } else {
             delayMs = 0
+            startJumps = Self.startJumps
+            jumpSamples = 0
             trim = controller.hold()
         }
         stepSamples = 0

@@ -35,6 +35,27 @@ final class DriftTraceTests: XCTestCase {
                      r.statistics.inserted.load))
     }
 
+    /// Wherever playout starts within a frame of the setpoint, the corrector is there at once and
+    /// then holds still: with no drift the delay moves by less than 0.2 ms from the first tenth of a
+    /// second on (a slew at the full trim would move it by 1 ms per second; another terminal's loop
+    /// canceller cannot follow a loop whose delay moves like that).
+    func testPlayoutStartsAtTheSetpointWithoutASlew() throws {
+        let profile = ImpairmentProfile(baseDelayMs: 0, jitterMs: 0, lossPercent: 0, burstEnterPercent: 0, burstExitPercent: 100,
+                                        burstLossPercent: 0, reorderPercent: 0, reorderDelayMs: 0, duplicatePercent: 0, seed: 1)
+        var spreads: [String] = []
+        for base in stride(from: 0.0, to: 10.0, by: 1.0) {
+            var p = profile
+            p.baseDelayMs = base
+            let r = try DriftSimulation(ppm: 0, profile: p, frames: 1_000).run()
+            guard let first = r.playing.firstIndex(of: true) else { return XCTFail("base delay \(base) ms: playout never started") }
+            let held = r.correctedDelayMs[(first + 10)...]
+            let spread = held.max()! - held.min()!
+            spreads.append(String(format: "%.0f ms: %.3f", base, spread))
+            XCTAssertLessThan(spread, 0.2, "base delay \(base) ms: the delay moved after playout started")
+        }
+        print("playout start, delay spread over the first 10 s by base delay: " + spreads.joined(separator: ", "))
+    }
+
     private func run(ppm: Double, corrected: Bool, frames: Int = frames, wakeJitterMs: Double = 0) throws -> DriftSimulation.Result {
         var sim = DriftSimulation(ppm: ppm, profile: Self.profile, frames: frames)
         sim.drift.enabled = corrected
