@@ -3,10 +3,11 @@ import Glibc
 import RealTime
 
 /// What the audio thread does to each captured frame, in this order: the echo canceller (it pairs
-/// the frame with what was played; inside it, after speexdsp's filter, the loop canceller models the
-/// path from what was sent through another terminal), the microphone's gain and mute, the howl
-/// guard (it limits what is sent). The result goes to the microphone ring; the network thread hands each
-/// frame it sent back, decoded again, through `sentBack`, as the loop canceller's reference.
+/// the frame with what was played; inside it, after speexdsp's filter, the loop canceller models
+/// the path from what was sent through another terminal), the microphone's gain and mute, the howl
+/// guard (it limits what is sent). The result goes to the microphone ring; the network thread
+/// hands each frame it sent back, decoded again, through `sentBack`, as the loop canceller's
+/// reference.
 public final class MicrophoneChain: @unchecked Sendable {
     // @unchecked: the elements' buffers are the audio thread's; other threads use their atomics.
     public let loopCanceller: LoopCanceller?

@@ -9,9 +9,10 @@ import SignalTools
 /// But a terminal knows what it sent: this filter models the loop from the sent signal to the
 /// microphone (after speexdsp's filter has taken this terminal's own echo out, which is as loud and
 /// would hide the loop) and subtracts its estimate. The loop's delay must hold still to within a
-/// fraction of a millisecond while it learns: the far end's drift corrector moves it. Its reference (`sent`) must be the terminal's own packets
-/// decoded again, as the far end decodes them: Opus keeps the sound, not the waveform, and with the
-/// frames before encoding as the reference the loop is not learnt (`LoopCancellerTests`).
+/// fraction of a millisecond while it learns: the far end's drift corrector moves it. Its reference
+/// (`sent`) must be the terminal's own packets decoded again, as the far end decodes them: Opus
+/// keeps the sound, not the waveform, and with the frames before encoding as the reference the loop
+/// is not learnt (`LoopCancellerTests`).
 ///
 /// Written here rather than a second speexdsp canceller: speexdsp adapts only while its near end is
 /// quiet, and in a loop the near end (the person talking) is there whenever the echo is

@@ -68,8 +68,8 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     private var audibleUntil = Int.min / 2
     /// The start's jump still to make: input samples to drop (> 0) or silent samples to play (< 0).
     private var jumpSamples = 0
-    /// Jumps still to make at the start of playout (the first lands within a frame's pull
-    /// granularity, the second on the setpoint).
+    /// Jumps still to make at the start of playout: the first lands near the setpoint (the reading
+    /// it was taken from is one pull's), the second on it.
     private var startJumps = startJumps
     private static let startJumps = 2
 
