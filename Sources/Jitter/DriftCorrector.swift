@@ -11,10 +11,12 @@ import SpeexDSP
 /// whole and only when needed, so the buffer sees delays from that age to one frame more. It neither
 /// inserts nor drops while its delay stays in [target - frame/2, target + frame]; the setpoint
 /// `target - frame/4` centres the one-frame spread in that band (2.5 ms margin each side at 10 ms
-/// frames). Discrete changes (the buffer inserting or dropping, an underrun's late packet, the target
+/// frames). It follows the target only once the target has moved by more than a tenth of a frame
+/// (`DriftSettings.setpointToleranceFrames`): the delay holds still while the percentile wanders.
+/// Discrete changes (the buffer inserting or dropping, an underrun's late packet, the setpoint
 /// moving), which the buffer reports in each pull's `PlayoutReport`, are taken up by the
-/// controller's offset and worked off smoothly; the buffer's own
-/// insert/drop stays the coarse control for what the trim cannot follow.
+/// controller's offset and worked off smoothly; the buffer's own insert/drop stays the coarse
+/// control for what the trim cannot follow.
 ///
 /// Start. Where playout (re)starts, up to two frames from the setpoint, the corrector jumps there at
 /// once (drops input samples or plays silence first) instead of slewing: a slew at the full trim
@@ -62,7 +64,11 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     /// The last pull's report: whether the buffer plays, and its target (ms).
     private var playing = false
     private var targetMs = 0.0
-    private var lastTargetMs = 0.0
+    /// Where the loop holds the age of the newest sample handed on (ms), now and at the last reading.
+    private var setpointMs = 0.0
+    private var lastSetpointMs = 0.0
+    private var haveSetpoint = false
+    private let setpointTolerance: Double
     /// Input positions (samples pulled since reset): end of the newest audible frame.
     private var pulledSamples = 0
     private var audibleUntil = Int.min / 2
@@ -80,6 +86,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         frameSize = buffer.settings.frameSize
         frameMs = buffer.settings.frameMs
         samplesPerMs = Double(buffer.settings.sampleRate) / 1000
+        setpointTolerance = settings.setpointToleranceFrames * buffer.settings.frameMs
         controller = DriftController(settings: settings, frameMs: frameMs)
         resampler = try SpeexResampler(rate: buffer.settings.sampleRate, quality: settings.resamplerQuality)
         // speexdsp grows its filter table and memory on ratio changes but never shrinks them: visiting
@@ -105,6 +112,9 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     /// Age of the newest sample played beyond the fastest transit, ms: the buffer's delay measure,
     /// continuous instead of stepping by a frame at each pull (0 while the buffer is not playing).
     public private(set) var delayMs = 0.0
+    /// Input samples consumed since the last reset (pulled from the buffer, or skipped by a start
+    /// jump): against the output's sample count, the delay as played.
+    public var consumedSamples: Int { pulledSamples - (frameSize - head) }
     /// Delay of the resampler's filter, samples.
     public var resamplerDelaySamples: Int { latency }
 
@@ -178,7 +188,9 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         stepSamples = 0
         playing = false
         targetMs = 0
-        lastTargetMs = 0
+        setpointMs = 0
+        lastSetpointMs = 0
+        haveSetpoint = false
         delayMs = 0
         pulledSamples = 0
         audibleUntil = Int.min / 2
@@ -203,10 +215,13 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         let trim: Double
         if pulled && playing {
             let ageMs = delayAtPullMs + Double(now - pullNanos) / 1e6 - Double(head) / samplesPerMs
-            let target = targetMs
+            // The setpoint follows the target only past the tolerance (see `DriftSettings`).
+            let wanted = targetMs - frameMs / 4
+            if !haveSetpoint || startJumps > 0 || abs(wanted - setpointMs) > setpointTolerance { setpointMs = wanted }
+            if !haveSetpoint { lastSetpointMs = setpointMs; haveSetpoint = true }
             delayMs = ageMs + Double(latency) / samplesPerMs
-            let stepMs = Double(stepSamples) / samplesPerMs - (target - lastTargetMs)
-            let errorMs = ageMs - (target - frameMs / 4)
+            let stepMs = Double(stepSamples) / samplesPerMs - (setpointMs - lastSetpointMs)
+            let errorMs = ageMs - setpointMs
             if startJumps > 0 {
                 // Once the last jump is done, the reading shows where it landed: one more trims the rest.
                 if jumpSamples == 0 {
@@ -217,9 +232,10 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
             } else {
                 trim = controller.update(errorMs: errorMs, stepMs: stepMs)
             }
-            lastTargetMs = target
+            lastSetpointMs = setpointMs
         } else {
             delayMs = 0
+            haveSetpoint = false
             startJumps = Self.startJumps
             jumpSamples = 0
             trim = controller.hold()

@@ -20,17 +20,25 @@ public struct DriftSettings: Sendable, Equatable {
     /// Time constant of the error smoothing, ms: the audio thread's wake-ups make each reading jitter
     /// by up to a period, and a 1 s average of that is well below a millisecond.
     public var smoothingMs: Double
+    /// The setpoint follows the jitter buffer's target only once the target has moved more than
+    /// this, in frames. The percentile the target comes from moves by tenths of a ms all the time,
+    /// and following each move at the full trim walks the playout delay in bursts of 1 ms per second;
+    /// another terminal's `LoopCanceller`, which cancels its own voice through this delay, loses what
+    /// it learnt. Held, the delay sits up to this much off-centre in the band (2.5 ms margin each side).
+    public var setpointToleranceFrames: Double
     /// speexdsp resampler quality 0...10. Its filter delays the audio by half its length:
     /// 24 samples (0.5 ms at 48 kHz) at quality 3, speexdsp's VoIP default.
     public var resamplerQuality: Int
 
     public init(enabled: Bool, proportionalPPMPerMs: Double = 200, integralPPMPerMsSecond: Double = 10,
-                maxTrimPPM: Double = 1000, smoothingMs: Double = 1000, resamplerQuality: Int = 3) {
+                maxTrimPPM: Double = 1000, smoothingMs: Double = 1000, setpointToleranceFrames: Double = 0.1,
+                resamplerQuality: Int = 3) {
         self.enabled = enabled
         self.proportionalPPMPerMs = proportionalPPMPerMs
         self.integralPPMPerMsSecond = integralPPMPerMsSecond
         self.maxTrimPPM = maxTrimPPM
         self.smoothingMs = smoothingMs
+        self.setpointToleranceFrames = setpointToleranceFrames
         self.resamplerQuality = resamplerQuality
     }
 }

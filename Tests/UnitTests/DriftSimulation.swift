@@ -23,6 +23,9 @@ struct DriftSimulation {
         var delayMs: [Double] = []
         var targetMs: [Double] = []
         var correctedDelayMs: [Double] = []
+        /// Per cycle: when the sender sent the sample played at the end of the cycle, against when
+        /// it was played, ms (an offset aside: valid where the buffer neither dropped nor inserted).
+        var playedDelayMs: [Double] = []
         var errorMs: [Double] = []
         var driftPPM: [Double] = []
         /// Per cycle: whether the buffer was playing.
@@ -96,6 +99,8 @@ struct DriftSimulation {
             r.delayMs.append(buffer.currentDelayMs)
             r.targetMs.append(buffer.targetDelayMs)
             r.correctedDelayMs.append(corrector.delayMs)
+            let sentMs = Double(corrector.consumedSamples) / Double(jitter.sampleRate) * 1000 / (1 + ppm * 1e-6)
+            r.playedDelayMs.append(Double(c + 1) * 10 - sentMs)
             r.errorMs.append(corrector.errorMs)
             r.driftPPM.append(corrector.driftPPM)
             r.playing.append(buffer.isPlaying)
