@@ -67,7 +67,6 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     /// Where the loop holds the age of the newest sample handed on (ms), now and at the last reading.
     private var setpointMs = 0.0
     private var lastSetpointMs = 0.0
-    private var haveSetpoint = false
     private let setpointTolerance: Double
     /// Input positions (samples pulled since reset): end of the newest audible frame.
     private var pulledSamples = 0
@@ -190,7 +189,6 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         targetMs = 0
         setpointMs = 0
         lastSetpointMs = 0
-        haveSetpoint = false
         delayMs = 0
         pulledSamples = 0
         audibleUntil = Int.min / 2
@@ -217,8 +215,8 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
             let ageMs = delayAtPullMs + Double(now - pullNanos) / 1e6 - Double(head) / samplesPerMs
             // The setpoint follows the target only past the tolerance (see `DriftSettings`).
             let wanted = targetMs - frameMs / 4
-            if !haveSetpoint || startJumps > 0 || abs(wanted - setpointMs) > setpointTolerance { setpointMs = wanted }
-            if !haveSetpoint { lastSetpointMs = setpointMs; haveSetpoint = true }
+            // While the start's jumps run the controller holds, so the step they leave is never read.
+            if startJumps > 0 || abs(wanted - setpointMs) > setpointTolerance { setpointMs = wanted }
             delayMs = ageMs + Double(latency) / samplesPerMs
             let stepMs = Double(stepSamples) / samplesPerMs - (setpointMs - lastSetpointMs)
             let errorMs = ageMs - setpointMs
@@ -235,7 +233,6 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
             lastSetpointMs = setpointMs
         } else {
             delayMs = 0
-            haveSetpoint = false
             startJumps = Self.startJumps
             jumpSamples = 0
             trim = controller.hold()

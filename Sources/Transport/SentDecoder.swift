@@ -12,8 +12,9 @@ public final class SentDecoder: @unchecked Sendable {
     private let ring: SampleRing
     private let frame: UnsafeMutablePointer<Int16>
     private let frameSize: Int
-    /// Frames the audio thread had not taken yet when the ring was full: it then drifts out of
-    /// step and re-syncs (`MicrophoneChain`).
+    /// Frames the audio thread had not taken yet when the ring was full. Never expected: the ring
+    /// holds more than the microphone ring, so the network thread cannot get that far ahead; a
+    /// drop would pair each later frame with the captured frame before its own.
     public let dropped = Counter()
 
     /// Unset: nothing is decoded, silence is handed back (the loop canceller is off).
