@@ -13,6 +13,8 @@ import SpeexDSP
 /// `target - frame/4` centres the one-frame spread in that band (2.5 ms margin each side at 10 ms
 /// frames). It follows the target only once the target has moved by more than a tenth of a frame
 /// (`DriftSettings.setpointToleranceFrames`): the delay holds still while the percentile wanders.
+/// For the same reason the trim is the drift estimate alone while the smoothed error stays within
+/// a dead band (`DriftSettings.deadBandFrames`), and the start's offset is the first second's mean.
 /// Discrete changes (the buffer inserting or dropping, an underrun's late packet, the setpoint
 /// moving), which the buffer reports in each pull's `PlayoutReport`, are taken up by the
 /// controller's offset and worked off smoothly; the buffer's own insert/drop stays the coarse
@@ -266,6 +268,10 @@ public struct DriftController: Sendable {
     private let frameMs: Double
     /// Smoothing weight of each new reading (first-order low-pass).
     private let alpha: Double
+    private let deadBandMs: Double
+    private let warmUpUpdates: Int
+    private var warmUpLeft = 0
+    private var warmUpMeanMs = 0.0
 
     /// Smoothed error the PI loop sees, ms.
     public private(set) var errorMs: Double = 0
@@ -283,6 +289,8 @@ public struct DriftController: Sendable {
         self.frameMs = frameMs
         dt = frameMs / 1000
         alpha = min(1, frameMs / max(frameMs, settings.smoothingMs))
+        deadBandMs = settings.deadBandFrames * frameMs
+        warmUpUpdates = max(1, Int((settings.smoothingMs / frameMs).rounded()))
     }
 
     /// One frame's reading.
@@ -298,15 +306,33 @@ public struct DriftController: Sendable {
             running = true
             offsetMs = reading
             errorMs = 0
+            warmUpLeft = warmUpUpdates
+            warmUpMeanMs = 0
+        }
+        let limit = settings.maxTrimPPM
+        if warmUpLeft > 0 {
+            // One reading is as noisy as the audio thread's wake-up; the start's offset is the
+            // first smoothing time's mean. Taking the first alone left the PI loop a step that
+            // wound its integral up to tens of ppm without drift, and the delay crept for a minute.
+            warmUpLeft -= 1
+            let n = Double(warmUpUpdates - warmUpLeft)
+            warmUpMeanMs += (reading - offsetMs - warmUpMeanMs) / n
+            if warmUpLeft == 0 { offsetMs += warmUpMeanMs }
+            return workOffset(pi: driftPPM, limit: limit)
         }
         errorMs += alpha * (reading - offsetMs - errorMs)
-        let limit = settings.maxTrimPPM
+        // Inside the dead band the trim is the drift estimate alone (see `DriftSettings.deadBandFrames`).
+        let outside = errorMs > 0 ? max(0, errorMs - deadBandMs) : min(0, errorMs + deadBandMs)
         if abs(errorMs) < frameMs / 2 {  // larger is no drift: something the offset did not catch
-            driftPPM = min(limit, max(-limit, driftPPM + settings.integralPPMPerMsSecond * errorMs * dt))
+            driftPPM = min(limit, max(-limit, driftPPM + settings.integralPPMPerMsSecond * outside * dt))
         }
-        let pi = min(limit, max(-limit, driftPPM + settings.proportionalPPMPerMs * errorMs))
-        // Work the offset off with the headroom, never past zero: a trim of x ppm moves the delay
-        // by x·1e-6 of a frame per frame.
+        let pi = min(limit, max(-limit, driftPPM + settings.proportionalPPMPerMs * outside))
+        return workOffset(pi: pi, limit: limit)
+    }
+
+    // Works the offset off with the headroom left by `pi`, never past zero: a trim of x ppm moves
+    // the delay by x·1e-6 of a frame per frame.
+    private mutating func workOffset(pi: Double, limit: Double) -> Double {
         let headroom = limit - abs(pi)
         let work = min(headroom, max(-headroom, offsetMs / (frameMs * 1e-6)))
         offsetMs -= work * 1e-6 * frameMs

@@ -26,12 +26,17 @@ public struct DriftSettings: Sendable, Equatable {
     /// another terminal's `LoopCanceller`, which cancels its own voice through this delay, loses what
     /// it learnt. Held, the delay sits up to this much off-centre in the band (2.5 ms margin each side).
     public var setpointToleranceFrames: Double
+    /// Half-width of the dead band, in frames: while the smoothed delay error stays within it the
+    /// trim is the drift estimate alone, so that without drift (or once the estimate has it) the
+    /// playout delay holds still instead of following the reading's noise.
+    public var deadBandFrames: Double
     /// speexdsp resampler quality 0...10. Its filter delays the audio by half its length:
     /// 24 samples (0.5 ms at 48 kHz) at quality 3, speexdsp's VoIP default.
     public var resamplerQuality: Int
 
     public init(enabled: Bool, proportionalPPMPerMs: Double = 200, integralPPMPerMsSecond: Double = 10,
                 maxTrimPPM: Double = 1000, smoothingMs: Double = 1000, setpointToleranceFrames: Double = 0.1,
+                deadBandFrames: Double = 0.05,
                 resamplerQuality: Int = 3) {
         self.enabled = enabled
         self.proportionalPPMPerMs = proportionalPPMPerMs
@@ -39,6 +44,7 @@ public struct DriftSettings: Sendable, Equatable {
         self.maxTrimPPM = maxTrimPPM
         self.smoothingMs = smoothingMs
         self.setpointToleranceFrames = setpointToleranceFrames
+        self.deadBandFrames = deadBandFrames
         self.resamplerQuality = resamplerQuality
     }
 }
