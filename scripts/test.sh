@@ -23,12 +23,22 @@ stage_done() {
 mkdir -p .build-tests
 export INTERCOM_RETRY_LOG="$PWD/.build-tests/retries.log"
 : >"$INTERCOM_RETRY_LOG"
+TEST_LOG="$PWD/.build-tests/tests.log"
+: >"$TEST_LOG"
 summary() {
     echo "test.sh: stages: ${TIMES[*]:-none}; total $SECONDS s" >&2
     local n
     n=$(wc -l <"$INTERCOM_RETRY_LOG" 2>/dev/null || echo 0)
     echo "test.sh: $n measurement attempts repeated (only for xruns or a rig fault the attempt proved)" >&2
     sed 's/^/test.sh:   retry: /' "$INTERCOM_RETRY_LOG" >&2 2>/dev/null || true
+    # CI shows only the end of the output: repeat each failure's XCTest line here.
+    if [[ -s "$TEST_LOG" ]]; then
+        local failures
+        failures=$(grep -E ": error: |' failed \(" "$TEST_LOG" | tail -n 40 || true)
+        echo "test.sh: $(grep -cE "' failed \(" "$TEST_LOG" || true) tests failed${failures:+:}" >&2
+        [[ -n "$failures" ]] && sed 's/^/test.sh:   failure: /' <<<"$failures" >&2
+    fi
+    return 0
 }
 trap summary EXIT
 
@@ -48,7 +58,7 @@ stage_done fuzz
 sync
 bash scripts/rig-selftest.sh
 # All tests are XCTest; without Swift Testing the run closes on the XCTest summary.
-bash scripts/rig.sh run --dir "$PWD/.rig-test" -- swift test "${BUILD[@]}" --skip-build --disable-swift-testing "$@"
+bash scripts/rig.sh run --dir "$PWD/.rig-test" -- swift test "${BUILD[@]}" --skip-build --disable-swift-testing "$@" 2>&1 | tee "$TEST_LOG"
 stage_done rig-selftest+tests
 # The measurement suite at its smallest sizes, so that it cannot rot unnoticed (the figures in
 # BENCHMARKS.md come from a full run: scripts/bench-suite.sh). Skipped when tests were selected.
