@@ -311,14 +311,13 @@ public struct DriftController: Sendable {
         }
         let limit = settings.maxTrimPPM
         if warmUpLeft > 0 {
-            // One reading is as noisy as the audio thread's wake-up; the start's offset is the
-            // first smoothing time's mean. Taking the first alone left the PI loop a step that
-            // wound its integral up to tens of ppm without drift, and the delay crept for a minute.
+            // One reading is as noisy as the audio thread's wake-up: the start's offset is the
+            // first smoothing time's mean, so that the PI loop does not start from a step.
             warmUpLeft -= 1
             let n = Double(warmUpUpdates - warmUpLeft)
             warmUpMeanMs += (reading - offsetMs - warmUpMeanMs) / n
             if warmUpLeft == 0 { offsetMs += warmUpMeanMs }
-            return workOffset(pi: driftPPM, limit: limit)
+            return workOffset(pi: driftPPM)
         }
         errorMs += alpha * (reading - offsetMs - errorMs)
         // Inside the dead band the trim is the drift estimate alone (see `DriftSettings.deadBandFrames`).
@@ -327,13 +326,13 @@ public struct DriftController: Sendable {
             driftPPM = min(limit, max(-limit, driftPPM + settings.integralPPMPerMsSecond * outside * dt))
         }
         let pi = min(limit, max(-limit, driftPPM + settings.proportionalPPMPerMs * outside))
-        return workOffset(pi: pi, limit: limit)
+        return workOffset(pi: pi)
     }
 
     // Works the offset off with the headroom left by `pi`, never past zero: a trim of x ppm moves
     // the delay by x·1e-6 of a frame per frame.
-    private mutating func workOffset(pi: Double, limit: Double) -> Double {
-        let headroom = limit - abs(pi)
+    private mutating func workOffset(pi: Double) -> Double {
+        let headroom = settings.maxTrimPPM - abs(pi)
         let work = min(headroom, max(-headroom, offsetMs / (frameMs * 1e-6)))
         offsetMs -= work * 1e-6 * frameMs
         trimPPM = pi + work

@@ -2,8 +2,8 @@
 /// (`jitter.drift_correction`, no default here); the loop's tuning is not configurable and is
 /// written only here.
 ///
-/// The loop (see `DriftController`): trim = P·e + I·∫e dt, e = smoothed delay error in ms, trim in
-/// ppm of playout rate; a trim of x ppm moves the delay by x·1e-3 ms per second. With the defaults a
+/// The loop (see `DriftController`): trim = P·e + I·∫e dt, e = the smoothed delay error in ms beyond
+/// the dead band (`deadBandFrames`), trim in ppm of playout rate; a trim of x ppm moves the delay by x·1e-3 ms per second. With the defaults a
 /// 1 ms error trims 200 ppm (P alone settles in 1 / 0.2 s⁻¹ = 5 s) and I = P²·1e-3/4 makes the
 /// loop critically damped (ω = 0.1 s⁻¹): a 200 ppm sender peaks at 0.2 ms/s / (ω·e) = 0.74 ms of
 /// error while the drift estimate converges, within about a minute.
