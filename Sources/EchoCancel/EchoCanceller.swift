@@ -62,8 +62,15 @@ public final class EchoCanceller: @unchecked Sendable {
     /// delay measured since speexdsp last started from scratch). When the bulk delay moves, the
     /// reference moves by the same amount and what the filter learnt stays valid.
     private var learntOffset: Double?
+    /// The filter has cancelled well (`workingERLEDB`) since it last started from scratch: only
+    /// then did it learn the path at `learntOffset`, and is it worth holding or moving with a jump.
+    /// One still learning may have learnt the echo somewhere else (seen on the rig: measured at
+    /// -1 ms in a stall's catch-up, learnt at 40 ms, then moved by 41 ms and stuck at 3 dB).
+    private var proven = false
     /// Frames the filter still waits, unused, for a measured delay after a re-pairing (0: running).
     private var heldFrames = 0
+    /// After a restart: what the filter must still cancel to show the path stayed where it was.
+    private var probation = RestartProbation()
     /// Kept between the measured delay and the reference, so jitter never makes the echo arrive first.
     private let safetyMargin: Int
 
@@ -157,6 +164,10 @@ public final class EchoCanceller: @unchecked Sendable {
         } else {
             speex.cancelEcho(capture: capture, reference: reference, output: output)
             restore.process(capture: capture, cancelled: output)
+            if probation.failed(capture: capture, output: output, reference: reference, count: frame) {
+                // The path moved: adapting on would unlearn it before the delay is measured.
+                heldFrames = Self.holdFramesForADelay(settings)
+            }
             loop?.cancel(output)
             suppressor?.process(capture: capture, output: output, echoEstimate: restore.echoEstimate)
         }
@@ -169,16 +180,20 @@ public final class EchoCanceller: @unchecked Sendable {
         }
         if let db = erle.update(capture: capture, output: output, reference: reference, count: frame) {
             erleDB.store(db)
+            if heldFrames == 0, db >= Self.workingERLEDB, learntOffset != nil { proven = true }
         }
     }
 
     /// Starts the positions anew; call when both streams (re)start (an xrun, a device opened
     /// again). What the filter learnt is kept: the same device restarted in step has the same
-    /// echo path relative to the new positions, so cancelling goes on at once; when the path did
-    /// change, the delay estimator measures it and the reference moves (`align`), or speexdsp
-    /// re-adapts. A filter learnt from scratch again needs seconds of far-end speech.
+    /// echo path relative to the new positions, so cancelling goes on at once. When the path did
+    /// change (a USB card or sound server that came back with another latency), the first tenth
+    /// of a second of far-end sound shows it, the filter is held as after a re-pairing, and the
+    /// reference moves once the estimator has measured the delay (`align`). A filter learnt from
+    /// scratch again needs seconds of far-end speech.
     public func reset() {
         heldFrames = 0
+        probation = proven ? RestartProbation(before: erle.latest, samples: settings.sampleRate / 10) : RestartProbation()
         written = 0
         captured = 0
         missRun = 0
@@ -215,8 +230,8 @@ public final class EchoCanceller: @unchecked Sendable {
     /// never negative. Pairing further back, to allow for a sound server's latency, gets the
     /// sign wrong: when the buffer had drained during the stall, the echo then came before its
     /// reference and nothing could cancel it (seen on the rig as a -20 ms echo delay after a
-    /// realignment and a callee heard through the caller's room). A filter that had learnt the
-    /// path at a measured delay is held until the estimator measures the delay in the new pairing,
+    /// realignment and a callee heard through the caller's room). A filter that had converged
+    /// at a measured delay is held until the estimator measures the delay in the new pairing,
     /// then the reference moves with it (`align`); one that had not learns afresh.
     /// Waiting for an empty capture device matters: mid-backlog the captured frames are old.
     public func realignIfOutOfStep() {
@@ -226,9 +241,9 @@ public final class EchoCanceller: @unchecked Sendable {
         referenceShift.store(0)
         missRun = 0
         realignments.increment()
-        // With the path measured before, the filter waits for the delay estimator to measure it
-        // in the new pairing and then goes on where it was (`align`); otherwise it learns afresh.
-        if learntOffset != nil {
+        // A filter that had converged waits for the delay estimator to measure the delay in the
+        // new pairing and then goes on where it was (`align`); one still learning starts afresh.
+        if proven {
             heldFrames = Self.holdFramesForADelay(settings)
         } else {
             forgetEchoPath()
@@ -255,7 +270,7 @@ public final class EchoCanceller: @unchecked Sendable {
         let rate = settings.sampleRate
         let relative = Double(samples - shift)
         let earliest = min(0, -(written - captured - frame)), latest = historySize - 2 * frame
-        if let offset = learntOffset {
+        if let offset = learntOffset, proven {
             if heldFrames == 0, abs(relative - offset) < Double(rate * 5 / 1000) {
                 // Measurement noise or a slow drift the filter follows by itself.
                 learntOffset = offset + (relative - offset) / 8
@@ -287,12 +302,51 @@ public final class EchoCanceller: @unchecked Sendable {
     /// ERLE average, the gate's learned residual) starts with it.
     private func forgetEchoPath() {
         learntOffset = nil
+        proven = false
         heldFrames = 0
+        probation = RestartProbation()
         speex.reset()
         restore.reset()
         suppressor?.reset()
         erle = ERLETracker()
         gate.reset()
+    }
+}
+
+/// Whether a kept filter still cancels after a restart: over its first far-end samples the
+/// echo must drop by half the ERLE it had (at most `workingERLEDB`); a path moved by more than a
+/// few milliseconds cancels nothing (seen on the rig: 0-3 dB after a restart moved it 50 → 120 ms).
+/// A filter below 6 dB had learnt too little to lose, and is not judged.
+struct RestartProbation {
+    private var samplesLeft = 0
+    private var threshold = 0.0
+    private var micEnergy = 0.0
+    private var outEnergy = 0.0
+
+    /// Nothing to judge.
+    init() {}
+
+    init(before: Double?, samples: Int) {
+        guard let before, before >= 6 else { return }
+        samplesLeft = samples
+        threshold = min(EchoCanceller.workingERLEDB, before / 2)
+    }
+
+    /// True once, when the far-end samples are counted and the filter fell short.
+    mutating func failed(capture: UnsafePointer<Int16>, output: UnsafePointer<Int16>,
+                         reference: UnsafePointer<Int16>, count: Int) -> Bool {
+        guard samplesLeft > 0 else { return false }
+        var r = 0.0, m = 0.0, o = 0.0
+        for i in 0..<count {
+            let rv = Double(reference[i]), mv = Double(capture[i]), ov = Double(output[i])
+            r += rv * rv; m += mv * mv; o += ov * ov
+        }
+        guard r / Double(count) > ERLETracker.referenceFloor else { return false }
+        micEnergy += m
+        outEnergy += o
+        samplesLeft -= count
+        guard samplesLeft <= 0 else { return false }
+        return 10 * log10((micEnergy + 1) / (outEnergy + 1)) < threshold
     }
 }
 
@@ -304,7 +358,7 @@ struct ERLETracker {
     /// The last value, nil until enough far-end frames were seen since the start.
     private(set) var latest: Double?
     /// Far-end frames quieter than about -50 dBFS say nothing about the echo path.
-    private static let referenceFloor = 32768.0 * 32768.0 * 1e-5
+    static let referenceFloor = 32768.0 * 32768.0 * 1e-5
     private static let smoothing = 0.05
 
     mutating func update(capture: UnsafePointer<Int16>, output: UnsafePointer<Int16>,

@@ -20,8 +20,9 @@ final class EchoPathJumpTests: XCTestCase {
     /// within 3 dB of what it was before (medians over the active 20 ms frames).
     static let convergedDB = 15.0
     static let regainedWithinDB = 3.0
-    /// The goal, for a restart (the filter is kept) and for a silent move (the filter is
-    /// held until the estimator has measured the delay in the new pairing, from half a window).
+    /// The goal, for a restart (the filter is kept; held while the delay is measured when
+    /// the path moved) and for a silent move (the filter is held until the estimator has measured
+    /// the delay in the new pairing, from half a window).
     static let reconvergeSeconds = 2.0
 
     func testTheCancellerConvergesAgainWithin2sAfterTheEchoPathMoves() throws {

@@ -26,7 +26,9 @@ final class EchoCancellerTests: XCTestCase {
     }
 
     /// Runs the canceller over `mic = echo(far) + near`, the reference queued like the engine does.
-    private func run(_ c: EchoCanceller, far: [Int16], near: [Int16]?, delay: Int) -> (mic: [Float], out: [Float]) {
+    /// With an estimator, it steps every 250 ms as its thread would.
+    private func run(_ c: EchoCanceller, far: [Int16], near: [Int16]?, delay: Int,
+                     estimator: EchoDelayEstimator? = nil) -> (mic: [Float], out: [Float]) {
         var mic = [Float](), out = [Float]()
         var inBuf = [Int16](repeating: 0, count: frame), outBuf = [Int16](repeating: 0, count: frame)
         let silence = [Int16](repeating: 0, count: frame)
@@ -43,6 +45,7 @@ final class EchoCancellerTests: XCTestCase {
             c.played(Array(far[(f * frame)..<((f + 1) * frame)]))
             mic += inBuf.map { Float($0) / 32768 }
             out += outBuf.map { Float($0) / 32768 }
+            if f % 25 == 24 { estimator?.step() }
         }
         return (mic, out)
     }
@@ -247,6 +250,72 @@ final class EchoCancellerTests: XCTestCase {
         let freshERLE = Levels.erleDB(mic: Array(fresh.mic[span]), processed: Array(fresh.out[span]), frame: frame, activeThresholdDB: -50)
         XCTAssertGreaterThan(keptERLE.medianDB, 20, "cancelled from the first frames after the restart")
         XCTAssertLessThan(freshERLE.medianDB, 15, "a fresh filter has not learnt the path in that time")
+    }
+
+    /// The streams restart and the echo comes back 70 ms later than before (a USB card, a sound
+    /// server that reopened with another latency). The filter must not adapt at the wrong place
+    /// until the estimator has measured the new delay: held, it is intact when the reference moves,
+    /// and cancels as before within 2 s, where adapting on would unlearn the path.
+    func testARestartThatMovedTheEchoPathCancelsAsBeforeOnceTheDelayIsMeasured() throws {
+        let settings = EchoCancelSettings(daemonConfig(frame: frame) {
+            $0.echo.residualGate = false; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
+        })
+        let far = farEnd(seconds: 12, seed: 21)
+        let c = try EchoCanceller(settings)
+        let estimator = EchoDelayEstimator(canceller: c)
+        let before = run(c, far: Array(far.prefix(5 * 48000)), near: nil, delay: 2400, estimator: estimator)
+        XCTAssertNotEqual(estimator.estimate.load, EchoDelayEstimator.none, "the delay was measured before the restart")
+        XCTAssertGreaterThan(c.erleDB.load, EchoCanceller.workingERLEDB, "and the filter had the path")
+        let settled = Levels.erleDB(mic: Array(before.mic[(3 * 48000)...]), processed: Array(before.out[(3 * 48000)...]),
+                                    frame: frame, activeThresholdDB: -50)
+        c.reset()
+        let after = run(c, far: Array(far.suffix(7 * 48000)), near: nil, delay: 2400 + 3360, estimator: estimator)
+        XCTAssertEqual(c.referenceMoves.load, 1, "the reference moved with the measured delay")
+        let third = 2 * 48000..<3 * 48000
+        let thirdSecond = Levels.erleDB(mic: Array(after.mic[third]), processed: Array(after.out[third]), frame: frame, activeThresholdDB: -50)
+        XCTAssertGreaterThan(thirdSecond.medianDB, settled.medianDB - 3,
+                             "2-3 s after the restart as before it (\(settled.medianDB) dB)")
+    }
+
+    /// The same restart with the path unchanged: the filter goes on cancelling from the first
+    /// frames, not held for a measurement.
+    func testARestartThatKeptTheEchoPathIsNotHeld() throws {
+        let settings = EchoCancelSettings(daemonConfig(frame: frame) {
+            $0.echo.residualGate = false; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
+        })
+        let far = farEnd(seconds: 7, seed: 22)
+        let c = try EchoCanceller(settings)
+        let estimator = EchoDelayEstimator(canceller: c)
+        _ = run(c, far: Array(far.prefix(5 * 48000)), near: nil, delay: 2400, estimator: estimator)
+        c.reset()
+        let after = run(c, far: Array(far.suffix(2 * 48000)), near: nil, delay: 2400, estimator: estimator)
+        let span = 2400..<48000
+        let erle = Levels.erleDB(mic: Array(after.mic[span]), processed: Array(after.out[span]), frame: frame, activeThresholdDB: -50)
+        XCTAssertGreaterThan(erle.medianDB, 20, "cancelled through the first second after the restart")
+        XCTAssertEqual(c.referenceMoves.load, 0)
+    }
+
+    /// A filter still learning has not shown where it learnt the echo, so a jump of the measured
+    /// delay aligns the reference afresh instead of moving it by the jump; after the jump it
+    /// converges like a new filter.
+    func testAFilterThatNeverConvergedIsAlignedAfreshWhenTheDelayJumps() throws {
+        let settings = EchoCancelSettings(daemonConfig(frame: frame) {
+            $0.echo.residualGate = false; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
+        })
+        let far = farEnd(seconds: 5, seed: 23)
+        let c = try EchoCanceller(settings)
+        c.requestEchoDelay(samples: 2400 - 960)
+        _ = run(c, far: Array(far.prefix(4800)), near: nil, delay: 2400)  // 0.1 s: still learning
+        XCTAssertLessThan(c.erleDB.load, EchoCanceller.workingERLEDB)
+        // 300 ms later, beyond the filter (the second run primes playback again: 960 more).
+        let jumped = 2400 + 14_400 - 1920
+        c.requestEchoDelay(samples: jumped)
+        let after = run(c, far: Array(far.suffix(4 * 48000)), near: nil, delay: 2400 + 14_400)
+        XCTAssertEqual(c.referenceMoves.load, 0, "not moved as a filter that had the path")
+        XCTAssertEqual(c.referenceShift.load, jumped - 240, "aligned with the safety margin")
+        let erle = Levels.erleDB(mic: Array(after.mic[(2 * 48000)...]), processed: Array(after.out[(2 * 48000)...]),
+                                 frame: frame, activeThresholdDB: -50)
+        XCTAssertGreaterThan(erle.medianDB, 20)
     }
 
     /// A filter that cancels well has the path: a measured jump of the delay while it does is a
