@@ -2,11 +2,12 @@
 /// (`jitter.drift_correction`, no default here); the loop's tuning is not configurable and is
 /// written only here.
 ///
-/// The loop (see `DriftController`): trim = P·e + I·∫e dt, e = the smoothed delay error in ms beyond
-/// the dead band (`deadBandFrames`), trim in ppm of playout rate; a trim of x ppm moves the delay by x·1e-3 ms per second. With the defaults a
-/// 1 ms error trims 200 ppm (P alone settles in 1 / 0.2 s⁻¹ = 5 s) and I = P²·1e-3/4 makes the
-/// loop critically damped (ω = 0.1 s⁻¹): a 200 ppm sender peaks at 0.2 ms/s / (ω·e) = 0.74 ms of
-/// error while the drift estimate converges, within about a minute.
+/// The loop (see `DriftController`): trim = P·e + I·∫e dt, e = the smoothed delay error in ms
+/// beyond the dead band (`deadBandFrames`), trim in ppm of playout rate; a trim of x ppm moves the
+/// delay by x·1e-3 ms per second. With the defaults a 1 ms error trims 200 ppm (P alone settles
+/// in 1 / 0.2 s⁻¹ = 5 s) and I = P²·1e-3/4 makes the loop critically damped (ω = 0.1 s⁻¹): a
+/// 200 ppm sender peaks at 0.2 ms/s / (ω·e) = 0.74 ms of error while the drift estimate
+/// converges, within about a minute.
 public struct DriftSettings: Sendable, Equatable {
     /// Off: frames pass straight from the jitter buffer (its own insert/drop handles drift).
     public var enabled: Bool
@@ -36,8 +37,7 @@ public struct DriftSettings: Sendable, Equatable {
 
     public init(enabled: Bool, proportionalPPMPerMs: Double = 200, integralPPMPerMsSecond: Double = 10,
                 maxTrimPPM: Double = 1000, smoothingMs: Double = 1000, setpointToleranceFrames: Double = 0.1,
-                deadBandFrames: Double = 0.05,
-                resamplerQuality: Int = 3) {
+                deadBandFrames: Double = 0.05, resamplerQuality: Int = 3) {
         self.enabled = enabled
         self.proportionalPPMPerMs = proportionalPPMPerMs
         self.integralPPMPerMsSecond = integralPPMPerMsSecond
