@@ -15,6 +15,10 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// Capture time that never reached the network (restarts, a sound server's drops), in frames.
         public var captureGapFrames: Int
         public var micDrops: Int
+        /// Samples the microphone gain drove past full scale (what is sent clipped).
+        public var microphoneClippedSamples: Int
+        /// Samples the mixer clipped at full scale on the way to the speaker.
+        public var speakerClippedSamples: Int
         public var echoReturnLossEnhancementDB: Double
         /// The measured bulk echo delay; nil while unmeasured.
         public var echoDelayMs: Double?
@@ -33,7 +37,8 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var loopLateFrames: Int?
 
         public init(running: Bool, frames: Int, xruns: Int, captureXruns: Int, playbackXruns: Int, sessions: Int,
-                    captureGapFrames: Int, micDrops: Int, echoReturnLossEnhancementDB: Double, echoDelayMs: Double?,
+                    captureGapFrames: Int, micDrops: Int, microphoneClippedSamples: Int, speakerClippedSamples: Int,
+                    echoReturnLossEnhancementDB: Double, echoDelayMs: Double?,
                     echoCancellerResets: Int, echoCancellerRealignments: Int, echoReferenceMoves: Int, processMaxMs: Double, howls: Int?,
                     howlGuardAttenuationDB: Double? = nil, loopRemovedDB: Double? = nil, loopLateFrames: Int? = nil) {
             self.running = running
@@ -44,6 +49,8 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.sessions = sessions
             self.captureGapFrames = captureGapFrames
             self.micDrops = micDrops
+            self.microphoneClippedSamples = microphoneClippedSamples
+            self.speakerClippedSamples = speakerClippedSamples
             self.echoReturnLossEnhancementDB = echoReturnLossEnhancementDB
             self.echoDelayMs = echoDelayMs
             self.echoCancellerResets = echoCancellerResets
@@ -372,6 +379,8 @@ extension DaemonStatistics.Audio {
         try c.encode(sessions, forKey: .sessions)
         try c.encode(captureGapFrames, forKey: .captureGapFrames)
         try c.encode(micDrops, forKey: .micDrops)
+        try c.encode(microphoneClippedSamples, forKey: .microphoneClippedSamples)
+        try c.encode(speakerClippedSamples, forKey: .speakerClippedSamples)
         try c.encode(echoReturnLossEnhancementDB, forKey: .echoReturnLossEnhancementDB)
         try c.encode(echoDelayMs, forKey: .echoDelayMs)
         try c.encode(echoCancellerResets, forKey: .echoCancellerResets)
@@ -390,6 +399,8 @@ extension DaemonStatistics.Audio {
                   xruns: try c.decode(Int.self, forKey: .xruns), captureXruns: try c.decode(Int.self, forKey: .captureXruns),
                   playbackXruns: try c.decode(Int.self, forKey: .playbackXruns), sessions: try c.decode(Int.self, forKey: .sessions),
                   captureGapFrames: try c.decode(Int.self, forKey: .captureGapFrames), micDrops: try c.decode(Int.self, forKey: .micDrops),
+                  microphoneClippedSamples: try c.decode(Int.self, forKey: .microphoneClippedSamples),
+                  speakerClippedSamples: try c.decode(Int.self, forKey: .speakerClippedSamples),
                   echoReturnLossEnhancementDB: try c.decode(Double.self, forKey: .echoReturnLossEnhancementDB),
                   echoDelayMs: try c.decode(Double?.self, forKey: .echoDelayMs),
                   echoCancellerResets: try c.decode(Int.self, forKey: .echoCancellerResets),
@@ -403,6 +414,7 @@ extension DaemonStatistics.Audio {
 
     private enum CodingKeys: String, CodingKey {
         case running, frames, xruns, captureXruns, playbackXruns, sessions, captureGapFrames, micDrops
+        case microphoneClippedSamples, speakerClippedSamples
         case echoReturnLossEnhancementDB = "erleDb"
         case echoDelayMs, echoCancellerResets, echoCancellerRealignments, echoReferenceMoves, processMaxMs, howls
         case howlGuardAttenuationDB = "howlGuardAttenuationDb", loopRemovedDB = "loopRemovedDb", loopLateFrames

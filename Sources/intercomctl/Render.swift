@@ -79,6 +79,7 @@ enum Render {
             String(format: "echo canceller  ERLE %.1f dB, echo delay %@, %d resets, %d realignments", a.echoReturnLossEnhancementDB,
                    a.echoDelayMs.map { String(format: "%.1f ms", $0) } ?? "unmeasured", a.echoCancellerResets, a.echoCancellerRealignments),
             String(format: "processing      %.2f ms per frame at most", a.processMaxMs),
+            "clipped         \(a.microphoneClippedSamples) samples sent, \(a.speakerClippedSamples) played",
         ]
         if let howls = a.howls {
             lines.append(String(format: "howl guard      %d loops broken, -%.1f dB now", howls, a.howlGuardAttenuationDB ?? 0))

@@ -97,7 +97,7 @@ final class ControlProtocolTests: XCTestCase {
 
     static let statistics = DaemonStatistics(
         audio: .init(running: true, frames: 12_345, xruns: 2, captureXruns: 1, playbackXruns: 1, sessions: 3, captureGapFrames: 7,
-                     micDrops: 0, echoReturnLossEnhancementDB: 21.5, echoDelayMs: nil, echoCancellerResets: 2,
+                     micDrops: 0, microphoneClippedSamples: 12, speakerClippedSamples: 3, echoReturnLossEnhancementDB: 21.5, echoDelayMs: nil, echoCancellerResets: 2,
                      echoCancellerRealignments: 1, echoReferenceMoves: 2, processMaxMs: 0.75, howls: 0),
         network: .init(ssrc: 0x1234_5678, opus: .init(application: "voip", bitrate: 64000, fec: true, dtx: false, lookaheadMs: 6.5),
                        sent: 900, sendErrors: 0, fecCarried: 450, datagrams: 1810, accepted: 1800, malformed: 10, notRouted: 0,
@@ -118,6 +118,7 @@ final class ControlProtocolTests: XCTestCase {
         let json = ControlJSON.encode(.statistics(Self.statistics))
         XCTAssertEqual(json["audio"]?["capture_gap_frames"], 7)
         XCTAssertEqual(json["audio"]?["echo_delay_ms"], .null)
+        XCTAssertEqual(json["audio"]?["microphone_clipped_samples"], 12)
         XCTAssertEqual(json["network"]?["streams"]?.arrayValue?.first?["fec_recovered"], 2)
         XCTAssertEqual(json["calls"]?["store_writes"], 5)
         XCTAssertEqual(json["calls"]?["refused"]?["authentication"], 2)
