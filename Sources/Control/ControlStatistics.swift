@@ -150,6 +150,8 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// The encoder; nil when it does not send.
         public var opus: OpusEncoding?
         public var sent: Int
+        /// The loudest sample sent in the last whole second, dBFS; nil when it does not send.
+        public var sentPeakDBFS: Double?
         public var sendErrors: Int
         /// Packets that carried the previous frame as FEC.
         public var fecCarried: Int
@@ -166,6 +168,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             try c.encode(ssrc, forKey: .ssrc)  // null, not absent
             try c.encode(opus, forKey: .opus)
             try c.encode(sent, forKey: .sent)
+            try c.encode(sentPeakDBFS, forKey: .sentPeakDBFS)
             try c.encode(sendErrors, forKey: .sendErrors)
             try c.encode(fecCarried, forKey: .fecCarried)
             try c.encode(datagrams, forKey: .datagrams)
@@ -179,7 +182,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public init(from decoder: Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             self.init(ssrc: try c.decode(UInt32?.self, forKey: .ssrc), opus: try c.decode(OpusEncoding?.self, forKey: .opus),
-                      sent: try c.decode(Int.self, forKey: .sent),
+                      sent: try c.decode(Int.self, forKey: .sent), sentPeakDBFS: try c.decode(Double?.self, forKey: .sentPeakDBFS),
                       sendErrors: try c.decode(Int.self, forKey: .sendErrors), fecCarried: try c.decode(Int.self, forKey: .fecCarried),
                       datagrams: try c.decode(Int.self, forKey: .datagrams), accepted: try c.decode(Int.self, forKey: .accepted),
                       malformed: try c.decode(Int.self, forKey: .malformed), notRouted: try c.decode(Int.self, forKey: .notRouted),
@@ -188,13 +191,15 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
 
         private enum CodingKeys: String, CodingKey {
             case ssrc, opus, sent, sendErrors, fecCarried, datagrams, accepted, malformed, notRouted, srtp, streams
+            case sentPeakDBFS = "sentPeakDbfs"
         }
 
-        public init(ssrc: UInt32?, opus: OpusEncoding?, sent: Int, sendErrors: Int, fecCarried: Int, datagrams: Int, accepted: Int,
-                    malformed: Int, notRouted: Int, srtp: SRTP, streams: [Stream]) {
+        public init(ssrc: UInt32?, opus: OpusEncoding?, sent: Int, sentPeakDBFS: Double?, sendErrors: Int, fecCarried: Int,
+                    datagrams: Int, accepted: Int, malformed: Int, notRouted: Int, srtp: SRTP, streams: [Stream]) {
             self.ssrc = ssrc
             self.opus = opus
             self.sent = sent
+            self.sentPeakDBFS = sentPeakDBFS
             self.sendErrors = sendErrors
             self.fecCarried = fecCarried
             self.datagrams = datagrams

@@ -122,7 +122,8 @@ final class NetworkMedia: @unchecked Sendable {
         let sendErrors: Int = sender?.sendErrors.load ?? 0
         let fecCarried: Int = sender?.fecCarried.load ?? 0
         return DaemonStatistics.Network(
-            ssrc: sender?.ssrc, opus: opus, sent: sent, sendErrors: sendErrors, fecCarried: fecCarried,
+            ssrc: sender?.ssrc, opus: opus, sent: sent, sentPeakDBFS: sender?.peakLastSecondDBFS.load,
+            sendErrors: sendErrors, fecCarried: fecCarried,
             datagrams: r?.datagrams.load ?? 0, accepted: r?.accepted.load ?? 0, malformed: r?.malformedTotal ?? 0,
             notRouted: r?.notRouted.load ?? 0, srtp: srtp, streams: playing)
     }

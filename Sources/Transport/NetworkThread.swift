@@ -202,6 +202,11 @@ public final class MediaSender: @unchecked Sendable {
     public let protectErrors = Counter()
     /// Our stream's SSRC, readable from any thread (for the keys of our outbound SRTP session).
     public let ssrc: UInt32
+    /// The loudest sample handed to the encoder in the last whole second, dBFS (-120: silence):
+    /// what the other terminals get after every stage of the microphone chain.
+    public let peakLastSecondDBFS = Gauge(-120)
+    private var windowPeak: Int32 = 0
+    private var windowSamples = 0
 
     private let encoder: OpusEncoder
     private let socket: UDPSocket
@@ -233,6 +238,15 @@ public final class MediaSender: @unchecked Sendable {
 
     public var hasPeers: Bool { peers.count > 0 }
 
+    private func measurePeak(_ pcm: UnsafePointer<Int16>) {
+        for i in 0..<frameSize { windowPeak = max(windowPeak, abs(Int32(pcm[i]))) }
+        windowSamples += frameSize
+        guard windowSamples >= encoder.sampleRate else { return }
+        peakLastSecondDBFS.store(windowPeak == 0 ? -120 : 20 * log10(Double(windowPeak) / 32767))
+        windowPeak = 0
+        windowSamples = 0
+    }
+
     /// Samples the encoder delays the audio by (its look-ahead).
     public var encoderLookahead: Int { encoder.lookahead }
 
@@ -243,6 +257,7 @@ public final class MediaSender: @unchecked Sendable {
         let headerLength = RTPHeader.fixedLength  // no CSRCs, no extension
         let payload = packet.baseAddress!.assumingMemoryBound(to: UInt8.self) + headerLength
         let capacity = packet.count - headerLength - SRTPSession.trailerRoom
+        measurePeak(pcm)
         let encoded = encoder.encode(pcm, frameSize: frameSize, into: payload, capacity: capacity)
         var handedBack = false
         defer { if !handedBack { sentDecoder?.notSent() } }

@@ -88,7 +88,7 @@ enum Render {
             lines.append(String(format: "loop canceller  %.1f dB removed, %d sent frames late", removed, a.loopLateFrames ?? 0))
         }
         if let n = s.network {
-            lines.append("network         sent \(n.sent) (\(n.sendErrors) errors), received \(n.accepted) of \(n.datagrams) datagrams, \(n.malformed) malformed, \(n.notRouted) not routed")
+            lines.append("network         sent \(n.sent)\(n.sentPeakDBFS.map { String(format: ", peak %.1f dBFS", $0) } ?? "") (\(n.sendErrors) errors), received \(n.accepted) of \(n.datagrams) datagrams, \(n.malformed) malformed, \(n.notRouted) not routed")
             if let o = n.opus {
                 lines.append(String(format: "opus            %@ %d bit/s%@%@, look-ahead %.1f ms", o.application, o.bitrate,
                                     o.fec ? " FEC" : "", o.dtx ? " DTX" : "", o.lookaheadMs))

@@ -100,7 +100,7 @@ final class ControlProtocolTests: XCTestCase {
                      micDrops: 0, microphoneClippedSamples: 12, speakerClippedSamples: 3, echoReturnLossEnhancementDB: 21.5, echoDelayMs: nil, echoCancellerResets: 2,
                      echoCancellerRealignments: 1, echoReferenceMoves: 2, processMaxMs: 0.75, howls: 0),
         network: .init(ssrc: 0x1234_5678, opus: .init(application: "voip", bitrate: 64000, fec: true, dtx: false, lookaheadMs: 6.5),
-                       sent: 900, sendErrors: 0, fecCarried: 450, datagrams: 1810, accepted: 1800, malformed: 10, notRouted: 0,
+                       sent: 900, sentPeakDBFS: -7.5, sendErrors: 0, fecCarried: 450, datagrams: 1810, accepted: 1800, malformed: 10, notRouted: 0,
                        srtp: .init(authenticated: 1790, unauthenticated: 3, replayed: 1, failed: 0, protectErrors: 0), streams: [
             .init(ssrc: 0xDEAD_BEEF, source: "10.77.0.11:5004", delayMs: 30.5, targetMs: 30, received: 1800, played: 1790,
                   concealed: 4, fecRecovered: 2, fecMissed: 1, late: 3, underruns: 0, cutBacks: 1, driftPPM: -12.5),
@@ -119,6 +119,7 @@ final class ControlProtocolTests: XCTestCase {
         XCTAssertEqual(json["audio"]?["capture_gap_frames"], 7)
         XCTAssertEqual(json["audio"]?["echo_delay_ms"], .null)
         XCTAssertEqual(json["audio"]?["microphone_clipped_samples"], 12)
+        XCTAssertEqual(json["network"]?["sent_peak_dbfs"], .number(-7.5))
         XCTAssertEqual(json["network"]?["streams"]?.arrayValue?.first?["fec_recovered"], 2)
         XCTAssertEqual(json["calls"]?["store_writes"], 5)
         XCTAssertEqual(json["calls"]?["refused"]?["authentication"], 2)
