@@ -38,10 +38,11 @@ Commands:
                                         exits with CMD's status
   env    [--dir DIR]                    print the client environment (eval "$(scripts/rig.sh env)")
   status [--dir DIR]                    say whether the rig runs; list its sinks (exit 1 if not running)
-  couple   [--dir DIR] A B [--attenuation-db DB] [--delay-ms MS]
-                                        neighbouring rooms: A's air leaks into B's and B's into A's,
-                                        DB quieter (default 20) and MS later (default 10: the
-                                        loopback's latency); replaces an earlier coupling of the two
+  couple   [--dir DIR] A B [--attenuation-db DB] [--delay-ms MS] [--one-way]
+                                        neighbouring rooms: A's air leaks into B's and B's into A's
+                                        (--one-way: only A's into B's), DB quieter (default 20) and
+                                        MS later (default 10: the loopback's latency); replaces an
+                                        earlier coupling of the two
   decouple [--dir DIR] A B              removes it (idempotent)
 
 Defaults: DIR = $INTERCOM_RIG_DIR or <repo>/.rig; rooms = roomA,roomB,roomC,roomD,roomE.
@@ -536,6 +537,7 @@ cmd_status() {
 # the other's, quieter and later, by a PulseAudio loopback per direction. The loopback's own
 # latency is the delay; RigCouplingTests measures what it really is.
 COUPLE_ROOMS=()
+COUPLE_ONE_WAY=0
 COUPLE_DB=20
 COUPLE_MS=10
 
@@ -546,6 +548,7 @@ parse_couple() {
             --dir=*) RIG_DIR=${1#--dir=}; shift ;;
             --attenuation-db) (($# >= 2)) || die "--attenuation-db needs a value"; COUPLE_DB=$2; shift 2 ;;
             --delay-ms) (($# >= 2)) || die "--delay-ms needs a value"; COUPLE_MS=$2; shift 2 ;;
+            --one-way) COUPLE_ONE_WAY=1; shift ;;
             -*) die "unknown option '$1' (see: scripts/rig.sh help)" ;;
             *) COUPLE_ROOMS+=("$1"); shift ;;
         esac
@@ -579,7 +582,7 @@ remove_leaks() {
 add_leak() {
     local from=$1 to=$2 module input
     module=$(client pactl load-module module-loopback "source=$from.monitor" "sink=$to" \
-        "latency_msec=$COUPLE_MS" source_dont_move=true sink_dont_move=true) ||
+        "latency_msec=$COUPLE_MS" adjust_time=0 source_dont_move=true sink_dont_move=true) ||
         die "loading the loopback $from -> $to failed"
     input=$(client pactl list sink-inputs |
         awk -v m="$module" '/^Sink Input #/ { id = substr($3, 2) } /Owner Module: / && $3 == m { print id; exit }')
@@ -594,7 +597,8 @@ cmd_couple() {
     parse_couple "$@"
     local a=${COUPLE_ROOMS[0]} b=${COUPLE_ROOMS[1]}
     remove_leaks "$a" "$b"; remove_leaks "$b" "$a"
-    add_leak "$a" "$b"; add_leak "$b" "$a"
+    add_leak "$a" "$b"
+    ((COUPLE_ONE_WAY)) || add_leak "$b" "$a"
 }
 
 cmd_decouple() {

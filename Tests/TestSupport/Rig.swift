@@ -31,10 +31,11 @@ public enum Rig {
         try script("up", rooms)
     }
 
-    /// Neighbouring rooms: `a`'s air leaks into `b`'s and `b`'s into `a`'s, `attenuationDB` quieter
-    /// and `delayMs` later (`scripts/rig.sh couple`). Replaces an earlier coupling of the two.
-    public static func couple(_ a: String, _ b: String, attenuationDB: Double, delayMs: Int) throws {
-        try script("couple", "'\(a)' '\(b)' --attenuation-db \(attenuationDB) --delay-ms \(delayMs)")
+    /// Neighbouring rooms: `a`'s air leaks into `b`'s and (unless `oneWay`) `b`'s into `a`'s,
+    /// `attenuationDB` quieter and `delayMs` later (`scripts/rig.sh couple`). Replaces an earlier
+    /// coupling of the two.
+    public static func couple(_ a: String, _ b: String, attenuationDB: Double, delayMs: Int, oneWay: Bool = false) throws {
+        try script("couple", "'\(a)' '\(b)' --attenuation-db \(attenuationDB) --delay-ms \(delayMs)" + (oneWay ? " --one-way" : ""))
     }
 
     /// Removes the coupling of two rooms (idempotent).
