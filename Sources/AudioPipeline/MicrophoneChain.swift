@@ -121,43 +121,39 @@ public final class MicrophoneGain: Sendable {
     }
 }
 
-/// Keeps an acoustic loop through another terminal from howling. Each terminal's echo canceller
-/// removes only its own speaker from its microphone; two terminals that hear each other (one room,
-/// a thin wall) form a loop the cancellers cannot see: my microphone → the other speaker → my
-/// microphone. With a loop gain above 1 it grows to full scale within a fraction of a second.
-///
-/// The guard sits on the microphone path after the canceller and the gain (what is sent). It limits
-/// the frame level to `ceilingDBFS` at once (a loop stops growing there; speech rarely gets near
-/// it), and when the limit has held for most of `howlWindowFrames` (a loop, not a loud word) it
-/// drops the gain by `breakDB` more, which makes the loop decay, and keeps the gain `marginDB` below
-/// where the loop sustained itself, releasing that cap by `capReleaseDBPerSecond`. In between it
-/// returns to unity at `releaseDBPerSecond`. Allocation-free after `init`; the audio thread only.
+/// The last resort against a loop through another terminal (two terminals that hear each other),
+/// which the `LoopCanceller` is there to remove: a peak limiter on what is sent, at `ceilingDBFS`,
+/// so that a loop the canceller has not yet learnt stops growing short of clipping (a clipped loop
+/// is no longer linear, and a linear filter cannot learn it); and, if the limiter has been holding
+/// a loop for most of `howlSeconds` anyway (the canceller off or failing), a break: the gain drops
+/// by `breakDB` for `holdSeconds`, which makes the loop decay, then comes back at
+/// `releaseDBPerSecond`. Speech peaking below the ceiling is never touched. Allocation-free after
+/// `init`; the audio thread only.
 public final class HowlGuard: @unchecked Sendable {
     // @unchecked: the state below belongs to the audio thread; other threads read the atomics only.
     public struct Settings: Sendable, Equatable {
-        /// Speech frames seldom pass it (10 ms RMS of a close talker at unity gain: -20...-25 dBFS);
-        /// below it, a sine at the ceiling played at +6 dB by two terminals does not clip the air.
-        public var ceilingDBFS = -18.0
-        /// Frames within 1 dB of the ceiling in the window that make a howl (0.2 s of 0.3 s at 10 ms).
-        public var howlWindowFrames = 30
-        public var howlLimitedFrames = 20
+        /// Sample peak of what is sent. A talker peaking below it passes untouched.
+        public var ceilingDBFS = -6.0
+        /// Limited frames, averaged over about this long, that make a held loop (not a loud word).
+        public var howlSeconds = 2.0
+        public var howlShare = 0.7
         public var breakDB = 20.0
-        public var holdFrames = 100
-        public var marginDB = 6.0
-        public var releaseDBPerSecond = 10.0
-        public var capReleaseDBPerSecond = 0.05
+        public var holdSeconds = 1.0
+        public var releaseDBPerSecond = 20.0
         public init() {}
     }
 
     public let settings: Settings
     private let frameSize: Int
     private let framesPerSecond: Double
-    /// Gain applied now, and the highest gain allowed (dB, ≤ 0).
-    private var gainDB = 0.0
-    private var capDB = 0.0
+    private let ceiling: Float
+    /// Gain applied to the last sample (linear) and the limiter's and the break's parts of it (dB, ≤ 0).
+    private var applied: Float = 1
+    private var limitDB = 0.0
+    private var breakGainDB = 0.0
     private var hold = 0
-    /// One bit per recent frame: was it limited?
-    private var limitedHistory: UInt64 = 0
+    /// Share of recent frames that were limited (exponential average over `howlSeconds`).
+    private var limitedShare = 0.0
 
     /// Howls broken since the start, and the current attenuation (dB, ≥ 0), for the statistics.
     public let howls = Counter()
@@ -165,53 +161,53 @@ public final class HowlGuard: @unchecked Sendable {
     public let enabled = Flag(true)
 
     public init(frameSize: Int, sampleRate: Int, settings: Settings = Settings()) {
-        precondition(settings.howlWindowFrames <= 64, "the window is one 64-bit history")
         self.settings = settings
         self.frameSize = frameSize
         framesPerSecond = Double(sampleRate) / Double(frameSize)
+        ceiling = Float(32767 * pow(10, settings.ceilingDBFS / 20))
     }
 
     /// Processes one frame in place.
     public func process(_ frame: UnsafeMutablePointer<Int16>) {
         guard enabled.isSet else { return }
-        var energy = 0.0
-        for i in 0..<frameSize { energy += Double(frame[i]) * Double(frame[i]) }
-        let levelDB = 10 * log10(max(energy / Double(frameSize), 1e-3) / (32768.0 * 32768.0))
+        var peak: Float = 0
+        for i in 0..<frameSize { peak = max(peak, abs(Float(frame[i]))) }
 
-        // Release towards the cap (and the cap towards unity), unless holding after a break.
-        if hold > 0 {
-            hold -= 1
-        } else {
-            gainDB = min(capDB, gainDB + settings.releaseDBPerSecond / framesPerSecond)
-        }
-        capDB = min(0, capDB + settings.capReleaseDBPerSecond / framesPerSecond)
-
-        // The limiter: at most the ceiling, at once.
-        let over = levelDB + gainDB - settings.ceilingDBFS
-        if over > 0 { gainDB -= over }
-        let limited = over > -1
-        limitedHistory = (limitedHistory << 1) | (limited ? 1 : 0)
-        let window = settings.howlWindowFrames == 64 ? UInt64.max : (UInt64(1) << UInt64(settings.howlWindowFrames)) - 1
-        if (limitedHistory & window).nonzeroBitCount >= settings.howlLimitedFrames {
-            // A loop held at the ceiling: the gain that sustained it is too high by the loop's margin.
-            capDB = min(capDB, gainDB - settings.marginDB)
-            gainDB -= settings.breakDB
-            hold = settings.holdFrames
-            limitedHistory = 0
+        let release = settings.releaseDBPerSecond / framesPerSecond
+        if hold > 0 { hold -= 1 } else { breakGainDB = min(0, breakGainDB + release) }
+        limitDB = min(0, limitDB + release)
+        // The limiter: the frame's peak at most the ceiling, at once.
+        let over = 20 * log10(Double(max(peak, 1)) / Double(ceiling)) + limitDB + breakGainDB
+        let limited = over > 0
+        if limited { limitDB -= over }
+        let a = 1 / (settings.howlSeconds * framesPerSecond)
+        limitedShare += a * ((limited ? 1 : 0) - limitedShare)
+        if limitedShare > settings.howlShare {
+            breakGainDB -= settings.breakDB
+            hold = Int(settings.holdSeconds * framesPerSecond)
+            limitedShare = 0
             howls.increment()
         }
+        let gainDB = limitDB + breakGainDB
         attenuationDB.store(-gainDB)
-        if gainDB >= -0.001 { return }
-        let g = pow(10, gainDB / 20)
-        for i in 0..<frameSize { frame[i] = Int16((Double(frame[i]) * g).rounded()) }
+        let target = Float(pow(10, gainDB / 20))
+        if target == 1 && applied == 1 { return }
+        // Towards the new gain across the frame, except where that would pass the ceiling: no click, no overshoot.
+        let step = (target - applied) / Float(frameSize)
+        for i in 0..<frameSize {
+            let g = target < applied ? target : applied + step * Float(i + 1)
+            frame[i] = Int16((Float(frame[i]) * g).rounded())
+        }
+        applied = target
     }
 
     /// Forgets the loop (a new call, a new peer).
     public func reset() {
-        gainDB = 0
-        capDB = 0
+        applied = 1
+        limitDB = 0
+        breakGainDB = 0
         hold = 0
-        limitedHistory = 0
+        limitedShare = 0
         attenuationDB.store(0)
     }
 }

@@ -115,7 +115,7 @@ public struct EchoSection: Sendable, Equatable {
     public var howlGuard: Bool = true
     /// The loop canceller (`LoopCanceller`): removes our own voice where another terminal's
     /// speaker brings it back, with echo cancellation on and a network. Off by default: on the
-    /// rig it does not learn the loop yet (BENCHMARKS notes, "Howling by structure").
+    /// rig it does not learn a ×4 loop reliably yet (BENCHMARKS notes, "Howling by structure").
     public var loopCanceller: Bool = false
     /// How long a loop through another terminal it models, past the shortest, in milliseconds.
     public var loopTailMs: Int = 300
@@ -771,12 +771,12 @@ extension DaemonConfig {
                  .range(EchoSection.echoSuppressDbRange)),
             .bool("agc", \.echo.agc, "Automatic gain control of the microphone"),
             .bool("loop_canceller", \.echo.loopCanceller,
-                  "Loop canceller: removes this terminal's own voice where it comes back through another terminal's speaker (two terminals that hear each other: one room, a thin wall, an open door), which the echo canceller cannot see; it learns the loop from the packets sent. Works with enabled = true. Off by default: it does not learn a loop on the test rig yet, so the howl guard still does the work").reloaded(.live),
+                  "Loop canceller: removes this terminal's own voice where it comes back through another terminal's speaker (two terminals that hear each other: one room, a thin wall, an open door), which the echo canceller cannot see; it learns the loop from the packets sent. Works with enabled = true. Off by default: it does not learn a loop on the test rig reliably yet, so the howl guard still does the work").reloaded(.live),
             .int("loop_tail_ms", \.echo.loopTailMs,
                  "How long a loop through another terminal the loop canceller models, in milliseconds past the shortest: the far jitter buffer's range and both rooms' reverberation. Larger costs more CPU",
                  .range(EchoSection.loopTailMsRange)),
             .bool("howl_guard", \.echo.howlGuard,
-                  "Howl guard: limits what is sent to -18 dBFS and breaks a loop through another terminal (two terminals that hear each other, which no echo canceller sees) by lowering the microphone until it dies down. Works with enabled = true").reloaded(.live),
+                  "Howl guard, the last resort behind the loop canceller: limits the peaks of what is sent to -6 dBFS (a talker below that is never touched), and if a loop through another terminal is held there for seconds anyway, lowers the microphone by 20 dB for a second to break it. Works with enabled = true").reloaded(.live),
             .bool("residual_gate", \.echo.residualGate,
                   "Residual echo gate: while the far end talks, attenuates by 60 dB whatever the canceller leaves that is not clearly the person in the room. Until the canceller has learned the room (the first second of a call) this works like a half-duplex speakerphone; afterwards double talk passes"),
         ]),

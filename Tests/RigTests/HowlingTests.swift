@@ -1,48 +1,87 @@
 import AudioPipeline
+import Control
 import EchoCancel
 import Foundation
 import SignalTools
 import TestSupport
 import XCTest
 
-/// Two terminals in one room, in a call with each other: each microphone hears both speakers.
-/// Speaker and microphone gain of +6 dB each make the loop gain +12 dB (×4) per pass through the
-/// rig's unity coupling (a sink's monitor) and the codec (≈ 0 dB): without echo cancellation the
-/// loop must grow to clipping, which proves the measurement can fail; with it (the canceller, and
-/// the howl guard for the loop through the other terminal, which no canceller sees) the level
-/// must stay bounded.
+/// Two terminals that hear each other, in a call with each other: both in one room (each
+/// microphone hears both speakers at the rig's unity coupling) or in adjacent rooms (each room's air
+/// leaks into the other through an open door, -6 dB and 10 ms). The microphone gain makes the loop
+/// through the other terminal ×4 (+12 dB) per pass: my microphone → the other speaker → my
+/// microphone, which only the loop canceller sees. With it and the howl guard bypassed the loop
+/// must grow to clipping, which proves the measurement can fail; with them it must stay bounded.
 enum Howling {
+    enum Placement: String {
+        case oneRoom = "one room"
+        case adjacentRooms = "adjacent rooms"
+    }
+
     struct Run {
-        /// RMS per 250 ms window of the room's air (what both microphones hear), dBFS.
+        /// RMS per 250 ms window of room A's air (what A's microphone hears), dBFS.
         var levels: [Double]
         var clippedSamples: Int
         var daemons: [DaemonProcess]
         /// The first window at or above -1 dBFS peak, seconds after the kick; nil if none.
         var clippedAfter: Double?
         var samples: Int
+        /// The terminals' own account at the end (A, B): loops the guard broke, what the loop canceller removes.
+        var statistics: [DaemonStatistics.Audio]
+        /// A's loop canceller (dB removed) and howl guard (dB taken off) every half second.
+        var trace: [(removed: Double, guardDB: Double)]
+        /// The loudest sample A and B sent (their typed `sent_peak_dbfs`, polled every half second), dBFS.
+        var sentPeaks: [Double]
+
+        var traceText: String { trace.map { String(format: "%.0f/%.0f", $0.removed, $0.guardDB) }.joined(separator: " ") }
     }
 
-    static let gains = "[mixer]\nspeaker_gain_db = 6.0\nmic_gain_db = 6.0"
+    /// Loop gain ×4 through the other terminal, the speakers at unity so that nothing sent at or
+    /// below the guard's ceiling clips them.
+    static func gains(_ placement: Placement) -> String {
+        "[mixer]\nspeaker_gain_db = -6.0\nmic_gain_db = \(placement == .oneRoom ? 18.0 : 24.0)"
+    }
+    static let doorDB = 6.0
 
-    /// Terminals "rooma" and "roomb" both stand in rig room A. A calls B; once connected, a short
-    /// speech clip is played into the room (someone speaks), then the room is recorded for `seconds`.
-    static func run(echo: Bool, seconds: Double) throws -> Run {
-        let rooms = try CallRooms(["roomA", "roomB"], sharing: ["roomb": "roomA"])
+    /// Terminals "rooma" and "roomb" call each other; once connected, a short speech clip is played
+    /// into room A (someone speaks), then room A is recorded for `seconds`. `structure`: the loop
+    /// canceller and the howl guard on (the defaults) or both off; echo cancellation is on in both.
+    static func run(_ placement: Placement, structure: Bool, seconds: Double) throws -> Run {
+        let rooms = try CallRooms(["roomA", "roomB"], sharing: placement == .oneRoom ? ["roomb": "roomA"] : [:])
         defer { rooms.stopAll() }
-        let extra = "[echo]\nenabled = \(echo)\n\(gains)"
+        if placement == .adjacentRooms { try Rig.couple("roomB", "roomA", attenuationDB: doorDB, delayMs: 10, oneWay: true) }
+        defer { if placement == .adjacentRooms { try? Rig.decouple("roomA", "roomB") } }
+        let extra = "[echo]\nloop_canceller = \(structure)\nhowl_guard = \(structure)\n\(gains(placement))"
         let a = try rooms.start("rooma", extra: extra), b = try rooms.start("roomb", extra: extra)
         guard rooms.waitOnline("rooma", ["roomb"]),
               case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")),
               rooms.wait(5, { rooms.isConnected("rooma") && rooms.isConnected("roomb") }) else {
             throw RigError(description: "the two terminals did not connect: \(a.log)\n\(b.log)")
         }
-        let air = try RoomRecorder(room: "roomA", path: "\(rooms.dir)/air-\(echo).wav")
+        let air = try RoomRecorder(room: "roomA", path: "\(rooms.dir)/air-\(placement == .oneRoom ? "one" : "adjacent")-\(structure).wav")
         Thread.sleep(forTimeInterval: 0.5)
-        // A person speaking at a normal level (the clip 12 dB down): the air then clips only if the loop makes it.
-        let kick = try Command.start("/usr/bin/paplay", ["--device=roomA", "--volume=16384", try Speech.roomA()])
-        Thread.sleep(forTimeInterval: seconds)
+        // A person speaking (the clip 6 dB down): the air then clips only if the loop makes it.
+        let kick = try Command.start("/usr/bin/paplay", ["--device=roomA", "--volume=32768", try Speech.roomA()])
+        // A's own account every half second: what its loop canceller removes, what its guard takes
+        // off; and the loudest sample each terminal sent.
+        var trace: [(removed: Double, guardDB: Double)] = []
+        var sentPeaks = [-120.0, -120.0]
+        let until = Date().addingTimeInterval(seconds)
+        while Date() < until {
+            Thread.sleep(forTimeInterval: min(0.5, max(0, until.timeIntervalSinceNow)))
+            for (k, d) in [a, b].enumerated() {
+                guard let s = try? d.statistics() else { continue }
+                if k == 0 { trace.append((s.audio.loopRemovedDB ?? .nan, s.audio.howlGuardAttenuationDB ?? .nan)) }
+                sentPeaks[k] = max(sentPeaks[k], s.network?.sentPeakDBFS ?? -120)
+            }
+        }
         air.stop()
         if kick.isRunning { kick.terminate() }
+        let statistics = [try a.statistics().audio, try b.statistics().audio]
+        if let st = try? b.statistics().network?.streams.first {
+            print(String(format: "howling: B plays A's stream at %.1f ms (target %.1f), drift %.0f ppm, %d cut-backs, %d underruns, %d concealed",
+                         st.delayMs, st.targetMs, st.driftPPM, st.cutBacks, st.underruns, st.concealed))
+        }
         _ = try? rooms.control("rooma", .hangUp)
         let samples = try WAVAudio.read(path: air.path).floats()
         let window = 12_000
@@ -57,7 +96,8 @@ enum Howling {
             w += window
         }
         let clipped = samples.filter { abs($0) >= 0.999 }.count
-        return Run(levels: levels, clippedSamples: clipped, daemons: [a, b], clippedAfter: clippedAfter, samples: samples.count)
+        return Run(levels: levels, clippedSamples: clipped, daemons: [a, b], clippedAfter: clippedAfter, samples: samples.count,
+                   statistics: statistics, trace: trace, sentPeaks: sentPeaks)
     }
 
     /// Median level of the windows from `from` to `to` seconds after the kick.
@@ -68,61 +108,75 @@ enum Howling {
 }
 
 final class HowlingTests: XCTestCase {
-    /// Without echo cancellation the loop (gain ×4) howls to clipping within seconds; with it the
-    /// level stays bounded for 12 s: no 250 ms window near full scale, at most isolated clipped
-    /// peaks, and in the last seconds no louder than the howl guard's ceiling as two terminals play it. (`SuiteHowlingTests` holds it for 60 s.)
-    func testLoopGainAboveOneHowlsToClippingWithoutEchoCancellationAndStaysBoundedWithIt() throws {
+    /// Bypassed, the loop (gain ×4) howls to clipping within seconds (a terminal sends full scale,
+    /// from its typed statistics); with the loop canceller and the howl guard it stays bounded for
+    /// 14 s: nothing sent above the guard's ceiling, no 250 ms window of the air near full scale,
+    /// at most isolated clipped peaks. Whether the loop is gone by the end is printed: the loop
+    /// canceller does not yet remove a ×4 loop reliably (issue 17). (`SuiteHowlingTests`: 60 s.)
+    func testInOneRoomTheLoopHowlsWithTheStructureBypassedAndStaysBoundedWithIt() throws {
+        try check(.oneRoom)
+    }
+
+    func testInAdjacentRoomsTheLoopHowlsWithTheStructureBypassedAndStaysBoundedWithIt() throws {
+        try check(.adjacentRooms)
+    }
+
+    private func check(_ placement: Howling.Placement) throws {
         try Rig.require()
-        try measureWithRetries("howling") { c in
-            let off = try Howling.run(echo: false, seconds: 6)
-            let on = try Howling.run(echo: true, seconds: 12)
-            let speech = Howling.level(on, from: 0, to: 3), end = Howling.level(on, from: 9, to: 12)
+        let seconds = 14.0
+        try measureWithRetries("howling, \(placement.rawValue)") { c in
+            let off = try Howling.run(placement, structure: false, seconds: 6)
+            let on = try Howling.run(placement, structure: true, seconds: seconds)
+            let speech = Howling.level(on, from: 0, to: 3), end = Howling.level(on, from: seconds - 3.5, to: seconds - 0.5)
             let loudest = on.levels.max() ?? .infinity
-            print(String(format: "howling: without AEC clipping after %@ s (%d clipped samples, loudest window %.1f dBFS); with AEC loudest %.1f dBFS, speech %.1f dBFS, last 3 s %.1f dBFS",
-                         off.clippedAfter.map { String(format: "%.2f", $0) } ?? "never", off.clippedSamples, off.levels.max() ?? -.infinity,
-                         loudest, speech, end))
-            print("howling trace (dBFS per second): " + stride(from: 0.0, to: 12.0, by: 1.0).map { String(format: "%.1f", Howling.level(on, from: $0, to: $0 + 1)) }.joined(separator: " "))
-            c.check(off.clippedAfter != nil, "without echo cancellation the loop grows to clipping (the test can fail)")
-            // Bounded: no 250 ms window near full scale; isolated clipped peaks (two speakers at
-            // +6 dB summing in one room's air) at most 0.1 % of the samples, against the howl's tens of percent.
-            c.check(loudest < -6, String(format: "with echo cancellation no window near full scale (loudest %.1f dBFS)", loudest))
-            c.check(on.clippedSamples * 1000 < on.samples && on.clippedSamples * 100 < max(1, off.clippedSamples),
-                    "with echo cancellation at most isolated clipped peaks: \(on.clippedSamples) of \(on.samples) (without: \(off.clippedSamples))")
-            // The howl guard is a level clamp: it breaks the loop in some runs and holds it at its
-            // ceiling in others (measured: -14 to -16 dBFS in the room, 3-4 dB above the speech,
-            // flat for 9 s; the same before the system-layer change, at 0 % host steal). The bound
-            // it promises is its ceiling played by both terminals into one room's air (+6 dB).
-            let held = HowlGuard.Settings().ceilingDBFS + 6
-            c.check(end <= held, String(format: "no growth past the guard: the last 3 s (%.1f dBFS) at most its ceiling played by two terminals (%.1f dBFS; speech %.1f dBFS)", end, held, speech))
+            let a = on.statistics[0]
+            print(String(format: "howling, %@: bypassed clipping after %@ s (%d clipped samples, loudest window %.1f dBFS); with the loop canceller and guard loudest %.1f dBFS, speech %.1f dBFS, last 3 s %.1f dBFS; A: %d loops broken, loop canceller removes %.1f dB, %d late reference frames",
+                         placement.rawValue, off.clippedAfter.map { String(format: "%.2f", $0) } ?? "never", off.clippedSamples, off.levels.max() ?? -.infinity,
+                         loudest, speech, end, a.howls ?? -1, a.loopRemovedDB ?? .nan, a.loopLateFrames ?? -1))
+            print("howling, \(placement.rawValue): sent clipped A/B bypassed \(off.statistics.map(\.microphoneClippedSamples)), with \(on.statistics.map(\.microphoneClippedSamples)); played clipped bypassed \(off.statistics.map(\.speakerClippedSamples)), with \(on.statistics.map(\.speakerClippedSamples))")
+            print("howling trace, \(placement.rawValue) (dBFS per second): " + stride(from: 0.0, to: seconds - 0.5, by: 1.0).map { String(format: "%.1f", Howling.level(on, from: $0, to: $0 + 1)) }.joined(separator: " "))
+            print("howling, \(placement.rawValue), A's loop canceller removes / guard takes off (dB, every 0.5 s): \(on.traceText)")
+            let ceiling = HowlGuard.Settings().ceilingDBFS
+            let sentClipped = off.statistics.map(\.microphoneClippedSamples).max() ?? 0
+            print(String(format: "howling, %@: the loudest sample sent by A, B: bypassed %.1f, %.1f dBFS (%d clipped); with the structure %.1f, %.1f dBFS; the loop %@ by the end",
+                         placement.rawValue, off.sentPeaks[0], off.sentPeaks[1], sentClipped, on.sentPeaks[0], on.sentPeaks[1],
+                         end < speech - 10 ? "gone" : "still there"))
+            c.check((off.sentPeaks.max() ?? -120) >= -0.1 && sentClipped >= 48_000,
+                    "with the loop canceller and guard bypassed the loop grows to clipping: a terminal sends full scale, more than a second's worth of samples clipped (the test can fail)")
+            c.check(on.statistics.allSatisfy { $0.loopRemovedDB != nil }, "both terminals run a loop canceller")
+            c.check(on.sentPeaks.allSatisfy { $0 <= ceiling + 0.1 },
+                    String(format: "with them what is sent stays bounded by the guard's ceiling (%.1f dBFS): A %.2f, B %.2f dBFS", ceiling, on.sentPeaks[0], on.sentPeaks[1]))
+            c.check(loudest < -6, String(format: "and no 250 ms window of the room's air near full scale (loudest %.1f dBFS)", loudest))
+            c.check(on.clippedSamples * 1000 < on.samples, "at most isolated clipped peaks in the air: \(on.clippedSamples) of \(on.samples)")
             return off.daemons + on.daemons
         }
     }
 }
 
-/// The suite's howling figures: the same two terminals in one room, the canceller bypassed and
-/// then on for 60 s (smoke: 8 s).
+/// The suite's howling figures: the same two terminals in one room and in adjacent rooms, the loop
+/// canceller and howl guard bypassed and then on for 60 s (smoke: 8 s).
 final class SuiteHowlingTests: XCTestCase {
-    func testSuiteHowlingWithAndWithoutEchoCancellation() throws {
+    func testSuiteHowlingWithAndWithoutTheLoopCanceller() throws {
         let mode = try SuiteMode.require()
         try Rig.require()
         let seconds = mode.isSmoke ? 8.0 : 60.0
-        let off = try Howling.run(echo: false, seconds: mode.isSmoke ? 4 : 10)
-        let on = try Howling.run(echo: true, seconds: seconds)
-        XCTAssertFalse(on.levels.isEmpty || off.levels.isEmpty, "the room was recorded")
+        let bypassedSeconds = mode.isSmoke ? 4.0 : 10.0
         func db(_ v: Double) -> String { String(format: "%.1f dBFS", v) }
-        SuiteMode.emit("### Howling: two terminals in one room, in a call with each other, loop gain +12 dB (rig)")
+        SuiteMode.emit("### Howling: two terminals that hear each other, in a call with each other, loop gain +12 dB (rig)")
         SuiteMode.emit("")
-        SuiteMode.emit("Both terminals stand in rig room A (each microphone hears both speakers); speaker and microphone gain +6 dB each make the loop gain ×4 per pass. A person speaks once (a clip 12 dB down), then the room's air is recorded. Goal (issue 5): without echo cancellation the level grows to clipping (the test can fail); with it the level stays bounded for 60 s. Lower levels are better; clipped samples are the howl at full scale.")
+        SuiteMode.emit("One room: both terminals stand in rig room A (each microphone hears both speakers), microphone gain +12 dB. Adjacent rooms: rooms A and B leak into each other at −\(Int(Howling.doorDB)) dB and 10 ms (an open door), microphone gain +18 dB. Either way the loop through the other terminal is ×4 per pass; speakers at unity. A person speaks once, then room A's air is recorded. Goal (issue 17): with the loop canceller and the howl guard bypassed (echo cancellation on) the level grows to clipping (the test can fail); with them it stays bounded and the loop dies away. Lower levels are better.")
         SuiteMode.emit("")
-        SuiteMode.emit("| run | recorded | first peak at −1 dBFS after | clipped samples | loudest 250 ms | median while speaking (0-3 s) | median of the last 10 s |")
-        SuiteMode.emit("|---|---|---|---|---|---|---|")
-        for (name, r, length) in [("echo cancellation bypassed", off, mode.isSmoke ? 4.0 : 10.0), ("echo cancellation and howl guard on", on, seconds)] {
-            SuiteMode.emit("| \(name) | \(Int(length)) s | \(r.clippedAfter.map { String(format: "%.2f s", $0) } ?? "never") | \(r.clippedSamples) of \(r.samples) | \(db(r.levels.max() ?? -.infinity)) | \(db(Howling.level(r, from: 0, to: 3))) | \(db(Howling.level(r, from: max(0, length - 10), to: length))) |")
+        SuiteMode.emit("| placement | run | recorded | first peak at −1 dBFS after | clipped samples | loudest 250 ms | median while speaking (0-3 s) | median of the last 10 s | A: loops broken, loop canceller removes |")
+        SuiteMode.emit("|---|---|---|---|---|---|---|---|---|")
+        for placement in [Howling.Placement.oneRoom, .adjacentRooms] {
+            let off = try Howling.run(placement, structure: false, seconds: bypassedSeconds)
+            let on = try Howling.run(placement, structure: true, seconds: seconds)
+            XCTAssertFalse(on.levels.isEmpty || off.levels.isEmpty, "the room was recorded")
+            for (name, r, length) in [("bypassed", off, bypassedSeconds), ("loop canceller and howl guard", on, seconds)] {
+                let a = r.statistics[0]
+                SuiteMode.emit("| \(placement.rawValue) | \(name) | \(Int(length)) s | \(r.clippedAfter.map { String(format: "%.2f s", $0) } ?? "never") | \(r.clippedSamples) of \(r.samples) | \(db(r.levels.max() ?? -.infinity)) | \(db(Howling.level(r, from: 0, to: 3))) | \(db(Howling.level(r, from: max(0, length - 10), to: length))) | \(a.howls.map(String.init) ?? "–"), \(a.loopRemovedDB.map { String(format: "%.1f dB", $0) } ?? "–") |")
+            }
         }
-        // As the CI test judges it: no 250 ms window near full scale, clipped peaks at most 0.1 %.
-        let bounded = (on.levels.max() ?? 0) < -6 && on.clippedSamples * 1000 < on.samples
-        SuiteMode.emit("")
-        SuiteMode.emit("Bounded for \(Int(seconds)) s with echo cancellation: \(bounded ? "yes" : "no"). The loop through the other terminal is outside each canceller's reference; the howl guard (`HowlGuard`: a −18 dBFS ceiling on what is sent, and −20 dB once the ceiling has held for 0.2 s, then 6 dB below the gain that sustained the loop) breaks it.")
         SuiteMode.emit("")
     }
 }

@@ -83,9 +83,11 @@ final class MixerTests: XCTestCase {
         chain.gain.muted.set(true)
         chain.process(captured: captured, into: &out)
         XCTAssertEqual(out, [Int16](repeating: 0, count: 480))
-        // A full-scale frame is limited by the howl guard after the gain (−18 dBFS ceiling).
+        // A frame near full scale is limited by the howl guard after the gain, to its ceiling's peak.
         chain.gain.muted.set(false)
         chain.process(captured: [Int16](repeating: 30000, count: 480), into: &out)
-        XCTAssertLessThan(out.map { abs(Int($0)) }.max() ?? 0, 30000 / 4)
+        let ceiling = 32767 * pow(10, HowlGuard.Settings().ceilingDBFS / 20)
+        XCTAssertLessThanOrEqual(Double(out.map { abs(Int($0)) }.max() ?? 0), ceiling + 1)
+        XCTAssertGreaterThan(Double(out.map { abs(Int($0)) }.max() ?? 0), ceiling - 2, "limited, not muted")
     }
 }
