@@ -25,6 +25,13 @@ final class EchoCancellerTests: XCTestCase {
         return out
     }
 
+    /// The adaptive filter alone: the gate and the residual suppressor would hide an unlearned path.
+    private var linearFilterOnly: EchoCancelSettings {
+        EchoCancelSettings(daemonConfig(frame: frame) {
+            $0.echo.residualGate = false; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
+        })
+    }
+
     /// Runs the canceller over `mic = echo(far) + near`, the reference queued like the engine does.
     /// With an estimator, it steps every 250 ms as its thread would.
     private func run(_ c: EchoCanceller, far: [Int16], near: [Int16]?, delay: Int,
@@ -234,10 +241,7 @@ final class EchoCancellerTests: XCTestCase {
     /// filter learnt is kept, so the first frames after the restart are cancelled as before it,
     /// where a fresh filter has learnt nothing yet.
     func testARestartKeepsWhatTheFilterLearnt() throws {
-        // Without the gate and the residual suppressor, which would hide an unlearned path.
-        let settings = EchoCancelSettings(daemonConfig(frame: frame) {
-            $0.echo.residualGate = false; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
-        })
+        let settings = linearFilterOnly
         let far = farEnd(seconds: 5, seed: 3)
         let c = try EchoCanceller(settings)
         _ = run(c, far: far, near: nil, delay: 2400)
@@ -257,9 +261,7 @@ final class EchoCancellerTests: XCTestCase {
     /// until the estimator has measured the new delay: held, it is intact when the reference moves,
     /// and cancels as before within 2 s, where adapting on would unlearn the path.
     func testARestartThatMovedTheEchoPathCancelsAsBeforeOnceTheDelayIsMeasured() throws {
-        let settings = EchoCancelSettings(daemonConfig(frame: frame) {
-            $0.echo.residualGate = false; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
-        })
+        let settings = linearFilterOnly
         let far = farEnd(seconds: 12, seed: 21)
         let c = try EchoCanceller(settings)
         let estimator = EchoDelayEstimator(canceller: c)
@@ -280,9 +282,7 @@ final class EchoCancellerTests: XCTestCase {
     /// The same restart with the path unchanged: the filter goes on cancelling from the first
     /// frames, not held for a measurement.
     func testARestartThatKeptTheEchoPathIsNotHeld() throws {
-        let settings = EchoCancelSettings(daemonConfig(frame: frame) {
-            $0.echo.residualGate = false; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
-        })
+        let settings = linearFilterOnly
         let far = farEnd(seconds: 7, seed: 22)
         let c = try EchoCanceller(settings)
         let estimator = EchoDelayEstimator(canceller: c)
@@ -299,9 +299,7 @@ final class EchoCancellerTests: XCTestCase {
     /// delay aligns the reference afresh instead of moving it by the jump; after the jump it
     /// converges like a new filter.
     func testAFilterThatNeverConvergedIsAlignedAfreshWhenTheDelayJumps() throws {
-        let settings = EchoCancelSettings(daemonConfig(frame: frame) {
-            $0.echo.residualGate = false; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
-        })
+        let settings = linearFilterOnly
         let far = farEnd(seconds: 5, seed: 23)
         let c = try EchoCanceller(settings)
         c.requestEchoDelay(samples: 2400 - 960)
@@ -322,9 +320,7 @@ final class EchoCancellerTests: XCTestCase {
     /// wrong estimate (seen on the rig seconds after a stall), and moving the reference would
     /// throw away what it learnt.
     func testAWorkingFilterIgnoresAWrongDelayEstimate() throws {
-        let settings = EchoCancelSettings(daemonConfig(frame: frame) {
-            $0.echo.residualGate = false; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
-        })
+        let settings = linearFilterOnly
         let far = farEnd(seconds: 6, seed: 12)
         let c = try EchoCanceller(settings)
         c.requestEchoDelay(samples: 2400 - 960)  // measured: within the filter, nothing moves
