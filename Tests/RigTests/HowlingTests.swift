@@ -32,6 +32,8 @@ enum Howling {
         var trace: [(removed: Double, guardDB: Double)]
         /// The loudest sample A and B sent (their typed `sent_peak_dbfs`, polled every half second), dBFS.
         var sentPeaks: [Double]
+        /// B's drift estimate for A's stream at the end (typed `stats`), ppm; nil if B played no stream.
+        var driftPPM: Double?
 
         var traceText: String { trace.map { String(format: "%.0f/%.0f", $0.removed, $0.guardDB) }.joined(separator: " ") }
     }
@@ -78,7 +80,8 @@ enum Howling {
         air.stop()
         if kick.isRunning { kick.terminate() }
         let statistics = [try a.statistics().audio, try b.statistics().audio]
-        if let st = try? b.statistics().network?.streams.first {
+        let stream = try? b.statistics().network?.streams.first
+        if let st = stream {
             print(String(format: "howling: B plays A's stream at %.1f ms (target %.1f), drift %.0f ppm, %d cut-backs, %d underruns, %d concealed",
                          st.delayMs, st.targetMs, st.driftPPM, st.cutBacks, st.underruns, st.concealed))
         }
@@ -97,7 +100,7 @@ enum Howling {
         }
         let clipped = samples.filter { abs($0) >= 0.999 }.count
         return Run(levels: levels, clippedSamples: clipped, daemons: [a, b], clippedAfter: clippedAfter, samples: samples.count,
-                   statistics: statistics, trace: trace, sentPeaks: sentPeaks)
+                   statistics: statistics, trace: trace, sentPeaks: sentPeaks, driftPPM: stream.map { $0.driftPPM })
     }
 
     /// Median level of the windows from `from` to `to` seconds after the kick.
@@ -148,6 +151,9 @@ final class HowlingTests: XCTestCase {
                     String(format: "with them what is sent stays bounded by the guard's ceiling (%.1f dBFS): A %.2f, B %.2f dBFS", ceiling, on.sentPeaks[0], on.sentPeaks[1]))
             c.check(loudest < -6, String(format: "and no 250 ms window of the room's air near full scale (loudest %.1f dBFS)", loudest))
             c.check(on.clippedSamples * 1000 < on.samples, "at most isolated clipped peaks in the air: \(on.clippedSamples) of \(on.samples)")
+            // The rig's rooms run on one clock, also through the door (`rig.sh couple` keeps them exact).
+            c.check([off, on].allSatisfy { abs($0.driftPPM ?? .infinity) <= 20 },
+                    "B's drift estimate of A's stream reads 0 ± 20 ppm on the rig's one clock: \([off, on].map { $0.driftPPM.map { String(format: "%.0f", $0) } ?? "no stream" })")
             return off.daemons + on.daemons
         }
     }
