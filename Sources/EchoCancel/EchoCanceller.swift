@@ -336,17 +336,29 @@ struct RestartProbation {
     mutating func failed(capture: UnsafePointer<Int16>, output: UnsafePointer<Int16>,
                          reference: UnsafePointer<Int16>, count: Int) -> Bool {
         guard samplesLeft > 0 else { return false }
+        let e = FrameEnergy(capture: capture, output: output, reference: reference, count: count)
+        guard e.reference / Double(count) > ERLETracker.referenceFloor else { return false }
+        micEnergy += e.capture
+        outEnergy += e.output
+        samplesLeft -= count
+        guard samplesLeft <= 0 else { return false }
+        return 10 * log10((micEnergy + 1) / (outEnergy + 1)) < threshold
+    }
+}
+
+/// One frame's energies (sums of squares) of the three signals every ERLE figure compares.
+struct FrameEnergy {
+    let reference: Double
+    let capture: Double
+    let output: Double
+
+    init(capture: UnsafePointer<Int16>, output: UnsafePointer<Int16>, reference: UnsafePointer<Int16>, count: Int) {
         var r = 0.0, m = 0.0, o = 0.0
         for i in 0..<count {
             let rv = Double(reference[i]), mv = Double(capture[i]), ov = Double(output[i])
             r += rv * rv; m += mv * mv; o += ov * ov
         }
-        guard r / Double(count) > ERLETracker.referenceFloor else { return false }
-        micEnergy += m
-        outEnergy += o
-        samplesLeft -= count
-        guard samplesLeft <= 0 else { return false }
-        return 10 * log10((micEnergy + 1) / (outEnergy + 1)) < threshold
+        self.reference = r; self.capture = m; self.output = o
     }
 }
 
@@ -363,15 +375,11 @@ struct ERLETracker {
 
     mutating func update(capture: UnsafePointer<Int16>, output: UnsafePointer<Int16>,
                          reference: UnsafePointer<Int16>, count: Int) -> Double? {
-        var r = 0.0, m = 0.0, o = 0.0
-        for i in 0..<count {
-            let rv = Double(reference[i]), mv = Double(capture[i]), ov = Double(output[i])
-            r += rv * rv; m += mv * mv; o += ov * ov
-        }
+        let e = FrameEnergy(capture: capture, output: output, reference: reference, count: count)
         let n = Double(count)
-        guard r / n > Self.referenceFloor else { return nil }
-        micEnergy += Self.smoothing * (m / n - micEnergy)
-        outEnergy += Self.smoothing * (o / n - outEnergy)
+        guard e.reference / n > Self.referenceFloor else { return nil }
+        micEnergy += Self.smoothing * (e.capture / n - micEnergy)
+        outEnergy += Self.smoothing * (e.output / n - outEnergy)
         activeFrames += 1
         guard activeFrames > 10, micEnergy > 0 else { return nil }
         latest = 10 * log10((micEnergy + 1) / (outEnergy + 1))
