@@ -170,17 +170,17 @@ final class SuiteHowlingTests: XCTestCase {
         func db(_ v: Double) -> String { String(format: "%.1f dBFS", v) }
         SuiteMode.emit("### Howling: two terminals that hear each other, in a call with each other, loop gain +12 dB (rig)")
         SuiteMode.emit("")
-        SuiteMode.emit("One room: both terminals stand in rig room A (each microphone hears both speakers), microphone gain +12 dB. Adjacent rooms: rooms A and B leak into each other at −\(Int(Howling.doorDB)) dB and 10 ms (an open door), microphone gain +18 dB. Either way the loop through the other terminal is ×4 per pass; speakers at unity. A person speaks once, then room A's air is recorded. Goal (issue 17): with the loop canceller and the howl guard bypassed (echo cancellation on) the level grows to clipping (the test can fail); with them it stays bounded and the loop dies away. Lower levels are better.")
+        SuiteMode.emit("One room: both terminals stand in rig room A (each microphone hears both speakers). Adjacent rooms: room B's air leaks into room A's at −\(Int(Howling.doorDB)) dB and 10 ms (an open door, `rig.sh couple --one-way`). Gains (\(Howling.gains(.oneRoom).split(separator: "\n").dropFirst().joined(separator: ", ")) in one room; \(Howling.gains(.adjacentRooms).split(separator: "\n").dropFirst().joined(separator: ", ")) through the door) make the loop through the other terminal ×4 per pass, the speakers low enough that nothing sent at or below the guard's ceiling clips them. A person speaks once (a clip 6 dB down), then room A's air is recorded. Echo cancellation is on in every run. Goal (issue 17): bypassed, the loop grows to clipping: a terminal sends full scale (its typed `sent_peak_dbfs`; the air itself stays below full scale at these speaker gains); with the loop canceller and the howl guard (−6 dBFS sample-peak ceiling) nothing is sent above the ceiling and the loop dies away, ideally without the guard breaking it. Lower levels are better.")
         SuiteMode.emit("")
-        SuiteMode.emit("| placement | run | recorded | first peak at −1 dBFS after | clipped samples | loudest 250 ms | median while speaking (0-3 s) | median of the last 10 s | A: loops broken, loop canceller removes |")
-        SuiteMode.emit("|---|---|---|---|---|---|---|---|---|")
+        SuiteMode.emit("| placement | run | recorded | loudest sample sent, A / B | samples A sent clipped | loudest 250 ms of A's air | median while speaking (0-3 s) | median of the last 10 s | loops the guard broke (A) | A's loop canceller removes |")
+        SuiteMode.emit("|---|---|---|---|---|---|---|---|---|---|")
         for placement in [Howling.Placement.oneRoom, .adjacentRooms] {
             let off = try Howling.run(placement, structure: false, seconds: bypassedSeconds)
             let on = try Howling.run(placement, structure: true, seconds: seconds)
             XCTAssertFalse(on.levels.isEmpty || off.levels.isEmpty, "the room was recorded")
             for (name, r, length) in [("bypassed", off, bypassedSeconds), ("loop canceller and howl guard", on, seconds)] {
                 let a = r.statistics[0]
-                SuiteMode.emit("| \(placement.rawValue) | \(name) | \(Int(length)) s | \(r.clippedAfter.map { String(format: "%.2f s", $0) } ?? "never") | \(r.clippedSamples) of \(r.samples) | \(db(r.levels.max() ?? -.infinity)) | \(db(Howling.level(r, from: 0, to: 3))) | \(db(Howling.level(r, from: max(0, length - 10), to: length))) | \(a.howls.map(String.init) ?? "–"), \(a.loopRemovedDB.map { String(format: "%.1f dB", $0) } ?? "–") |")
+                SuiteMode.emit("| \(placement.rawValue) | \(name) | \(Int(length)) s | \(r.sentPeaks.map { String(format: "%.1f", $0) }.joined(separator: " / ")) dBFS | \(a.microphoneClippedSamples) | \(db(r.levels.max() ?? -.infinity)) | \(db(Howling.level(r, from: 0, to: 3))) | \(db(Howling.level(r, from: max(0, length - 10), to: length))) | \(a.howls.map(String.init) ?? "–") | \(a.loopRemovedDB.map { String(format: "%.1f dB", $0) } ?? "–") |")
             }
         }
         SuiteMode.emit("")
