@@ -44,6 +44,9 @@ final class SuiteEchoStagesTests: XCTestCase {
         Stage(name: "(the defaults with speexdsp's noise suppression at -15 dB: its preprocessor, a frame of delay)", aside: true) {
             residualSuppression(&$0); $0.echo.noiseSuppressDb = -15
         },
+        Stage(name: "(the defaults with the loop canceller on, no loop to remove: what it costs the talker)", aside: true) {
+            residualSuppression(&$0); $0.echo.loopCanceller = true
+        },
     ]
 
     /// A wall terminal's speaker-to-microphone path: 20 ms of device buffering, a direct path at
@@ -83,6 +86,7 @@ final class SuiteEchoStagesTests: XCTestCase {
         let config = daemonConfig(frame: 480, stage.change)
         let frame = config.audio.framesPerPeriod
         let chain = try MicrophoneToWire.microphoneChain(config)
+        XCTAssertEqual(chain.loopCanceller?.enabled.isSet ?? false, config.echo.loopCanceller, "the loop canceller runs where the stage says")
         let encoder = try OpusEncoder(config)
         let decoder = try OpusDecoder(sampleRate: config.audio.sampleRate)
         let played = far.map { Array($0.prefix(near.count)) + [Int16](repeating: 0, count: max(0, near.count - $0.count)) }
@@ -98,6 +102,10 @@ final class SuiteEchoStagesTests: XCTestCase {
             let n = encoder.encode(cleaned, frameSize: frame, into: &packet, capacity: packet.count)
             XCTAssertGreaterThan(n, 0, "Opus encodes every frame")
             XCTAssertEqual(decoder.decodeFrame(packet, length: n, into: &decoded, frameSize: frame), frame)
+            // The loop canceller's reference: what was sent, decoded again (the daemon's `SentDecoder`).
+            if let loop = chain.loopCanceller, loop.enabled.isSet {
+                decoded.withUnsafeBufferPointer { loop.sent($0.baseAddress!, index: f) }
+            }
             out += decoded
         }
         let path = NSTemporaryDirectory() + "echo-stages-\(getpid())-\(label).wav"
@@ -150,7 +158,7 @@ final class SuiteEchoStagesTests: XCTestCase {
 
         SuiteMode.emit("### Speech quality stage by stage through the echo chain (PESQ-WB; offline: the daemon's chain and Opus, no devices)")
         SuiteMode.emit("")
-        SuiteMode.emit("Each row adds one element of the microphone chain to the row above (by its `[echo]` keys), then Opus at the defaults (64 kbit/s). One way: the far end is silent, so there is no echo to remove and every loss is the chain's cost to the person in the room. Both ways: a conversation (the ends take turns, 0.25 s apart; no double talk), the far end's echo reaching the microphone (20 ms of buffering, a direct path at −6 dB, reflections over 100 ms), scored against the near end's track alone. Natural: alsa-utils' recorded voice, peaks at −6 dBFS (about 14 s); synthetic: espeak-ng. Higher is better; Δ is the step from the row above. The row in parentheses is not a stage: the microphone through speexdsp's DC notch alone (the second-order high-pass near 70 Hz speexdsp's canceller applies to the microphone before anything else, `filter_dc_notch16`), echo off: what the person in the room would lose if the canceller passed speexdsp's output on as it is. It does not: it hands on the microphone itself minus speexdsp's echo estimate, un-notched, wherever that estimate is more than 20 dB below the output, and speexdsp's own output only where there is echo to remove (`NearEndRestore`). That row and the one after it compare with the codec alone. Residual echo suppression is intercomd's own (`ResidualEchoSuppressor`: band gains from speexdsp's echo estimate, applied to the frame they were measured on, exactly 1 where there is no echo estimate); speexdsp's preprocessor is off by default, and the last row, in parentheses too, adds its noise suppression to the defaults and compares with the row above it. Pieces are aligned for PESQ on the band above 300 Hz (scripts/quality.py): a notch turns the phase of a voice's lowest harmonics, which moved full-band pieces by up to 4 ms and cut the stitched recording, a loss of up to 0.9 PESQ that was the measurement's, not the voice's.")
+        SuiteMode.emit("Each row adds one element of the microphone chain to the row above (by its `[echo]` keys), then Opus at the defaults (64 kbit/s). One way: the far end is silent, so there is no echo to remove and every loss is the chain's cost to the person in the room. Both ways: a conversation (the ends take turns, 0.25 s apart; no double talk), the far end's echo reaching the microphone (20 ms of buffering, a direct path at −6 dB, reflections over 100 ms), scored against the near end's track alone. Natural: alsa-utils' recorded voice, peaks at −6 dBFS (about 14 s); synthetic: espeak-ng. Higher is better; Δ is the step from the row above. The row in parentheses is not a stage: the microphone through speexdsp's DC notch alone (the second-order high-pass near 70 Hz speexdsp's canceller applies to the microphone before anything else, `filter_dc_notch16`), echo off: what the person in the room would lose if the canceller passed speexdsp's output on as it is. It does not: it hands on the microphone itself minus speexdsp's echo estimate, un-notched, wherever that estimate is more than 20 dB below the output, and speexdsp's own output only where there is echo to remove (`NearEndRestore`). That row and the one after it compare with the codec alone. Residual echo suppression is intercomd's own (`ResidualEchoSuppressor`: band gains from speexdsp's echo estimate, applied to the frame they were measured on, exactly 1 where there is no echo estimate); speexdsp's preprocessor is off by default. The last two rows, in parentheses too, each add one thing to the defaults and compare with them: speexdsp's noise suppression, and the loop canceller (`loop_canceller`, off by default) with its reference fed as the daemon feeds it, but no loop to remove: what its adapting under the voice costs the person in the room. Pieces are aligned for PESQ on the band above 300 Hz (scripts/quality.py): a notch turns the phase of a voice's lowest harmonics, which moved full-band pieces by up to 4 ms and cut the stitched recording, a loss of up to 0.9 PESQ that was the measurement's, not the voice's.")
         SuiteMode.emit("")
         SuiteMode.emit("| stage | one way, natural (Δ) | level vs source | both ways, natural (Δ) | one way, synthetic (Δ) | both ways, synthetic (Δ) |")
         SuiteMode.emit("|---|---|---|---|---|---|")
