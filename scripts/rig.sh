@@ -351,22 +351,27 @@ start_pulseaudio() {
 # whole microseconds. Chunks end where a block ends or a client's write does, so unless the block
 # divides the clients' writes (a terminal's 10 ms periods) into whole 125 us (6 frames at 48 kHz),
 # the room runs fast: 151 ppm at the 3333 us a 10 ms loopback asks for, 120-450 ppm at 3 ms with a
-# terminal playing. The recorder asks for less than every other client: 10 ms, or in a coupled
-# room the largest of 5, 2 and 1 ms below a third of the loopback's delay (its request).
+# terminal playing. The recorder asks for less than every other client: 10 ms, or in a room coupled
+# one way the largest of 5, 2 and 1 ms below a third of the loopback's delay (its request). Not in
+# a room coupled both ways: two loopbacks at 2 ms blocks overran PulseAudio's IO queue ("q overrun",
+# recordings stopped after 1 s); there the loopbacks' 3.3 ms set both rooms equally fast.
 recorder_ms() {
-    local ms=10 latency candidate
-    for latency in $(client pactl list short modules 2>/dev/null |
-        awk -v src="source=$1.monitor" -v snk="sink=$1" '$2 == "module-loopback" &&
-            (index($0 " ", src " ") || index($0 " ", snk " ")) {
-                for (i = 3; i <= NF; i++) if ($i ~ /^latency_msec=/) print substr($i, 14) }'); do
-        for candidate in 5 2 1; do
-            if ((candidate * 3 < latency || candidate == 1)); then
-                ((candidate < ms)) && ms=$candidate
-                break
-            fi
-        done
-    done
-    echo "$ms"
+    client pactl list short modules 2>/dev/null | awk -v room="$1" '
+        $2 == "module-loopback" {
+            line = " " $0 " "; gsub(/\t/, " ", line)
+            from = index(line, " source=" room ".monitor ") > 0
+            into = index(line, " sink=" room " ") > 0
+            if (!from && !into) next
+            froms += from; intos += into
+            for (i = 3; i <= NF; i++)
+                if ($i ~ /^latency_msec=/ && (low == "" || substr($i, 14) + 0 < low)) low = substr($i, 14) + 0
+        }
+        END {
+            if (low == "" || (froms && intos) || low / 3 >= 10) print 10
+            else if (low > 15) print 5
+            else if (low > 6) print 2
+            else print 1
+        }'
 }
 
 start_recorder() { # ROOM
