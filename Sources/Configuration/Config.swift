@@ -114,9 +114,9 @@ public struct EchoSection: Sendable, Equatable {
     /// The howl guard on the sent microphone (`HowlGuard`), with echo cancellation on.
     public var howlGuard: Bool = true
     /// The loop canceller (`LoopCanceller`): removes our own voice where another terminal's
-    /// speaker brings it back, with echo cancellation on and a network. Off by default: with no
-    /// loop to remove it learns the talker's own voice and costs 2.7 PESQ (BENCHMARKS, the stage table).
-    public var loopCanceller: Bool = false
+    /// speaker brings it back, with echo cancellation on and a network. It subtracts only where a
+    /// loop shows, so with none the talker passes untouched (BENCHMARKS, the stage table).
+    public var loopCanceller: Bool = true
     /// How long a loop through another terminal it models, past the shortest, in milliseconds.
     public var loopTailMs: Int = 300
     /// Attenuate the echo the canceller leaves while the far end talks (`EchoGate`).
@@ -771,7 +771,7 @@ extension DaemonConfig {
                  .range(EchoSection.echoSuppressDbRange)),
             .bool("agc", \.echo.agc, "Automatic gain control of the microphone"),
             .bool("loop_canceller", \.echo.loopCanceller,
-                  "Loop canceller: removes this terminal's own voice where it comes back through another terminal's speaker (two terminals that hear each other: one room, a thin wall, an open door), which the echo canceller cannot see; it learns the loop from the packets sent. Works with enabled = true. Off by default: with no loop to remove it learns the talker's own voice and subtracts it (PESQ 4.5 to 1.8 in BENCHMARKS.md), so the howl guard still does the work").reloaded(.live),
+                  "Loop canceller: removes this terminal's own voice where it comes back through another terminal's speaker (two terminals that hear each other: one room, a thin wall, an open door), which the echo canceller cannot see; it learns the loop from the packets sent, and subtracts it only while its estimate shows a loop (it lowers the microphone by 2 dB or more), so a terminal with no loop sends its talker untouched. Works with enabled = true").reloaded(.live),
             .int("loop_tail_ms", \.echo.loopTailMs,
                  "How long a loop through another terminal the loop canceller models, in milliseconds past the shortest: the far jitter buffer's range and both rooms' reverberation. Larger costs more CPU",
                  .range(EchoSection.loopTailMsRange)),

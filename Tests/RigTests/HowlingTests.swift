@@ -28,14 +28,16 @@ enum Howling {
         var samples: Int
         /// The terminals' own account at the end (A, B): loops the guard broke, what the loop canceller removes.
         var statistics: [DaemonStatistics.Audio]
-        /// A's loop canceller (dB removed) and howl guard (dB taken off) every half second.
+        /// A's loop canceller (dB removed) and howl guard (dB taken off) every half second; B's the same.
         var trace: [(removed: Double, guardDB: Double)]
+        var traceB: [(removed: Double, guardDB: Double)] = []
         /// The loudest sample A and B sent (their typed `sent_peak_dbfs`, polled every half second), dBFS.
         var sentPeaks: [Double]
         /// B's drift estimate for A's stream at the end (typed `stats`), ppm; nil if B played no stream.
         var driftPPM: Double?
 
         var traceText: String { trace.map { String(format: "%.0f/%.0f", $0.removed, $0.guardDB) }.joined(separator: " ") }
+        var traceTextB: String { traceB.map { String(format: "%.0f/%.0f", $0.removed, $0.guardDB) }.joined(separator: " ") }
     }
 
     /// Loop gain ×4 through the other terminal, the speakers at unity so that nothing sent at or
@@ -66,14 +68,15 @@ enum Howling {
         let kick = try Command.start("/usr/bin/paplay", ["--device=roomA", "--volume=32768", try Speech.roomA()])
         // A's own account every half second: what its loop canceller removes, what its guard takes
         // off; and the loudest sample each terminal sent.
-        var trace: [(removed: Double, guardDB: Double)] = []
+        var trace: [(removed: Double, guardDB: Double)] = [], traceB = trace
         var sentPeaks = [-120.0, -120.0]
         let until = Date().addingTimeInterval(seconds)
         while Date() < until {
             Thread.sleep(forTimeInterval: min(0.5, max(0, until.timeIntervalSinceNow)))
             for (k, d) in [a, b].enumerated() {
                 guard let s = try? d.statistics() else { continue }
-                if k == 0 { trace.append((s.audio.loopRemovedDB ?? .nan, s.audio.howlGuardAttenuationDB ?? .nan)) }
+                let point = (s.audio.loopRemovedDB ?? .nan, s.audio.howlGuardAttenuationDB ?? .nan)
+                if k == 0 { trace.append(point) } else { traceB.append(point) }
                 sentPeaks[k] = max(sentPeaks[k], s.network?.sentPeakDBFS ?? -120)
             }
         }
@@ -100,7 +103,7 @@ enum Howling {
         }
         let clipped = samples.filter { abs($0) >= 0.999 }.count
         return Run(levels: levels, clippedSamples: clipped, daemons: [a, b], clippedAfter: clippedAfter, samples: samples.count,
-                   statistics: statistics, trace: trace, sentPeaks: sentPeaks, driftPPM: stream.map { $0.driftPPM })
+                   statistics: statistics, trace: trace, traceB: traceB, sentPeaks: sentPeaks, driftPPM: stream.map { $0.driftPPM })
     }
 
     /// Median level of the windows from `from` to `to` seconds after the kick.
@@ -139,6 +142,7 @@ final class HowlingTests: XCTestCase {
             print("howling, \(placement.rawValue): sent clipped A/B bypassed \(off.statistics.map(\.microphoneClippedSamples)), with \(on.statistics.map(\.microphoneClippedSamples)); played clipped bypassed \(off.statistics.map(\.speakerClippedSamples)), with \(on.statistics.map(\.speakerClippedSamples))")
             print("howling trace, \(placement.rawValue) (dBFS per second): " + stride(from: 0.0, to: seconds - 0.5, by: 1.0).map { String(format: "%.1f", Howling.level(on, from: $0, to: $0 + 1)) }.joined(separator: " "))
             print("howling, \(placement.rawValue), A's loop canceller removes / guard takes off (dB, every 0.5 s): \(on.traceText)")
+            print("howling, \(placement.rawValue), B's loop canceller removes / guard takes off (dB, every 0.5 s): \(on.traceTextB)")
             let ceiling = HowlGuard.Settings().ceilingDBFS
             let sentClipped = off.statistics.map(\.microphoneClippedSamples).max() ?? 0
             print(String(format: "howling, %@: the loudest sample sent by A, B: bypassed %.1f, %.1f dBFS (%d clipped); with the structure %.1f, %.1f dBFS; the loop %@ by the end",

@@ -1,14 +1,17 @@
 import AudioPipeline
 import CAllocCounter
+import Codec
+import Configuration
 import EchoCancel
 import Foundation
 import SignalTools
 import TestSupport
 import XCTest
 
-/// The loop canceller (issue 17, point 3; not yet in the daemon's chain): it learns the echo of its
-/// reference under a voice, and in a closed loop through another terminal it learns the loop only
-/// with the sent packets decoded again as its reference (BENCHMARKS.md, "Howling by structure").
+/// The loop canceller (issue 17, point 3): its filter learns the echo of its reference under a
+/// voice; in a closed loop through another terminal it learns the loop only with the sent packets
+/// decoded again as its reference (BENCHMARKS.md, "Howling by structure"); with no loop it leaves
+/// the voice untouched, which its filter alone would not.
 final class LoopCancellerTests: XCTestCase {
     private let frame = 480
 
@@ -18,7 +21,8 @@ final class LoopCancellerTests: XCTestCase {
         let phrases = try Speech.naturalPhraseSamples(peakDBFS: -12)
         let a = (phrases + phrases).joined().map { Float($0) }
         let b = (phrases.reversed() + phrases.reversed()).joined().map { Float($0) }
-        let loop = LoopCanceller(.init(sampleRate: 48_000, frameSize: frame, minimumDelayMilliseconds: 10, spanMilliseconds: 300))
+        // The filter alone: subtracted whether or not a loop shows.
+        let loop = LoopCanceller(.init(sampleRate: 48_000, frameSize: frame, minimumDelayMilliseconds: 10, spanMilliseconds: 300, gated: false))
         func echo(_ n: Int) -> Float { (n >= 4320 ? 0.5 * a[n - 4320] : 0) + (n >= 4500 ? 0.2 * a[n - 4500] : 0) }
         var mic = [Int16](repeating: 0, count: frame), reference = mic
         var echoEnergy = 0.0, leftEnergy = 0.0
@@ -50,6 +54,46 @@ final class LoopCancellerTests: XCTestCase {
         XCTAssertGreaterThan(alone, 20, "an echo alone is learnt")
         XCTAssertGreaterThan(quietVoice, 10, "under a voice it is still learnt")
         XCTAssertGreaterThan(voice, 3, "a voice louder than the echo does not make the filter wander")
+    }
+
+    /// With no loop to remove, what the canceller takes from the talker: the voice's energy over
+    /// the energy of what the canceller changed (dB), the reference fed as the daemon feeds it (the
+    /// sent frames through Opus and decoded again, after the frame is handed on; the shortest loop
+    /// two frames, as `LoopCanceller.Settings(config)` makes it).
+    private func voiceKeptWithNoLoop(_ phrases: [[Int16]], gated: Bool) throws -> (keptDB: Double, engagements: Int) {
+        let config = DaemonConfig()
+        let loop = LoopCanceller(.init(sampleRate: 48_000, frameSize: frame, minimumDelayMilliseconds: 20, spanMilliseconds: 300, gated: gated))
+        let encoder = try OpusEncoder(config), decoder = try OpusDecoder(sampleRate: 48_000)
+        let voice = (phrases + phrases).joined().map { $0 }
+        var mic = [Int16](repeating: 0, count: frame), decoded = mic
+        var packet = [UInt8](repeating: 0, count: 1500)
+        var voiceEnergy = 0.0, changedEnergy = 0.0
+        for f in 0..<(voice.count / frame) {
+            for i in 0..<frame { mic[i] = voice[f * frame + i] }
+            mic.withUnsafeMutableBufferPointer { loop.cancel($0.baseAddress!) }
+            let n = encoder.encode(mic, frameSize: frame, into: &packet, capacity: packet.count)
+            XCTAssertEqual(decoder.decodeFrame(packet, length: n, into: &decoded, frameSize: frame), frame)
+            decoded.withUnsafeBufferPointer { loop.sent($0.baseAddress!, index: f) }
+            for i in 0..<frame {
+                let v = Double(voice[f * frame + i]), d = Double(mic[i]) - v
+                voiceEnergy += v * v
+                changedEnergy += d * d
+            }
+        }
+        return (10 * log10(voiceEnergy / max(changedEnergy, 1e-9)), loop.engagements.load)
+    }
+
+    func testWithNoLoopTheVoicePassesUntouched() throws {
+        let natural = try Speech.naturalPhraseSamples(peakDBFS: -6)
+        let synthetic = [try WAVAudio.read(path: try Speech.nearEnd()).samples]
+        for (name, phrases) in [("natural", natural), ("synthetic", synthetic)] {
+            let filter = try voiceKeptWithNoLoop(phrases, gated: false), gated = try voiceKeptWithNoLoop(phrases, gated: true)
+            print(String(format: "loop canceller, no loop, %@ speech: the filter alone subtracted would change the voice %.1f dB below it; as the daemon runs it, %d engagements, %@", name, filter.keptDB,
+                         gated.engagements, gated.keptDB > 100 ? "the voice untouched" : String(format: "changed %.1f dB below it", gated.keptDB)))
+            XCTAssertLessThan(filter.keptDB, 20, "\(name): the filter alone learns the voice (the test can fail)")
+            XCTAssertEqual(gated.engagements, 0, "\(name): no loop shows")
+            XCTAssertGreaterThan(gated.keptDB, 100, "\(name): the voice passes untouched")
+        }
     }
 
     /// One terminal's loop (A's microphone hears B's speaker, B hears nothing), loop gain about ×2:

@@ -55,7 +55,7 @@ final class ReloadTests: XCTestCase {
         // and named, any other key is left and named as needing a restart.
         let running = try config()
         for (key, toml) in [("echo.enabled", "[echo]\nenabled = false"), ("echo.howl_guard", "[echo]\nhowl_guard = false"),
-                            ("echo.loop_canceller", "[echo]\nloop_canceller = true"),
+                            ("echo.loop_canceller", "[echo]\nloop_canceller = false"),
                             ("mixer.speaker_gain_db", ""), ("echo.agc", "[echo]\nagc = true"),
                             ("jitter.max_delay_ms", "[jitter]\nmax_delay_ms = 300"), ("network.dscp", "[network]\ndscp = 0")] {
             let new = toml.isEmpty ? try config(replacing: ("mic_gain_db = 0", "mic_gain_db = 0\nspeaker_gain_db = -6")) : try config(toml)

@@ -30,22 +30,22 @@ final class SuiteEchoStagesTests: XCTestCase {
 
     /// Cumulative: each stage adds one element to the one before.
     static let stages: [Stage] = [
-        Stage(name: "codec alone (echo.enabled = false)") { $0.echo.enabled = false; $0.echo.howlGuard = false },
-        Stage(name: "(speexdsp's DC notch alone, codec after it)", notchOnly: true) { $0.echo.enabled = false; $0.echo.howlGuard = false },
+        Stage(name: "codec alone (echo.enabled = false)") { $0.echo.enabled = false; $0.echo.howlGuard = false; $0.echo.loopCanceller = false },
+        Stage(name: "(speexdsp's DC notch alone, codec after it)", notchOnly: true) {
+            $0.echo.enabled = false; $0.echo.howlGuard = false; $0.echo.loopCanceller = false
+        },
         Stage(name: "+ the canceller's adaptive filter") {
             $0.echo.noiseSuppressDb = 0; $0.echo.echoSuppressDb = 0; $0.echo.echoSuppressActiveDb = 0
-            $0.echo.residualGate = false; $0.echo.howlGuard = false
+            $0.echo.residualGate = false; $0.echo.howlGuard = false; $0.echo.loopCanceller = false
         },
         Stage(name: "+ residual echo suppression (-40 dB, -15 dB in double talk; no delay)") {
-            residualSuppression(&$0); $0.echo.residualGate = false; $0.echo.howlGuard = false
+            residualSuppression(&$0); $0.echo.residualGate = false; $0.echo.howlGuard = false; $0.echo.loopCanceller = false
         },
-        Stage(name: "+ the residual gate") { residualSuppression(&$0); $0.echo.howlGuard = false },
-        Stage(name: "+ the howl guard (the defaults)") { residualSuppression(&$0) },
+        Stage(name: "+ the residual gate") { residualSuppression(&$0); $0.echo.howlGuard = false; $0.echo.loopCanceller = false },
+        Stage(name: "+ the howl guard") { residualSuppression(&$0); $0.echo.loopCanceller = false },
+        Stage(name: "+ the loop canceller, no loop to remove (the defaults)") { residualSuppression(&$0) },
         Stage(name: "(the defaults with speexdsp's noise suppression at -15 dB: its preprocessor, a frame of delay)", aside: true) {
             residualSuppression(&$0); $0.echo.noiseSuppressDb = -15
-        },
-        Stage(name: "(the defaults with the loop canceller on, no loop to remove: what it costs the talker)", aside: true) {
-            residualSuppression(&$0); $0.echo.loopCanceller = true
         },
     ]
 
@@ -108,6 +108,8 @@ final class SuiteEchoStagesTests: XCTestCase {
             }
             out += decoded
         }
+        // With no loop through another terminal, nothing shows one.
+        XCTAssertEqual(chain.loopCanceller?.engagements.load ?? 0, 0, "\(stage.name), \(label): the loop canceller never engaged")
         let path = NSTemporaryDirectory() + "echo-stages-\(getpid())-\(label).wav"
         try WAVAudio(sampleRate: config.audio.sampleRate, channels: 1, samples: out).write(path: path)
         return path
@@ -158,7 +160,7 @@ final class SuiteEchoStagesTests: XCTestCase {
 
         SuiteMode.emit("### Speech quality stage by stage through the echo chain (PESQ-WB; offline: the daemon's chain and Opus, no devices)")
         SuiteMode.emit("")
-        SuiteMode.emit("Each row adds one element of the microphone chain to the row above (by its `[echo]` keys), then Opus at the defaults (64 kbit/s). One way: the far end is silent, so there is no echo to remove and every loss is the chain's cost to the person in the room. Both ways: a conversation (the ends take turns, 0.25 s apart; no double talk), the far end's echo reaching the microphone (20 ms of buffering, a direct path at −6 dB, reflections over 100 ms), scored against the near end's track alone. Natural: alsa-utils' recorded voice, peaks at −6 dBFS (about 14 s); synthetic: espeak-ng. Higher is better; Δ is the step from the row above. The row in parentheses is not a stage: the microphone through speexdsp's DC notch alone (the second-order high-pass near 70 Hz speexdsp's canceller applies to the microphone before anything else, `filter_dc_notch16`), echo off: what the person in the room would lose if the canceller passed speexdsp's output on as it is. It does not: it hands on the microphone itself minus speexdsp's echo estimate, un-notched, wherever that estimate is more than 20 dB below the output, and speexdsp's own output only where there is echo to remove (`NearEndRestore`). That row and the one after it compare with the codec alone. Residual echo suppression is intercomd's own (`ResidualEchoSuppressor`: band gains from speexdsp's echo estimate, applied to the frame they were measured on, exactly 1 where there is no echo estimate); speexdsp's preprocessor is off by default. The last two rows, in parentheses too, each add one thing to the defaults and compare with them: speexdsp's noise suppression, and the loop canceller (`loop_canceller`, off by default) with its reference fed as the daemon feeds it, but no loop to remove: what its adapting under the voice costs the person in the room. Pieces are aligned for PESQ on the band above 300 Hz (scripts/quality.py): a notch turns the phase of a voice's lowest harmonics, which moved full-band pieces by up to 4 ms and cut the stitched recording, a loss of up to 0.9 PESQ that was the measurement's, not the voice's.")
+        SuiteMode.emit("Each row adds one element of the microphone chain to the row above (by its `[echo]` keys), then Opus at the defaults (64 kbit/s). One way: the far end is silent, so there is no echo to remove and every loss is the chain's cost to the person in the room. Both ways: a conversation (the ends take turns, 0.25 s apart; no double talk), the far end's echo reaching the microphone (20 ms of buffering, a direct path at −6 dB, reflections over 100 ms), scored against the near end's track alone. Natural: alsa-utils' recorded voice, peaks at −6 dBFS (about 14 s); synthetic: espeak-ng. Higher is better; Δ is the step from the row above. The row in parentheses is not a stage: the microphone through speexdsp's DC notch alone (the second-order high-pass near 70 Hz speexdsp's canceller applies to the microphone before anything else, `filter_dc_notch16`), echo off: what the person in the room would lose if the canceller passed speexdsp's output on as it is. It does not: it hands on the microphone itself minus speexdsp's echo estimate, un-notched, wherever that estimate is more than 20 dB below the output, and speexdsp's own output only where there is echo to remove (`NearEndRestore`). That row and the one after it compare with the codec alone. Residual echo suppression is intercomd's own (`ResidualEchoSuppressor`: band gains from speexdsp's echo estimate, applied to the frame they were measured on, exactly 1 where there is no echo estimate); speexdsp's preprocessor is off by default. The loop canceller's row feeds its reference as the daemon does (the sent frames, decoded again) but has no loop to remove: its filter adapts under the voice and learns the voice's own periodicity (subtracted, that would cost 2.7 PESQ), but it subtracts only where a loop shows, and none does (`LoopCancellerTests`). The last row, in parentheses too, adds speexdsp's noise suppression to the defaults and compares with them. Pieces are aligned for PESQ on the band above 300 Hz (scripts/quality.py): a notch turns the phase of a voice's lowest harmonics, which moved full-band pieces by up to 4 ms and cut the stitched recording, a loss of up to 0.9 PESQ that was the measurement's, not the voice's.")
         SuiteMode.emit("")
         SuiteMode.emit("| stage | one way, natural (Δ) | level vs source | both ways, natural (Δ) | one way, synthetic (Δ) | both ways, synthetic (Δ) |")
         SuiteMode.emit("|---|---|---|---|---|---|")
