@@ -83,8 +83,6 @@ public final class LoopCanceller: @unchecked Sendable {
     public let removedDB = Gauge(0)
     /// A loop shows and the estimate is subtracted; and how often that began.
     public let engaged = Flag(false)
-    /// How much the estimate would remove, engaged or not, over the last second (dB).
-    public let explainedDB = Gauge(0)
     public let engagements = Counter()
 
     private let block: Int        // new samples per block: one frame
@@ -204,7 +202,6 @@ public final class LoopCanceller: @unchecked Sendable {
         micOnEstimate += a * (xy - micOnEstimate)
         estimateEnergy += a * (yy - estimateEnergy)
         let explained = 10 * log10(max(micEnergy, 1) / max(errorEnergy, 1))
-        explainedDB.store(explained)
         // A loop that saturates the microphone shows no linear path to learn in what it sends
         // (without the howl guard's limiter, a loop at ×2 explains 1 dB): the estimate is
         // subtracted for a while anyway, which brings the loop back to where it can be learnt.

@@ -36,8 +36,9 @@ enum Howling {
         /// B's drift estimate for A's stream at the end (typed `stats`), ppm; nil if B played no stream.
         var driftPPM: Double?
 
-        var traceText: String { trace.map { String(format: "%.0f/%.0f", $0.removed, $0.guardDB) }.joined(separator: " ") }
-        var traceTextB: String { traceB.map { String(format: "%.0f/%.0f", $0.removed, $0.guardDB) }.joined(separator: " ") }
+        static func text(_ trace: [(removed: Double, guardDB: Double)]) -> String {
+            trace.map { String(format: "%.0f/%.0f", $0.removed, $0.guardDB) }.joined(separator: " ")
+        }
     }
 
     /// Loop gain ×4 through the other terminal, the speakers at unity so that nothing sent at or
@@ -141,8 +142,8 @@ final class HowlingTests: XCTestCase {
                          loudest, speech, end, a.howls ?? -1, a.loopRemovedDB ?? .nan, a.loopLateFrames ?? -1))
             print("howling, \(placement.rawValue): sent clipped A/B bypassed \(off.statistics.map(\.microphoneClippedSamples)), with \(on.statistics.map(\.microphoneClippedSamples)); played clipped bypassed \(off.statistics.map(\.speakerClippedSamples)), with \(on.statistics.map(\.speakerClippedSamples))")
             print("howling trace, \(placement.rawValue) (dBFS per second): " + stride(from: 0.0, to: seconds - 0.5, by: 1.0).map { String(format: "%.1f", Howling.level(on, from: $0, to: $0 + 1)) }.joined(separator: " "))
-            print("howling, \(placement.rawValue), A's loop canceller removes / guard takes off (dB, every 0.5 s): \(on.traceText)")
-            print("howling, \(placement.rawValue), B's loop canceller removes / guard takes off (dB, every 0.5 s): \(on.traceTextB)")
+            print("howling, \(placement.rawValue), A's loop canceller removes / guard takes off (dB, every 0.5 s): \(Howling.Run.text(on.trace))")
+            print("howling, \(placement.rawValue), B's loop canceller removes / guard takes off (dB, every 0.5 s): \(Howling.Run.text(on.traceB))")
             let ceiling = HowlGuard.Settings().ceilingDBFS
             let sentClipped = off.statistics.map(\.microphoneClippedSamples).max() ?? 0
             print(String(format: "howling, %@: the loudest sample sent by A, B: bypassed %.1f, %.1f dBFS (%d clipped); with the structure %.1f, %.1f dBFS; the loop %@ by the end",
