@@ -476,7 +476,8 @@ final class NearEndRestore {
             restored[i] = Double(capture[i]) - blockerOut
         }
         // An echo estimate below -80 dBFS is none, however quiet the room.
-        let echoDB = echoPower < Self.silentPower * Double(frame) ? -.infinity : 10 * log10(echoPower / (outputPower + 1))
+        let noEcho = echoPower < Self.silentPower * Double(frame)
+        let echoDB = noEcho ? -.infinity : 10 * log10(echoPower / (outputPower + 1))
         let wanted = min(1, max(0, (echoDB - Self.restoredBelowDB) / (Self.notchedAboveDB - Self.restoredBelowDB)))
         let next = max(wanted, blend - Self.releasePerFrame)
         let step = (next - blend) / Double(frame)
@@ -487,6 +488,13 @@ final class NearEndRestore {
             cancelled[i] = v >= 32767 ? .max : v <= -32768 ? .min : Int16(v)
         }
         blend = next
+        if noEcho {
+            // The echo is over: what the inverse still rings with is the filter's error at the
+            // lowest frequencies, amplified; let out, it was a thump 40 dB above silence a tail
+            // after every echo ended.
+            inverse0 = 0; inverse1 = 0
+            blockerIn = 0; blockerOut = 0
+        }
     }
 
     /// speexdsp's notch starts from rest after `speex_echo_state_reset`; so does the copy.

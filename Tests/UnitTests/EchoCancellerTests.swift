@@ -375,6 +375,18 @@ final class EchoCancellerTests: XCTestCase {
         XCTAssertGreaterThan(Correlation.normalizedCorrelation(gated, open), 0.95)
     }
 
+    /// When an echo ends and the room is silent, so is what is sent. The un-notching inverse
+    /// (`NearEndRestore`) kept ringing with the filter's low-frequency error and let it out as
+    /// the blend returned to the restored microphone, a tail after the echo ended: here -64 dBFS. What is left is the filter's own tail, 7 LSB.
+    func testSilenceAfterAnEchoStaysSilent() throws {
+        let far = farEnd(seconds: 2, seed: 31) + [Int16](repeating: 0, count: 96000)
+        let r = run(try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame))), far: far, near: nil, delay: 2400)
+        let after = (96000 + 2400 + 300 + 480)..<r.out.count  // the echo and its reverb over
+        let loudest = 20 * log10(max(Double(r.out[after].map { abs($0) }.max() ?? 0), 1e-9))
+        print(String(format: "silence after an echo: loudest sent %.1f dBFS", loudest))
+        XCTAssertLessThan(loudest, -70)
+    }
+
     // MARK: Residual echo suppression
 
     /// The bands add up to the signal they were split from, so a gain of 1 everywhere changes nothing.
