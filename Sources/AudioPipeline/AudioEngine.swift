@@ -207,7 +207,7 @@ public final class AudioEngine: @unchecked Sendable {
                 probe.wrote(position: playPosition, captureNow: capturePosition + max(0, d.capture.available()))
             }
             playPosition += frameSize
-            canceller.played(speaker)
+            canceller.played(speaker, ownSound: mixer.mixedMostlyOwnSound && !probing)
             space -= frameSize
         }
         lastMixNanos = mixNanos > 0 ? mixNanos : lastMixNanos
@@ -313,6 +313,8 @@ public final class Mixer: @unchecked Sendable {
     public let speakerGain = Gauge(1)
     /// Output samples that hit full scale and were clipped.
     public let clippedSamples = Counter()
+    /// Whether the last frame mixed was mostly the terminal's own sound (audio thread only).
+    public private(set) var mixedMostlyOwnSound = false
 
     private let frame: Int
     // The inputs again as a plain buffer: iterating an Array goes through a generic coroutine
@@ -341,6 +343,7 @@ public final class Mixer: @unchecked Sendable {
     public func mix(into out: UnsafeMutablePointer<Int16>) {
         accumulator.update(repeating: 0, count: frame)
         let muted = speakerMuted.isSet
+        var ownEnergy: Float = 0, otherEnergy: Float = 0
         for n in 0..<slots.count {
             let input = slots[n]
             if let h = input.handOff, !h.audioThreadMayRead() { continue }
@@ -349,10 +352,17 @@ public final class Mixer: @unchecked Sendable {
                 input.underruns.increment()
                 continue
             }
-            if muted, input.followsSpeakerMute { continue }
+            if muted, !input.isOwnSound { continue }
             let g = Float(input.gain.load)
-            for i in 0..<frame { accumulator[i] += Float(scratch[i]) * g }
+            var energy: Float = 0
+            for i in 0..<frame {
+                let v = Float(scratch[i]) * g
+                accumulator[i] += v
+                energy += v * v
+            }
+            if input.isOwnSound { ownEnergy += energy } else { otherEnergy += energy }
         }
+        mixedMostlyOwnSound = ownEnergy > otherEnergy
         clippedSamples.increment(by: saturate(accumulator, gain: Float(speakerGain.load), into: out))
     }
 

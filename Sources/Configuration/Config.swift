@@ -778,7 +778,7 @@ extension DaemonConfig {
             .bool("howl_guard", \.echo.howlGuard,
                   "Howl guard, the last resort behind the loop canceller: limits the peaks of what is sent to -6 dBFS (a talker below that is never touched), and if a loop through another terminal is held there for seconds anyway, lowers the microphone by 20 dB for a second to break it. Works with enabled = true").reloaded(.live),
             .bool("residual_gate", \.echo.residualGate,
-                  "Residual echo gate: while the far end talks, attenuates by 60 dB whatever the canceller leaves that is not clearly the person in the room. Until the canceller has learned the room (the first second of a call) this works like a half-duplex speakerphone; afterwards double talk passes"),
+                  "Residual echo gate: while the far end talks, attenuates by 60 dB whatever the canceller leaves that is not clearly the person in the room. Until the canceller has learned the room (the first second of a call) this works like a half-duplex speakerphone; afterwards double talk passes. The notes of the terminal's own tones are always echo to it, so the far end never hears them"),
         ]),
         SchemaSection(name: "mixer", comment: "Mute and gain at start-up.", keys: [
             .bool("mic_muted", \.mixer.micMuted, "Start with the microphone muted"),

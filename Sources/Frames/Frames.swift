@@ -61,14 +61,16 @@ public final class MixerInput: Sendable {
     /// nil: always mixed (a fixed input). Otherwise the slot is mixed only while a control thread
     /// has activated it; streams come and go at run time without a lock (see `SlotHandOff`).
     public let handOff: SlotHandOff?
-    /// Whether muting the speaker silences it. The terminal's own tones do not follow: a box
-    /// without a screen must still say that a call rings or a mute key was pressed.
-    public let followsSpeakerMute: Bool
+    /// The terminal's own sound (tones, announcements), not a far end. Muting the speaker does
+    /// not silence it: a box without a screen must still say that a call rings or a mute key was
+    /// pressed. And the echo canceller is told when it fills a frame: its notes, however loud
+    /// their echo, are not someone talking.
+    public let isOwnSound: Bool
 
-    public init(source: any FrameSource, gain: Double = 1, handOff: SlotHandOff? = nil, followsSpeakerMute: Bool = true) {
+    public init(source: any FrameSource, gain: Double = 1, handOff: SlotHandOff? = nil, isOwnSound: Bool = false) {
         self.source = source
         self.gain = Gauge(gain)
         self.handOff = handOff
-        self.followsSpeakerMute = followsSpeakerMute
+        self.isOwnSound = isOwnSound
     }
 }

@@ -56,8 +56,8 @@ final class TerminalSounds: Sendable {
 
     /// Heard with the speaker muted too (the far ends are silenced, not the terminal itself).
     var mixerInputs: [MixerInput] {
-        [MixerInput(source: ring, followsSpeakerMute: false), MixerInput(source: cues, followsSpeakerMute: false),
-         MixerInput(source: announcements, followsSpeakerMute: false)]
+        [MixerInput(source: ring, isOwnSound: true), MixerInput(source: cues, isOwnSound: true),
+         MixerInput(source: announcements, isOwnSound: true)]
     }
 
     func play(_ r: Ring) {

@@ -16,6 +16,8 @@ final class EngineHarness: @unchecked Sendable {
     let farEnd: SampleRing
     /// A mixer input that can hold up the audio thread once (to force an xrun from outside the engine).
     let stall = StallingSource()
+    /// The terminal's own sounds: the chime and a cue, so the canceller's tonal-echo check runs.
+    let tones = TonePlayer(sounds: [Chime.generate(), Tones.render([(hz: 1230, ms: 100), (hz: 840, ms: 160), (hz: 0, ms: 200)])])
     private let thread: WorkerThread
     private let feederStop = Flag(false)
     private var feeder: Thread?
@@ -24,7 +26,8 @@ final class EngineHarness: @unchecked Sendable {
     init(room: String, periodFrames: Int, bufferPeriods: Int = 3, countAllocations: Bool = true) throws {
         try Rig.require()
         farEnd = SampleRing(minimumCapacity: periodFrames * 8)
-        let mixer = Mixer(inputs: [MixerInput(source: farEnd), MixerInput(source: stall)], frameSize: periodFrames)
+        let mixer = Mixer(inputs: [MixerInput(source: farEnd), MixerInput(source: stall), MixerInput(source: tones, isOwnSound: true)],
+                          frameSize: periodFrames)
         let canceller = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: periodFrames) { $0.echo.tailMs = 200 }))
         let hook: (@Sendable () -> Void)? = countAllocations ? { @Sendable in AllocationCounter.trackCurrentThread() } : nil
         // A loopback probe too, so that a device round-trip test can run inside the counted window.

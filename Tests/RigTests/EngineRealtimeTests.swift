@@ -7,7 +7,8 @@ import XCTest
 final class EngineRealtimeTests: XCTestCase {
     /// Runs `seconds` at the given period: no xruns; after the first second, the frames processed
     /// match the wall time within 1 % and the audio thread makes no heap allocation, a device
-    /// round-trip test (loopback probe) included. The allocation count fails at once; an attempt
+    /// round-trip test (loopback probe) and the terminal's own tones (the echo canceller's tonal
+    /// check) included. The allocation count fails at once; an attempt
     /// with xruns (the machine starved the thread) is repeated, recorded, up to 5 attempts, and
     /// xruns in the last one fail.
     private func runSteadyState(periodMs: Double, seconds: Double) throws {
@@ -45,8 +46,12 @@ final class EngineRealtimeTests: XCTestCase {
         let framesAtArm = h.engine.stats.frames.load
         let armedAt = Date()
         AllocationCounter.arm()
-        // A device round-trip test (chirp out, microphone recorded) inside the counted window.
-        Thread.sleep(forTimeInterval: 1)
+        // The chime, then a cue looped, and a device round-trip test (chirp out, microphone
+        // recorded) inside the counted window.
+        h.tones.play(0)
+        Thread.sleep(forTimeInterval: 0.7)
+        h.tones.play(1, loop: true)
+        Thread.sleep(forTimeInterval: 0.3)
         let probe = h.engine.loopback!
         _ = probe.arm()
         Thread.sleep(forTimeInterval: seconds - 2)

@@ -32,7 +32,7 @@ final class MixerTests: XCTestCase {
     }
 
     func testTheTerminalsOwnTonesAreHeardWithTheSpeakerMuted() {
-        let tone = MixerInput(source: ring(700), followsSpeakerMute: false)
+        let tone = MixerInput(source: ring(700), isOwnSound: true)
         let mixer = Mixer(inputs: [MixerInput(source: ring(1234)), tone], frameSize: 4)
         mixer.speakerMuted.set(true)
         mixer.speakerGain.store(2)
