@@ -35,12 +35,17 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var loopRemovedDB: Double?
         /// Sent frames that came back to the loop canceller too late to be used first where they belong.
         public var loopLateFrames: Int?
+        /// Whether the loop canceller subtracts its estimate now (a loop shows); nil without one.
+        public var loopEngaged: Bool?
+        /// Times the loop canceller engaged since the daemon started; nil without one.
+        public var loopEngagements: Int?
 
         public init(running: Bool, frames: Int, xruns: Int, captureXruns: Int, playbackXruns: Int, sessions: Int,
                     captureGapFrames: Int, micDrops: Int, microphoneClippedSamples: Int, speakerClippedSamples: Int,
                     echoReturnLossEnhancementDB: Double, echoDelayMs: Double?,
                     echoCancellerResets: Int, echoCancellerRealignments: Int, echoReferenceMoves: Int, processMaxMs: Double, howls: Int?,
-                    howlGuardAttenuationDB: Double? = nil, loopRemovedDB: Double? = nil, loopLateFrames: Int? = nil) {
+                    howlGuardAttenuationDB: Double? = nil, loopRemovedDB: Double? = nil, loopLateFrames: Int? = nil,
+                    loopEngaged: Bool? = nil, loopEngagements: Int? = nil) {
             self.running = running
             self.frames = frames
             self.xruns = xruns
@@ -61,6 +66,8 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.howlGuardAttenuationDB = howlGuardAttenuationDB
             self.loopRemovedDB = loopRemovedDB
             self.loopLateFrames = loopLateFrames
+            self.loopEngaged = loopEngaged
+            self.loopEngagements = loopEngagements
         }
     }
 
@@ -396,6 +403,8 @@ extension DaemonStatistics.Audio {
         try c.encode(howlGuardAttenuationDB, forKey: .howlGuardAttenuationDB)
         try c.encode(loopRemovedDB, forKey: .loopRemovedDB)
         try c.encode(loopLateFrames, forKey: .loopLateFrames)
+        try c.encode(loopEngaged, forKey: .loopEngaged)
+        try c.encode(loopEngagements, forKey: .loopEngagements)
     }
 
     public init(from decoder: Decoder) throws {
@@ -414,7 +423,9 @@ extension DaemonStatistics.Audio {
                   processMaxMs: try c.decode(Double.self, forKey: .processMaxMs), howls: try c.decode(Int?.self, forKey: .howls),
                   howlGuardAttenuationDB: try c.decode(Double?.self, forKey: .howlGuardAttenuationDB),
                   loopRemovedDB: try c.decode(Double?.self, forKey: .loopRemovedDB),
-                  loopLateFrames: try c.decode(Int?.self, forKey: .loopLateFrames))
+                  loopLateFrames: try c.decode(Int?.self, forKey: .loopLateFrames),
+                  loopEngaged: try c.decode(Bool?.self, forKey: .loopEngaged),
+                  loopEngagements: try c.decode(Int?.self, forKey: .loopEngagements))
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -423,6 +434,7 @@ extension DaemonStatistics.Audio {
         case echoReturnLossEnhancementDB = "erleDb"
         case echoDelayMs, echoCancellerResets, echoCancellerRealignments, echoReferenceMoves, processMaxMs, howls
         case howlGuardAttenuationDB = "howlGuardAttenuationDb", loopRemovedDB = "loopRemovedDb", loopLateFrames
+        case loopEngaged, loopEngagements
     }
 }
 

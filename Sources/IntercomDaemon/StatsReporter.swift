@@ -84,7 +84,9 @@ struct StatisticsSource: Sendable {
             processMaxMs: Double(s.processNanosMax.load) / 1e6, howls: engine.microphoneChain.howlGuard?.howls.load,
             howlGuardAttenuationDB: engine.microphoneChain.howlGuard?.attenuationDB.load,
             loopRemovedDB: engine.microphoneChain.loopCanceller?.removedDB.load,
-            loopLateFrames: engine.microphoneChain.loopCanceller?.lateReferenceFrames.load)
+            loopLateFrames: engine.microphoneChain.loopCanceller?.lateReferenceFrames.load,
+            loopEngaged: engine.microphoneChain.loopCanceller?.engaged.isSet,
+            loopEngagements: engine.microphoneChain.loopCanceller?.engagements.load)
         return DaemonStatistics(audio: audio, network: network?.statistics(), calls: calls?.statistics(), reload: reloads.snapshot)
     }
 }

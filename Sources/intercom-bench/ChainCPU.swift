@@ -36,7 +36,7 @@ struct ChainCPU {
         let chain = try MicrophoneToWire.microphoneChain(config)
         let canceller = chain.canceller
         // The sent frame comes back decoded, as from the network thread, so that the loop canceller
-        // works (measured on, though off by default: what it costs once it is the default).
+        // (on by default) works as in the daemon.
         chain.loopCanceller!.enabled.set(true)
         let sentDecoder = try SentDecoder(sampleRate: config.audio.sampleRate, frameSize: frame, ring: chain.sentBack!,
                                           active: chain.loopCanceller!.enabled)

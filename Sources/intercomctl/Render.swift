@@ -85,7 +85,8 @@ enum Render {
             lines.append(String(format: "howl guard      %d loops broken, -%.1f dB now", howls, a.howlGuardAttenuationDB ?? 0))
         }
         if let removed = a.loopRemovedDB {
-            lines.append(String(format: "loop canceller  %.1f dB removed, %d sent frames late", removed, a.loopLateFrames ?? 0))
+            lines.append(String(format: "loop canceller  %@, engaged %d times; %.1f dB removed, %d sent frames late",
+                                (a.loopEngaged ?? false) ? "engaged" : "idle", a.loopEngagements ?? 0, removed, a.loopLateFrames ?? 0))
         }
         if let n = s.network {
             lines.append("network         sent \(n.sent)\(n.sentPeakDBFS.map { String(format: ", peak %.1f dBFS", $0) } ?? "") (\(n.sendErrors) errors), received \(n.accepted) of \(n.datagrams) datagrams, \(n.malformed) malformed, \(n.notRouted) not routed")

@@ -12,8 +12,17 @@ final class EchoCancellationTests: XCTestCase {
         let daemon: DaemonProcess
     }
 
+    /// The clips of one run: natural recorded speech (the issue's measure) or espeak's.
+    struct Clips {
+        let name: String
+        let farEnd: String
+        let nearEnd: String
+        static func natural() throws -> Clips { Clips(name: "natural", farEnd: try Speech.naturalFarEnd(), nearEnd: try Speech.naturalNearEnd()) }
+        static func synthetic() throws -> Clips { Clips(name: "synthetic", farEnd: try Speech.farEnd(), nearEnd: try Speech.nearEnd()) }
+    }
+
     /// Plays far-end speech for `seconds`; a near-end talker starts after `talkerAfter` seconds.
-    private func runLocalMode(room: String, seconds: Double, talkerAfter: Double?, echo: Bool) throws -> Run {
+    private func runLocalMode(room: String, seconds: Double, talkerAfter: Double?, echo: Bool, clips: Clips) throws -> Run {
         try Rig.require()
         let dir = NSTemporaryDirectory() + "echo-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -22,14 +31,14 @@ final class EchoCancellationTests: XCTestCase {
         let config = try DaemonProcess.writeRoomConfig(room, extra: "[echo]\nenabled = \(echo)\n[log]\nstats_interval_s = 1",
                                                        audio: "buffer_periods = 4")
         let d = try DaemonProcess(arguments: [
-            "--config", config, "--far-end", try Speech.farEnd(),
+            "--config", config, "--far-end", clips.farEnd,
             "--record", "\(dir)/processed.wav", "--record-raw", "\(dir)/raw.wav", "--duration", "\(seconds)",
         ])
         XCTAssertTrue(d.waitUntilRunning(timeout: 10), d.log)
         var talker: Process?
         if let talkerAfter {
             Thread.sleep(forTimeInterval: talkerAfter)
-            talker = try Rig.startTalker(room: room, wav: try Speech.nearEnd())
+            talker = try Rig.startTalker(room: room, wav: clips.nearEnd)
         }
         let status = d.wait(timeout: seconds + 10)
         talker?.waitUntilExit()
@@ -58,12 +67,12 @@ final class EchoCancellationTests: XCTestCase {
         return path
     }
 
-    /// Done-when of the audio core: with far-end speech only, ERLE >= 20 dB once converged, i.e. from
+    /// Issue 17, point 5, with the default echo chain: with far-end speech only, ERLE >= 30 dB once converged, i.e. from
     /// 3 s after the echo path last changed (at start, or when the rig's sound server moved it) until
     /// the near-end talker starts; and near-end speech survives double talk.
     ///
     /// Near-end survival is measured against the clean talker clip, aligned by cross-correlation:
-    /// over the frames where the talker is active, the processed signal must keep at least -6 dB of
+    /// over the frames where the talker is active, the processed signal must keep at least -3 dB of
     /// the talker's energy (median per 20 ms frame), and its correlation with the clip must be at
     /// least that of the raw microphone (and 0.3): the canceller may remove echo around the talker,
     /// but must not make the talker less recognisable. A suppressed talker fails both.
@@ -73,22 +82,31 @@ final class EchoCancellationTests: XCTestCase {
     /// spoiled by the rig, not failed, and repeated on a freshly started rig, as are attempts with
     /// xruns or hypervisor steal (`measureWithRetries`). ERLE or near-end failures on a still path
     /// and an unstarved machine fail at once.
-    func testEchoOfFarEndSpeechIsCancelledBy20dBAndNearEndSpeechSurvives() throws {
+    func testEchoOfNaturalSpeechIsCancelledBy30dBAndTheNearEndSurvivesDoubleTalk() throws {
+        try check(try Clips.natural())
+    }
+
+    func testEchoOfSyntheticSpeechIsCancelledBy30dBAndTheNearEndSurvivesDoubleTalk() throws {
+        try check(try Clips.synthetic())
+    }
+
+    private func check(_ clips: Clips) throws {
         var attempt = 0
-        try measureWithRetries("echo cancellation", attempts: 4) { c in
+        try measureWithRetries("echo cancellation, \(clips.name) speech", attempts: 4) { c in
             attempt += 1
             if attempt > 1 { try Rig.restart() }
-            return [try measureEchoAndNearEnd(c, attempt: attempt)]
+            return [try measureEchoAndNearEnd(c, clips: clips)]
         }
     }
 
     /// One run in local mode; records failures (and a moved echo path) in `c`.
-    private func measureEchoAndNearEnd(_ c: Checks, attempt: Int) throws -> DaemonProcess {
+    private func measureEchoAndNearEnd(_ c: Checks, clips: Clips) throws -> DaemonProcess {
         let rate = 48000
         let talkerAfter = 12.0
-        let r = try runLocalMode(room: "roomB", seconds: 18.5, talkerAfter: talkerAfter, echo: true)
-        let far = try WAVAudio.read(path: try Speech.farEnd()).floats()
-        let near = try WAVAudio.read(path: try Speech.nearEnd()).floats()
+        let far = try WAVAudio.read(path: clips.farEnd).floats()
+        let near = try WAVAudio.read(path: clips.nearEnd).floats()
+        let r = try runLocalMode(room: "roomB", seconds: talkerAfter + Double(near.count) / Double(rate) + 1, talkerAfter: talkerAfter,
+                                 echo: true, clips: clips)
         guard let found = c.require(Correlation.findDelay(reference: near, in: r.raw, maxLag: r.raw.count),
                                     "the talker must be found in the raw microphone") else { return r.daemon }
 
@@ -115,7 +133,10 @@ final class EchoCancellationTests: XCTestCase {
         let erle = Levels.erleDB(mic: Array(r.raw[span]), processed: Array(r.processed[span]),
                                  frame: 960, activeThresholdDB: -45)
         c.check(erle.frames > 50, "far-end speech must be active in the measured span (\(erle.frames) frames)")
-        c.check(erle.medianDB >= 20, "ERLE median \(erle.medianDB) dB < 20 dB over \(erle.frames) active frames")
+        // Per frame (median) and over the whole span (all echo energy in against all out): the gate
+        // leaves most echo-only frames exactly silent, so the median alone would hide a leak.
+        c.check(erle.medianDB >= 30 && erle.meanDB >= 30,
+                "ERLE median \(erle.medianDB) dB, over the span \(erle.meanDB) dB: not both >= 30 dB over \(erle.frames) active frames")
 
         // Near end: compare the processed signal with the clean talker clip, aligned in the processed
         // signal itself (the speexdsp chain delays it by a constant amount, reported below).
@@ -130,11 +151,11 @@ final class EchoCancellationTests: XCTestCase {
         let out = Array(r.processed[talk])
         let retained = Levels.retainedDB(reference: aligned, processed: out, frame: 960, activeThresholdDB: -40)
         let correlation = Correlation.normalizedCorrelation(aligned, out)
-        c.check(retained >= -6, "near-end energy kept during double talk: \(retained) dB < -6 dB")
+        c.check(retained >= -3, "near-end energy kept during double talk: \(retained) dB < -3 dB")
         let rawCorrelation = Correlation.normalizedCorrelation(aligned, Array(r.raw[found.lagSamples..<min(found.lagSamples + near.count, r.raw.count)]).prefix(aligned.count).map { $0 })
         c.check(correlation >= max(0.3, rawCorrelation), "processed output carries the near-end speech at least as clearly as the raw microphone: \(correlation) < max(0.3, \(rawCorrelation))")
-        print(String(format: "echo: ERLE median %.1f dB (mean %.1f dB, %d frames from %.1f s); rig echo path %d..%d ms, %d changes; near end retained %.1f dB, correlation %.2f (raw microphone %.2f), processing delay %d samples",
-                     erle.medianDB, erle.meanDB, erle.frames, Double(measureFrom) / 48000,
+        print(String(format: "echo, %@ speech: ERLE median %.1f dB (over the span %.1f dB, %d frames from %.1f s); rig echo path %d..%d ms, %d changes; near end retained %.1f dB, correlation %.2f (raw microphone %.2f), processing delay %d samples",
+                     clips.name, erle.medianDB, erle.meanDB, erle.frames, Double(measureFrom) / 48000,
                      (path.map(\.delay).min() ?? 0) / 48, (path.map(\.delay).max() ?? 0) / 48, changes, retained, correlation,
                      rawCorrelation, processingDelay))
         return r.daemon

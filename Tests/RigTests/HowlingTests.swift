@@ -152,6 +152,10 @@ final class HowlingTests: XCTestCase {
             c.check((off.sentPeaks.max() ?? -120) >= -0.1 && sentClipped >= 48_000,
                     "with the loop canceller and guard bypassed the loop grows to clipping: a terminal sends full scale, more than a second's worth of samples clipped (the test can fail)")
             c.check(on.statistics.allSatisfy { $0.loopRemovedDB != nil }, "both terminals run a loop canceller")
+            print("howling, \(placement.rawValue): loop canceller engagements A, B (typed stats): \(on.statistics.map { $0.loopEngagements ?? -1 })")
+            // A's microphone hears the loop in both placements (B's only in one room).
+            c.check((a.loopEngagements ?? 0) >= 1, "A's loop canceller engaged on the loop (typed `loop_engagements`: \(a.loopEngagements ?? -1))")
+            c.check(off.statistics.allSatisfy { $0.loopEngagements == 0 }, "bypassed (switched off), no loop canceller engages: \(off.statistics.map { $0.loopEngagements ?? -1 })")
             c.check(on.sentPeaks.allSatisfy { $0 <= ceiling + 0.1 },
                     String(format: "with them what is sent stays bounded by the guard's ceiling (%.1f dBFS): A %.2f, B %.2f dBFS", ceiling, on.sentPeaks[0], on.sentPeaks[1]))
             c.check(loudest < -6, String(format: "and no 250 ms window of the room's air near full scale (loudest %.1f dBFS)", loudest))

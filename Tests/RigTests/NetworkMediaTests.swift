@@ -78,6 +78,10 @@ final class NetworkMediaTests: XCTestCase {
             let statsA = stopCleanly(a, "room A"), statsB = stopCleanly(b, "room B")
             XCTAssertEqual(statsA?.malformed, 0, statsA?.summary ?? "")
             XCTAssertEqual(statsB?.malformed, 0, statsB?.summary ?? "")
+            // Two talkers and no acoustic loop: the loop canceller never subtracts anything.
+            for (d, name) in [(a, "A"), (b, "B")] {
+                XCTAssertEqual(d.finalStatistics?.audio.loopEngagements, 0, "room \(name)'s loop canceller never engaged without a loop")
+            }
 
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ba.clipPath, ba.recordingPath),
                                          (ab.clipPath, nobody.path), (ab.clipPath, ba.recordingPath)])
