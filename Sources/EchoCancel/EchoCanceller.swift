@@ -35,6 +35,10 @@ public final class EchoCanceller: @unchecked Sendable {
     /// The raw microphone and the played samples at the same positions, for an `EchoDelayEstimator`.
     public let captureTap: SampleRing
     public let referenceTap: SampleRing
+    /// How many frames the taps had received when the current pairing of capture and playback
+    /// began (a restart or a re-pairing): the estimator measures only from there.
+    public let pairingStartTapFrame = Counter()
+    private var tapFrames = 0
 
     private let speex: SpeexEcho
     /// Whether speexdsp's preprocessor runs (noise suppression or AGC is on): it hands on each
@@ -71,8 +75,10 @@ public final class EchoCanceller: @unchecked Sendable {
     private var proven = false
     /// Frames the filter still waits, unused, for a measured delay after a re-pairing (0: running).
     private var heldFrames = 0
-    /// After a restart: what the filter must still cancel to show the path stayed where it was.
+    /// After a restart or a move: what the filter must still cancel to show it is in the right place.
     private var probation = RestartProbation()
+    /// The ERLE the filter last reached where it learnt the path (nil: never, since it started afresh).
+    private var provenERLE: Double?
     /// Kept between the measured delay and the reference, so jitter never makes the echo arrive first.
     private let safetyMargin: Int
 
@@ -145,9 +151,9 @@ public final class EchoCanceller: @unchecked Sendable {
         let request = delayRequest.take()
         if request > 0 { align(toEchoDelay: request - Self.requestBias) }
         // The estimator sees the unshifted reference, so it measures the whole delay.
-        if fetch(from: captured, into: tapReference) {
-            captureTap.write(capture, count: frame)
-            referenceTap.write(tapReference, count: frame)
+        if fetch(from: captured, into: tapReference), captureTap.write(capture, count: frame) {
+            referenceTap.write(tapReference, count: frame)  // as large as captureTap and drained with it
+            tapFrames += 1
         }
         if fetch(from: captured - shift, into: reference) {
             missRun = 0
@@ -190,7 +196,7 @@ public final class EchoCanceller: @unchecked Sendable {
         }
         if let db = erle.update(capture: capture, output: output, reference: reference, count: frame) {
             erleDB.store(db)
-            if heldFrames == 0, db >= Self.workingERLEDB, learntOffset != nil { proven = true }
+            if heldFrames == 0, db >= Self.workingERLEDB, learntOffset != nil { proven = true; provenERLE = db }
         }
     }
 
@@ -208,6 +214,7 @@ public final class EchoCanceller: @unchecked Sendable {
         captured = 0
         missRun = 0
         history.update(repeating: 0, count: historySize)
+        pairingStartTapFrame.store(tapFrames)
         resets.increment()
     }
 
@@ -256,6 +263,7 @@ public final class EchoCanceller: @unchecked Sendable {
         shift = 0
         referenceShift.store(0)
         missRun = 0
+        pairingStartTapFrame.store(tapFrames)
         realignments.increment()
         // A filter that had converged waits for the delay estimator to measure the delay in the
         // new pairing and then goes on where it was (`align`); one still learning starts afresh.
@@ -301,6 +309,10 @@ public final class EchoCanceller: @unchecked Sendable {
                 referenceShift.store(shift)
                 heldFrames = 0
                 erle = ERLETracker()
+                // A path that is still moving (the rig's sound server catches up in 10 ms steps)
+                // makes a measurement stale: unless the filter cancels again at once, it is held
+                // for the next one instead of adapting, and unlearning, at the wrong place.
+                probation = RestartProbation(before: provenERLE, samples: rate / 10, after: settings.tailSamples)
                 referenceMoves.increment()
                 return
             }
@@ -319,6 +331,7 @@ public final class EchoCanceller: @unchecked Sendable {
     private func forgetEchoPath() {
         learntOffset = nil
         proven = false
+        provenERLE = nil
         heldFrames = 0
         probation = RestartProbation()
         speex.reset()
@@ -329,11 +342,12 @@ public final class EchoCanceller: @unchecked Sendable {
     }
 }
 
-/// Whether a kept filter still cancels after a restart: over its first far-end samples the
+/// Whether a kept filter still cancels after a restart or a move: over its first far-end samples the
 /// echo must drop by half the ERLE it had (at most `workingERLEDB`); a path moved by more than a
 /// few milliseconds cancels nothing (seen on the rig: 0-3 dB after a restart moved it 50 → 120 ms).
 /// A filter below 6 dB had learnt too little to lose, and is not judged.
 struct RestartProbation {
+    private var skipLeft = 0
     private var samplesLeft = 0
     private var threshold = 0.0
     private var micEnergy = 0.0
@@ -342,8 +356,11 @@ struct RestartProbation {
     /// Nothing to judge.
     init() {}
 
-    init(before: Double?, samples: Int) {
+    /// - Parameter after: samples not judged first (after a move the filter's input history
+    ///   still holds the far end from before the hold, for a tail's length).
+    init(before: Double?, samples: Int, after: Int = 0) {
         guard let before, before >= 6 else { return }
+        skipLeft = after
         samplesLeft = samples
         threshold = min(EchoCanceller.workingERLEDB, before / 2)
     }
@@ -352,6 +369,7 @@ struct RestartProbation {
     mutating func failed(capture: UnsafePointer<Int16>, output: UnsafePointer<Int16>,
                          reference: UnsafePointer<Int16>, count: Int) -> Bool {
         guard samplesLeft > 0 else { return false }
+        if skipLeft > 0 { skipLeft -= count; return false }
         let e = FrameEnergy(capture: capture, output: output, reference: reference, count: count)
         guard e.reference / Double(count) > ERLETracker.referenceFloor else { return false }
         micEnergy += e.capture

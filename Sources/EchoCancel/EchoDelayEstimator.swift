@@ -31,15 +31,24 @@ public final class EchoDelayEstimator: @unchecked Sendable {
     private var reference: [Float] = []
     private var referenceEnd = 0
     private var candidate: Int?
-    /// The canceller's re-pairings and restarts when the histories were last emptied: a window
-    /// across either mixes two pairings and finds neither delay.
+    /// The canceller's re-pairings and restarts, and the tap frame where the newest pairing began,
+    /// when the histories were last cut: a window across two pairings finds neither delay.
     private var pairings = 0
+    private var pairingStart = 0
+    /// Frames read from the taps so far (their index in the canceller's `pairingStartTapFrame`).
+    private var drainedFrames = 0
+    /// Steps since the last estimate: a settled delay is measured every other step.
+    private var idleSteps = 0
     /// No delay measured since the last re-pairing or restart: the canceller may be holding its
-    /// filter for one, so half windows are correlated (two of them must still agree: a single
+    /// filter for one, so shorter windows are correlated (two of them must still agree: a single
     /// estimate from a window across the catch-up after a stall can be 10 ms off, and a filter
     /// that ran at the wrong place unlearns the path).
     private var awaitingFirst = false
     private let worker = Mutex<PeriodicWorker?>(nil)
+    /// The shortest range of lags searched in a new pairing (100 ms at 8 kHz), and how far from
+    /// its end a peak must lie (10 ms).
+    static let firstSearchLags = 800
+    static let edgeLags = 80
 
     public init(canceller: EchoCanceller, maxDelayMilliseconds: Int = 300) {
         self.canceller = canceller
@@ -51,9 +60,12 @@ public final class EchoDelayEstimator: @unchecked Sendable {
         estimate.store(Self.none)
     }
 
-    /// Runs `step` every 250 ms on the "echo-delay" thread until `stop`.
+    /// How often `step` runs: a new pairing is measured this often, a settled one every other step.
+    public static let stepSeconds = 0.125
+
+    /// Runs `step` every `stepSeconds` on the "echo-delay" thread until `stop`.
     public func start() throws(SystemError) {
-        let w = try PeriodicWorker(name: "echo-delay", interval: 0.25) { [self] in step() }
+        let w = try PeriodicWorker(name: "echo-delay", interval: Self.stepSeconds) { [self] in step() }
         worker.withLock { $0 = w }
     }
 
@@ -61,27 +73,43 @@ public final class EchoDelayEstimator: @unchecked Sendable {
         worker.withLock { w in defer { w = nil }; return w }?.stop()
     }
 
-    /// One round: takes what the taps collected and estimates. The thread runs it every 250 ms;
-    /// tests call it directly (the taps hold half a second).
+    /// One round: takes what the taps collected and estimates. The thread runs it every
+    /// `stepSeconds`; tests call it directly (the taps hold half a second).
     public func step() {
         let now = canceller.realignments.load + canceller.resets.load
-        drainTaps()
-        if now != pairings {
+        let start = canceller.pairingStartTapFrame.load
+        if now != pairings || start != pairingStart {
+            // Only what was captured in the new pairing counts; what came since it began stays,
+            // so the first estimate needs no more far-end sound than it must.
             pairings = now
-            mic.removeAll()
-            reference.removeAll()
+            pairingStart = start
+            let keep = max(0, drainedFrames - start) * (canceller.settings.frameSize / Self.decimation)
+            mic.removeFirst(max(0, mic.count - keep))
+            reference.removeFirst(max(0, reference.count - keep))
             candidate = nil
             awaitingFirst = true
-            return
         }
+        drainTaps()
+        idleSteps += 1
+        guard awaitingFirst || idleSteps >= 2 else { return }
+        idleSteps = 0
         estimateOnce()
     }
 
     private func drainTaps() {
         let frame = canceller.settings.frameSize
         var buffer = [Int16](repeating: 0, count: frame)
-        while canceller.captureTap.read(into: &buffer, count: frame) { micEnd += append(buffer, to: &mic) }
-        while canceller.referenceTap.read(into: &buffer, count: frame) { referenceEnd += append(buffer, to: &reference) }
+        var micBuffer = [Int16](repeating: 0, count: frame)
+        // Both taps get each frame, the capture first; frames from before the pairing are dropped.
+        let frames = min(canceller.captureTap.availableToRead, canceller.referenceTap.availableToRead) / frame
+        for _ in 0..<frames {
+            _ = canceller.captureTap.read(into: &micBuffer, count: frame)
+            _ = canceller.referenceTap.read(into: &buffer, count: frame)
+            drainedFrames += 1
+            guard drainedFrames > pairingStart else { continue }
+            micEnd += append(micBuffer, to: &mic)
+            referenceEnd += append(buffer, to: &reference)
+        }
         let keep = window + maxLag + canceller.settings.sampleRate / Self.decimation
         if mic.count > keep { mic.removeFirst(mic.count - keep) }
         if reference.count > keep { reference.removeFirst(reference.count - keep) }
@@ -104,17 +132,20 @@ public final class EchoDelayEstimator: @unchecked Sendable {
         // Microphone: the newest window plus maxLag before it, and `earlyLag` more. Reference: one
         // window starting `earlyLag` after the microphone, so a lag L means the reference came back
         // L - earlyLag samples later (negative: the pairing of the streams put the echo first).
-        // Right after a re-pairing the canceller holds its filter until a delay comes: half a
-        // window finds the peak, half a second sooner.
-        let length = awaitingFirst ? window / 2 : window
-        let start = micEnd - length - maxLag
+        // Right after a re-pairing the canceller holds its filter until a delay comes, so the
+        // search starts as soon as there is a short window and a tenth of a second to search
+        // past it, and the range of lags grows with what the new pairing has captured (a peak at
+        // the range's edge is not taken: the echo may lie beyond it).
+        let length = awaitingFirst ? window * 3 / 8 : window
         let micFirst = micEnd - mic.count, refFirst = referenceEnd - reference.count
-        guard start - earlyLag >= micFirst, start >= refFirst, start + length <= referenceEnd else { return }
+        let start = awaitingFirst ? max(micFirst + earlyLag, refFirst, micEnd - length - maxLag) : micEnd - length - maxLag
+        let lags = micEnd - start - length
+        guard start - earlyLag >= micFirst, start >= refFirst, start + length <= referenceEnd, lags >= Self.firstSearchLags else { return }
         let micSlice = Array(mic[(start - earlyLag - micFirst)...])
         let refSlice = Array(reference[(start - refFirst)..<(start - refFirst + length)])
         guard Levels.rmsDB(refSlice) > -50,
-              let found = Correlation.findDelay(reference: refSlice, in: micSlice, maxLag: maxLag + earlyLag),
-              found.peak > 0.3 else { return }
+              let found = Correlation.findDelay(reference: refSlice, in: micSlice, maxLag: lags + earlyLag),
+              found.peak > 0.3, lags == maxLag || found.lagSamples < lags + earlyLag - Self.edgeLags else { return }
         accept(Int(((found.fractionalLag - Double(earlyLag)) * Double(Self.decimation)).rounded()))
     }
 

@@ -34,9 +34,11 @@ final class EchoCancellerTests: XCTestCase {
     }
 
     /// Runs the canceller over `mic = echo(far) + near`, the reference queued like the engine does.
-    /// With an estimator, it steps every 250 ms as its thread would.
+    /// With an estimator, it steps as often as its thread would; `afterFrame` sees each frame's index.
     private func run(_ c: EchoCanceller, far: [Int16], near: [Int16]?, delay: Int,
-                     estimator: EchoDelayEstimator? = nil, ownSound: Bool = false) -> (mic: [Float], out: [Float]) {
+                     estimator: EchoDelayEstimator? = nil, ownSound: Bool = false,
+                     afterFrame: ((Int) -> Void)? = nil) -> (mic: [Float], out: [Float]) {
+        let stepFrames = Int(EchoDelayEstimator.stepSeconds * 48000) / frame
         var mic = [Float](), out = [Float]()
         var inBuf = [Int16](repeating: 0, count: frame), outBuf = [Int16](repeating: 0, count: frame)
         let silence = [Int16](repeating: 0, count: frame)
@@ -53,7 +55,8 @@ final class EchoCancellerTests: XCTestCase {
             c.played(Array(far[(f * frame)..<((f + 1) * frame)]), ownSound: ownSound)
             mic += inBuf.map { Float($0) / 32768 }
             out += outBuf.map { Float($0) / 32768 }
-            if f % 25 == 24 { estimator?.step() }
+            if f % stepFrames == stepFrames - 1 { estimator?.step() }
+            afterFrame?(f)
         }
         return (mic, out)
     }
@@ -272,8 +275,14 @@ final class EchoCancellerTests: XCTestCase {
         let settled = Levels.erleDB(mic: Array(before.mic[(3 * 48000)...]), processed: Array(before.out[(3 * 48000)...]),
                                     frame: frame, activeThresholdDB: -50)
         c.reset()
-        let after = run(c, far: Array(far.suffix(7 * 48000)), near: nil, delay: 2400 + 3360, estimator: estimator)
+        var movedAt: Int?
+        let after = run(c, far: Array(far.suffix(7 * 48000)), near: nil, delay: 2400 + 3360, estimator: estimator) { f in
+            if movedAt == nil, c.referenceMoves.load > 0 { movedAt = f }
+        }
         XCTAssertEqual(c.referenceMoves.load, 1, "the reference moved with the measured delay")
+        // The estimator searches a new pairing from its first half second (a window and 100 ms).
+        print("echo path moved by a restart: the reference moved at frame \(movedAt ?? -1)")
+        XCTAssertLessThanOrEqual(movedAt ?? .max, 48000 / frame, "moved within a second of the restart (frame \(movedAt ?? -1))")
         let third = 2 * 48000..<3 * 48000
         let thirdSecond = Levels.erleDB(mic: Array(after.mic[third]), processed: Array(after.out[third]), frame: frame, activeThresholdDB: -50)
         XCTAssertGreaterThan(thirdSecond.medianDB, settled.medianDB - 3,
