@@ -41,7 +41,8 @@ Commands:
   couple   [--dir DIR] A B [--attenuation-db DB] [--delay-ms MS] [--one-way]
                                         neighbouring rooms: A's air leaks into B's and B's into A's
                                         (--one-way: only A's into B's), DB quieter (default 20) and
-                                        MS later (default 10: the loopback's latency); replaces an
+                                        MS later (default 10: one way the loopback's latency, exact;
+                                        both ways a client per direction, to a few ms); replaces an
                                         earlier coupling of the two
   decouple [--dir DIR] A B              removes it (idempotent)
 
@@ -116,6 +117,7 @@ set_paths() {
     ENV_FILE=$RIG_DIR/env
     PA_LOG=$RIG_DIR/pulseaudio.log
     PA_PID_FILE=$RIG_DIR/pulseaudio.pid
+    LEAK_BIN=$RIG_DIR/rig-leak
     ALSA_PATH=/usr/share/alsa/alsa.conf:$ASOUND_CONF
     # sun_path holds 108 bytes including the NUL.
     ((${#SOCKET} < 108)) ||
@@ -153,7 +155,8 @@ ensure_packages() {
 
 # Prints "KIND PID" for every live process of this rig, found through /proc so that
 # a stale run (lost or outdated pid files, a deleted DIR) is still cleaned up and a
-# recycled pid is never mistaken for ours. KIND is "pulseaudio" or "parec:<room>".
+# recycled pid is never mistaken for ours. KIND is "pulseaudio", "parec:<room>" or
+# "leak:<from>:<to>" (a wall's client, see couple).
 rig_processes() {
     local p pid args a
     for p in /proc/[0-9]*; do
@@ -173,6 +176,8 @@ rig_processes() {
                     [[ $a == *.monitor ]] && room=${a%.monitor}
                 done
                 [[ $ours == no ]] || echo "parec:$room $pid" ;;
+            rig-leak)
+                [[ ${args[0]} == "$LEAK_BIN" ]] && echo "leak:${args[1]}:${args[2]} $pid" ;;
         esac
     done
 }
@@ -352,9 +357,8 @@ start_pulseaudio() {
 # divides the clients' writes (a terminal's 10 ms periods) into whole 125 us (6 frames at 48 kHz),
 # the room runs fast: 151 ppm at the 3333 us a 10 ms loopback asks for, 120-450 ppm at 3 ms with a
 # terminal playing. The recorder asks for less than every other client: 10 ms, or in a room coupled
-# one way the largest of 5, 2 and 1 ms below a third of the loopback's delay (its request). Not in
-# a room coupled both ways: two loopbacks at 2 ms blocks overran PulseAudio's IO queue ("q overrun",
-# recordings stopped after 1 s); there the loopbacks' 3.3 ms set both rooms equally fast.
+# one way the largest of 5, 2 and 1 ms below a third of the loopback's delay (its request). A room
+# coupled both ways has no loopback (see couple): its recorder stays at 10 ms.
 recorder_ms() {
     client pactl list short modules 2>/dev/null | awk -v room="$1" '
         $2 == "module-loopback" {
@@ -567,8 +571,11 @@ cmd_status() {
 # ---------------------------------------------------------------- neighbouring rooms
 
 # A wall or an open door between two rooms: each room's air (its sink's monitor) is played into
-# the other's, quieter and later, by a PulseAudio loopback per direction. The loopback's own
-# latency is the delay; RigCouplingTests measures what it really is.
+# the other's, quieter and later. One way, by a PulseAudio loopback, whose own latency is the
+# delay. Both ways, by a client per direction (scripts/rig-leak.c, built here on first use): two
+# loopbacks coupling two null sinks both ways spun PulseAudio 16 on an AMD EPYC machine (memory
+# pool full, "q overrun", the rooms' recordings stopped after 2-7 s, at any latency); the client
+# reaches the delay to a few milliseconds only. RigCouplingTests measures what each really does.
 COUPLE_ROOMS=()
 COUPLE_ONE_WAY=0
 COUPLE_DB=20
@@ -608,8 +615,23 @@ leak_modules() {
 }
 
 remove_leaks() {
-    local module
+    local module pids
     for module in $(leak_modules "$1" "$2"); do client pactl unload-module "$module"; done
+    pids=$(rig_processes | awk -v k="leak:$1:$2" '$1 == k { print $2 }')
+    [[ -z $pids ]] || stop_pids $pids
+}
+
+# Both ways: one client per direction, with its output volume applied by the client itself.
+add_leak_client() {
+    local from=$1 to=$2
+    if [[ ! -x $LEAK_BIN || $REPO_ROOT/scripts/rig-leak.c -nt $LEAK_BIN ]]; then
+        cc -O2 -Wall -o "$LEAK_BIN.tmp" "$REPO_ROOT/scripts/rig-leak.c" -lasound -lm ||
+            die "building scripts/rig-leak.c failed (needs gcc and libasound2-dev: scripts/setup.sh)"
+        mv -f "$LEAK_BIN.tmp" "$LEAK_BIN"
+    fi
+    env ALSA_CONFIG_PATH="$ALSA_PATH" setsid "$LEAK_BIN" "$from" "$to" "$COUPLE_DB" "$COUPLE_MS" \
+        </dev/null >/dev/null 2>>"$RIG_DIR/leak.$from.$to.log" 9>&- &
+    log "coupled: $from's air into $to's, -$COUPLE_DB dB, about $COUPLE_MS ms (client pid $!)"
 }
 
 add_leak() {
@@ -649,9 +671,16 @@ cmd_couple() {
     parse_couple "$@"
     local a=${COUPLE_ROOMS[0]} b=${COUPLE_ROOMS[1]}
     remove_leaks "$a" "$b"; remove_leaks "$b" "$a"
-    add_leak "$a" "$b"
-    ((COUPLE_ONE_WAY)) || add_leak "$b" "$a"
-    retune_recorders "$a" "$b"
+    if ((COUPLE_ONE_WAY)); then
+        add_leak "$a" "$b"
+        retune_recorders "$a" "$b"
+    else
+        # The clients measure their delay once, on the rooms' blocks as they will stay.
+        retune_recorders "$a" "$b"
+        add_leak_client "$a" "$b"
+        add_leak_client "$b" "$a"
+        sleep 1  # each client settles its delay half a second after it starts
+    fi
 }
 
 cmd_decouple() {

@@ -56,26 +56,45 @@ final class RigCouplingTests: XCTestCase {
         let noise = try noiseFile()
         defer { unlink(noise); try? Rig.decouple(rooms.0, rooms.1) }
 
-        // A loud leak first (-6 dB): the first room hears its own noise come back from the second
-        // room two passes later, so the delay is read from one recording (no two recorders to align).
+        // One way (a PulseAudio loopback, as the adjacent-rooms howling test uses it): the second
+        // room hears the first at the set attenuation, the first hears nothing back.
+        try Rig.couple(rooms.0, rooms.1, attenuationDB: 6, delayMs: 10, oneWay: true)
+        let oneWay = try playAndRecord(noise, label: "one-way")
+        XCTAssertFalse(oneWay.first.isEmpty || oneWay.second.isEmpty, "the noise was recorded in both rooms, one way")
+        let oneWayDB = 20 * log10(Levels.rms(oneWay.second) / Levels.rms(oneWay.first))
+        XCTAssertEqual(oneWayDB, -6, accuracy: 1, "one way: the second room's level against the first's")
+        XCTAssertNil(Correlation.findDelay(reference: oneWay.first, in: oneWay.first, lags: (rate / 500)...(rate / 5))
+                        .flatMap { $0.peak > 0.05 ? $0 : nil }, "one way: nothing comes back to the first room")
+        // Its delay, mouth to ear: a talker in the first room, heard in the second room's air.
+        let probe = try TalkerProbe(mouth: rooms.0, ear: rooms.1)
+            .run(clipPath: Speech.roomA(), folder: try Repo.scratchFolder("rig-coupling"), name: "one-way-leak")
+        let oneWayDelayMs = try XCTUnwrap(probe.mouthToEarMs, "one way: the talker is found in the second room: \(probe.summary)")
+        XCTAssertEqual(probe.xruns, 0, "the probe ran without xruns")
+        XCTAssertEqual(oneWayDelayMs, 10, accuracy: 2, "one way: the leak's delay (\(probe.summary))")
+
+        // Both ways (a client per direction: two loopbacks both ways spin PulseAudio, see
+        // scripts/rig.sh): the first room hears its own noise come back from the second room two
+        // passes later, so the delay is read from one recording (no two recorders to align).
         try Rig.couple(rooms.0, rooms.1, attenuationDB: 6, delayMs: 10)
         let loud = try playAndRecord(noise, label: "loud")
-        XCTAssertFalse(loud.first.isEmpty || loud.second.isEmpty, "the noise was recorded in the first room")
+        XCTAssertFalse(loud.first.isEmpty || loud.second.isEmpty, "the noise was recorded in both rooms, both ways (the recordings ran to the end)")
         let back = try XCTUnwrap(Correlation.findDelay(reference: loud.first, in: loud.first, lags: (rate / 500)...(rate / 5)),
                                  "the first room's noise comes back from the second")
-        // The return's correlation is not its gain: the loopback resamples (it steers its latency),
-        // and white noise loses correlation to fractional delays. Its place is exact; the
-        // attenuation is read from the two rooms' levels.
         let oneWayMs = Double(back.lagSamples) / 2 / Double(rate) * 1000
         let loudDB = 20 * log10(Levels.rms(loud.second) / Levels.rms(loud.first))
-        print(String(format: "rig coupling at -6 dB, 10 ms: one way %.2f ms (round trip %d samples, correlation %.3f), second room %.1f dB",
-                     oneWayMs, back.lagSamples, back.peak, loudDB))
-        XCTAssertEqual(oneWayMs, 10, accuracy: 2, "the leak's delay")
-        XCTAssertEqual(loudDB, -6, accuracy: 1, "the second room's level against the first's")
+        print(String(format: "rig coupling at -6 dB, 10 ms: one way only %.1f dB, %.1f ms; both ways %.2f ms (round trip %d samples, correlation %.3f), second room %.1f dB",
+                     oneWayDB, oneWayDelayMs, oneWayMs, back.lagSamples, back.peak, loudDB))
+        // The clients reach the delay only roughly (scripts/rig-leak.c: 8.3-12.7 ms for 10 in most
+        // starts, up to 39 ms in one of six): the leak comes later than the air it leaks, within
+        // what the clients' buffers can hold.
+        XCTAssertTrue((3...60).contains(oneWayMs), "both ways: the leak's delay \(oneWayMs) ms for 10")
+        XCTAssertGreaterThan(back.peak, 0.1, "both ways: the leak keeps its waveform (no dropped or repeated samples)")
+        XCTAssertEqual(loudDB, -6, accuracy: 1, "both ways: the second room's level against the first's")
 
         // The wall: -20 dB, the coupling replaced (not added to).
         try Rig.couple(rooms.0, rooms.1, attenuationDB: 20, delayMs: 10)
         let wall = try playAndRecord(noise, label: "wall")
+        XCTAssertFalse(wall.first.isEmpty || wall.second.isEmpty, "the noise was recorded in both rooms through the wall")
         let wallDB = 20 * log10(Levels.rms(wall.second) / Levels.rms(wall.first))
         XCTAssertEqual(wallDB, -20, accuracy: 1, "a -20 dB wall")
 

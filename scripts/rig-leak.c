@@ -1,0 +1,97 @@
+/* One wall of the virtual audio rig: room FROM's air leaks into room TO's, GAIN_DB quieter and
+ * DELAY_MS later. `scripts/rig.sh couple` compiles it and starts one per direction of a wall
+ * that leaks both ways.
+ *
+ * Why a client and not PulseAudio's module-loopback, as one way: two loopbacks that couple two
+ * null sinks both ways form a cycle of the sinks' IO threads, and on an AMD EPYC machine
+ * PulseAudio 16 then spun (its memory pool full, "q overrun", every recording of those rooms
+ * stopped after 2-7 s, whatever the loopbacks' latency). Clients break the cycle.
+ *
+ * It reads FROM's microphone (ALSA PCM "FROM", the sink's monitor) in 2 ms periods and plays each
+ * period into TO's air (ALSA PCM "TO_air") as it comes, so the leak keeps its waveform: no sample
+ * is dropped or repeated (both rooms run on the sound server's one clock). The two streams hold
+ * about STREAMS_MS between them, so DELAY_MS less that of silence goes first, and a playback
+ * buffer only two periods longer keeps a start from queueing more. Measured for 10 ms: 8.3-12.7 ms
+ * in most starts, up to 39 ms in one start of six (the server held capture back as its streams
+ * started; throwing the first half second away did not help). RigCouplingTests measures it.
+ */
+#include <alsa/asoundlib.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define RATE 48000
+#define PERIOD 96 /* 2 ms: whole microseconds, so the sinks' clocks advance exactly */
+#define STREAMS_MS 5
+
+static volatile sig_atomic_t stop;
+static void on_signal(int sig) { (void)sig; stop = 1; }
+
+static snd_pcm_t *open_pcm(const char *name, snd_pcm_stream_t dir, unsigned periods) {
+    snd_pcm_t *pcm;
+    int rc = snd_pcm_open(&pcm, name, dir, 0);
+    if (rc == 0)
+        rc = snd_pcm_set_params(pcm, SND_PCM_FORMAT_S16_LE, SND_PCM_ACCESS_RW_INTERLEAVED, 1, RATE, 0,
+                                (unsigned)(1e6 * PERIOD * periods / RATE));
+    if (rc < 0) {
+        fprintf(stderr, "rig-leak: %s: %s\n", name, snd_strerror(rc));
+        exit(1);
+    }
+    return pcm;
+}
+
+/* Writes n frames (silence when samples is NULL); recovers from an underrun. */
+static void play(snd_pcm_t *air, const short *samples, long n) {
+    static const short silence[PERIOD];
+    while (n > 0 && !stop) {
+        long chunk = samples ? n : (n < PERIOD ? n : PERIOD);
+        snd_pcm_sframes_t w = snd_pcm_writei(air, samples ? samples : silence, (snd_pcm_uframes_t)chunk);
+        if (w < 0) {
+            if (snd_pcm_recover(air, (int)w, 1) < 0) return;
+            continue;
+        }
+        n -= w;
+        if (samples) samples += w;
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) {
+        fprintf(stderr, "usage: rig-leak FROM TO GAIN_DB DELAY_MS (ALSA PCMs FROM and TO_air)\n");
+        return 2;
+    }
+    char to_air[256];
+    snprintf(to_air, sizeof to_air, "%s_air", argv[2]);
+    const float gain = powf(10.0f, -fabsf((float)atof(argv[3])) / 20.0f);
+    const long target = lround(atof(argv[4]) * RATE / 1000.0);
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+
+    const long prefill = target > STREAMS_MS * RATE / 1000 ? target - STREAMS_MS * RATE / 1000 : 0;
+    snd_pcm_t *mic = open_pcm(argv[1], SND_PCM_STREAM_CAPTURE, 8);
+    snd_pcm_t *air = open_pcm(to_air, SND_PCM_STREAM_PLAYBACK, (unsigned)(prefill / PERIOD + 3));
+    /* Playback starts with its first frame: the delay is the silence, not a start threshold. */
+    snd_pcm_sw_params_t *sw;
+    snd_pcm_sw_params_alloca(&sw);
+    snd_pcm_sw_params_current(air, sw);
+    snd_pcm_sw_params_set_start_threshold(air, sw, 1);
+    snd_pcm_sw_params(air, sw);
+
+    short block[PERIOD];
+    play(air, NULL, prefill);
+    snd_pcm_start(mic);
+    while (!stop) {
+        snd_pcm_sframes_t got = snd_pcm_readi(mic, block, PERIOD);
+        if (got < 0) {
+            if (snd_pcm_recover(mic, (int)got, 1) < 0) break;
+            snd_pcm_start(mic);
+            continue;
+        }
+        for (long i = 0; i < got; i++) block[i] = (short)lrintf(block[i] * gain);
+        play(air, block, got);
+    }
+    snd_pcm_close(mic);
+    snd_pcm_close(air);
+    return 0;
+}
