@@ -30,15 +30,18 @@ public final class AudioEngine: @unchecked Sendable {
     /// The device round-trip measurement, when the daemon offers it.
     public let loopback: LoopbackProbe?
 
-    private let mic: UnsafeMutablePointer<Int16>
     private let cleaned: UnsafeMutablePointer<Int16>
     private let speaker: UnsafeMutablePointer<Int16>
     private let silence: UnsafeMutablePointer<Int16>
     private var primePeriods = 2
     /// A live talker's backlog limit: late audio is worse than none in a conversation.
     public static let liveCaptureBacklogMs = 50.0
-    /// Captured frames beyond this backlog are not handed on (see `processAvailableFrames`).
-    private let maxCaptureBacklogFrames: Int
+    /// What one wake-up read from the capture device; only its newest frames are handed on when live.
+    private let backlog: CaptureBacklog
+    /// A live sender: frames read beyond the backlog's capacity in one wake-up are not sent.
+    private let isLive: Bool
+    /// The most frames one wake-up reads (2 s): a device that does not pace cannot hold the loop.
+    private let maxDrainFrames: Int
     private var lastMixNanos = 0
     /// When the last microphone frame was processed, and whether the streams restarted since.
     private let frameNanos: Double
@@ -66,16 +69,18 @@ public final class AudioEngine: @unchecked Sendable {
         let frameNanos = Double(frameSize) * 1e9 / Double(microphoneChain.canceller.settings.sampleRate)
         self.frameNanos = frameNanos
         captureClock = CaptureClock(frameNanos: frameNanos)
-        maxCaptureBacklogFrames = maxCaptureBacklogMs.map { max(4, Int(($0 * 1e6 / frameNanos).rounded(.up))) } ?? Int.max / 2
-        mic = .allocate(capacity: frameSize)
+        isLive = maxCaptureBacklogMs != nil
+        backlog = CaptureBacklog(frameSize: frameSize,
+                                 capacity: maxCaptureBacklogMs.map { max(4, Int(($0 * 1e6 / frameNanos).rounded(.up))) } ?? 1)
+        maxDrainFrames = max(2 * backlog.capacity, Int(2e9 / frameNanos))
         cleaned = .allocate(capacity: frameSize)
         speaker = .allocate(capacity: frameSize)
         silence = .allocate(capacity: frameSize)
-        for p in [mic, cleaned, speaker, silence] { p.initialize(repeating: 0, count: frameSize) }
+        for p in [cleaned, speaker, silence] { p.initialize(repeating: 0, count: frameSize) }
     }
 
     deinit {
-        for p in [mic, cleaned, speaker, silence] { p.deallocate() }
+        for p in [cleaned, speaker, silence] { p.deallocate() }
     }
 
     /// Runs one session on the calling (audio) thread until `stopRequest` or a device failure.
@@ -130,51 +135,74 @@ public final class AudioEngine: @unchecked Sendable {
         return .stopped
     }
 
-    /// The microphone half: every whole frame the capture device holds is read and processed.
+    /// The microphone half: the capture device is read empty and every frame goes through the
+    /// microphone chain in order (the canceller pairs by position); only the newest
+    /// `backlog.capacity` of one wake-up are handed on. After a stall the room is therefore heard
+    /// again at once, from just before capture resumed, and the sender's timestamps jump over the rest.
     private func processAvailableFrames(_ d: AudioDevices) -> SessionEnd? {
         var avail = d.capture.available()
         if avail < 0 { return recoverXrun(d, failed: d.capture, code: Int32(avail)) }
-        // A backlog (the thread was starved, or a sound server captured while the stream started):
-        // its oldest frames still go through the canceller, which pairs by position, but only the
-        // newest `maxCaptureBacklog` are sent; the sender's timestamps jump over the rest.
-        // The device's delay counts what a sound server still holds for us, not only `avail`.
-        let backlog = max(avail, d.capture.delay() ?? 0)
-        var stale = backlog / frameSize - maxCaptureBacklogFrames
-        var queued = max(avail, backlog) / frameSize  // frames captured before the next one read, this one included
-        let readAt = MonotonicClock.nanoseconds()
-        while avail >= frameSize {
-            let got = readFrame(d.capture)
-            if got < 0 { return recoverXrun(d, failed: d.capture, code: Int32(got)) }
-            loopback?.captured(mic, position: capturePosition)
-            capturePosition += frameSize
-            queued -= 1
-            let lost = captureClock.frameCaptured(at: readAt &- UInt64(Double(max(0, queued)) * frameNanos))
-            if lost > 0 { stats.captureGapFrames.increment(by: lost) }
-            processCapturedFrame(send: stale <= 0)
-            stale -= 1
-            avail -= frameSize
+        var read = 0, stale = 0
+        // A sound server hands a backlog over one buffer at a time: ask again until it has no whole
+        // frame. Bounded, so that a device that does not pace cannot hold the speaker half up.
+        while avail >= frameSize && read < maxDrainFrames {
+            while avail >= frameSize && read < maxDrainFrames {
+                if backlog.isFull {
+                    processCapturedFrame(backlog.oldest, send: !isLive)
+                    backlog.removeOldest()
+                    if isLive { stale += 1 }
+                }
+                let slot = backlog.nextSlot
+                let got = readFrame(d.capture, into: slot)
+                if got < 0 { return recoverXrun(d, failed: d.capture, code: Int32(got)) }
+                backlog.commit()
+                loopback?.captured(slot, position: capturePosition)
+                capturePosition += frameSize
+                read += 1
+                avail -= frameSize
+            }
+            // The speaker keeps its pace while a long backlog is worked off.
+            if let failure = fillPlayback(d) { return failure }
+            avail = d.capture.available()
+            if avail < 0 { return recoverXrun(d, failed: d.capture, code: Int32(avail)) }
         }
-        let left = d.capture.delay()
-        if let left { stats.captureDelayFrames.store(left) }
+        // Each frame's capture instant, for the capture clock: the read time less the frames read
+        // after it. Not snd_pcm_delay: right after this process was stopped, a sound server's
+        // client library extrapolates its last timing and reports the stop as delay, which put
+        // frames a stall too early and made the clock count the stall twice (1 run in 3 of a 1 s stop).
+        let readAt = MonotonicClock.nanoseconds()
+        let left = max(0, d.capture.delay() ?? 0)
+        stats.captureDelayFrames.store(left)
+        for n in 0..<read {
+            let after = read - 1 - n
+            let lost = captureClock.frameCaptured(at: readAt &- UInt64(Double(after) * frameNanos))
+            let kept = n - (read - backlog.count)
+            if kept >= 0 { backlog.setLost(lost, beforeKept: kept) } else if lost > 0 { stats.captureGapFrames.increment(by: lost) }
+        }
+        if stale > 0 {
+            stats.staleCaptureFrames.increment(by: stale)
+            stats.captureGapFrames.increment(by: stale)
+        }
+        while !backlog.isEmpty {
+            let lost = backlog.lostBeforeOldest
+            if lost > 0 { stats.captureGapFrames.increment(by: lost) }
+            processCapturedFrame(backlog.oldest, send: true)
+            backlog.removeOldest()
+        }
         if let failure = fillPlayback(d) { return failure }
         // Re-pair only once capture has caught up (mid-backlog the frames read are old), and
         // after the fill, so that what was just written is still ahead of the echo.
-        if (left ?? 0) <= 2 * frameSize { canceller.realignIfOutOfStep() }
+        if left <= 2 * frameSize { canceller.realignIfOutOfStep() }
         return nil
     }
 
     /// Runs one captured frame through the microphone chain and hands it on (unless it is stale).
-    private func processCapturedFrame(send: Bool) {
+    private func processCapturedFrame(_ frame: UnsafeMutablePointer<Int16>, send: Bool) {
         let t0 = MonotonicClock.nanoseconds()
-        rawMicrophone?.write(mic, count: frameSize)
-        microphoneChain.process(captured: mic, into: cleaned)
-        if !send {
-            stats.staleCaptureFrames.increment()
-            stats.captureGapFrames.increment()
-        } else if !microphone.write(cleaned, count: frameSize) {
-            stats.micDrops.increment()
-        } else {
-            microphoneChain.handedOn()
+        rawMicrophone?.write(frame, count: frameSize)
+        microphoneChain.process(captured: frame, into: cleaned)
+        if send {
+            if microphone.write(cleaned, count: frameSize) { microphoneChain.handedOn() } else { stats.micDrops.increment() }
         }
         microphoneReady?.ring()
         stats.frames.increment()
@@ -222,11 +250,11 @@ public final class AudioEngine: @unchecked Sendable {
         if spent > stats.processNanosMax.load { stats.processNanosMax.store(spent) }
     }
 
-    /// Reads exactly one frame into `mic`; negative errno on failure.
-    private func readFrame(_ pcm: ALSAPCM) -> Int {
+    /// Reads exactly one frame into `frame`; negative errno on failure.
+    private func readFrame(_ pcm: ALSAPCM, into frame: UnsafeMutablePointer<Int16>) -> Int {
         var done = 0
         while done < frameSize {
-            let n = pcm.read(mic + done, frames: frameSize - done)
+            let n = pcm.read(frame + done, frames: frameSize - done)
             if n == -Int(EINTR) || n == -Int(EAGAIN) { continue }
             if n < 0 { return n }
             done += n
@@ -274,6 +302,7 @@ public final class AudioEngine: @unchecked Sendable {
         rc = d.playback.prepare()
         if rc < 0 { return .deviceFailed(device: d.playback.name, operation: "prepare", code: rc) }
         canceller.reset()
+        backlog.removeAll()
         loopback?.streamsRestarted()
         playPosition = 0
         capturePosition = 0

@@ -14,6 +14,11 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var sessions: Int
         /// Capture time that never reached the network (restarts, a sound server's drops), in frames.
         public var captureGapFrames: Int
+        /// Of those: frames captured but not sent, being older than the newest a wake-up hands on
+        /// (a backlog after a stall: late audio is worse than none).
+        public var staleCaptureFrames: Int
+        /// What the capture device holds now (snd_pcm_delay), ms: a backlog not yet read.
+        public var captureDelayMs: Double
         public var micDrops: Int
         /// Samples the microphone gain drove past full scale (what is sent clipped).
         public var microphoneClippedSamples: Int
@@ -41,7 +46,8 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var loopEngagements: Int?
 
         public init(running: Bool, frames: Int, xruns: Int, captureXruns: Int, playbackXruns: Int, sessions: Int,
-                    captureGapFrames: Int, micDrops: Int, microphoneClippedSamples: Int, speakerClippedSamples: Int,
+                    captureGapFrames: Int, staleCaptureFrames: Int, captureDelayMs: Double, micDrops: Int,
+                    microphoneClippedSamples: Int, speakerClippedSamples: Int,
                     echoReturnLossEnhancementDB: Double, echoDelayMs: Double?,
                     echoCancellerResets: Int, echoCancellerRealignments: Int, echoReferenceMoves: Int, processMaxMs: Double, howls: Int?,
                     howlGuardAttenuationDB: Double? = nil, loopRemovedDB: Double? = nil, loopLateFrames: Int? = nil,
@@ -53,6 +59,8 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.playbackXruns = playbackXruns
             self.sessions = sessions
             self.captureGapFrames = captureGapFrames
+            self.staleCaptureFrames = staleCaptureFrames
+            self.captureDelayMs = captureDelayMs
             self.micDrops = micDrops
             self.microphoneClippedSamples = microphoneClippedSamples
             self.speakerClippedSamples = speakerClippedSamples
@@ -390,6 +398,8 @@ extension DaemonStatistics.Audio {
         try c.encode(playbackXruns, forKey: .playbackXruns)
         try c.encode(sessions, forKey: .sessions)
         try c.encode(captureGapFrames, forKey: .captureGapFrames)
+        try c.encode(staleCaptureFrames, forKey: .staleCaptureFrames)
+        try c.encode(captureDelayMs, forKey: .captureDelayMs)
         try c.encode(micDrops, forKey: .micDrops)
         try c.encode(microphoneClippedSamples, forKey: .microphoneClippedSamples)
         try c.encode(speakerClippedSamples, forKey: .speakerClippedSamples)
@@ -412,7 +422,9 @@ extension DaemonStatistics.Audio {
         self.init(running: try c.decode(Bool.self, forKey: .running), frames: try c.decode(Int.self, forKey: .frames),
                   xruns: try c.decode(Int.self, forKey: .xruns), captureXruns: try c.decode(Int.self, forKey: .captureXruns),
                   playbackXruns: try c.decode(Int.self, forKey: .playbackXruns), sessions: try c.decode(Int.self, forKey: .sessions),
-                  captureGapFrames: try c.decode(Int.self, forKey: .captureGapFrames), micDrops: try c.decode(Int.self, forKey: .micDrops),
+                  captureGapFrames: try c.decode(Int.self, forKey: .captureGapFrames),
+                  staleCaptureFrames: try c.decode(Int.self, forKey: .staleCaptureFrames),
+                  captureDelayMs: try c.decode(Double.self, forKey: .captureDelayMs), micDrops: try c.decode(Int.self, forKey: .micDrops),
                   microphoneClippedSamples: try c.decode(Int.self, forKey: .microphoneClippedSamples),
                   speakerClippedSamples: try c.decode(Int.self, forKey: .speakerClippedSamples),
                   echoReturnLossEnhancementDB: try c.decode(Double.self, forKey: .echoReturnLossEnhancementDB),
@@ -429,7 +441,7 @@ extension DaemonStatistics.Audio {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case running, frames, xruns, captureXruns, playbackXruns, sessions, captureGapFrames, micDrops
+        case running, frames, xruns, captureXruns, playbackXruns, sessions, captureGapFrames, staleCaptureFrames, captureDelayMs, micDrops
         case microphoneClippedSamples, speakerClippedSamples
         case echoReturnLossEnhancementDB = "erleDb"
         case echoDelayMs, echoCancellerResets, echoCancellerRealignments, echoReferenceMoves, processMaxMs, howls

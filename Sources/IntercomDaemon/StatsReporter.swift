@@ -76,7 +76,8 @@ struct StatisticsSource: Sendable {
         let audio = DaemonStatistics.Audio(
             running: s.running.isSet, frames: s.frames.load, xruns: s.xruns, captureXruns: s.captureXruns.load,
             playbackXruns: s.playbackXruns.load, sessions: s.sessions.load, captureGapFrames: s.captureGapFrames.load,
-            micDrops: s.micDrops.load, microphoneClippedSamples: engine.microphoneChain.gain.clippedSamples.load,
+            staleCaptureFrames: s.staleCaptureFrames.load,
+            captureDelayMs: Double(s.captureDelayFrames.load) * 1000 / Double(sampleRate), micDrops: s.micDrops.load, microphoneClippedSamples: engine.microphoneChain.gain.clippedSamples.load,
             speakerClippedSamples: engine.mixer.clippedSamples.load, echoReturnLossEnhancementDB: engine.canceller.erleDB.load,
             echoDelayMs: delay == EchoDelayEstimator.none ? nil : Double(delay) * 1000 / Double(sampleRate),
             echoCancellerResets: engine.canceller.resets.load, echoCancellerRealignments: engine.canceller.realignments.load,

@@ -75,7 +75,7 @@ enum Render {
         let a = s.audio
         var lines = [
             "audio           \(a.running ? "running" : "not running"), \(a.frames) frames, \(a.sessions) sessions",
-            "xruns           \(a.xruns) (capture \(a.captureXruns), playback \(a.playbackXruns)); capture lost: \(a.captureGapFrames) frames",
+            "xruns           \(a.xruns) (capture \(a.captureXruns), playback \(a.playbackXruns)); capture lost: \(a.captureGapFrames) frames (\(a.staleCaptureFrames) stale), capture delay \(String(format: "%.1f", a.captureDelayMs)) ms",
             String(format: "echo canceller  ERLE %.1f dB, echo delay %@, %d resets, %d realignments", a.echoReturnLossEnhancementDB,
                    a.echoDelayMs.map { String(format: "%.1f ms", $0) } ?? "unmeasured", a.echoCancellerResets, a.echoCancellerRealignments),
             String(format: "processing      %.2f ms per frame at most", a.processMaxMs),

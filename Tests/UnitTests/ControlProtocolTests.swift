@@ -96,7 +96,7 @@ final class ControlProtocolTests: XCTestCase {
     }
 
     static let statistics = DaemonStatistics(
-        audio: .init(running: true, frames: 12_345, xruns: 2, captureXruns: 1, playbackXruns: 1, sessions: 3, captureGapFrames: 7,
+        audio: .init(running: true, frames: 12_345, xruns: 2, captureXruns: 1, playbackXruns: 1, sessions: 3, captureGapFrames: 7, staleCaptureFrames: 3, captureDelayMs: 1.5,
                      micDrops: 0, microphoneClippedSamples: 12, speakerClippedSamples: 3, echoReturnLossEnhancementDB: 21.5, echoDelayMs: nil, echoCancellerResets: 2,
                      echoCancellerRealignments: 1, echoReferenceMoves: 2, processMaxMs: 0.75, howls: 0),
         network: .init(ssrc: 0x1234_5678, opus: .init(application: "voip", bitrate: 64000, fec: true, dtx: false, lookaheadMs: 6.5),
