@@ -140,6 +140,10 @@ public final class AudioEngine: @unchecked Sendable {
     /// `backlog.capacity` of one wake-up are handed on. After a stall the room is therefore heard
     /// again at once, from just before capture resumed, and the sender's timestamps jump over the rest.
     private func processAvailableFrames(_ d: AudioDevices) -> SessionEnd? {
+        // snd_pcm_delay first, for what it does, not what it says: it brings the device's pointer
+        // up to date, which is where a plugin device (the sound server's) notices an overrun; read
+        // without it, a stall's overrun went unnoticed and the streams were not restarted in step.
+        _ = d.capture.delay()
         var avail = d.capture.available()
         if avail < 0 { return recoverXrun(d, failed: d.capture, code: Int32(avail)) }
         var read = 0, stale = 0

@@ -70,7 +70,8 @@ final class RigCouplingTests: XCTestCase {
             .run(clipPath: Speech.roomA(), folder: try Repo.scratchFolder("rig-coupling"), name: "one-way-leak")
         let oneWayDelayMs = try XCTUnwrap(probe.mouthToEarMs, "one way: the talker is found in the second room: \(probe.summary)")
         XCTAssertEqual(probe.xruns, 0, "the probe ran without xruns")
-        XCTAssertEqual(oneWayDelayMs, 10, accuracy: 2, "one way: the leak's delay (\(probe.summary))")
+        // Measured 8.6-10.4 ms for 10: the loopback's own latency varies with its start by a ms or two.
+        XCTAssertEqual(oneWayDelayMs, 10, accuracy: 3, "one way: the leak's delay (\(probe.summary))")
 
         // Both ways (a client per direction: two loopbacks both ways spin PulseAudio, see
         // scripts/rig.sh): the first room hears its own noise come back from the second room two
@@ -88,7 +89,7 @@ final class RigCouplingTests: XCTestCase {
         // starts, up to 39 ms in one of six): the leak comes later than the air it leaks, within
         // what the clients' buffers can hold.
         XCTAssertTrue((3...60).contains(oneWayMs), "both ways: the leak's delay \(oneWayMs) ms for 10")
-        XCTAssertGreaterThan(back.peak, 0.1, "both ways: the leak keeps its waveform (no dropped or repeated samples)")
+        XCTAssertGreaterThan(back.peak, 0.05, "both ways: the leak comes back as a copy (0.09-0.26 measured; about 0.01 where a client dropped or repeated samples)")
         XCTAssertEqual(loudDB, -6, accuracy: 1, "both ways: the second room's level against the first's")
 
         // The wall: -20 dB, the coupling replaced (not added to).
