@@ -5,19 +5,23 @@ public struct DeviceSettings: Sendable, Equatable {
     public var sampleRate: Int
     /// Samples per period = samples per processing frame.
     public var periodFrames: Int
-    /// Periods in the playback buffer, which the engine keeps full (capture gets at least 8); priming
-    /// queues `bufferPeriods - 1` before the streams start.
+    /// Periods in each device's buffer.
     public var bufferPeriods: Int
+    /// Periods the engine keeps queued for playback; the rest of the buffer is a reserve for a late
+    /// wake-up. nil: the whole buffer (the engine then keeps it full).
+    public var fillPeriods: Int?
     public var link: Bool
-    public var primePeriods: Int { max(1, bufferPeriods - 1) }
+    /// Silence queued before the streams start: the fill target, and always a period of room.
+    public var primePeriods: Int { max(1, min(fillPeriods ?? bufferPeriods, bufferPeriods - 1)) }
 
     public init(captureDevice: String, playbackDevice: String, sampleRate: Int = 48000,
-                periodFrames: Int = 480, bufferPeriods: Int = 3, link: Bool = true) {
+                periodFrames: Int = 480, bufferPeriods: Int = 3, fillPeriods: Int? = nil, link: Bool = true) {
         self.captureDevice = captureDevice
         self.playbackDevice = playbackDevice
         self.sampleRate = sampleRate
         self.periodFrames = periodFrames
         self.bufferPeriods = bufferPeriods
+        self.fillPeriods = fillPeriods
         self.link = link
     }
 }
@@ -30,6 +34,10 @@ public final class AudioDevices: Sendable {
     public let playbackGeometry: PCMGeometry
     /// nil when linked, else alsa-lib's reason why linking was not possible.
     public let linkFailure: String?
+    /// Frames the engine keeps queued for playback (the device's own delay included).
+    public let playbackFillFrames: Int
+    /// Periods of silence queued on playback at start.
+    public let primePeriods: Int
 
     public init(_ s: DeviceSettings) throws {
         capture = try ALSAPCM(name: s.captureDevice, direction: .capture)
@@ -37,8 +45,12 @@ public final class AudioDevices: Sendable {
         captureGeometry = try capture.configure(rate: s.sampleRate, channels: 1, periodFrames: s.periodFrames, periods: s.bufferPeriods)
         playbackGeometry = try playback.configure(rate: s.sampleRate, channels: 1, periodFrames: s.periodFrames,
                                                   periods: s.bufferPeriods, startPeriods: s.primePeriods)
-        // The engine never waits in a playback write; it polls playback while frames are pending.
+        // The engine never waits in a playback write.
         try playback.setNonBlocking(true)
+        let periods = max(1, playbackGeometry.bufferFrames / playbackGeometry.periodFrames)
+        let fill = min(periods, s.fillPeriods ?? periods)
+        playbackFillFrames = fill * playbackGeometry.periodFrames
+        primePeriods = max(1, min(fill, periods - 1))
         if !s.link {
             linkFailure = "disabled in configuration"
         } else {
@@ -52,6 +64,6 @@ public final class AudioDevices: Sendable {
     }
 
     public var isLinked: Bool { linkFailure == nil }
-    /// Periods of silence queued on playback at start: one period of room absorbs scheduling jitter.
-    public var primePeriods: Int { max(1, playbackGeometry.bufferFrames / playbackGeometry.periodFrames - 1) }
+    /// Whether the engine keeps the whole playback buffer full (and can wait for playback's room).
+    public var keepsPlaybackFull: Bool { playbackFillFrames >= playbackGeometry.bufferFrames }
 }

@@ -34,6 +34,9 @@ public final class AudioEngine: @unchecked Sendable {
     private let speaker: UnsafeMutablePointer<Int16>
     private let silence: UnsafeMutablePointer<Int16>
     private var primePeriods = 2
+    /// Frames kept queued for playback; below the buffer, playback is topped up at each wake-up.
+    private var playbackFillFrames = 0
+    private var keepsPlaybackFull = true
     /// A live talker's backlog limit: late audio is worse than none in a conversation.
     public static let liveCaptureBacklogMs = 50.0
     /// What one wake-up read from the capture device; only its newest frames are handed on when live.
@@ -88,15 +91,23 @@ public final class AudioEngine: @unchecked Sendable {
         onAudioThreadStart?()
         stats.sessions.increment()
         primePeriods = devices.primePeriods
+        playbackFillFrames = devices.playbackFillFrames
+        keepsPlaybackFull = devices.keepsPlaybackFull
         guard let captureFds = try? devices.capture.pollDescriptors(),
               let playbackFds = try? devices.playback.pollDescriptors() else {
             return .deviceFailed(device: devices.capture.name, operation: "poll descriptors", code: -EIO)
         }
-        let fds = captureFds + playbackFds
+        // A playback queue kept below its buffer always has room, so its POLLOUT would spin (a
+        // sound server's plugin ignores avail_min): it is topped up when capture wakes the loop,
+        // once a period on the devices' one clock, or after a period without capture.
+        let fds = keepsPlaybackFull ? captureFds + playbackFds : captureFds
         let pollSet = UnsafeMutablePointer<pollfd>.allocate(capacity: fds.count)
         pollSet.initialize(from: fds, count: fds.count)
         defer { pollSet.deallocate() }
-        let timeoutMs = Int32(4 * frameSize * 1000 / 48000 + 200)
+        let stallMs = 4 * frameSize * 1000 / 48000 + 200
+        let periodMs = max(1, (frameSize * 1000 + 47_999) / 48000)
+        let timeoutMs = Int32(keepsPlaybackFull ? stallMs : periodMs)
+        let pollsPerStall = keepsPlaybackFull ? 1 : max(1, stallMs / periodMs)
 
         if let failure = restart(devices) { return failure }
         stats.running.set(true)
@@ -114,10 +125,14 @@ public final class AudioEngine: @unchecked Sendable {
                 return .deviceFailed(device: devices.capture.name, operation: "poll", code: -errno)
             }
             if ready == 0 {
-                stats.pollTimeouts.increment()
                 silentPolls += 1
+                if !keepsPlaybackFull {
+                    if let failure = fillPlayback(devices) { return failure }
+                    if silentPolls % pollsPerStall != 0 { continue }
+                }
+                stats.pollTimeouts.increment()
                 // A stream that stopped without an error: restart it; give up after a few tries.
-                if silentPolls >= 3 { return .deviceFailed(device: devices.capture.name, operation: "poll (no audio)", code: -EIO) }
+                if silentPolls >= 3 * pollsPerStall { return .deviceFailed(device: devices.capture.name, operation: "poll (no audio)", code: -EIO) }
                 if let failure = restart(devices) { return failure }
                 continue
             }
@@ -213,15 +228,20 @@ public final class AudioEngine: @unchecked Sendable {
         noteCPU(since: t0)
     }
 
-    /// The speaker half, paced by the playback device: whenever it has room for a frame, mix one,
-    /// write it (never waiting) and feed it to the echo canceller right after. The device thus
-    /// always holds as much as its buffer takes, and a device or sound server that asks for data
-    /// late never holds up the microphone; the canceller pairs the halves by stream position.
+    /// The speaker half, paced by the playback device: while it holds less than the fill target
+    /// (the whole buffer by default), mix a frame, write it (never waiting) and feed it to the echo
+    /// canceller right after. A device or sound server that asks for data late never holds up the
+    /// microphone; the canceller pairs the halves by stream position. What the device holds is
+    /// judged by its free room (the buffer's own pointer, which moves as the device takes frames),
+    /// not by snd_pcm_delay: a sound server's delay adds its own queue and moves by up to a period
+    /// between its timing updates, and writes that follow it moved the delay heard while people
+    /// talked (26-42 ms within one clip at 5 ms frames) and read as 80-160 ppm of drift at the far end.
     private func fillPlayback(_ d: AudioDevices) -> SessionEnd? {
         var space = d.playback.available()
         if space < 0 { return recoverXrun(d, failed: d.playback, code: Int32(space)) }
+        let reserve = d.playbackGeometry.bufferFrames - playbackFillFrames
         var mixNanos = 0
-        while space >= frameSize {
+        while space - reserve >= frameSize {
             let t0 = MonotonicClock.nanoseconds()
             mixer.mix(into: speaker)
             let probing = loopback?.replacePlayback(speaker) ?? false

@@ -69,8 +69,10 @@ public struct AudioSection: Sendable, Equatable {
     public var sampleRate: Int = 48000
     /// Period (audio block) length in milliseconds: one of `supportedPeriodsMs`.
     public var periodMs: Double = 10
-    /// ALSA buffer size in periods, 2...8. Playback is kept full: this is its latency in periods.
+    /// ALSA buffer size in periods, 2...8: the most playback can hold.
     public var bufferPeriods: Int = 3
+    /// Periods kept queued for playback, 1...bufferPeriods: its latency; the rest is a reserve.
+    public var playbackFillPeriods: Int = 2
     /// Start capture and playback together (snd_pcm_link) when the devices allow it.
     public var linkDevices: Bool = true
 
@@ -740,8 +742,21 @@ extension DaemonConfig {
                     "Period (audio block) in milliseconds. Shorter = less latency, but more CPU wake-ups and more risk of dropouts; 10 ms = 480 frames at 48 kHz",
                     .oneOf(AudioSection.supportedPeriodsMs)),
             .int("buffer_periods", \.audio.bufferPeriods,
-                 "ALSA buffer length in periods. Playback is kept full, so this is its latency (3 x 10 ms = 30 ms); more = more tolerance to scheduling delays (short periods need more of them), but more latency",
+                 "ALSA buffer length in periods: the most the speaker can have queued. What it holds beyond playback_fill_periods is a reserve for a late wake-up and costs no latency",
                  .range(AudioSection.bufferPeriodsRange)),
+            SchemaKey(name: "playback_fill_periods",
+                      comment: "Periods kept queued for the speaker (the sound server's or driver's own share included): the playback latency, 2 x 10 ms = 20 ms. Fewer = less delay, but a late wake-up of the audio thread is heard as a dropout (counted as an xrun); equal to buffer_periods keeps the whole buffer full",
+                      allowed: "1...buffer_periods",
+                      read: { value, config throws(ValueProblem) in config.audio.playbackFillPeriods = try TOMLRead.int(value) },
+                      check: { c in
+                          let v = c.audio.playbackFillPeriods, buffer = c.audio.bufferPeriods
+                          let valid = AudioSection.bufferPeriodsRange.contains(buffer)
+                          if v < 1 { return "\(v) is not in range 1...\(valid ? buffer : AudioSection.bufferPeriodsRange.upperBound)" }
+                          // An invalid buffer_periods is reported under its own key.
+                          return valid && v > buffer ? "\(v) is more than audio.buffer_periods (\(buffer))" : nil
+                      },
+                      render: { String($0.audio.playbackFillPeriods) },
+                      adopt: { $0.audio.playbackFillPeriods = $1.audio.playbackFillPeriods }),
             .bool("link_devices", \.audio.linkDevices,
                   "Start capture and playback together (snd_pcm_link) when the devices allow it, so they stay in step"),
         ]),

@@ -57,6 +57,7 @@ extension ControlJSON {
             func number(_ v: Double) -> JSONValue { .number((v * 1000).rounded() / 1000) }
             o["terminal"] = [
                 "period_ms": number(t.periodMs), "buffer_periods": .integer(Int64(t.bufferPeriods)),
+                "playback_fill_periods": .integer(Int64(t.fillPeriods)),
                 "processing_delay_ms": number(t.processingDelayMs), "codec_lookahead_ms": number(t.codecLookaheadMs),
                 "jitter_min_ms": number(t.jitterMinMs), "jitter_max_ms": number(t.jitterMaxMs),
                 "xruns": .integer(Int64(t.xruns)), "process_max_ms": number(t.processMaxMs),
@@ -69,6 +70,7 @@ extension ControlJSON {
         func number(_ key: String) throws(Violation) -> Double { try field(json, key, \.numberValue, "a number") }
         func int(_ key: String) throws(Violation) -> Int { try field(json, key, { $0.integerValue.flatMap { Int(exactly: $0) } }, "an integer") }
         return TerminalTiming(periodMs: try number("period_ms"), bufferPeriods: try int("buffer_periods"),
+                              fillPeriods: try int("playback_fill_periods"),
                               processingDelayMs: try number("processing_delay_ms"), codecLookaheadMs: try number("codec_lookahead_ms"),
                               jitterMinMs: try number("jitter_min_ms"), jitterMaxMs: try number("jitter_max_ms"),
                               xruns: try int("xruns"), processMaxMs: try number("process_max_ms"))

@@ -5,6 +5,8 @@ import Foundation
 public struct TerminalTiming: Sendable, Equatable {
     public var periodMs: Double
     public var bufferPeriods: Int
+    /// Periods kept queued for playback (audio.playback_fill_periods).
+    public var fillPeriods: Int
     /// The echo canceller's preprocessor holds one frame (0 when it is bypassed).
     public var processingDelayMs: Double
     public var codecLookaheadMs: Double
@@ -15,10 +17,11 @@ public struct TerminalTiming: Sendable, Equatable {
     /// The longest one frame's processing has taken on the audio thread.
     public var processMaxMs: Double
 
-    public init(periodMs: Double, bufferPeriods: Int, processingDelayMs: Double, codecLookaheadMs: Double,
+    public init(periodMs: Double, bufferPeriods: Int, fillPeriods: Int? = nil, processingDelayMs: Double, codecLookaheadMs: Double,
                 jitterMinMs: Double, jitterMaxMs: Double, xruns: Int, processMaxMs: Double) {
         self.periodMs = periodMs
         self.bufferPeriods = bufferPeriods
+        self.fillPeriods = fillPeriods ?? bufferPeriods
         self.processingDelayMs = processingDelayMs
         self.codecLookaheadMs = codecLookaheadMs
         self.jitterMinMs = jitterMinMs
@@ -74,20 +77,25 @@ public struct PathBudget: Sendable, Equatable {
         // a smaller one is worth trying only on a machine that has kept up and has CPU to spare.
         let smaller = opusFrameMs.last { $0 < t.periodMs }
         if t.xruns > 0 {
-            advice.append(String(format: "%d xruns since the daemon started: %g ms × %d periods is too little for this machine; raise audio.buffer_periods to %d (or audio.period_ms)",
-                                 t.xruns, t.periodMs, t.bufferPeriods, t.bufferPeriods + 1))
+            if t.fillPeriods < t.bufferPeriods {
+                advice.append(String(format: "%d xruns since the daemon started: %g ms × %d periods queued is too little for this machine; raise audio.playback_fill_periods to %d",
+                                     t.xruns, t.periodMs, t.fillPeriods, t.fillPeriods + 1))
+            } else {
+                advice.append(String(format: "%d xruns since the daemon started: %g ms × %d periods is too little for this machine; raise audio.buffer_periods to %d (or audio.period_ms)",
+                                     t.xruns, t.periodMs, t.bufferPeriods, t.bufferPeriods + 1))
+            }
         } else if let smaller, t.processMaxMs < smaller / 2 {
-            let saved = (t.periodMs - smaller) * Double(2 + t.bufferPeriods)
-            advice.append(String(format: "no xruns and one frame's processing at most %.2f ms: audio.period_ms = %g would save about %.0f ms (with buffer_periods = %d; watch the xruns after the change)",
-                                 t.processMaxMs, smaller, saved, t.bufferPeriods))
+            let saved = (t.periodMs - smaller) * Double(2 + t.fillPeriods)
+            advice.append(String(format: "no xruns and one frame's processing at most %.2f ms: audio.period_ms = %g would save about %.0f ms (with playback_fill_periods = %d; watch the xruns after the change)",
+                                 t.processMaxMs, smaller, saved, t.fillPeriods))
         } else if let smaller {
             advice.append(String(format: "one frame's processing took up to %.2f ms: a %g ms period would leave too little headroom; keep audio.period_ms = %g",
                                  t.processMaxMs, smaller, t.periodMs))
         }
-        let configuredBuffer = Double(t.bufferPeriods) * t.periodMs
-        if playback > configuredBuffer + t.periodMs {
+        let configuredQueue = Double(t.fillPeriods) * t.periodMs
+        if playback > configuredQueue + t.periodMs {
             advice.append(String(format: "the playback buffer measures %.1f ms against %.0f ms configured: the sound server or driver adds %.1f ms",
-                                 playback, configuredBuffer, playback - configuredBuffer))
+                                 playback, configuredQueue, playback - configuredQueue))
         }
         return PathBudget(parts: parts, totalMs: total, goalMs: goal, recommendations: advice)
     }

@@ -11,8 +11,8 @@ final class PathBudgetTests: XCTestCase {
         RoundTripSummary.summarise(sent: rtt.count, rttMs: Dictionary(uniqueKeysWithValues: rtt.enumerated().map { ($0.offset, $0.element) }),
                                    duplicates: 0, jitterBounds: (10, 200))
     }
-    private func terminal(period: Double = 10, buffer: Int = 3, xruns: Int = 0, processMax: Double = 1, jitterMin: Double = 10) -> TerminalTiming {
-        TerminalTiming(periodMs: period, bufferPeriods: buffer, processingDelayMs: period, codecLookaheadMs: 6.5,
+    private func terminal(period: Double = 10, buffer: Int = 3, fill: Int? = nil, xruns: Int = 0, processMax: Double = 1, jitterMin: Double = 10) -> TerminalTiming {
+        TerminalTiming(periodMs: period, bufferPeriods: buffer, fillPeriods: fill, processingDelayMs: period, codecLookaheadMs: 6.5,
                        jitterMinMs: jitterMin, jitterMaxMs: 200, xruns: xruns, processMaxMs: processMax)
     }
 
@@ -48,6 +48,9 @@ final class PathBudgetTests: XCTestCase {
         let xruns = try XCTUnwrap(PathBudget.estimate(device: device(), network: quiet, terminal: terminal(xruns: 4)))
         XCTAssertTrue(xruns.recommendations.contains { $0.contains("4 xruns") && $0.contains("buffer_periods to 4") }, "\(xruns.recommendations)")
         XCTAssertFalse(xruns.recommendations.contains { $0.contains("would save") })
+        // With a fill target below the buffer, the queue is what ran dry, not the buffer.
+        let queueXruns = try XCTUnwrap(PathBudget.estimate(device: device(), network: quiet, terminal: terminal(fill: 2, xruns: 4)))
+        XCTAssertTrue(queueXruns.recommendations.contains { $0.contains("playback_fill_periods to 3") }, "\(queueXruns.recommendations)")
 
         let busy = try XCTUnwrap(PathBudget.estimate(device: device(), network: quiet, terminal: terminal(processMax: 6)))
         XCTAssertTrue(busy.recommendations.contains { $0.contains("too little headroom; keep audio.period_ms = 10") }, "\(busy.recommendations)")
