@@ -17,7 +17,7 @@ PACKAGES=(
     valgrind binutils                            # the measurement suite counts instructions (callgrind) of a stripped copy
     systemd                                      # systemd-analyze verify/security for the unit; systemd-sysusers for the package
     pkg-config
-    python3-venv python3-dev gcc                 # .venv for speech quality measures (pesq builds a C extension)
+    python3-venv python3-dev gcc                 # .venv for speech quality measures (pesq builds a C extension); gcc also builds the rig's wall client (scripts/rig-leak.c)
 )
 
 missing=()

@@ -34,7 +34,7 @@ public final class AudioDevices: Sendable {
     public let playbackGeometry: PCMGeometry
     /// nil when linked, else alsa-lib's reason why linking was not possible.
     public let linkFailure: String?
-    /// Frames the engine keeps queued for playback (the device's own delay included).
+    /// Frames the engine keeps queued in the playback buffer (judged by its free room).
     public let playbackFillFrames: Int
     /// Periods of silence queued on playback at start.
     public let primePeriods: Int

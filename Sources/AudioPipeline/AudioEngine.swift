@@ -127,6 +127,12 @@ public final class AudioEngine: @unchecked Sendable {
             if ready == 0 {
                 silentPolls += 1
                 if !keepsPlaybackFull {
+                    // A sound server's capture does not always signal a period that is there.
+                    if devices.capture.available() >= frameSize {
+                        silentPolls = 0
+                        if let failure = processAvailableFrames(devices) { return failure }
+                        continue
+                    }
                     if let failure = fillPlayback(devices) { return failure }
                     if silentPolls % pollsPerStall != 0 { continue }
                 }

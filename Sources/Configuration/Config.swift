@@ -71,8 +71,11 @@ public struct AudioSection: Sendable, Equatable {
     public var periodMs: Double = 10
     /// ALSA buffer size in periods, 2...8: the most playback can hold.
     public var bufferPeriods: Int = 3
-    /// Periods kept queued for playback, 1...bufferPeriods: its latency; the rest is a reserve.
-    public var playbackFillPeriods: Int = 2
+    /// Periods kept queued in the playback buffer, 1...bufferPeriods: its latency; the rest is a
+    /// reserve. 0: the whole buffer, kept full (see the key's comment for why that is the default).
+    public var playbackFillPeriods: Int = 0
+    /// What the engine keeps queued, in periods.
+    public var playbackQueuePeriods: Int { playbackFillPeriods == 0 ? bufferPeriods : min(playbackFillPeriods, bufferPeriods) }
     /// Start capture and playback together (snd_pcm_link) when the devices allow it.
     public var linkDevices: Bool = true
 
@@ -745,13 +748,13 @@ extension DaemonConfig {
                  "ALSA buffer length in periods: the most the speaker can have queued. What it holds beyond playback_fill_periods is a reserve for a late wake-up and costs no latency",
                  .range(AudioSection.bufferPeriodsRange)),
             SchemaKey(name: "playback_fill_periods",
-                      comment: "Periods kept queued for the speaker (the sound server's or driver's own share included): the playback latency, 2 x 10 ms = 20 ms. Fewer = less delay, but a late wake-up of the audio thread is heard as a dropout (counted as an xrun); equal to buffer_periods keeps the whole buffer full",
-                      allowed: "1...buffer_periods",
+                      comment: "Periods the engine keeps queued in the speaker's ALSA buffer: its playback latency (2 x 10 ms = 20 ms), plus what a sound server holds beyond the buffer; the rest of the buffer is a reserve for a late wake-up. 0 keeps the whole buffer full. Fewer = less delay, but a late wake-up is heard as a dropout (counted as an xrun). Not yet the default: on the test rig's sound server, 2 of 3 made the far end's clock-drift estimate read 20-50 ppm where there is none",
+                      allowed: "0 (the whole buffer) or 1...buffer_periods",
                       read: { value, config throws(ValueProblem) in config.audio.playbackFillPeriods = try TOMLRead.int(value) },
                       check: { c in
                           let v = c.audio.playbackFillPeriods, buffer = c.audio.bufferPeriods
                           let valid = AudioSection.bufferPeriodsRange.contains(buffer)
-                          if v < 1 { return "\(v) is not in range 1...\(valid ? buffer : AudioSection.bufferPeriodsRange.upperBound)" }
+                          if v < 0 { return "\(v) is not in range 0...\(valid ? buffer : AudioSection.bufferPeriodsRange.upperBound)" }
                           // An invalid buffer_periods is reported under its own key.
                           return valid && v > buffer ? "\(v) is more than audio.buffer_periods (\(buffer))" : nil
                       },

@@ -72,7 +72,7 @@ public final class Daemon: @unchecked Sendable {
                              loopback: loopback.probe)
         let devices = DeviceSettings(captureDevice: a.captureDevice, playbackDevice: a.playbackDevice,
                                      sampleRate: a.sampleRate, periodFrames: frame,
-                                     bufferPeriods: a.bufferPeriods, fillPeriods: a.playbackFillPeriods, link: a.linkDevices)
+                                     bufferPeriods: a.bufferPeriods, fillPeriods: a.playbackQueuePeriods, link: a.linkDevices)
         supervisor = try AudioSupervisor(
             engine: engine, settings: devices, priority: Int32(config.realtime.priority),
             retry: .init(enabled: config.retry.enabled, initialMilliseconds: config.retry.initialMs,
@@ -96,7 +96,7 @@ public final class Daemon: @unchecked Sendable {
             let jitter = config.jitter
             let lookaheadMs = Double(network?.encoderLookahead ?? 0) * 1000 / Double(a.sampleRate)
             calls?.service.terminalTiming = { [engine] in
-                TerminalTiming(periodMs: a.periodMs, bufferPeriods: a.bufferPeriods, fillPeriods: a.playbackFillPeriods,
+                TerminalTiming(periodMs: a.periodMs, bufferPeriods: a.bufferPeriods, fillPeriods: a.playbackQueuePeriods,
                                processingDelayMs: processingMs,
                                codecLookaheadMs: lookaheadMs, jitterMinMs: jitter.minDelayMs, jitterMaxMs: jitter.maxDelayMs,
                                xruns: engine.stats.xruns, processMaxMs: Double(engine.stats.processNanosMax.load) / 1e6)

@@ -194,6 +194,41 @@ final class LoopbackTests: XCTestCase {
         }
     }
 
+    /// `audio.playback_fill_periods` below `buffer_periods`: the engine keeps less queued for the
+    /// speaker, so the device round trip is shorter by what it no longer queues (one 10 ms period
+    /// of three on the rig: measured 30 -> 20 ms), and the room still measures cleanly.
+    func testAFillTargetBelowTheBufferShortensTheDeviceRoundTripByAPeriod() throws {
+        try Rig.require()
+        try measureWithRetries("fill target") { c in
+            var trips: [Double] = []
+            var daemons: [DaemonProcess] = []
+            for audio in ["", "playback_fill_periods = 2"] {
+                let config = try DaemonProcess.writeRoomConfig("roomE", audio: audio)
+                let d = try DaemonProcess(arguments: ["--config", config, "--loopback", "--json"])
+                daemons.append(d)
+                let status = d.wait(timeout: 20)
+                c.check(status == 0, "exit status 0 with [\(audio)]: \(String(describing: status))")
+                let reply = d.log.split(separator: "\n").lazy.filter { $0.hasPrefix("{") }
+                    .compactMap { try? ControlJSON.decodeReply(JSONValue.parse(Array($0.utf8)), for: .loopbackResult) }.first
+                guard case .loopback(let s)? = reply, s.state == .done, let r = s.result, let trip = r.roundTripMs else {
+                    c.check(false, "a finished loopback_result with [\(audio)]: \(String(describing: reply))")
+                    return daemons
+                }
+                if r.warnings.contains(where: { $0.contains("out of step") }) {
+                    c.rigFault("the rig's streams were out of step (round trip \(trip) ms)")
+                    return daemons
+                }
+                c.check(r.problems.isEmpty, "a clean rig room measures without problems with [\(audio)]: \(r.problems)")
+                trips.append(trip)
+            }
+            guard trips.count == 2 else { return daemons }
+            print(String(format: "fill target: device round trip %.2f ms with the buffer full, %.2f ms with 2 of 3 periods queued", trips[0], trips[1]))
+            c.check(trips[1] <= trips[0] - 5, "2 of 3 periods queued take at least half a period off the round trip: \(trips)")
+            c.check(trips[1] >= 10, "the round trip keeps at least the capture period: \(trips)")
+            return daemons
+        }
+    }
+
     /// With `control.technician_group` set, a client outside the group (uid nobody, no groups) may
     /// ask for the status but not start a loopback test (`not_permitted`, exit status 1); the same
     /// user with the group as a supplementary group may; every connection is logged with its

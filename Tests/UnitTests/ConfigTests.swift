@@ -52,7 +52,8 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(d.audio.sampleRate, 48000)
         XCTAssertEqual(d.audio.periodMs, 10)
         XCTAssertEqual(d.audio.bufferPeriods, 3)
-        XCTAssertEqual(d.audio.playbackFillPeriods, 2)
+        XCTAssertEqual(d.audio.playbackFillPeriods, 0)
+        XCTAssertEqual(d.audio.playbackQueuePeriods, 3, "0 keeps the whole buffer full")
         XCTAssertEqual(d.audio.linkDevices, true)
         XCTAssertEqual(d.audio.framesPerPeriod, 480)
         XCTAssertEqual(d.realtime.priority, 70)
@@ -234,7 +235,7 @@ final class ConfigTests: XCTestCase {
              "100 is not in range 0...99 (0 = normal scheduling, 1...99 = SCHED_FIFO)"),
             ("[realtime]\npriority = -1", "realtime.priority",
              "-1 is not in range 0...99 (0 = normal scheduling, 1...99 = SCHED_FIFO)"),
-            ("[audio]\nplayback_fill_periods = 0", "audio.playback_fill_periods", "0 is not in range 1...3"),
+            ("[audio]\nplayback_fill_periods = -1", "audio.playback_fill_periods", "-1 is not in range 0...3"),
             ("[audio]\nplayback_fill_periods = 4\nbuffer_periods = 3", "audio.playback_fill_periods", "4 is more than audio.buffer_periods (3)"),
             ("[echo]\ntail_ms = 31", "echo.tail_ms", "31 is not in range 32...1000"),
             ("[echo]\ntail_ms = 1001", "echo.tail_ms", "1001 is not in range 32...1000"),
