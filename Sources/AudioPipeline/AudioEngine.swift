@@ -104,8 +104,8 @@ public final class AudioEngine: @unchecked Sendable {
         let pollSet = UnsafeMutablePointer<pollfd>.allocate(capacity: fds.count)
         pollSet.initialize(from: fds, count: fds.count)
         defer { pollSet.deallocate() }
-        let stallMs = 4 * frameSize * 1000 / 48000 + 200
-        let periodMs = max(1, (frameSize * 1000 + 47_999) / 48000)
+        let periodMs = max(1, Int((frameNanos / 1e6).rounded(.up)))
+        let stallMs = Int(4 * frameNanos / 1e6) + 200
         let timeoutMs = Int32(keepsPlaybackFull ? stallMs : periodMs)
         let pollsPerStall = keepsPlaybackFull ? 1 : max(1, stallMs / periodMs)
 

@@ -86,8 +86,9 @@ public struct PathBudget: Sendable, Equatable {
             }
         } else if let smaller, t.processMaxMs < smaller / 2 {
             let saved = (t.periodMs - smaller) * Double(2 + t.fillPeriods)
-            advice.append(String(format: "no xruns and one frame's processing at most %.2f ms: audio.period_ms = %g would save about %.0f ms (with playback_fill_periods = %d; watch the xruns after the change)",
-                                 t.processMaxMs, smaller, saved, t.fillPeriods))
+            let queue = t.fillPeriods < t.bufferPeriods ? "playback_fill_periods" : "buffer_periods"
+            advice.append(String(format: "no xruns and one frame's processing at most %.2f ms: audio.period_ms = %g would save about %.0f ms (with %@ = %d; watch the xruns after the change)",
+                                 t.processMaxMs, smaller, saved, queue, t.fillPeriods))
         } else if let smaller {
             advice.append(String(format: "one frame's processing took up to %.2f ms: a %g ms period would leave too little headroom; keep audio.period_ms = %g",
                                  t.processMaxMs, smaller, t.periodMs))

@@ -162,6 +162,12 @@ final class LoopbackTests: XCTestCase {
     /// the plot, exit status 0 on a clean rig room, and the same round trip as through the control
     /// socket (on the rig: buffering only, 2-5 periods). The figures are read from `--json`, the
     /// control socket's typed `loopback_result` reply; the report is checked to name them.
+    /// The typed loopback_result that `intercomd --loopback --json` printed, if any.
+    private static func loopbackReply(printedBy d: DaemonProcess) -> ControlReply? {
+        d.log.split(separator: "\n").lazy.filter { $0.hasPrefix("{") }
+            .compactMap { try? ControlJSON.decodeReply(JSONValue.parse(Array($0.utf8)), for: .loopbackResult) }.first
+    }
+
     func testDaemonLoopbackFlagMeasuresTheDevicesOfAStoppedService() throws {
         try Rig.require()
         try measureWithRetries("intercomd --loopback") { c in
@@ -171,8 +177,7 @@ final class LoopbackTests: XCTestCase {
             let status = d.wait(timeout: 20)
             print("intercomd --loopback --json printed:\n\(d.log)")
             c.check(status == 0, "exit status 0 on a clean rig room: \(String(describing: status))")
-            let reply = d.log.split(separator: "\n").lazy.filter { $0.hasPrefix("{") }
-                .compactMap { try? ControlJSON.decodeReply(JSONValue.parse(Array($0.utf8)), for: .loopbackResult) }.first
+            let reply = Self.loopbackReply(printedBy: d)
             guard case .loopback(let s)? = reply, s.state == .done, let r = s.result, let trip = r.roundTripMs else {
                 c.check(false, "--json prints a finished loopback_result with a round trip: \(String(describing: reply))")
                 return [d]
@@ -208,8 +213,7 @@ final class LoopbackTests: XCTestCase {
                 daemons.append(d)
                 let status = d.wait(timeout: 20)
                 c.check(status == 0, "exit status 0 with [\(audio)]: \(String(describing: status))")
-                let reply = d.log.split(separator: "\n").lazy.filter { $0.hasPrefix("{") }
-                    .compactMap { try? ControlJSON.decodeReply(JSONValue.parse(Array($0.utf8)), for: .loopbackResult) }.first
+                let reply = Self.loopbackReply(printedBy: d)
                 guard case .loopback(let s)? = reply, s.state == .done, let r = s.result, let trip = r.roundTripMs else {
                     c.check(false, "a finished loopback_result with [\(audio)]: \(String(describing: reply))")
                     return daemons
