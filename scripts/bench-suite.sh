@@ -31,7 +31,8 @@ else
     M2E=(--setups 4 --sessions 3 --repeats 3)
 fi
 
-[[ ${SUITE_SKIP_SETUP:-} == 1 ]] || bash scripts/setup.sh
+# The peers it compares intercomd with are installed here, also when the test command ran setup.
+bash scripts/setup.sh --peers
 # The same optimized build as the tests (scripts/test.sh), so that CI builds once.
 BUILD=(-c release -Xswiftc -enable-testing --scratch-path .build-tests)
 swift build "${BUILD[@]}" --build-tests >/dev/null
@@ -116,9 +117,10 @@ sed -n 's/^SUITE|//p' "$WORK/suite.log" >"$WORK/50-suite.md"
 # Every section must be there, with figures (a measurement that rots shows up here first).
 missing=0
 for heading in "CPU per 10 ms frame" "Swift chain / bare C" "intercomd vs speexdsp" "Mouth-to-ear delay" "stage by stage" \
-               "ERLE over time" "Clock drift" "Howling" "Speech quality through loss" "1:n: the caller" "key → tone, online"; do
+               "ERLE over time" "Clock drift" "Howling" "Speech quality through loss" "1:n: the caller" "key → tone, online" "Side by side with trx"; do
     grep -q "$heading" "$WORK/out.md" || { echo "bench-suite: no \"$heading\" in the report" >&2; missing=1; }
 done
+grep -q "^| intercomd | both ways | defaults" "$WORK/out.md" || { echo "bench-suite: no intercomd row in the side-by-side table" >&2; missing=1; }
 if grep -niE '\| *(nan|-?inf)( |\|)' "$WORK/out.md" >&2; then echo "bench-suite: figures that are not numbers (above)" >&2; missing=1; fi
 [[ $missing == 0 ]] || exit 1
 cp "$WORK/out.md" "$OUT"

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing intercomd need on Debian 12, only what is missing.
+#   scripts/setup.sh [--peers]
+# --peers also installs the programs the measurement suite compares intercomd with (trx, baresip,
+# GStreamer's ALSA elements); scripts/bench-suite.sh asks for them, nothing else needs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +22,12 @@ PACKAGES=(
     pkg-config
     python3-venv python3-dev gcc                 # .venv for speech quality measures (pesq builds a C extension); gcc also builds the rig's wall client (scripts/rig-leak.c)
 )
+PEERS=(trx baresip gstreamer1.0-alsa)           # the suite's side-by-side (SuitePeersTests)
+case ${1:-} in
+    --peers) PACKAGES+=("${PEERS[@]}") ;;
+    "") ;;
+    *) echo "usage: scripts/setup.sh [--peers]" >&2; exit 64 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -63,7 +63,7 @@ stage_done rig-selftest+tests
 # The measurement suite at its smallest sizes, so that it cannot rot unnoticed (the figures in
 # BENCHMARKS.md come from a full run: scripts/bench-suite.sh). Skipped when tests were selected.
 if [[ $# -eq 0 ]]; then
-    SUITE_SKIP_SETUP=1 bash scripts/bench-suite.sh --smoke --out "$PWD/.build-tests/BENCHMARKS.smoke.md"
+    bash scripts/bench-suite.sh --smoke --out "$PWD/.build-tests/BENCHMARKS.smoke.md"
     stage_done suite-smoke
     # The Debian package: built, installed on this machine, its unit verified, purged again.
     bash scripts/test-package.sh
