@@ -288,6 +288,10 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         carriedUntil = .min
     }
 
+    /// Times the transit window was forgotten because a silence of the network ended in another
+    /// timeline (`TargetPolicy`).
+    public var newTimelines: Int { policy.newTimelines }
+
     private func publishTarget() {
         statistics.jitterPercentileMs.store(Double(policy.jitterNs) / 1e6)
         statistics.targetDelayMs.store(Double(policy.targetNs) / 1e6)

@@ -22,6 +22,19 @@ public struct TargetPolicy: ~Copyable {
     /// Arrival of the last packet measured, and whether it came after a silence of the network.
     private var lastArrival: Int64 = .min / 2
     private var inBacklog = false
+    /// A silence of the network longer than `newTimelineGapNs` may end in another timeline: the
+    /// sender's capture came back from a stall or a sound server's slow start, and every packet
+    /// after it is later (or earlier) by the same amount. That is no jitter, and a window holding
+    /// both would keep the target high for seconds, shrunk by drops while people talk. So the first
+    /// `timelineCheckPackets` after such a silence are compared with the window before it: a
+    /// minimum transit moved by more than the jitter seen before (or a frame) forgets the window
+    /// before the silence. A DTX pause keeps its timeline, and so its history.
+    private let newTimelineGapNs: Int64
+    static let timelineCheckPackets = 10
+    private var afterSilence = 0  // packets measured since the silence; 0: no check pending
+    private var minimumBefore: Int64 = 0, jitterBefore: Int64 = 0, minimumAfter: Int64 = .max
+    /// Times the window was forgotten for a new timeline.
+    public private(set) var newTimelines = 0
 
     public init(settings: JitterSettings) {
         frameNs = Int64(settings.frameSize) * 1_000_000_000 / Int64(settings.sampleRate)
@@ -34,6 +47,7 @@ public struct TargetPolicy: ~Copyable {
         estimator = DelayEstimator(windowCount: windowCount, percentile: settings.percentile)
         initialNs = max(minDelayNs, min(maxDelayNs, frameNs))
         targetNs = initialNs
+        newTimelineGapNs = Int64(settings.resetGapMs * 1e6)
     }
 
     /// Forgets every measurement and returns to the initial target.
@@ -44,6 +58,7 @@ public struct TargetPolicy: ~Copyable {
         fecHoldUntil = .min
         lastArrival = .min / 2
         inBacklog = false
+        afterSilence = 0
     }
 
     /// The fastest transit in the window, ns: a frame stamped t is `now - (t + minimumTransit)` late.
@@ -66,6 +81,13 @@ public struct TargetPolicy: ~Copyable {
         // backlog once; stalls frequent enough to be the network's rhythm still reach it.
         let gap = arrivalNs - lastArrival
         lastArrival = arrivalNs
+        if gap > newTimelineGapNs && estimator.count > 0 && afterSilence == 0 {
+            estimator.refresh()
+            minimumBefore = estimator.minimum
+            jitterBefore = estimator.percentileRelative
+            minimumAfter = .max
+            afterSilence = 1
+        }
         if gap > targetNs + frameNs {
             inBacklog = true
         } else if inBacklog && gap <= backlogSpacingNs {
@@ -74,13 +96,28 @@ public struct TargetPolicy: ~Copyable {
             inBacklog = false
         }
         estimator.add(transitNanos: transitNs)
+        if afterSilence > 0 { checkTimeline(transitNs) }
         return true
+    }
+
+    private mutating func checkTimeline(_ transitNs: Int64) {
+        minimumAfter = min(minimumAfter, transitNs)
+        guard afterSilence == Self.timelineCheckPackets else { afterSilence += 1; return }
+        afterSilence = 0
+        guard abs(minimumAfter - minimumBefore) > max(jitterBefore, frameNs) else { return }
+        estimator.keepNewest(Self.timelineCheckPackets)
+        newTimelines += 1
+        // Learned again from the new timeline's packets at the next refresh, up or down.
+        targetNs = initialNs
+        lastChange = 0
     }
 
     /// Re-reads the percentile if packets came since the last call and moves the target.
     /// Returns whether the percentile was re-read.
     public mutating func refresh(now: Int64) -> Bool {
-        guard estimator.refresh() else { return false }
+        // While the packets after a silence are checked, the target waits: a window holding two
+        // timelines would grow it by their offset.
+        guard afterSilence == 0, estimator.refresh() else { return false }
         decide(now: now)
         return true
     }
@@ -148,6 +185,16 @@ public final class DelayEstimator {
     }
 
     public func reset() { next = 0; count = 0; dirty = false; percentileCache = 0; minimum = 0 }
+
+    /// Forgets all but the newest `k` transits.
+    public func keepNewest(_ k: Int) {
+        let k = min(k, count)
+        for i in 0..<k { scratch[i] = ring[(next - k + i + windowCount) % windowCount] }
+        for i in 0..<k { ring[i] = scratch[i] }
+        count = k
+        next = k % windowCount
+        dirty = true
+    }
 
     /// Recomputes the minimum and the percentile if packets were added since the last call.
     /// Returns true when it recomputed.
