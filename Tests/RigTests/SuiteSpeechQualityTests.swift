@@ -9,6 +9,7 @@ final class SuiteSpeechQualityTests: XCTestCase {
         let name: String
         let relay: [String]?  // nil: no relay (0 % loss, loopback)
         let fec: Bool
+        var seed: Int? = nil  // the relay's seed; nil: 11 + the condition's index
     }
 
     static let bursty = ["--burst-enter", "2", "--burst-exit", "30", "--burst-loss", "80"]
@@ -25,6 +26,12 @@ final class SuiteSpeechQualityTests: XCTestCase {
                 Condition(name: "bursty (Gilbert-Elliott, bursts of ~3)", relay: Self.bursty, fec: fec),
             ]
         }
+        // One seeded realisation of bursty loss lost 7.2 % where the chain's parameters mean 5.0 %
+        // (bursts 6.25 % of the time, 80 % lost in them): the goal is judged over several seeds.
+        let burstySeeds = [101, 102, 103, 104]
+        for seed in burstySeeds {
+            conditions.append(Condition(name: "bursty, seed \(seed)", relay: Self.bursty, fec: true, seed: seed))
+        }
         if mode.isSmoke { conditions = [conditions[1]] }
         SuiteMode.emit("### Speech quality through loss: room A → room B (rig, impairment relay, seeded)")
         SuiteMode.emit("")
@@ -32,6 +39,7 @@ final class SuiteSpeechQualityTests: XCTestCase {
         SuiteMode.emit("")
         SuiteMode.emit("| loss | FEC | loss measured | PESQ-WB natural | PESQ-WB synthetic | STOI natural | STOI synthetic | mouth to ear at the start | FEC recoveries / concealed frames at B |")
         SuiteMode.emit("|---|---|---|---|---|---|---|---|---|")
+        var burstyWithFEC: [(loss: Double, pesq: Double)] = []
         for (i, condition) in conditions.enumerated() {
             var row: String?
             try measureWithRetries("speech quality \(condition.name), FEC \(condition.fec)", attempts: 3) { c in
@@ -39,7 +47,7 @@ final class SuiteSpeechQualityTests: XCTestCase {
                 let portB = try FreePort.udp()
                 let opus = "[opus]\nfec = \(condition.fec)\nexpected_loss_percent = \(condition.fec ? 5 : 0)"
                 let b = try startRoom("roomB", listen: portB, peers: [], other: opus)
-                let relay = try condition.relay.map { try ImpairmentRelayProcess(targetPort: portB, options: $0 + ["--seed", "\(11 + i)"]) }
+                let relay = try condition.relay.map { try ImpairmentRelayProcess(targetPort: portB, options: $0 + ["--seed", "\(condition.seed ?? 11 + i)"]) }
                 let a = try startRoom("roomA", listen: 0, peers: ["127.0.0.1:\(relay?.port ?? portB)"], other: opus)
                 defer { a.terminate(); b.terminate(); relay?.stop() }
                 waitUntilStreaming([a, b])
@@ -53,11 +61,19 @@ final class SuiteSpeechQualityTests: XCTestCase {
                 let stream = b.finalNetwork?.streams.first
                 c.check(q.allSatisfy { $0.pesqWb != nil }, "PESQ measured: \(q)")
                 func pesq(_ m: Quality) -> String { m.pesqWb.map { String(format: "%.2f", $0) } ?? "-" }
+                if condition.fec, condition.relay == Self.bursty, let p = q[0].pesqWb { burstyWithFEC.append((loss, p)) }
                 row = String(format: "| %@ | %@ | %.1f %% | %@ | %@ | %.3f | %.3f | %.0f ms | %d / %d |", condition.name, condition.fec ? "on" : "off", loss,
                              pesq(q[0]), pesq(q[1]), q[0].stoi, q[1].stoi, natural.mouthToEarMs ?? .nan, stream?.fecRecovered ?? -1, stream?.concealed ?? -1)
                 return [a, b]
             }
             SuiteMode.emit(row ?? "| \(condition.name) | \(condition.fec ? "on" : "off") | not measured: every attempt spoiled by the machine | | | | | | |")
+        }
+        if burstyWithFEC.count > 1 {
+            let pesq = burstyWithFEC.map(\.pesq).sorted(), loss = burstyWithFEC.map(\.loss).sorted()
+            let median = pesq[pesq.count / 2], meanLoss = loss.reduce(0, +) / Double(loss.count)
+            SuiteMode.emit("")
+            SuiteMode.emit(String(format: "Bursty loss with FEC over %d seeds: lost %.1f-%.1f %% (mean %.1f %%), PESQ-WB natural %.2f-%.2f, median %.2f (goal ≥ 3.3 at 5 %%: %@).",
+                                  pesq.count, loss.first!, loss.last!, meanLoss, pesq.first!, pesq.last!, median, median >= 3.3 ? "met" : "not met"))
         }
         SuiteMode.emit("")
     }
