@@ -41,6 +41,9 @@ import RealTime
 ///   `minDropIntervalFrames` apart: after a long stall (the network held packets back, or nobody
 ///   read the buffer) the delay comes back in seconds, not minutes.
 ///   Fine, inaudible steering is left to the drift controller (`bufferLevelMs`, `currentDelayMs`).
+/// - a silence of the network (over `resetGapMs`) after which the minimum transit has moved by more
+///   than the jitter seen before is a new timeline (a sender's capture back from a stall): the
+///   window before it is forgotten and the target learned again (`TargetPolicy`);
 /// - FEC look-ahead: a lost frame can come back from the next packet's FEC only if that packet is
 ///   buffered when the frame is due, i.e. at two frames of delay or more. On a link with little
 ///   jitter the target is less; a loss that FEC would have repaired but for that (`fecMissed`), or
