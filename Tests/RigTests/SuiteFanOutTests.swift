@@ -44,15 +44,8 @@ final class SuiteFanOutTests: XCTestCase {
         }
     }
 
-    /// utime + stime of a process, seconds.
-    static func cpuSeconds(_ pid: Int32) -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return .nan }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        // After the command: state is field 3, utime 14, stime 15 (1-based over the whole line).
-        guard fields.count > 13, let u = Double(fields[11]), let s = Double(fields[12]) else { return .nan }
-        return (u + s) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
+    /// utime + stime of a process, seconds (NaN once it is gone).
+    static func cpuSeconds(_ pid: Int32) -> Double { ProcessCPU.seconds(pid: pid) ?? .nan }
 
     struct Figures { var cpuPercent: Double; var kBps: Double; var perReceiver: [Int] }
 

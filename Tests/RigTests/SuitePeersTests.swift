@@ -1,4 +1,5 @@
 import Foundation
+import SignalTools
 import TestSupport
 import XCTest
 
@@ -37,11 +38,7 @@ final class SuitePeersTests: XCTestCase {
         var stoi: [Double] = []
         var cpuA: [Double] = [], cpuB: [Double] = []  // % of one core during the talk
         var median: Double? { Self.median(delays) }
-        static func median(_ v: [Double]) -> Double? {
-            guard !v.isEmpty else { return nil }
-            let s = v.sorted()
-            return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
-        }
+        static func median(_ v: [Double]) -> Double? { v.isEmpty ? nil : Levels.median(v) }
     }
 
     static let rtpCaps = "application/x-rtp,media=audio,clock-rate=48000,encoding-name=OPUS,payload=96"
