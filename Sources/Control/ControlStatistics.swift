@@ -31,6 +31,9 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var echoCancellerRealignments: Int
         /// Times the echo reference moved with a jump of the measured echo delay, the filter kept.
         public var echoReferenceMoves: Int
+        /// Captured frames the residual echo gate attenuated (it found no one talking in the room
+        /// while the far end played).
+        public var echoGatedFrames: Int
         public var processMaxMs: Double
         /// Loops the howl guard broke; nil without a guard.
         public var howls: Int?
@@ -51,7 +54,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
                     echoReturnLossEnhancementDB: Double, echoDelayMs: Double?,
                     echoCancellerResets: Int, echoCancellerRealignments: Int, echoReferenceMoves: Int, processMaxMs: Double, howls: Int?,
                     howlGuardAttenuationDB: Double? = nil, loopRemovedDB: Double? = nil, loopLateFrames: Int? = nil,
-                    loopEngaged: Bool? = nil, loopEngagements: Int? = nil) {
+                    loopEngaged: Bool? = nil, loopEngagements: Int? = nil, echoGatedFrames: Int = 0) {
             self.running = running
             self.frames = frames
             self.xruns = xruns
@@ -69,6 +72,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.echoCancellerResets = echoCancellerResets
             self.echoCancellerRealignments = echoCancellerRealignments
             self.echoReferenceMoves = echoReferenceMoves
+            self.echoGatedFrames = echoGatedFrames
             self.processMaxMs = processMaxMs
             self.howls = howls
             self.howlGuardAttenuationDB = howlGuardAttenuationDB
@@ -95,10 +99,20 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var late: Int
         public var underruns: Int
         public var cutBacks: Int
+        /// Frames the jitter buffer inserted (to grow its delay) and dropped (to shrink it).
+        public var inserted: Int
+        public var dropped: Int
+        /// Times a silence of the network ended in another timeline and the transit window was forgotten.
+        public var newTimelines: Int
         public var driftPPM: Double
+        /// The drift corrector's playout-rate trim now, ppm (the drift estimate plus what it works off).
+        public var trimPPM: Double
+        /// How far the corrector's resampling moved the delay, summed without sign, ms.
+        public var slewedMs: Double
 
         public init(ssrc: UInt32, source: String, delayMs: Double, targetMs: Double, received: Int, played: Int, concealed: Int,
-                    fecRecovered: Int, fecMissed: Int, late: Int, underruns: Int, cutBacks: Int, driftPPM: Double) {
+                    fecRecovered: Int, fecMissed: Int, late: Int, underruns: Int, cutBacks: Int,
+                    inserted: Int, dropped: Int, newTimelines: Int, driftPPM: Double, trimPPM: Double, slewedMs: Double) {
             self.ssrc = ssrc
             self.source = source
             self.delayMs = delayMs
@@ -111,13 +125,19 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.late = late
             self.underruns = underruns
             self.cutBacks = cutBacks
+            self.inserted = inserted
+            self.dropped = dropped
+            self.newTimelines = newTimelines
             self.driftPPM = driftPPM
+            self.trimPPM = trimPPM
+            self.slewedMs = slewedMs
         }
 
         // Acronyms spelled as the snake_case conversion reads them back.
         private enum CodingKeys: String, CodingKey {
             case ssrc, source, delayMs, targetMs, received, played, concealed, fecRecovered, fecMissed, late, underruns, cutBacks
-            case driftPPM = "driftPpm"
+            case inserted, dropped, newTimelines, slewedMs
+            case driftPPM = "driftPpm", trimPPM = "trimPpm"
         }
     }
 
@@ -408,6 +428,7 @@ extension DaemonStatistics.Audio {
         try c.encode(echoCancellerResets, forKey: .echoCancellerResets)
         try c.encode(echoCancellerRealignments, forKey: .echoCancellerRealignments)
         try c.encode(echoReferenceMoves, forKey: .echoReferenceMoves)
+        try c.encode(echoGatedFrames, forKey: .echoGatedFrames)
         try c.encode(processMaxMs, forKey: .processMaxMs)
         try c.encode(howls, forKey: .howls)
         try c.encode(howlGuardAttenuationDB, forKey: .howlGuardAttenuationDB)
@@ -437,14 +458,15 @@ extension DaemonStatistics.Audio {
                   loopRemovedDB: try c.decode(Double?.self, forKey: .loopRemovedDB),
                   loopLateFrames: try c.decode(Int?.self, forKey: .loopLateFrames),
                   loopEngaged: try c.decode(Bool?.self, forKey: .loopEngaged),
-                  loopEngagements: try c.decode(Int?.self, forKey: .loopEngagements))
+                  loopEngagements: try c.decode(Int?.self, forKey: .loopEngagements),
+                  echoGatedFrames: try c.decode(Int.self, forKey: .echoGatedFrames))
     }
 
     private enum CodingKeys: String, CodingKey {
         case running, frames, xruns, captureXruns, playbackXruns, sessions, captureGapFrames, staleCaptureFrames, captureDelayMs, micDrops
         case microphoneClippedSamples, speakerClippedSamples
         case echoReturnLossEnhancementDB = "erleDb"
-        case echoDelayMs, echoCancellerResets, echoCancellerRealignments, echoReferenceMoves, processMaxMs, howls
+        case echoDelayMs, echoCancellerResets, echoCancellerRealignments, echoReferenceMoves, echoGatedFrames, processMaxMs, howls
         case howlGuardAttenuationDB = "howlGuardAttenuationDb", loopRemovedDB = "loopRemovedDb", loopLateFrames
         case loopEngaged, loopEngagements
     }

@@ -87,7 +87,8 @@ struct StatisticsSource: Sendable {
             loopRemovedDB: engine.microphoneChain.loopCanceller?.removedDB.load,
             loopLateFrames: engine.microphoneChain.loopCanceller?.lateReferenceFrames.load,
             loopEngaged: engine.microphoneChain.loopCanceller?.engaged.isSet,
-            loopEngagements: engine.microphoneChain.loopCanceller?.engagements.load)
+            loopEngagements: engine.microphoneChain.loopCanceller?.engagements.load,
+            echoGatedFrames: engine.canceller.gatedFrames.load)
         return DaemonStatistics(audio: audio, network: network?.statistics(), calls: calls?.statistics(), reload: reloads.snapshot)
     }
 }

@@ -79,6 +79,8 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     /// it was taken from is one pull's), the second on it.
     private var startJumps = startJumps
     private static let startJumps = 2
+    /// Delay moved by resampling since the slot was made, ms (published as `slewedMs`).
+    private var slewedMs = 0.0
 
     public init(buffer: JitterBuffer, settings: DriftSettings) throws {
         precondition(settings.maxTrimPPM < 100_000, "a trim beyond 10 % is not drift")
@@ -240,7 +242,12 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
             trim = controller.hold()
         }
         stepSamples = 0
-        buffer.statistics.driftPPM.store(controller.driftPPM)
+        let stats = buffer.statistics
+        stats.driftPPM.store(controller.driftPPM)
+        stats.driftTrimPPM.store(trim)
+        // The delay moves by trim · 1e-6 of each frame played at it.
+        if playing { slewedMs += abs(trim) * 1e-6 * frameMs }
+        stats.slewedMs.store(slewedMs)
         let steps = Self.steps(trim)
         guard steps != appliedSteps else { return }
         // Input samples per output sample = (2^16 + steps) / 2^16: a positive trim plays faster.

@@ -265,9 +265,11 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         let extended = extend(p.timestamp)
         let arrival = Int64(bitPattern: p.arrivalNanos)
         let firstOfStream = mode == .buffering && !store.haveAny
+        let timelines = policy.newTimelines
         if !policy.measure(transitNs: arrival - nanos(extended), arrivalNs: arrival, firstOfStream: firstOfStream) {
             statistics.backlogPackets.increment()
         }
+        if policy.newTimelines != timelines { statistics.newTimelines.increment() }
         return extended
     }
 
@@ -290,10 +292,6 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         store.clear()
         carriedUntil = .min
     }
-
-    /// Times the transit window was forgotten because a silence of the network ended in another
-    /// timeline (`TargetPolicy`).
-    public var newTimelines: Int { policy.newTimelines }
 
     private func publishTarget() {
         statistics.jitterPercentileMs.store(Double(policy.jitterNs) / 1e6)

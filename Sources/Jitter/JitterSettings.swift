@@ -131,6 +131,15 @@ public final class JitterStatistics: Sendable {
     /// The sender's clock rate relative to ours as estimated by the `DriftCorrector`, ppm (positive:
     /// the sender is fast); 0 without a corrector.
     public let driftPPM = Gauge()
+    /// The playout-rate trim the `DriftCorrector` applies now, ppm: the drift estimate plus what it
+    /// works off (a step, the start's offset); 0 without a corrector.
+    public let driftTrimPPM = Gauge()
+    /// How far the corrector's resampling has moved the delay since the stream started, summed
+    /// without sign, ms: on one shared clock every millisecond of it is a slew the ear may notice.
+    public let slewedMs = Gauge()
+    /// Times the transit window was forgotten because a silence of the network ended in another
+    /// timeline (`TargetPolicy`).
+    public let newTimelines = Counter()
 
     public init() {}
 }

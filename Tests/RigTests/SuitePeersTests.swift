@@ -1,3 +1,4 @@
+import Control
 import Foundation
 import SignalTools
 import TestSupport
@@ -67,6 +68,7 @@ final class SuitePeersTests: XCTestCase {
                     let running = try contender.start(dir)
                     defer { running.stop() }
                     let cpuBefore = running.pids.map { ProcessCPU.seconds(pid: $0) }
+                    let statsBefore = running.daemons.map { try? $0.statistics() }
                     let t0 = Date()
                     let r = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: clip, folder: dir, name: "roomB-speaker"))
                     let wall = Date().timeIntervalSince(t0)
@@ -74,6 +76,7 @@ final class SuitePeersTests: XCTestCase {
                         ProcessCPU.seconds(pid: pid).flatMap { after in before.map { (after - $0) / wall * 100 } }
                     }
                     c.check(running.allRunning, "\(name): a process exited during the talk: \(running.logs)")
+                    let statsAfter = running.daemons.map { try? $0.statistics() }
                     running.stop()
                     let q = try Quality.measure(reference: clip, recording: r.recordingPath)
                     c.check(q.pesqWb != nil, "\(name): PESQ measured: \(q)")
@@ -84,6 +87,9 @@ final class SuitePeersTests: XCTestCase {
                     print(String(format: "suite peers: %@: mouth-to-ear %@ over the clip, %@, CPU %@ %% (%@)", name,
                                  r.delayRangeMs.map { String(format: "%.1f-%.1f ms", $0.lowerBound, $0.upperBound) } ?? "not found",
                                  q.description, cpu.map { $0.map { String(format: "%.1f", $0) } ?? "-" }.joined(separator: " / "), r.summary))
+                    if contender.isIntercomd, statsAfter.count == 2 {
+                        print("suite peers: \(name): during the talk: \(Self.talkDiagnostics(before: statsBefore, after: statsAfter))")
+                    }
                     if c.failures.isEmpty {
                         f.delays += r.windows.filter { $0.peak >= TalkerProbe.minPeak }.map(\.delayMs)
                         if let p = q.pesqWb { f.pesq.append(p) }
@@ -97,6 +103,31 @@ final class SuitePeersTests: XCTestCase {
             figures.append(f)
         }
         report(contenders, figures, natural: !mode.isSmoke, runs: runs)
+    }
+
+    /// What moved in rooms A and B while the clip played: A's capture, B's stream from A.
+    private static func talkDiagnostics(before: [DaemonStatistics?], after: [DaemonStatistics?]) -> String {
+        guard let a0 = before[0], let a1 = after[0], let b0 = before[1], let b1 = after[1] else { return "statistics unread" }
+        var parts = [String(format: "A: xruns +%d, capture gap +%d frames (stale +%d); B: xruns +%d",
+                            a1.audio.xruns - a0.audio.xruns, a1.audio.captureGapFrames - a0.audio.captureGapFrames,
+                            a1.audio.staleCaptureFrames - a0.audio.staleCaptureFrames, b1.audio.xruns - b0.audio.xruns)]
+        for (room, x0, x1) in [("A", a0.audio, a1.audio), ("B", b0.audio, b1.audio)] {
+            parts.append(String(format: "%@'s echo chain: ERLE %.1f dB, gated frames +%d, canceller resets +%d, loop engagements +%d (engaged now: %@, removed %@ dB), howls +%d, guard now %@ dB",
+                                room, x1.echoReturnLossEnhancementDB, x1.echoGatedFrames - x0.echoGatedFrames, x1.echoCancellerResets - x0.echoCancellerResets,
+                                (x1.loopEngagements ?? 0) - (x0.loopEngagements ?? 0), x1.loopEngaged.map { "\($0)" } ?? "-",
+                                x1.loopRemovedDB.map { String(format: "%.1f", $0) } ?? "-", (x1.howls ?? 0) - (x0.howls ?? 0),
+                                x1.howlGuardAttenuationDB.map { String(format: "%.1f", $0) } ?? "-"))
+        }
+        parts.append(String(format: "sent peaks now: A %.1f dBFS, B %.1f dBFS", a1.network?.sentPeakDBFS ?? .nan, b1.network?.sentPeakDBFS ?? .nan))
+        if let s0 = b0.network?.streams.first, let s1 = b1.network?.streams.first, s0.ssrc == s1.ssrc {
+            parts.append(String(format: "B's stream: delay %.1f → %.1f ms, target %.1f → %.1f, inserted +%d, dropped +%d, underruns +%d, late +%d, concealed +%d, new timelines +%d, drift %.0f ppm, trim %.0f ppm, slewed +%.1f ms",
+                                s0.delayMs, s1.delayMs, s0.targetMs, s1.targetMs, s1.inserted - s0.inserted, s1.dropped - s0.dropped,
+                                s1.underruns - s0.underruns, s1.late - s0.late, s1.concealed - s0.concealed, s1.newTimelines - s0.newTimelines,
+                                s1.driftPPM, s1.trimPPM, s1.slewedMs - s0.slewedMs))
+        } else {
+            parts.append("B's stream from A changed or missing")
+        }
+        return parts.joined(separator: "; ")
     }
 
     private func report(_ contenders: [Contender], _ figures: [Figures], natural: Bool, runs: Int) {
