@@ -22,6 +22,8 @@ public struct TargetPolicy: ~Copyable {
     /// Arrival of the last packet measured, and whether it came after a silence of the network.
     private var lastArrival: Int64 = .min / 2
     private var inBacklog = false
+    /// Whether the backlog being received opened the stream (see `measure`).
+    private var backlogOpensStream = false
     /// A silence of the network longer than `newTimelineGapNs` may end in another timeline: the
     /// sender's capture came back from a stall or a sound server's slow start, and every packet
     /// after it is later (or earlier) by the same amount. That is no jitter, and a window holding
@@ -79,6 +81,10 @@ public struct TargetPolicy: ~Copyable {
         // delivered everything at once) is one event, not a run of jittery packets: only its
         // first packet counts. A stall now and then stays out of the percentile and costs its
         // backlog once; stalls frequent enough to be the network's rhythm still reach it.
+        // A stream that opens with a backlog is the sender's: it started late (its capture stalled
+        // and it sends only the newest frames, together) and the older ones waited in its queue,
+        // not on the path. There the backlog's fastest packet is the path's transit: counting the
+        // first would hold the target at the backlog's age for seconds, shrunk by drops in talk.
         let gap = arrivalNs - lastArrival
         lastArrival = arrivalNs
         if gap > newTimelineGapNs && estimator.count > 0 && afterSilence == 0 {
@@ -90,7 +96,9 @@ public struct TargetPolicy: ~Copyable {
         }
         if gap > targetNs + frameNs {
             inBacklog = true
+            backlogOpensStream = estimator.count == 0
         } else if inBacklog && gap <= backlogSpacingNs {
+            if backlogOpensStream { estimator.lowerNewest(to: transitNs) }
             return false
         } else {
             inBacklog = false
@@ -185,6 +193,13 @@ public final class DelayEstimator {
     }
 
     public func reset() { next = 0; count = 0; dirty = false; percentileCache = 0; minimum = 0 }
+
+    /// Replaces the newest transit by `transitNanos` if that is faster.
+    public func lowerNewest(to transitNanos: Int64) {
+        guard count > 0 else { return }
+        let newest = (next - 1 + windowCount) % windowCount
+        if transitNanos < ring[newest] { ring[newest] = transitNanos; dirty = true }
+    }
 
     /// Forgets all but the newest `k` transits.
     public func keepNewest(_ k: Int) {

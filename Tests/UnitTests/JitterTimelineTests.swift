@@ -31,7 +31,7 @@ final class JitterTimelineTests: XCTestCase {
             _ = h.run(250)  // 2.5 s: the stream's first second and what follows
             let droppedBefore = h.stats.dropped.load
             _ = h.run(300)  // the talk: 3 s more
-            return (h.stats.targetDelayMs.load, h.stats.dropped.load - droppedBefore, h.buffer.newTimelines)
+            return (h.stats.targetDelayMs.load, h.stats.dropped.load - droppedBefore, h.stats.newTimelines.load)
         }
         let shifted = run(shifted: true)
         XCTAssertEqual(shifted.newTimelines, 1, "the moved timeline is recognised once")
@@ -39,6 +39,33 @@ final class JitterTimelineTests: XCTestCase {
         XCTAssertEqual(shifted.dropped, 0, "no frame dropped in the 3 s after the start")
         let same = run(shifted: false)
         XCTAssertEqual(same.newTimelines, 0, "a silence on the same timeline is only a silence")
+    }
+
+    /// As a daemon's start on the rig when its capture stalled before the first read: the sender
+    /// sends only the newest five frames of its backlog, together (the oldest 46 ms old), then
+    /// one frame every 10 ms on the path's own transit. The backlog's age is no jitter of the path.
+    func testAStreamThatOpensWithTheSendersBacklogLearnsThePathNotTheBacklogsAge() {
+        func run(backlog: Bool) -> (target: Double, dropped: Int) {
+            let h = TraceHarness()
+            let t0 = h.clock.now
+            let first = backlog ? 5 : 0
+            var trace: [TracePacket] = (0..<first).map { k in
+                // Frames 0...4 captured 50-10 ms before they leave together at t0 + 50 ms.
+                TracePacket(sequence: UInt16(k), timestamp: UInt32(k * 480), arrival: t0 + 50 * ms + UInt64(k) * ms / 5)
+            }
+            trace += (first..<first + 600).map { k in
+                TracePacket(sequence: UInt16(k), timestamp: UInt32(k * 480), arrival: t0 + UInt64(k) * 10 * ms + 10 * ms + ms / 2)
+            }
+            h.deliver(trace)
+            _ = h.run(150)  // the stream's first 1.5 s
+            let droppedBefore = h.stats.dropped.load
+            _ = h.run(300)  // the talk: 3 s more
+            return (h.stats.targetDelayMs.load, h.stats.dropped.load - droppedBefore)
+        }
+        let plain = run(backlog: false)
+        let opened = run(backlog: true)
+        XCTAssertEqual(opened.target, plain.target, accuracy: 2, "the target as without the backlog (\(plain.target) ms)")
+        XCTAssertEqual(opened.dropped, 0, "no frame dropped in the 3 s after the start")
     }
 
     /// 40 ms of jitter, then a DTX-like pause of 400 ms on the same timeline: the target learned
@@ -52,7 +79,7 @@ final class JitterTimelineTests: XCTestCase {
         let before = h.stats.targetDelayMs.load
         XCTAssertGreaterThan(before, 35, "40 ms of jitter grows the target")
         _ = h.run(60)  // the pause and the first packets after it
-        XCTAssertEqual(h.buffer.newTimelines, 0)
+        XCTAssertEqual(h.stats.newTimelines.load, 0)
         XCTAssertGreaterThanOrEqual(h.stats.targetDelayMs.load, before - 1, "the target survives the pause")
     }
 }
