@@ -174,6 +174,9 @@ final class SuitePeersTests: XCTestCase {
             Contender(program: "intercomd", direction: "both ways", settings: "defaults but jitter.drift_correction = false (the rig's rooms share one clock: no drift to correct)", isIntercomd: true) { _ in
                 try self.intercomd(other: "[jitter]\ndrift_correction = false", audio: "")
             },
+            Contender(program: "intercomd", direction: "one way", settings: "defaults; room B sends nothing", isIntercomd: true) { _ in
+                try self.intercomd(other: "", audio: "", oneWay: true)
+            },
             Contender(program: "trx 0.5", direction: "one way", settings: "-m 10 (ms of ALSA buffer) -j 10 (ms of jitter buffer) -f 480; at -m 8 -j 8 -f 240 it underran; at 10/10, 16/16 and 20/20 its delay moved by 10-25 ms within a clip in runs by hand, so none is cleaner", isIntercomd: false) { _ in
                 let port = try FreePort.udp()
                 let rx = try PeerProcess("trx-rx", ["-d", "roomB", "-p", "\(port)", "-c", "1", "-m", "10", "-j", "10", "-v", "0"], name: "trx-rx")
@@ -205,10 +208,11 @@ final class SuitePeersTests: XCTestCase {
 
     private static func words(_ s: String) -> [String] { s.split(separator: " ").map(String.init) }
 
-    private func intercomd(other: String, audio: String) throws -> Running {
+    /// `oneWay`: room B sends nothing (no peer), as the one-way peers.
+    private func intercomd(other: String, audio: String, oneWay: Bool = false) throws -> Running {
         let portA = try FreePort.udp(), portB = try FreePort.udp()
         let a = try startRoom("roomA", listen: portA, peers: ["127.0.0.1:\(portB)"], other: other, audio: audio)
-        let b = try startRoom("roomB", listen: portB, peers: ["127.0.0.1:\(portA)"], other: other, audio: audio)
+        let b = try startRoom("roomB", listen: portB, peers: oneWay ? [] : ["127.0.0.1:\(portA)"], other: other, audio: audio)
         waitUntilStreaming([a, b])
         return Running(daemons: [a, b])
     }
