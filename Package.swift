@@ -101,7 +101,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "intercom-bench", dependencies: [
-            "IntercomDaemon", "AudioPipeline", "Codec", "Frames", "EchoCancel", "SignalTools", "CAllocCounter", "Jitter", "RTP", "SpeexDSP", "Transport", "Posix",
+            "IntercomDaemon", "AudioPipeline", "Codec", "Configuration", "Control", "Frames", "EchoCancel", "SignalTools", "CAllocCounter", "Jitter", "RTP", "SpeexDSP", "Transport", "Posix",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 

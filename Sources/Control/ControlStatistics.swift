@@ -34,6 +34,12 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// Captured frames the residual echo gate attenuated (it found no one talking in the room
         /// while the far end played).
         public var echoGatedFrames: Int
+        /// What the playback device holds now (snd_pcm_delay), ms: a frame written now plays after
+        /// this less the frame.
+        public var playbackDelayMs: Double
+        /// How long the echo chain holds a frame, ms (speexdsp's preprocessor, when it runs, hands
+        /// each frame on one frame late; 0 without it).
+        public var echoChainDelayMs: Double
         public var processMaxMs: Double
         /// Loops the howl guard broke; nil without a guard.
         public var howls: Int?
@@ -54,7 +60,8 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
                     echoReturnLossEnhancementDB: Double, echoDelayMs: Double?,
                     echoCancellerResets: Int, echoCancellerRealignments: Int, echoReferenceMoves: Int, processMaxMs: Double, howls: Int?,
                     howlGuardAttenuationDB: Double? = nil, loopRemovedDB: Double? = nil, loopLateFrames: Int? = nil,
-                    loopEngaged: Bool? = nil, loopEngagements: Int? = nil, echoGatedFrames: Int = 0) {
+                    loopEngaged: Bool? = nil, loopEngagements: Int? = nil, echoGatedFrames: Int = 0,
+                    playbackDelayMs: Double = 0, echoChainDelayMs: Double = 0) {
             self.running = running
             self.frames = frames
             self.xruns = xruns
@@ -73,6 +80,8 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.echoCancellerRealignments = echoCancellerRealignments
             self.echoReferenceMoves = echoReferenceMoves
             self.echoGatedFrames = echoGatedFrames
+            self.playbackDelayMs = playbackDelayMs
+            self.echoChainDelayMs = echoChainDelayMs
             self.processMaxMs = processMaxMs
             self.howls = howls
             self.howlGuardAttenuationDB = howlGuardAttenuationDB
@@ -109,10 +118,14 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var trimPPM: Double
         /// How far the corrector's resampling moved the delay, summed without sign, ms.
         public var slewedMs: Double
+        /// How old the newest sample handed to the mixer is, beyond the fastest transit, ms: the
+        /// receive side's share (jitter buffer and drift corrector) of the delay.
+        public var playoutDelayMs: Double
 
         public init(ssrc: UInt32, source: String, delayMs: Double, targetMs: Double, received: Int, played: Int, concealed: Int,
                     fecRecovered: Int, fecMissed: Int, late: Int, underruns: Int, cutBacks: Int,
-                    inserted: Int, dropped: Int, newTimelines: Int, driftPPM: Double, trimPPM: Double, slewedMs: Double) {
+                    inserted: Int, dropped: Int, newTimelines: Int, driftPPM: Double, trimPPM: Double, slewedMs: Double,
+                    playoutDelayMs: Double) {
             self.ssrc = ssrc
             self.source = source
             self.delayMs = delayMs
@@ -131,12 +144,13 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.driftPPM = driftPPM
             self.trimPPM = trimPPM
             self.slewedMs = slewedMs
+            self.playoutDelayMs = playoutDelayMs
         }
 
         // Acronyms spelled as the snake_case conversion reads them back.
         private enum CodingKeys: String, CodingKey {
             case ssrc, source, delayMs, targetMs, received, played, concealed, fecRecovered, fecMissed, late, underruns, cutBacks
-            case inserted, dropped, newTimelines, slewedMs
+            case inserted, dropped, newTimelines, slewedMs, playoutDelayMs
             case driftPPM = "driftPpm", trimPPM = "trimPpm"
         }
     }
@@ -429,6 +443,8 @@ extension DaemonStatistics.Audio {
         try c.encode(echoCancellerRealignments, forKey: .echoCancellerRealignments)
         try c.encode(echoReferenceMoves, forKey: .echoReferenceMoves)
         try c.encode(echoGatedFrames, forKey: .echoGatedFrames)
+        try c.encode(playbackDelayMs, forKey: .playbackDelayMs)
+        try c.encode(echoChainDelayMs, forKey: .echoChainDelayMs)
         try c.encode(processMaxMs, forKey: .processMaxMs)
         try c.encode(howls, forKey: .howls)
         try c.encode(howlGuardAttenuationDB, forKey: .howlGuardAttenuationDB)
@@ -459,14 +475,16 @@ extension DaemonStatistics.Audio {
                   loopLateFrames: try c.decode(Int?.self, forKey: .loopLateFrames),
                   loopEngaged: try c.decode(Bool?.self, forKey: .loopEngaged),
                   loopEngagements: try c.decode(Int?.self, forKey: .loopEngagements),
-                  echoGatedFrames: try c.decode(Int.self, forKey: .echoGatedFrames))
+                  echoGatedFrames: try c.decode(Int.self, forKey: .echoGatedFrames),
+                  playbackDelayMs: try c.decode(Double.self, forKey: .playbackDelayMs),
+                  echoChainDelayMs: try c.decode(Double.self, forKey: .echoChainDelayMs))
     }
 
     private enum CodingKeys: String, CodingKey {
         case running, frames, xruns, captureXruns, playbackXruns, sessions, captureGapFrames, staleCaptureFrames, captureDelayMs, micDrops
         case microphoneClippedSamples, speakerClippedSamples
         case echoReturnLossEnhancementDB = "erleDb"
-        case echoDelayMs, echoCancellerResets, echoCancellerRealignments, echoReferenceMoves, echoGatedFrames, processMaxMs, howls
+        case echoDelayMs, echoCancellerResets, echoCancellerRealignments, echoReferenceMoves, echoGatedFrames, processMaxMs, howls, playbackDelayMs, echoChainDelayMs
         case howlGuardAttenuationDB = "howlGuardAttenuationDb", loopRemovedDB = "loopRemovedDb", loopLateFrames
         case loopEngaged, loopEngagements
     }

@@ -108,7 +108,8 @@ final class NetworkMedia: @unchecked Sendable {
                 received: j.received.load, played: j.played.load, concealed: j.lost.load, fecRecovered: j.fecRecovered.load,
                 fecMissed: j.fecMissed.load, late: j.late.load, underruns: j.underruns.load, cutBacks: j.cutBacks.load,
                 inserted: j.inserted.load, dropped: j.dropped.load, newTimelines: j.newTimelines.load,
-                driftPPM: j.driftPPM.load, trimPPM: j.driftTrimPPM.load, slewedMs: j.slewedMs.load)
+                driftPPM: j.driftPPM.load, trimPPM: j.driftTrimPPM.load, slewedMs: j.slewedMs.load,
+                playoutDelayMs: j.playoutDelayMs.load)
         }
         let o = config.opus
         let opus = sender.map { _ in

@@ -88,7 +88,9 @@ struct StatisticsSource: Sendable {
             loopLateFrames: engine.microphoneChain.loopCanceller?.lateReferenceFrames.load,
             loopEngaged: engine.microphoneChain.loopCanceller?.engaged.isSet,
             loopEngagements: engine.microphoneChain.loopCanceller?.engagements.load,
-            echoGatedFrames: engine.canceller.gatedFrames.load)
+            echoGatedFrames: engine.canceller.gatedFrames.load,
+            playbackDelayMs: Double(s.playbackDelayFrames.load) * 1000 / Double(sampleRate),
+            echoChainDelayMs: engine.canceller.delaysAFrame ? Double(engine.canceller.settings.frameSize) * 1000 / Double(sampleRate) : 0)
         return DaemonStatistics(audio: audio, network: network?.statistics(), calls: calls?.statistics(), reload: reloads.snapshot)
     }
 }

@@ -125,7 +125,12 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     /// `JitterBuffer.readFrame`). Disabled: the jitter buffer's frame, unchanged.
     @discardableResult
     public func readFrame(into out: UnsafeMutablePointer<Int16>, count: Int) -> Bool {
-        guard settings.enabled else { return buffer.readFrame(into: out, count: count) }
+        guard settings.enabled else {
+            let audible = buffer.readFrame(into: out, count: count)
+            // The frame's newest sample is a frame younger than the frame's delay.
+            buffer.statistics.playoutDelayMs.store(buffer.isPlaying ? max(0, buffer.currentDelayMs - frameMs) : 0)
+            return audible
+        }
         guard count == frameSize else {
             out.update(repeating: 0, count: count)
             return false
@@ -248,6 +253,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         // The delay moves by trim · 1e-6 of each frame played at it.
         if playing { slewedMs += abs(trim) * 1e-6 * frameMs }
         stats.slewedMs.store(slewedMs)
+        stats.playoutDelayMs.store(delayMs)
         let steps = Self.steps(trim)
         guard steps != appliedSteps else { return }
         // Input samples per output sample = (2^16 + steps) / 2^16: a positive trim plays faster.

@@ -137,6 +137,9 @@ public final class JitterStatistics: Sendable {
     /// How far the corrector's resampling has moved the delay since the stream started, summed
     /// without sign, ms: on one shared clock every millisecond of it is a slew the ear may notice.
     public let slewedMs = Gauge()
+    /// How old the newest sample handed on is, beyond the fastest transit, ms: the buffer's and the
+    /// corrector's share of the delay together (0 while not playing).
+    public let playoutDelayMs = Gauge()
     /// Times the transit window was forgotten because a silence of the network ended in another
     /// timeline (`TargetPolicy`).
     public let newTimelines = Counter()

@@ -50,7 +50,7 @@ struct Bench: ParsableCommand {
         }
         if mouthToEar {
             try MouthToEar().report(Array([
-                .init(name: "10 ms frames, defaults (voip, jitter ≥ 10 ms, 3 periods)", periodMs: 10, bufferPeriods: 3, application: "voip", minJitterMs: 10),
+                .defaults,
                 .init(name: "10 ms frames, restricted_lowdelay", periodMs: 10, bufferPeriods: 3, application: "restricted_lowdelay", minJitterMs: 10),
                 .init(name: "low delay: 5 ms frames, restricted_lowdelay, jitter ≥ 5 ms, 6 periods", periodMs: 5, bufferPeriods: 6, application: "restricted_lowdelay", minJitterMs: 5),
                 .init(name: "low delay: 2.5 ms frames, restricted_lowdelay, jitter ≥ 5 ms, 8 periods", periodMs: 2.5, bufferPeriods: 8, application: "restricted_lowdelay", minJitterMs: 5),

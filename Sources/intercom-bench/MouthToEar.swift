@@ -1,13 +1,17 @@
+import Configuration
+import Control
 import Foundation
 import Glibc
+import Posix
 import SignalTools
 
-/// Mouth-to-ear delay between two intercomd daemons on the rig (room A → room B), broken down.
+/// Mouth-to-ear delay between two intercomd daemons on the rig (room A → room B), part by part.
 ///
 /// The probe plays a chirp into room A's air (`roomA_air`) and records room B's speaker (the
 /// capture side of `roomB` hears B's sink). Between them: the rig (into A's microphone, out of B's
-/// speaker), A's capture period, echo canceller + preprocessor, Opus look-ahead, the network
-/// (loopback), B's jitter buffer, B's playback buffer. The daemons' own logs give the parts.
+/// speaker), A's capture period, A's echo chain, the Opus look-ahead, the network (loopback), B's
+/// jitter buffer and drift corrector, B's playback queue. The parts are the daemons' typed
+/// statistics (`stats` on their control sockets), read while the stream runs.
 struct MouthToEar {
     struct Setup {
         var name: String
@@ -15,13 +19,24 @@ struct MouthToEar {
         var bufferPeriods: Int
         var application: String
         var minJitterMs: Double
+
+        /// The daemon's defaults, as its configuration schema writes them.
+        static var defaults: Setup {
+            let c = DaemonConfig()
+            return Setup(name: "defaults (\(formatted(c.audio.periodMs)) ms frames, \(c.opus.application), jitter ≥ \(formatted(c.jitter.minDelayMs)) ms, \(c.audio.bufferPeriods) periods)",
+                         periodMs: c.audio.periodMs, bufferPeriods: c.audio.bufferPeriods, application: c.opus.application, minJitterMs: c.jitter.minDelayMs)
+        }
     }
 
+    /// One pair of daemons' parts, ms.
     struct Parts {
+        var echoChainMs = 0.0
         var lookaheadMs = 0.0
-        var jitterDelayMs = 0.0
+        /// B's playout delay: the jitter buffer and drift corrector together.
+        var playoutMs = 0.0
+        var targetMs = 0.0
+        /// What B's playback device held after its last write.
         var playbackDelayMs = 0.0
-        var captureDelayMs = 0.0
     }
 
     let daemon: String
@@ -32,6 +47,8 @@ struct MouthToEar {
         folder = NSTemporaryDirectory() + "mouth-to-ear-\(getpid())"
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
     }
+
+    private func socketPath(_ s: Setup, _ room: String) -> String { "\(folder)/\(s.periodMs)-\(s.application)-\(room).sock" }
 
     private func config(_ s: Setup, room: String, listen: Int, peer: Int) -> String {
         """
@@ -47,13 +64,13 @@ struct MouthToEar {
         application = "\(s.application)"
         [jitter]
         min_delay_ms = \(s.minJitterMs)
-        [log]
-        stats_interval_s = 1
+        [control]
+        socket = "\(socketPath(s, room))"
         """
     }
 
-    private func start(_ s: Setup, room: String, listen: Int, peer: Int) throws -> (Process, String) {
-        let path = "\(folder)/\(s.name)-\(room).toml", log = "\(folder)/\(s.name)-\(room).log"
+    private func start(_ s: Setup, room: String, listen: Int, peer: Int) throws -> Process {
+        let path = "\(folder)/\(s.periodMs)-\(s.application)-\(room).toml", log = "\(folder)/\(s.periodMs)-\(s.application)-\(room).log"
         try config(s, room: room, listen: listen, peer: peer).write(toFile: path, atomically: true, encoding: .utf8)
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let p = Process()
@@ -63,13 +80,21 @@ struct MouthToEar {
         p.standardOutput = handle
         p.standardError = handle
         try p.run()
-        return (p, log)
+        return p
     }
 
-    /// Runs both daemons, probes `repeats` times, stops them and reads their logs.
-    func measure(_ s: Setup, repeats: Int) throws -> (samples: [LatencyProbe.Sample], parts: Parts, logs: [String]) {
-        let (a, logA) = try start(s, room: "roomA", listen: 5104, peer: 5106)
-        let (b, logB) = try start(s, room: "roomB", listen: 5106, peer: 5104)
+    private func statistics(_ socket: String) -> DaemonStatistics? {
+        guard let client = try? ControlClient(path: socket, timeout: 2) else { return nil }
+        defer { client.close() }
+        if case .success(.statistics(let s))? = try? client.run(.statistics) { return s }
+        return nil
+    }
+
+    /// Runs both daemons, probes `repeats` times, reads the parts and the xruns, stops them.
+    func measure(_ s: Setup, repeats: Int) throws -> (samples: [LatencyProbe.Sample], parts: Parts?, xruns: Int) {
+        let portA = try freeUDPPort(), portB = try freeUDPPort()
+        let a = try start(s, room: "roomA", listen: portA, peer: portB)
+        let b = try start(s, room: "roomB", listen: portB, peer: portA)
         defer {
             for p in [a, b] where p.isRunning { kill(p.processIdentifier, SIGTERM) }
             for p in [a, b] { p.waitUntilExit() }
@@ -78,32 +103,19 @@ struct MouthToEar {
         let probe = LatencyProbe(playback: "roomA_air", capture: "roomB")
         var samples: [LatencyProbe.Sample] = []
         for _ in 0..<repeats { if let m = try probe.measureOnce() { samples.append(m) } }
-        // The parts, while the stream still runs: the last statistics lines.
-        var parts = Parts()
-        let textA = (try? String(contentsOfFile: logA, encoding: .utf8)) ?? ""
-        let textB = (try? String(contentsOfFile: logB, encoding: .utf8)) ?? ""
-        parts.lookaheadMs = Self.lastNumber(in: textA, after: "encoder look-ahead ") ?? .nan
-        parts.captureDelayMs = Self.lastNumber(in: textA, after: " delay=") ?? .nan
-        parts.jitterDelayMs = Self.lastNumber(in: textB, after: ": delay=") ?? .nan
-        if let line = textB.split(separator: "\n").last(where: { $0.contains("stats: frames=") }),
-           let range = line.range(of: " delay=") {
-            let rest = line[range.upperBound...]
-            parts.playbackDelayMs = Double(rest.split(separator: "+")[1].prefix { $0 == "." || $0.isNumber }) ?? .nan
+        // The parts, while the stream still runs.
+        let sa = statistics(socketPath(s, "roomA")), sb = statistics(socketPath(s, "roomB"))
+        let xruns = (sa?.audio.xruns ?? 1) + (sb?.audio.xruns ?? 1)  // unread: not shown clean
+        guard let sa, let sb, let lookahead = sa.network?.opus?.lookaheadMs, let stream = sb.network?.streams.first else {
+            return (samples, nil, xruns)
         }
-        return (samples, parts, [logA, logB])
+        return (samples, Parts(echoChainMs: sa.audio.echoChainDelayMs, lookaheadMs: lookahead, playoutMs: stream.playoutDelayMs,
+                               targetMs: stream.targetMs, playbackDelayMs: sb.audio.playbackDelayMs), xruns)
     }
 
-    /// The xruns a daemon's log reports at its end (its `final stats:` line).
-    static func finalXruns(_ logPath: String) -> Double {
-        let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-        guard let line = text.split(separator: "\n").last(where: { $0.contains("final stats:") }) else { return 0 }
-        return lastNumber(in: String(line), after: " xruns=") ?? 0
-    }
-
-    /// The number following the last occurrence of `marker`.
-    static func lastNumber(in text: String, after marker: String) -> Double? {
-        guard let r = text.range(of: marker, options: .backwards) else { return nil }
-        return Double(text[r.upperBound...].prefix { $0 == "." || $0 == "-" || $0.isNumber })
+    /// A port free now: bound on port 0 and released (the kernel does not hand it out again at once).
+    private func freeUDPPort() throws -> Int {
+        Int(try UDPSocket(bind: IPv4Endpoint(address: 0x7F00_0001, port: 0)).local.port)
     }
 }
 
@@ -116,39 +128,49 @@ extension MouthToEar {
         // Seven passes: single passes vary by up to 20 ms with the sound server's scheduling.
         let rigPasses = (0..<7).compactMap { _ in try? LatencyProbe(playback: "roomD", capture: "roomD").measureOnce() }
         let rigPass = median(rigPasses.map(\.path))
-        print("\n### Mouth-to-ear delay, room A → room B on the rig (two intercomd processes, measured \(ISO8601DateFormatter().string(from: Date())))\n")
-        print("A chirp played into room A's air is found in room B's speaker by cross-correlation; wall-clock time minus the probe's own buffering. \(sessions) fresh pairs of daemons per setup, \(repeats) chirps each: the median, and the range over all chirps. Lower is better; the goals hold intercomd's share, i.e. the total without the rig's sound server. Sessions whose daemons logged xruns (the machine starved them) are left out and counted.\n")
-        print("| setup | total (ms), median [range] | the rig (2 passes) | intercomd's share | goal | A capture period (≤) | AEC + preprocess | Opus look-ahead | network | B jitter buffer | B playback buffer | rest |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("\n### Mouth-to-ear delay, room A → room B on the rig, part by part (two intercomd processes, measured \(ISO8601DateFormatter().string(from: Date())))\n")
+        print("A chirp played into room A's air is found in room B's speaker by cross-correlation; wall-clock time minus the probe's own buffering. \(sessions) fresh pairs of daemons per setup, \(repeats) chirps each: the median, and the range over all chirps. Lower is better; the goals (issue 18) hold intercomd's share, the total without the rig's two passes: ≤ 40 ms at 10 ms frames, ≤ 15 ms in low-delay mode. Sessions whose daemons counted xruns (the machine starved them) are left out and counted. The parts are the daemons' typed statistics, medians over the sessions:\n")
+        print("- *capture*: one period, the wait of a frame's first sample until the frame is read;")
+        print("- *echo chain*: how long A's echo chain holds a frame (`echo_chain_delay_ms`);")
+        print("- *Opus look-ahead*: as A's encoder reports it;")
+        print("- *network*: loopback, about 0;")
+        print("- *jitter buffer + drift corrector*: how old the newest sample B hands to its mixer is, beyond the fastest transit (`playout_delay_ms`);")
+        print("- *playback queue*: what B's playback device held after its last write less the frame just written (`playback_delay_ms` − period; on the pulse plugin it includes the sound server's queue);")
+        print("- *rest*: the share less these parts (scheduling, the rig's timing).\n")
+        print("*A sound card at two periods* takes the same capture, echo chain and look-ahead; the jitter buffer and corrector as measured less the rig's jitter (B's target less the target of a path without jitter, the larger of `jitter.min_delay_ms` and a frame); and a playback queue of one period (two periods kept full, less the frame written). Estimated, not measured: there is no sound card here.\n")
+        print("| setup | total (ms), median [range] | the rig (2 passes) | intercomd's share | goal | capture | echo chain | Opus look-ahead | network | jitter buffer + drift corrector | playback queue | rest | a sound card at two periods: share (estimated) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for s in setups {
             var samples: [LatencyProbe.Sample] = [], partsSeen: [Parts] = [], spoiled = 0
             for _ in 0..<sessions {
-                let (got, parts, logs) = try measure(s, repeats: repeats)
-                let xruns = logs.map(Self.finalXruns).reduce(0, +)
-                if xruns > 0 || got.isEmpty { spoiled += 1; continue }
+                let (got, parts, xruns) = try measure(s, repeats: repeats)
+                guard xruns == 0, !got.isEmpty, let parts else { spoiled += 1; continue }
                 samples += got
                 partsSeen.append(parts)
             }
             guard !samples.isEmpty else {
-                print("| \(s.name) | no clean session (\(spoiled) of \(sessions) had xruns or no chirp) |")
+                print("| \(s.name) | no clean session (\(spoiled) of \(sessions) had xruns, no chirp or no statistics) |")
                 continue
             }
-            var parts = Parts()
-            parts.lookaheadMs = median(partsSeen.map(\.lookaheadMs))
-            parts.jitterDelayMs = median(partsSeen.map(\.jitterDelayMs))
-            parts.playbackDelayMs = median(partsSeen.map(\.playbackDelayMs))
+            let echoChain = median(partsSeen.map(\.echoChainMs)), lookahead = median(partsSeen.map(\.lookaheadMs))
+            let playout = median(partsSeen.map(\.playoutMs)), target = median(partsSeen.map(\.targetMs))
+            let playbackQueue = median(partsSeen.map(\.playbackDelayMs)) - s.periodMs
             let total = median(samples.map(\.path))
             let range = String(format: " [%.0f-%.0f]%@", samples.map(\.path).min()!, samples.map(\.path).max()!,
                                spoiled > 0 ? " (\(spoiled) spoiled)" : "")
             let rig = 2 * rigPass
             let share = total - rig
-            let known = s.periodMs + s.periodMs + parts.lookaheadMs + parts.jitterDelayMs + parts.playbackDelayMs
+            let capture = s.periodMs
+            let rest = share - (capture + echoChain + lookahead + playout + playbackQueue)
             let goal = s.periodMs >= 10 ? 40.0 : 15.0
-            print(String(format: "| %@ | %.1f%@ | %.1f | **%.1f** | ≤ %.0f %@ | %.1f | %.1f | %.1f | ~0 (loopback) | %.1f | %.1f | %.1f |",
-                         s.name, total, range, rig, share, goal, share <= goal ? "met" : "not met", s.periodMs, s.periodMs,
-                         parts.lookaheadMs, parts.jitterDelayMs, parts.playbackDelayMs, share - known))
+            let cardPlayout = playout - (target - max(s.minJitterMs, s.periodMs))
+            let card = capture + echoChain + lookahead + cardPlayout + s.periodMs
+            print(String(format: "| %@ | %.1f%@ | %.1f | **%.1f** | ≤ %.0f %@ | %.1f | %.1f | %.1f | ~0 | %.1f | %.1f | %.1f | %.1f (%.1f + %.1f + %.1f + %.1f + %.1f): ≤ %.0f %@ |",
+                         s.name, total, range, rig, share, goal, share <= goal ? "met" : "not met", capture, echoChain, lookahead,
+                         playout, playbackQueue, rest, card, capture, echoChain, lookahead, cardPlayout, s.periodMs,
+                         goal, card <= goal ? "met" : "not met"))
         }
-        print("\nParts: the capture period is the longest a sample waits for its frame to fill (on average half); the echo canceller's preprocessor delays by one frame (measured, see the audio core section); look-ahead as the encoder reports it; jitter buffer = B's current delay beyond the fastest transit (its statistics); playback buffer = B's `snd_pcm_delay`. *rest* = total share minus these parts: scheduling, the average-vs-worst capture wait, the rig's start-up variability. Individual chirps (total ms): the rig pass \(rigPasses.map { String(format: "%.1f", $0.path) }.joined(separator: ", ")).")
+        print("\nIndividual chirps of the rig's own pass (ms): \(rigPasses.map { String(format: "%.1f", $0.path) }.joined(separator: ", ")).")
     }
 
     private func median(_ v: [Double]) -> Double {
@@ -157,3 +179,5 @@ extension MouthToEar {
         return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
     }
 }
+
+private func formatted(_ v: Double) -> String { v == v.rounded() ? String(Int(v)) : String(v) }
