@@ -170,7 +170,6 @@ public final class EchoCanceller: @unchecked Sendable {
             return
         }
         if wasBypassed { forgetEchoPath(); wasBypassed = false }
-        let filtered = heldFrames == 0
         if heldFrames > 0 {
             // Re-paired, the path not measured yet: the filter would cancel at the wrong place.
             heldFrames -= 1
@@ -193,10 +192,7 @@ public final class EchoCanceller: @unchecked Sendable {
             // earlier brings the first echo of a word before its reference.
             _ = fetch(from: captured - shift, into: upcoming)
             let ownSound = isOwnSound(at: captured - frame - shift)
-            if gate.process(reference: reference, ownSound: ownSound, upcoming: upcoming, output: output,
-                            capture: filtered ? capture : nil, echoEstimate: filtered ? restore.echoEstimate : nil) {
-                gatedFrames.increment()
-            }
+            if gate.process(reference: reference, ownSound: ownSound, upcoming: upcoming, output: output) { gatedFrames.increment() }
         }
         if let db = erle.update(capture: capture, output: output, reference: reference, count: frame) {
             erleDB.store(db)

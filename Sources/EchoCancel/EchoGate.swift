@@ -20,11 +20,6 @@ import SignalTools
 /// they are the echo itself, as loud as the far end's voice in the room.
 /// A converged canceller leaves a low residual, so double talk passes; an unconverged one leaves a
 /// high one, so the gate behaves like a half-duplex speakerphone until it has learned.
-/// A converged filter still misses now and then (a word's onset it has not learned): for a frame
-/// the residual jumps 10-20 dB and looks like someone talking. Its microphone, though, is all echo:
-/// within `echoOnlyRatio` of the filter's own echo estimate, where a person in the room would add
-/// their voice. Such a frame stays shut. Let through, each miss went to the far end as a burst of
-/// its own voice, and there it held that terminal's gate shut on its talker's soft sounds.
 /// Allocation-free; the audio thread only.
 struct EchoGate {
     struct Settings: Equatable {
@@ -42,8 +37,6 @@ struct EchoGate {
         var farFloorDBFS = -55.0
         /// The far end's peak falls by this much over the canceller's tail (the room's echo decays).
         var farDecayDBOverTail = 30.0
-        /// A microphone within this power ratio (1 dB) of the echo estimate holds echo only.
-        var echoOnlyRatio = 1.26
     }
 
     private let settings: Settings
@@ -70,13 +63,11 @@ struct EchoGate {
     }
 
     /// Gates `output` (the canceller's cleaned frame) in place, given the reference it was cleaned
-    /// against, whether that was mostly the terminal's own sound, the reference's next frame
-    /// (silence if not played yet), and the microphone frame with the filter's echo estimate for
-    /// it (nil when the filter did not run). Returns true if the frame was attenuated.
+    /// against, whether that was mostly the terminal's own sound, and the reference's next frame
+    /// (silence if not played yet). Returns true if the frame was attenuated.
     @discardableResult
     mutating func process(reference: UnsafePointer<Int16>, ownSound: Bool, upcoming: UnsafePointer<Int16>,
-                          output: UnsafeMutablePointer<Int16>,
-                          capture: UnsafePointer<Int16>? = nil, echoEstimate: UnsafePointer<Double>? = nil) -> Bool {
+                          output: UnsafeMutablePointer<Int16>) -> Bool {
         let referencePower = Self.power(reference, frame)
         farPeak = max(referencePower, Self.power(upcoming, frame), farPeak * farDecay)
         tones.listen(to: reference, ownSound: ownSound)
@@ -88,7 +79,6 @@ struct EchoGate {
             let outputPower = Self.power(UnsafePointer(output), frame)
             let ratioDB = 10 * log10(max(outputPower * (1 - atNotes), 1e-3) / farPeak)
             let nearEnd = atNotes < TonalEcho.echoShare && ratioDB > residualDB + settings.nearEndMarginDB
-                && !Self.echoOnly(capture: capture, echoEstimate: echoEstimate, frame: frame, ratio: settings.echoOnlyRatio)
             if atNotes >= TonalEcho.echoShare {
                 hangover = 0  // the notes' echo outweighs whatever else is there: close now
             } else if nearEnd {
@@ -128,15 +118,6 @@ struct EchoGate {
             output[i] = Int16((Double(output[i]) * gain).rounded())
         }
         gain = target
-    }
-
-    /// Whether the microphone is no louder than the filter's echo estimate allows for echo alone.
-    private static func echoOnly(capture: UnsafePointer<Int16>?, echoEstimate: UnsafePointer<Double>?, frame: Int, ratio: Double) -> Bool {
-        guard let capture, let echoEstimate else { return false }
-        var echo = 0.0
-        for i in 0..<frame { echo += echoEstimate[i] * echoEstimate[i] }
-        echo /= Double(frame)
-        return echo > 0 && power(capture, frame) < ratio * echo
     }
 
     private static func power(_ x: UnsafePointer<Int16>, _ n: Int) -> Double {
