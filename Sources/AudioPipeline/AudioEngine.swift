@@ -249,6 +249,10 @@ public final class AudioEngine: @unchecked Sendable {
         var mixNanos = 0
         while space - reserve >= frameSize {
             let t0 = MonotonicClock.nanoseconds()
+            // The frame goes behind what the device holds: it plays that much sooner than one
+            // written the moment the fill target let it (0 on time, a period sooner a period late).
+            let lateFrames = space - reserve - frameSize
+            mixer.playoutLead.store(nanos: -Int64(Double(lateFrames) * frameNanos / Double(frameSize)))
             mixer.mix(into: speaker)
             let probing = loopback?.replacePlayback(speaker) ?? false
             mixNanos += Int(MonotonicClock.nanoseconds() - t0)
@@ -374,6 +378,9 @@ public final class Mixer: @unchecked Sendable {
     public let clippedSamples = Counter()
     /// Whether the last frame mixed was mostly the terminal's own sound (audio thread only).
     public private(set) var mixedMostlyOwnSound = false
+    /// When the frame being mixed will play, against its nominal moment: set by the engine before
+    /// each mix, read by the stream sources (their jitter buffers were made with it).
+    public let playoutLead: PlayoutLead
 
     private let frame: Int
     // The inputs again as a plain buffer: iterating an Array goes through a generic coroutine
@@ -382,8 +389,9 @@ public final class Mixer: @unchecked Sendable {
     private let accumulator: UnsafeMutablePointer<Float>
     private let scratch: UnsafeMutablePointer<Int16>
 
-    public init(inputs: [MixerInput], frameSize: Int) {
+    public init(inputs: [MixerInput], frameSize: Int, playoutLead: PlayoutLead = PlayoutLead()) {
         self.inputs = inputs
+        self.playoutLead = playoutLead
         slots = .allocate(capacity: inputs.count)
         _ = slots.initialize(from: inputs)
         frame = frameSize

@@ -3,6 +3,7 @@
 // it must not allocate, lock, log or block.
 
 import RealTime
+import Synchronization
 
 /// Something the audio thread pulls one frame of 16-bit mono samples from.
 /// Must not allocate, lock or block: it runs on the audio thread.
@@ -73,4 +74,17 @@ public final class MixerInput: Sendable {
         self.handOff = handOff
         self.isOwnSound = isOwnSound
     }
+}
+
+/// How much sooner or later than its nominal moment the frame being mixed now will reach the
+/// speaker, ns: the playback half writes when the device has room, and that wake-up is not the
+/// device's clock (a late wake-up, a sound server that asks for two periods at once, a queue topped
+/// up from capture's wake-ups). The engine stores it before each mix; the stream sources read
+/// their clock through it, so that the delay they measure and steer is the delay heard.
+/// Written and read on the audio thread; an atomic only to be `Sendable`.
+public final class PlayoutLead: Sendable {
+    private let value = Atomic<Int64>(0)
+    public init() {}
+    @inline(__always) public func store(nanos: Int64) { value.store(nanos, ordering: .relaxed) }
+    @inline(__always) public var nanos: Int64 { value.load(ordering: .relaxed) }
 }

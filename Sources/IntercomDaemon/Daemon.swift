@@ -55,14 +55,15 @@ public final class Daemon: @unchecked Sendable {
 
         // Mixer inputs: local mode's far end (a fixed input) and one slot per possible remote stream.
         let farEndRing = config.local.farEndWav.map { _ in SampleRing(minimumCapacity: frame * 8) }
-        let network = config.network.isEnabled ? try NetworkMedia(config: config, logger: logger) : nil
+        let playoutLead = PlayoutLead()
+        let network = config.network.isEnabled ? try NetworkMedia(config: config, logger: logger, playoutLead: playoutLead) : nil
         self.network = network
         // With calls on, the ring and cue channels are two more fixed inputs (mixed, so also in the
         // echo reference).
         let sounds = config.callsEnabled ? try TerminalSounds(config: config) : nil
         let inputs = (farEndRing.map { [MixerInput(source: $0)] } ?? []) + (sounds?.mixerInputs ?? [])
             + (network?.mixerInputs ?? [])
-        let mixer = WireToSpeaker.mixer(config, inputs: inputs)
+        let mixer = WireToSpeaker.mixer(config, inputs: inputs, playoutLead: playoutLead)
 
         let loopback = DeviceLoopback(sampleRate: a.sampleRate, frameSize: frame, logger: logger)
         deviceLoopback = loopback

@@ -26,11 +26,11 @@ final class NetworkMedia: @unchecked Sendable {
     private(set) var encoderLookahead = 0
 
     /// Creates the stream slots; their mixer inputs must go into the mixer before `open`.
-    init(config: DaemonConfig, logger: Logger) throws {
+    init(config: DaemonConfig, logger: Logger, playoutLead: PlayoutLead) throws {
         self.config = config
         log = logger
         doorbell = try Doorbell()
-        streams = try WireToSpeaker.streamSlots(config)
+        streams = try WireToSpeaker.streamSlots(config, playoutLead: playoutLead)
     }
 
     var mixerInputs: [MixerInput] { streams.map(\.input) }

@@ -19,11 +19,12 @@ import Transport
 ///    playback (`ALSAPCM`), and the same frame to `EchoCanceller.played` as the echo reference.
 enum WireToSpeaker {
     /// Step 3: one slot per `network.max_streams`, made once (a new stream reuses a free slot).
-    static func streamSlots(_ config: DaemonConfig) throws -> [RemoteStream] {
+    /// `playoutLead` is the mixer's: each slot reads its clock at the moment its frame will play.
+    static func streamSlots(_ config: DaemonConfig, playoutLead: PlayoutLead) throws -> [RemoteStream] {
         let settings = JitterSettings(config)
         return try (0..<config.network.maxStreams).map { _ in
             let decoder = try OpusDecoder(sampleRate: config.audio.sampleRate)
-            let jitter = JitterBuffer(settings: settings, decoder: decoder)
+            let jitter = JitterBuffer(settings: settings, decoder: decoder, playoutLead: playoutLead)
             let drift = try DriftCorrector(buffer: jitter, settings: DriftSettings(config))
             return RemoteStream(jitter: jitter, source: drift, reset: { drift.reset() })
         }
@@ -38,8 +39,8 @@ enum WireToSpeaker {
     }
 
     /// Step 4: `inputs` in mixing order.
-    static func mixer(_ config: DaemonConfig, inputs: [MixerInput]) -> Mixer {
-        let mixer = Mixer(inputs: inputs, frameSize: config.audio.framesPerPeriod)
+    static func mixer(_ config: DaemonConfig, inputs: [MixerInput], playoutLead: PlayoutLead) -> Mixer {
+        let mixer = Mixer(inputs: inputs, frameSize: config.audio.framesPerPeriod, playoutLead: playoutLead)
         mixer.speakerMuted.set(config.mixer.speakerMuted)
         mixer.speakerGain.store(decibelsToGain(config.mixer.speakerGainDb))
         return mixer

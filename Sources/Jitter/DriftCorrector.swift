@@ -135,7 +135,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
             out.update(repeating: 0, count: count)
             return false
         }
-        let now = Int64(bitPattern: buffer.clock())
+        let now = buffer.playoutNow()
         // The filter reaches `latency` samples either side of what it outputs.
         let outputStart = pulledSamples - (frameSize - head) - 2 * latency
         var produced = 0

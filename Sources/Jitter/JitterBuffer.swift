@@ -56,6 +56,8 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
     public let statistics = JitterStatistics()
     /// Monotonic nanoseconds: the clock arrivals are stamped with (the drift corrector reads it too).
     public let clock: @Sendable () -> UInt64
+    /// The speaker's offset from this read's nominal moment (see `PlayoutLead`).
+    public let playoutLead: PlayoutLead
 
     private let decoder: FrameDecoder
     private var store: ReorderStore
@@ -101,13 +103,16 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
 
     /// - Parameter clock: monotonic nanoseconds, the clock the network thread stamps arrivals with
     ///   (tests pass a simulated one).
+    /// - Parameter playoutLead: the mixer's, which the engine sets before each mix.
     public init(settings: JitterSettings, decoder: FrameDecoder, queue: PacketQueue? = nil,
-                clock: @escaping @Sendable () -> UInt64 = { MonotonicClock.nanoseconds() }) {
+                clock: @escaping @Sendable () -> UInt64 = { MonotonicClock.nanoseconds() },
+                playoutLead: PlayoutLead = PlayoutLead()) {
         precondition(settings.frameSize > 0 && settings.sampleRate > 0)
         precondition(settings.minDelayMs >= 0 && settings.maxDelayMs >= settings.minDelayMs)
         self.settings = settings
         self.decoder = decoder
         self.clock = clock
+        self.playoutLead = playoutLead
         frameSize = settings.frameSize
         frameNs = Int64(settings.frameSize) * 1_000_000_000 / Int64(settings.sampleRate)
         maxDelayNs = Int64(settings.maxDelayMs * 1e6)
@@ -188,6 +193,10 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         pull(into: buffer, count: count).audible
     }
 
+    /// The moment a read stands for: now, moved by when the speaker will actually play the frame.
+    @inline(__always)
+    public func playoutNow() -> Int64 { Int64(bitPattern: clock()) &+ playoutLead.nanos }
+
     /// `readFrame`, telling the drift corrector what the read did to the delay.
     public func pull(into buffer: UnsafeMutablePointer<Int16>, count: Int) -> PlayoutReport {
         guard count == frameSize else {
@@ -195,7 +204,7 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
             return PlayoutReport(audible: false, playing: isPlaying, stepSamples: 0,
                                  delayMs: currentDelayMs, targetMs: targetDelayMs)
         }
-        let now = Int64(bitPattern: clock())
+        let now = playoutNow()
         let wasPlaying = mode == .playing
         let before = playout
         outcomes = PlayoutOutcomes()

@@ -1,4 +1,5 @@
 import Configuration
+import Frames
 import Impairment
 import IntercomDaemon
 import Jitter
@@ -16,6 +17,13 @@ struct DriftSimulation {
     var frames: Int
     /// The audio thread wakes up to this late (uniform), so each reading jitters by as much.
     var wakeJitterMs: Double = 0
+    /// From this cycle on the device asks for two frames every other period (a sound server, a
+    /// queue topped up from another device's wake-ups): every even cycle's frame is read a period
+    /// late, together with the next one.
+    var pairedReadsFrom: Int? = nil
+    /// Whether the reader tells the buffer how late such a frame is read (`PlayoutLead`), as the
+    /// engine does.
+    var tellsPlayoutLead = true
 
     struct Result {
         /// Per cycle: the jitter buffer's current delay and target, the corrector's delay, smoothed
@@ -75,7 +83,8 @@ struct DriftSimulation {
     func run() throws -> Result {
         let start: UInt64 = 1_000_000_000
         let clock = TraceClock(start)
-        let buffer = JitterBuffer(settings: jitter, decoder: TagDecoder(), clock: { clock.now })
+        let lead = PlayoutLead()
+        let buffer = JitterBuffer(settings: jitter, decoder: TagDecoder(), clock: { clock.now }, playoutLead: lead)
         let corrector = try DriftCorrector(buffer: buffer, settings: drift)
         let (trace, counters) = try packets(start: start)
         var next = 0
@@ -86,6 +95,12 @@ struct DriftSimulation {
         var r = Result(statistics: buffer.statistics, impairment: counters)
         for c in 0..<frames {
             clock.now = start + UInt64(c) * 10 * Self.ms + 7 * Self.ms + UInt64(wake.nextUnit() * wakeJitterMs * 1e6)
+            if let from = pairedReadsFrom, c >= from, c % 2 == 0 {
+                clock.now += 10 * Self.ms
+                lead.store(nanos: tellsPlayoutLead ? -10 * Int64(Self.ms) : 0)
+            } else {
+                lead.store(nanos: 0)
+            }
             while next < trace.count, trace[next].arrival <= clock.now {
                 let p = trace[next]
                 payload = p.sequence

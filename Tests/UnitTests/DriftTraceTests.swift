@@ -83,6 +83,40 @@ final class DriftTraceTests: XCTestCase {
         XCTAssertLessThan(abs(r.driftPPM.last ?? .infinity), 2, "the drift estimate without drift")
     }
 
+    /// The rig's sound server, with the speaker topped up from capture's wake-ups, switches between
+    /// asking for one frame a period and two every other period. A frame read a period late plays
+    /// no later (the device had it queued), so the reader tells the buffer (`PlayoutLead`) and the
+    /// corrector reads no drift; read at its wake-up alone, half the frames look a period older and
+    /// the estimate winds up (measured on the rig: 20-50 ppm with the rooms on one clock).
+    func testFramesReadInPairsAreNotDrift() throws {
+        let profile = ImpairmentProfile(baseDelayMs: 2, jitterMs: 5, lossPercent: 0, burstEnterPercent: 0, burstExitPercent: 100,
+                                        burstLossPercent: 0, reorderPercent: 0, reorderDelayMs: 0, duplicatePercent: 0, seed: 5)
+        var results: [Bool: DriftSimulation.Result] = [:]
+        for told in [true, false] {
+            var sim = DriftSimulation(ppm: 0, profile: profile, frames: 6_000)
+            sim.wakeJitterMs = 2
+            sim.pairedReadsFrom = 2_000
+            sim.tellsPlayoutLead = told
+            results[told] = try sim.run()
+        }
+        let told = results[true]!, untold = results[false]!
+        func worstEstimate(_ r: DriftSimulation.Result) -> Double { r.driftPPM[2_000...].map(abs).max() ?? .infinity }
+        func moved(_ r: DriftSimulation.Result) -> Double {
+            let after = r.playedDelayMs[2_000...]
+            return after.max()! - after.min()!
+        }
+        print(String(format: "frames read in pairs from 20 s: drift estimate at most %.1f ppm, the delay played moved %.2f ms, "
+                     + "%d dropped / %d inserted (not told: %.1f ppm, %.2f ms, %d / %d)",
+                     worstEstimate(told), moved(told), told.statistics.dropped.load, told.statistics.inserted.load,
+                     worstEstimate(untold), moved(untold), untold.statistics.dropped.load, untold.statistics.inserted.load))
+        XCTAssertLessThan(worstEstimate(told), 2, "the drift estimate without drift, frames read in pairs")
+        XCTAssertLessThan(moved(told), 0.1, "the delay played moved")
+        XCTAssertEqual(told.statistics.dropped.load + told.statistics.inserted.load, 0, "the buffer dropped or inserted")
+        // The measure can fail: without the lead the same reads look like drift or move the delay.
+        XCTAssertTrue(worstEstimate(untold) > 5 || moved(untold) > 1,
+                      "not telling the buffer should have looked like drift: \(worstEstimate(untold)) ppm, \(moved(untold)) ms")
+    }
+
     private func run(ppm: Double, corrected: Bool, frames: Int = frames, wakeJitterMs: Double = 0) throws -> DriftSimulation.Result {
         var sim = DriftSimulation(ppm: ppm, profile: Self.profile, frames: frames)
         sim.drift.enabled = corrected
