@@ -274,11 +274,11 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         let extended = extend(p.timestamp)
         let arrival = Int64(bitPattern: p.arrivalNanos)
         let firstOfStream = mode == .buffering && !store.haveAny
-        let timelines = policy.newTimelines
-        if !policy.measure(transitNs: arrival - nanos(extended), arrivalNs: arrival, firstOfStream: firstOfStream) {
-            statistics.backlogPackets.increment()
+        switch policy.measure(transitNs: arrival - nanos(extended), arrivalNs: arrival, firstOfStream: firstOfStream) {
+        case .counted: break
+        case .leftOutOfBacklog: statistics.backlogPackets.increment()
+        case .newTimeline: statistics.newTimelines.increment()
         }
-        if policy.newTimelines != timelines { statistics.newTimelines.increment() }
         return extended
     }
 

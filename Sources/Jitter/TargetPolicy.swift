@@ -35,8 +35,6 @@ public struct TargetPolicy: ~Copyable {
     static let timelineCheckPackets = 10
     private var afterSilence = 0  // packets measured since the silence; 0: no check pending
     private var minimumBefore: Int64 = 0, jitterBefore: Int64 = 0, minimumAfter: Int64 = .max
-    /// Times the window was forgotten for a new timeline.
-    public private(set) var newTimelines = 0
 
     public init(settings: JitterSettings) {
         frameNs = Int64(settings.frameSize) * 1_000_000_000 / Int64(settings.sampleRate)
@@ -72,8 +70,7 @@ public struct TargetPolicy: ~Copyable {
 
     /// Records one packet's transit. `firstOfStream`: the first packet since the store was emptied,
     /// whose transit seconds away from the window's means a new timestamp base (a sender restart).
-    /// Returns false when the packet belongs to a stall's backlog and was left out.
-    public mutating func measure(transitNs: Int64, arrivalNs: Int64, firstOfStream: Bool) -> Bool {
+    public mutating func measure(transitNs: Int64, arrivalNs: Int64, firstOfStream: Bool) -> Measured {
         if firstOfStream && estimator.count > 0 && abs(transitNs - estimator.minimum) > 2_000_000_000 {
             estimator.reset()
         }
@@ -99,25 +96,34 @@ public struct TargetPolicy: ~Copyable {
             backlogOpensStream = estimator.count == 0
         } else if inBacklog && gap <= backlogSpacingNs {
             if backlogOpensStream { estimator.lowerNewest(to: transitNs) }
-            return false
+            return .leftOutOfBacklog
         } else {
             inBacklog = false
         }
         estimator.add(transitNanos: transitNs)
-        if afterSilence > 0 { checkTimeline(transitNs) }
-        return true
+        return afterSilence > 0 && checkTimeline(transitNs) ? .newTimeline : .counted
     }
 
-    private mutating func checkTimeline(_ transitNs: Int64) {
+    /// What `measure` did with a packet.
+    public enum Measured: Sendable {
+        case counted
+        /// Left out: one of a stall's backlog after its first packet.
+        case leftOutOfBacklog
+        /// Counted, and it ended the check after a silence with a new timeline: the window before was forgotten.
+        case newTimeline
+    }
+
+    /// Returns whether the packets after the silence are on a new timeline.
+    private mutating func checkTimeline(_ transitNs: Int64) -> Bool {
         minimumAfter = min(minimumAfter, transitNs)
-        guard afterSilence == Self.timelineCheckPackets else { afterSilence += 1; return }
+        guard afterSilence == Self.timelineCheckPackets else { afterSilence += 1; return false }
         afterSilence = 0
-        guard abs(minimumAfter - minimumBefore) > max(jitterBefore, frameNs) else { return }
+        guard abs(minimumAfter - minimumBefore) > max(jitterBefore, frameNs) else { return false }
         estimator.keepNewest(Self.timelineCheckPackets)
-        newTimelines += 1
         // Learned again from the new timeline's packets at the next refresh, up or down.
         targetNs = initialNs
         lastChange = 0
+        return true
     }
 
     /// Re-reads the percentile if packets came since the last call and moves the target.

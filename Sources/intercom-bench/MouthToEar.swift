@@ -23,7 +23,7 @@ struct MouthToEar {
         /// The daemon's defaults, as its configuration schema writes them.
         static var defaults: Setup {
             let c = DaemonConfig()
-            return Setup(name: "defaults (\(formatted(c.audio.periodMs)) ms frames, \(c.opus.application), jitter ≥ \(formatted(c.jitter.minDelayMs)) ms, \(c.audio.bufferPeriods) periods)",
+            return Setup(name: "defaults (\(formatNumber(c.audio.periodMs)) ms frames, \(c.opus.application), jitter ≥ \(formatNumber(c.jitter.minDelayMs)) ms, \(c.audio.bufferPeriods) periods)",
                          periodMs: c.audio.periodMs, bufferPeriods: c.audio.bufferPeriods, application: c.opus.application, minJitterMs: c.jitter.minDelayMs)
         }
     }
@@ -180,4 +180,3 @@ extension MouthToEar {
     }
 }
 
-private func formatted(_ v: Double) -> String { v == v.rounded() ? String(Int(v)) : String(v) }
