@@ -116,14 +116,27 @@ public final class AudioEngine: @unchecked Sendable {
             _ = devices.capture.drop()
             _ = devices.playback.drop()
         }
+        // Below its buffer, playback is looked at again this soon after a capture wake-up that
+        // found no room: a device whose capture and playback periods end together (one sound
+        // server pass, linked devices) may show the playback period a moment after the capture
+        // one. Written a period later instead, the frame meets a queue a period shorter, and
+        // which of the two happens changes as the wake-ups drift past each other.
+        let recheckMs = Int32(max(1, periodMs / 5))
+        var recheckPlayback = false
         var silentPolls = 0
         while !stopRequest.isSet {
             for i in 0..<fds.count { pollSet[i].revents = 0 }
-            let ready = poll(pollSet, nfds_t(fds.count), timeoutMs)
+            let ready = poll(pollSet, nfds_t(fds.count), recheckPlayback ? recheckMs : timeoutMs)
             if ready < 0 {
                 if errno == EINTR { continue }
                 return .deviceFailed(device: devices.capture.name, operation: "poll", code: -errno)
             }
+            if ready == 0 && recheckPlayback {
+                recheckPlayback = false
+                if let failure = fillPlayback(devices) { return failure }
+                continue
+            }
+            recheckPlayback = false
             if ready == 0 {
                 silentPolls += 1
                 if !keepsPlaybackFull {
@@ -151,7 +164,9 @@ public final class AudioEngine: @unchecked Sendable {
                 continue
             }
             if events & Int16(POLLIN) == 0 { continue }
+            let played = playPosition
             if let failure = processAvailableFrames(devices) { return failure }
+            recheckPlayback = !keepsPlaybackFull && playPosition == played
         }
         return .stopped
     }
