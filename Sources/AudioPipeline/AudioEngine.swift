@@ -221,7 +221,7 @@ public final class AudioEngine: @unchecked Sendable {
         }
         if stale > 0 {
             stats.staleCaptureFrames.increment(by: stale)
-            stats.captureGapFrames.increment(by: stale)
+            stats.captureGapFrames.increment(by: captureClock.staleFramesNotCounted(stale, at: readAt))
         }
         while !backlog.isEmpty {
             let lost = backlog.lostBeforeOldest

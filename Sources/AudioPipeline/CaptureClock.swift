@@ -20,6 +20,11 @@ public struct CaptureClock {
     private var timeline = 0.0
     private var baseline = 0.0
     private var run = 0
+    /// Lost frames lately counted that stale frames may still turn out to be, and until when.
+    private var credit = 0
+    private var creditUntil: UInt64 = 0
+    /// How long after a counted loss stale frames may be its audio arriving late.
+    public static let lateAudioNanos: UInt64 = 2_000_000_000
 
     public init(frameNanos: Double) {
         self.frameNanos = frameNanos
@@ -40,6 +45,8 @@ public struct CaptureClock {
                 lost = Int(lag - baseline)
                 timeline += Double(lost)
                 run = 0
+                credit = (instant < creditUntil ? credit : 0) + lost
+                creditUntil = instant &+ Self.lateAudioNanos
             }
         } else {
             run = 0
@@ -47,4 +54,16 @@ public struct CaptureClock {
         timeline += 1
         return lost
     }
+
+    /// `stale` frames read at `now` and not sent (too old): returns how many of them are capture
+    /// time not yet on the timeline. A sound server may hand a stop's capture over in pieces; its
+    /// first piece, read as captured just then, had the clock count the stop as lost, and the
+    /// later pieces are that time's audio: their time is on the timeline already.
+    public mutating func staleFramesNotCounted(_ stale: Int, at now: UInt64) -> Int {
+        guard now < creditUntil else { credit = 0; return stale }
+        let counted = min(stale, credit)
+        credit -= counted
+        return stale - counted
+    }
 }
+

@@ -36,4 +36,26 @@ final class CaptureClockTests: XCTestCase {
     func testALossBelowTheThresholdIsLeftToTheReceiver() {
         XCTAssertEqual(run(frames: 1000, lossAt: 500, lossMs: 10), [])
     }
+
+    /// A 1 s stop whose capture the sound server hands over in pieces: a first piece of 3 frames
+    /// read as captured just then (the clock counts the stop as lost), then the other 97 of the
+    /// stop's frames at once, too old to send. They are the time already counted, not more.
+    func testAStopsCaptureHandedOverInPiecesIsCountedOnce() {
+        var clock = CaptureClock(frameNanos: frameNs)
+        var t: UInt64 = 1_000_000_000
+        for _ in 0..<200 { t += 10_000_000; XCTAssertEqual(clock.frameCaptured(at: t), 0) }
+        t += 1_000_000_000
+        var lost = 0
+        for k in 0..<3 { lost += clock.frameCaptured(at: t - UInt64(2 - k) * 10_000_000) }
+        t += 10_000_000
+        let stale = 97
+        for k in 0..<stale { lost += clock.frameCaptured(at: t - UInt64(stale - 1 - k) * 10_000_000 / 20) }
+        let notCounted = clock.staleFramesNotCounted(stale, at: t)
+        // The timeline jumps by the stop less the 3 frames sent (counting the stale ones as well: 193).
+        XCTAssertEqual(Double(lost + notCounted), 97, accuracy: 2, "lost \(lost), stale not counted before \(notCounted)")
+        // A backlog long after, with no loss counted before it, is all capture time.
+        t += 5_000_000_000
+        XCTAssertEqual(clock.staleFramesNotCounted(10, at: t), 10)
+    }
 }
+
