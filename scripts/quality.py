@@ -10,7 +10,8 @@ lag at which the clip starts inside the recording). A receiver's jitter buffer m
 delay mid-talk (it drops or inserts frames), after which one alignment fits only part of the
 clip; so each 0.5 s piece of the clip is also aligned on its own (within 600 ms of the whole
 clip's lag, on the band above 300 Hz, moving only where it fits clearly better; quiet pieces keep
-the previous lag), the aligned pieces are put together, both are
+the previous lag; a lone piece more than 30 ms from both its neighbours, which agree, matched the
+wrong words and keeps the previous lag), the aligned pieces are put together, both are
 resampled to 16 kHz, and one JSON object per pair is printed, one per line:
 
     lag_ms        where the whole clip best matches the recording
@@ -43,6 +44,7 @@ SEARCH_MS = 600        # how far a piece may sit from the whole clip's lag
 QUIET_DBFS = -45       # pieces quieter than this keep the previous piece's lag
 ALIGN_ABOVE_HZ = 300   # pieces are aligned on this band and above (see above_hz)
 MOVE_MARGIN = 0.05     # a piece takes its own lag only if it correlates this much better there
+MISFIT_MS = 30         # a lone piece this far from both neighbours (which agree) is a misfit
 
 
 def read_mono(path):
@@ -95,11 +97,12 @@ def piecewise(ref, deg, lag, rate, rng, ref_hp, deg_hp):
     """The recording re-aligned piece by piece to the clip (lags found above ALIGN_ABOVE_HZ, in
     ref_hp and deg_hp); returns (aligned, lags)."""
     piece, search = int(PIECE_S * rate), int(SEARCH_MS * rate / 1000)
-    aligned = np.empty(len(ref))
-    lags = []
+    starts = list(range(0, len(ref), piece))
+    chosen, counted = [], []
     current = lag
-    for start in range(0, len(ref), piece):
+    for start in starts:
         r = ref[start:start + piece]
+        found = False
         if 10 * np.log10(max(np.mean(r ** 2), 1e-20)) > QUIET_DBFS:
             rh = ref_hp[start:start + piece]
             lo = max(0, lag + start - search)
@@ -111,13 +114,25 @@ def piecewise(ref, deg, lag, rate, rng, ref_hp, deg_hp):
                 # at such lags cuts the waveform (PESQ then scores the cuts, not the filter).
                 if peak >= 0.3 and peak > correlation_at(rh, deg_hp, current + start) + MOVE_MARGIN:
                     current = lo + k - start
-                if peak >= 0.3:
-                    lags.append(current)
-        seg = deg[max(0, current + start):current + start + len(r)]
-        if len(seg) < len(r):
-            seg = np.concatenate([seg, rng.standard_normal(len(r) - len(seg)) * 1e-5])
-        aligned[start:start + len(r)] = seg
-    return aligned, lags
+                found = peak >= 0.3
+        chosen.append(current)
+        counted.append(found)
+    # A lone piece far from both neighbours, which agree, matched a wrong stretch of speech: no
+    # buffer moves the delay by several frames and back within a second without dropping or
+    # inserting them (seen once: one half second at +253 ms, the pieces around it within 1 ms).
+    far, near = int(MISFIT_MS * rate / 1000), int(0.002 * rate)
+    for i in range(1, len(chosen) - 1):
+        before, after = chosen[i - 1], chosen[i + 1]
+        if abs(after - before) <= near and abs(chosen[i] - before) > far:
+            chosen[i] = before
+    aligned = np.empty(len(ref))
+    for start, current in zip(starts, chosen):
+        n = len(ref[start:start + piece])
+        seg = deg[max(0, current + start):current + start + n]
+        if len(seg) < n:
+            seg = np.concatenate([seg, rng.standard_normal(n - len(seg)) * 1e-5])
+        aligned[start:start + n] = seg
+    return aligned, [c for c, f in zip(chosen, counted) if f]
 
 
 def measure(reference, degraded, offset_ms, with_pesq, stoi):
