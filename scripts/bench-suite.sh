@@ -28,7 +28,7 @@ if [[ $MODE == smoke ]]; then
     M2E=(--setups 1 --sessions 1 --repeats 1)
 else
     CORE=(--runs 7 --frames 3000); INSTR_FRAMES=(200 400); JITTER=(--minutes 10 --phases 10)
-    M2E=(--setups 4 --sessions 3 --repeats 3)
+    M2E=(--setups 6 --sessions 3 --repeats 3)
 fi
 
 # The peers it compares intercomd with are installed here, also when the test command ran setup.

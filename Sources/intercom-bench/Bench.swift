@@ -29,8 +29,8 @@ struct Bench: ParsableCommand {
     @ArgumentParser.Flag(help: "Only the mouth-to-ear delay between two intercomd processes on the rig (rooms A, B, D).")
     var mouthToEar = false
 
-    @Option(help: "Mouth-to-ear: how many of the setups (10 ms, 10 ms low-delay codec, 5 ms, 2.5 ms), pairs of daemons per setup, chirps per pair.")
-    var setups = 4
+    @Option(help: "Mouth-to-ear: how many of the setups (10 ms, 10 ms low-delay codec, 5 ms, 2.5 ms, 10 ms and 5 ms with a fill target), pairs of daemons per setup, chirps per pair.")
+    var setups = 6
     @Option var sessions = 3
     @Option var repeats = 3
 
@@ -54,6 +54,8 @@ struct Bench: ParsableCommand {
                 .init(name: "10 ms frames, restricted_lowdelay", periodMs: 10, bufferPeriods: 3, application: "restricted_lowdelay", minJitterMs: 10),
                 .init(name: "low delay: 5 ms frames, restricted_lowdelay, jitter ≥ 5 ms, 6 periods", periodMs: 5, bufferPeriods: 6, application: "restricted_lowdelay", minJitterMs: 5),
                 .init(name: "low delay: 2.5 ms frames, restricted_lowdelay, jitter ≥ 5 ms, 8 periods", periodMs: 2.5, bufferPeriods: 8, application: "restricted_lowdelay", minJitterMs: 5),
+                .init(name: "defaults, 2 of the 3 periods kept queued (playback_fill_periods = 2)", periodMs: 10, bufferPeriods: 3, application: "voip", minJitterMs: 10, fillPeriods: 2),
+                .init(name: "low delay (5 ms frames) with 2 of the 6 periods kept queued", periodMs: 5, bufferPeriods: 6, application: "restricted_lowdelay", minJitterMs: 5, fillPeriods: 2),
             ].prefix(setups)), sessions: sessions, repeats: repeats)
             return
         }

@@ -19,6 +19,8 @@ struct MouthToEar {
         var bufferPeriods: Int
         var application: String
         var minJitterMs: Double
+        /// `audio.playback_fill_periods` (0: the whole buffer, the default).
+        var fillPeriods = 0
 
         /// The daemon's defaults, as its configuration schema writes them.
         static var defaults: Setup {
@@ -48,7 +50,7 @@ struct MouthToEar {
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
     }
 
-    private func socketPath(_ s: Setup, _ room: String) -> String { "\(folder)/\(s.periodMs)-\(s.application)-\(room).sock" }
+    private func socketPath(_ s: Setup, _ room: String) -> String { "\(folder)/\(s.periodMs)-\(s.application)-\(s.fillPeriods)-\(room).sock" }
 
     private func config(_ s: Setup, room: String, listen: Int, peer: Int) -> String {
         """
@@ -57,6 +59,7 @@ struct MouthToEar {
         playback_device = "\(room)"
         period_ms = \(s.periodMs)
         buffer_periods = \(s.bufferPeriods)
+        playback_fill_periods = \(s.fillPeriods)
         [network]
         listen_port = \(listen)
         peers = ["127.0.0.1:\(peer)"]
@@ -70,7 +73,8 @@ struct MouthToEar {
     }
 
     private func start(_ s: Setup, room: String, listen: Int, peer: Int) throws -> Process {
-        let path = "\(folder)/\(s.periodMs)-\(s.application)-\(room).toml", log = "\(folder)/\(s.periodMs)-\(s.application)-\(room).log"
+        let stem = "\(folder)/\(s.periodMs)-\(s.application)-\(s.fillPeriods)-\(room)"
+        let path = stem + ".toml", log = stem + ".log"
         try config(s, room: room, listen: listen, peer: peer).write(toFile: path, atomically: true, encoding: .utf8)
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let p = Process()
