@@ -66,4 +66,3 @@ public struct CaptureClock {
         return stale - counted
     }
 }
-

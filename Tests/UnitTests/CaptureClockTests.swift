@@ -58,4 +58,3 @@ final class CaptureClockTests: XCTestCase {
         XCTAssertEqual(clock.staleFramesNotCounted(10, at: t), 10)
     }
 }
-
