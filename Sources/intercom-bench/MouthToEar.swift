@@ -50,7 +50,9 @@ struct MouthToEar {
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
     }
 
-    private func socketPath(_ s: Setup, _ room: String) -> String { "\(folder)/\(s.periodMs)-\(s.application)-\(s.fillPeriods)-\(room).sock" }
+    /// Where one room's files of one setup go (configuration, log, control socket), less the extension.
+    private func stem(_ s: Setup, _ room: String) -> String { "\(folder)/\(s.periodMs)-\(s.application)-\(s.fillPeriods)-\(room)" }
+    private func socketPath(_ s: Setup, _ room: String) -> String { stem(s, room) + ".sock" }
 
     private func config(_ s: Setup, room: String, listen: Int, peer: Int) -> String {
         """
@@ -73,8 +75,7 @@ struct MouthToEar {
     }
 
     private func start(_ s: Setup, room: String, listen: Int, peer: Int) throws -> Process {
-        let stem = "\(folder)/\(s.periodMs)-\(s.application)-\(s.fillPeriods)-\(room)"
-        let path = stem + ".toml", log = stem + ".log"
+        let path = stem(s, room) + ".toml", log = stem(s, room) + ".log"
         try config(s, room: room, listen: listen, peer: peer).write(toFile: path, atomically: true, encoding: .utf8)
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let p = Process()
