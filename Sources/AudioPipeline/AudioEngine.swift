@@ -266,7 +266,10 @@ public final class AudioEngine: @unchecked Sendable {
             let t0 = MonotonicClock.nanoseconds()
             // The frame goes behind what the device holds: it plays that much sooner than one
             // written the moment the fill target let it (0 on time, a period sooner a period late).
-            let lateFrames = space - reserve - frameSize
+            // Only below the full buffer: there the writes follow capture, not the device; a full
+            // buffer is written as the device asks, and on a sound server its free room moves in
+            // the server's chunks (the far end slewed 10 ms in one CI run with the lead there).
+            let lateFrames = keepsPlaybackFull ? 0 : space - reserve - frameSize
             mixer.playoutLead.store(nanos: -Int64(Double(lateFrames) * frameNanos / Double(frameSize)))
             mixer.mix(into: speaker)
             let probing = loopback?.replacePlayback(speaker) ?? false
