@@ -118,6 +118,11 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var trimPPM: Double
         /// How far the corrector's resampling moved the delay, summed without sign, ms.
         public var slewedMs: Double
+        /// How far the corrector's jumps in pauses moved it, summed without sign, ms.
+        public var pauseJumpedMs: Double
+        /// How far the fastest transit moved in steps of a quarter frame or more, summed without
+        /// sign, ms: the sender's timeline shifted, and the delay followed.
+        public var pathShiftMs: Double
         /// How old the newest sample handed to the mixer is, beyond the fastest transit, ms: the
         /// receive side's share (jitter buffer and drift corrector) of the delay.
         public var playoutDelayMs: Double
@@ -125,7 +130,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public init(ssrc: UInt32, source: String, delayMs: Double, targetMs: Double, received: Int, played: Int, concealed: Int,
                     fecRecovered: Int, fecMissed: Int, late: Int, underruns: Int, cutBacks: Int,
                     inserted: Int, dropped: Int, newTimelines: Int, driftPPM: Double, trimPPM: Double, slewedMs: Double,
-                    playoutDelayMs: Double) {
+                    pauseJumpedMs: Double, pathShiftMs: Double, playoutDelayMs: Double) {
             self.ssrc = ssrc
             self.source = source
             self.delayMs = delayMs
@@ -144,13 +149,15 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.driftPPM = driftPPM
             self.trimPPM = trimPPM
             self.slewedMs = slewedMs
+            self.pauseJumpedMs = pauseJumpedMs
+            self.pathShiftMs = pathShiftMs
             self.playoutDelayMs = playoutDelayMs
         }
 
         // Acronyms spelled as the snake_case conversion reads them back.
         private enum CodingKeys: String, CodingKey {
             case ssrc, source, delayMs, targetMs, received, played, concealed, fecRecovered, fecMissed, late, underruns, cutBacks
-            case inserted, dropped, newTimelines, slewedMs, playoutDelayMs
+            case inserted, dropped, newTimelines, slewedMs, pauseJumpedMs, pathShiftMs, playoutDelayMs
             case driftPPM = "driftPpm", trimPPM = "trimPpm"
         }
     }

@@ -108,7 +108,7 @@ final class NetworkMedia: @unchecked Sendable {
                 received: j.received.load, played: j.played.load, concealed: j.lost.load, fecRecovered: j.fecRecovered.load,
                 fecMissed: j.fecMissed.load, late: j.late.load, underruns: j.underruns.load, cutBacks: j.cutBacks.load,
                 inserted: j.inserted.load, dropped: j.dropped.load, newTimelines: j.newTimelines.load,
-                driftPPM: j.driftPPM.load, trimPPM: j.driftTrimPPM.load, slewedMs: j.slewedMs.load,
+                driftPPM: j.driftPPM.load, trimPPM: j.driftTrimPPM.load, slewedMs: j.slewedMs.load, pauseJumpedMs: j.pauseJumpedMs.load, pathShiftMs: j.pathShiftMs.load,
                 playoutDelayMs: j.playoutDelayMs.load)
         }
         let o = config.opus
@@ -145,10 +145,10 @@ final class NetworkMedia: @unchecked Sendable {
             for s in playing {
                 let j = s.jitter.statistics
                 parts.append(String(
-                    format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d played=%d concealed=%d fec=%d fec_missed=%d late=%d underruns=%d inserted=%d dropped=%d cut_backs=%d stalls=%d silence=%d rebuffers=%d decode_errors=%d new_timelines=%d drift=%.0fppm trim=%.0fppm slewed=%.1fms]",
+                    format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d played=%d concealed=%d fec=%d fec_missed=%d late=%d underruns=%d inserted=%d dropped=%d cut_backs=%d stalls=%d silence=%d rebuffers=%d decode_errors=%d new_timelines=%d drift=%.0fppm trim=%.0fppm slewed=%.1fms pause_jumped=%.1fms path_shift=%.1fms]",
                     s.currentSSRC.load, s.sourceDescription, j.currentDelayMs.load, j.targetDelayMs.load,
                     j.received.load, j.played.load, j.lost.load, j.fecRecovered.load, j.fecMissed.load, j.late.load, j.underruns.load,
-                    j.inserted.load, j.dropped.load, j.cutBacks.load, j.consumerStalls.load, j.silenceFrames.load, j.rebuffers.load, j.decodeErrors.load, j.newTimelines.load, j.driftPPM.load, j.driftTrimPPM.load, j.slewedMs.load))
+                    j.inserted.load, j.dropped.load, j.cutBacks.load, j.consumerStalls.load, j.silenceFrames.load, j.rebuffers.load, j.decodeErrors.load, j.newTimelines.load, j.driftPPM.load, j.driftTrimPPM.load, j.slewedMs.load, j.pauseJumpedMs.load, j.pathShiftMs.load))
             }
         }
         return "network: " + parts.joined(separator: " ")

@@ -25,6 +25,12 @@ import SpeexDSP
 /// moves the delay by 1 ms per second for several seconds, and another terminal that hears this one
 /// can only cancel the loop through it (`LoopCanceller`) while that delay holds still.
 ///
+/// Pauses. A setpoint move the offset still holds once the stream has been quiet for `pauseJumpMs`
+/// is made at once the same way, a frame per read and only while the pause lasts: a target that
+/// moved while someone talked is slewed no further than the next pause, and the delay holds still
+/// in speech; so is an underrun's growth. The buffer's own inserts and drops are left to the trim
+/// (see `jumpableMs`).
+///
 /// Added delay. The newest sample played is `target - frame/4` old, plus the resampler's filter,
 /// `resamplerDelaySamples` (half its length: 24 samples = 0.5 ms at quality 3, 48 kHz). Pulled
 /// directly it is `d - frame` old, the buffer's delay d being anywhere in the band (without drift it
@@ -79,8 +85,27 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     /// it was taken from is one pull's), the second on it.
     private var startJumps = startJumps
     private static let startJumps = 2
-    /// Delay moved by resampling since the slot was made, ms (published as `slewedMs`).
+    /// Delay moved by resampling since the slot was made, ms (published as `slewedMs`), and by
+    /// jumps in pauses (`pauseJumpedMs`).
     private var slewedMs = 0.0
+    private var pauseJumpedMs = 0.0
+    /// Input samples pulled since the last one above the buffer's quiet level, and how many make a
+    /// pause to jump in (`DriftSettings.pauseJumpMs`).
+    private var quietSamples = 0
+    private let pauseSamples: Int
+    /// Whether the jump under way is a pause's (it stops where speech comes back) and the smallest
+    /// offset one is made for, ms (a dead band's worth: less is left to the trim).
+    private var pauseJump = false
+    private let pauseJumpMinMs: Double
+    /// The part of the controller's offset a pause may make at once: setpoint moves and what late
+    /// packets did to the delay (an underrun grows it by what was concealed), less the jumps made.
+    /// Not the buffer's own inserts and drops: it makes them when its delay has left its band, and
+    /// a jump undoing one at once would have it make it again at the next frame.
+    private var jumpableMs = 0.0
+    /// The buffer's own inserts and drops among this read's steps, samples.
+    private var correctionSamples = 0
+    /// Delay steps of the jumps made during this read, samples.
+    private var jumpedSamples = 0
 
     public init(buffer: JitterBuffer, settings: DriftSettings) throws {
         precondition(settings.maxTrimPPM < 100_000, "a trim beyond 10 % is not drift")
@@ -90,6 +115,8 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         frameMs = buffer.settings.frameMs
         samplesPerMs = Double(buffer.settings.sampleRate) / 1000
         setpointTolerance = settings.setpointToleranceFrames * buffer.settings.frameMs
+        pauseSamples = Int((settings.pauseJumpMs * Double(buffer.settings.sampleRate) / 1000).rounded(.up))
+        pauseJumpMinMs = settings.deadBandFrames * buffer.settings.frameMs
         controller = DriftController(settings: settings, frameMs: frameMs)
         resampler = try SpeexResampler(rate: buffer.settings.sampleRate, quality: settings.resamplerQuality)
         // speexdsp grows its filter table and memory on ratio changes but never shrinks them: visiting
@@ -140,10 +167,14 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         let outputStart = pulledSamples - (frameSize - head) - 2 * latency
         var produced = 0
         var pulls = 0
+        // A jump is a step of the delay like the buffer's own: silence played grows it, input
+        // dropped shrinks it.
         if jumpSamples < 0 {
             produced = min(-jumpSamples, count)
             out.update(repeating: 0, count: produced)
             jumpSamples += produced
+            stepSamples += produced
+            jumpedSamples += produced
         }
         var skips = 0
         while jumpSamples > 0 {
@@ -151,10 +182,14 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
                 guard skips < 3 else { jumpSamples = 0; break }
                 pull(now: now)
                 skips += 1
+                // Speech is back: the rest is left to the trim.
+                if pauseJump && quietSamples == 0 { jumpSamples = 0; break }
             }
             let k = min(jumpSamples, frameSize - head)
             head += k
             jumpSamples -= k
+            stepSamples -= k
+            jumpedSamples -= k
         }
         while true {
             if head < frameSize {
@@ -203,12 +238,19 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         audibleUntil = Int.min / 2
         jumpSamples = 0
         startJumps = Self.startJumps
+        quietSamples = 0
+        pauseJump = false
+        jumpableMs = 0
+        jumpedSamples = 0
+        correctionSamples = 0
     }
 
     private func pull(now: Int64) {
         let report = buffer.pull(into: pending, count: frameSize)
         if report.audible { audibleUntil = pulledSamples + frameSize }
+        quietSamples = report.quiet ? quietSamples + frameSize : 0
         stepSamples += report.stepSamples
+        correctionSamples += report.correctionSamples
         playing = report.playing
         targetMs = report.targetMs
         pulledSamples += frameSize
@@ -233,26 +275,45 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
                 // Once the last jump is done, the reading shows where it landed: one more trims the rest.
                 if jumpSamples == 0 {
                     jumpSamples = max(-2 * frameSize, min(2 * frameSize, Int((errorMs * samplesPerMs).rounded())))
+                    pauseJump = false
                     startJumps -= 1
                 }
                 trim = controller.hold()
+                jumpableMs = 0
             } else {
                 trim = controller.update(errorMs: errorMs, stepMs: stepMs)
+                if pauseJump { pauseJumpedMs += Double(abs(jumpedSamples)) / samplesPerMs }
+                // All steps but the buffer's corrections (and a start jump's, never read).
+                let startJumped = pauseJump ? 0 : jumpedSamples
+                jumpableMs += Double(stepSamples - correctionSamples - startJumped) / samplesPerMs - (setpointMs - lastSetpointMs)
+                // Never more than the offset still holds (the trim works it off too).
+                let offset = controller.offsetMs
+                jumpableMs = offset >= 0 ? min(max(jumpableMs, 0), offset) : max(min(jumpableMs, 0), offset)
+                // In a pause it goes at once, a frame per read; the next reading's step takes the
+                // jump out of the offset.
+                if jumpSamples == 0 && controller.isSettled && quietSamples >= pauseSamples && abs(jumpableMs) >= pauseJumpMinMs {
+                    jumpSamples = max(-frameSize, min(frameSize, Int((jumpableMs * samplesPerMs).rounded())))
+                    pauseJump = true
+                }
             }
             lastSetpointMs = setpointMs
         } else {
             delayMs = 0
             startJumps = Self.startJumps
             jumpSamples = 0
+            jumpableMs = 0
             trim = controller.hold()
         }
         stepSamples = 0
+        correctionSamples = 0
+        jumpedSamples = 0
         let stats = buffer.statistics
         stats.driftPPM.store(controller.driftPPM)
         stats.driftTrimPPM.store(trim)
         // The delay moves by trim · 1e-6 of each frame played at it.
         if playing { slewedMs += abs(trim) * 1e-6 * frameMs }
         stats.slewedMs.store(slewedMs)
+        stats.pauseJumpedMs.store(pauseJumpedMs)
         stats.playoutDelayMs.store(delayMs)
         let steps = Self.steps(trim)
         guard steps != appliedSteps else { return }
@@ -295,6 +356,8 @@ public struct DriftController: Sendable {
     /// The last trim: input samples consumed per output sample = 1 + trim · 1e-6.
     public private(set) var trimPPM: Double = 0
     private var running = false
+    /// Running past the warm-up: the offset is what is left to work off.
+    public var isSettled: Bool { running && warmUpLeft == 0 }
 
     public init(settings: DriftSettings, frameMs: Double) {
         precondition(frameMs > 0 && settings.smoothingMs >= 0 && settings.maxTrimPPM >= 0)

@@ -31,13 +31,18 @@ public struct DriftSettings: Sendable, Equatable {
     /// trim is the drift estimate alone, so that without drift (or once the estimate has it) the
     /// playout delay holds still instead of following the reading's noise.
     public var deadBandFrames: Double
+    /// Once the stream has been quiet this long (ms), what the loop still has to work off (a
+    /// setpoint move, a step of the buffer) is made at once instead of slewed: input samples
+    /// dropped or silence played, a frame at a time and only while the stream stays quiet. In a
+    /// pause nobody hears it, and the delay stands still by the time the talker goes on.
+    public var pauseJumpMs: Double
     /// speexdsp resampler quality 0...10. Its filter delays the audio by half its length:
     /// 24 samples (0.5 ms at 48 kHz) at quality 3, speexdsp's VoIP default.
     public var resamplerQuality: Int
 
     public init(enabled: Bool, proportionalPPMPerMs: Double = 200, integralPPMPerMsSecond: Double = 10,
                 maxTrimPPM: Double = 1000, smoothingMs: Double = 1000, setpointToleranceFrames: Double = 0.1,
-                deadBandFrames: Double = 0.05, resamplerQuality: Int = 3) {
+                deadBandFrames: Double = 0.05, pauseJumpMs: Double = 50, resamplerQuality: Int = 3) {
         self.enabled = enabled
         self.proportionalPPMPerMs = proportionalPPMPerMs
         self.integralPPMPerMsSecond = integralPPMPerMsSecond
@@ -45,6 +50,7 @@ public struct DriftSettings: Sendable, Equatable {
         self.smoothingMs = smoothingMs
         self.setpointToleranceFrames = setpointToleranceFrames
         self.deadBandFrames = deadBandFrames
+        self.pauseJumpMs = pauseJumpMs
         self.resamplerQuality = resamplerQuality
     }
 }

@@ -27,7 +27,8 @@ import RealTime
 /// - desired = clamp(95th percentile of relative transit + one frame, minDelay, maxDelay); the
 ///   percentile leaves out a stall's backlog (see `measure`);
 /// - the target grows to `desired` immediately; it shrinks once per `shrinkIntervalMs` (3 s)
-///   by half its distance to `desired` (at least a frame);
+///   by half its distance to `desired` (at least a frame), and only in a pause of `shrinkPauseMs`
+///   (1 s): the delay heard holds still while someone talks;
 /// - current delay below target - frame/2: one frame is inserted at once (silence during a silence
 ///   gap, concealment during speech; nothing consumed). An underrun (overdue packet, nothing
 ///   buffered) also grows the delay: the frame is concealed and the packet played when it comes,
@@ -96,6 +97,11 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
     /// When `readFrame` last ran (0: not yet), and when the last packet was accepted.
     private var lastReadNanos: Int64 = 0
     private var lastAcceptedArrival: Int64 = 0
+    /// When the last frame above the quiet level was read: since then the stream is in a pause.
+    private var quietSinceNs: Int64 = .min / 2
+    /// The window's fastest transit at the last refresh (nil: none yet), and its moves (`pathShiftMs`).
+    private var lastMinimumTransitNs: Int64?
+    private var pathShiftNs: Int64 = 0
 
     /// The steps of the last read, and the one that produced its frame.
     public private(set) var outcomes = PlayoutOutcomes()
@@ -159,6 +165,8 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         haveOrigin = false; origin = 0; newestExtended = 0
         lastAcceptedArrival = 0
         lastReadNanos = 0
+        quietSinceNs = .min / 2
+        lastMinimumTransitNs = nil
         currentDelayNs = 0
         outcomes = PlayoutOutcomes()
         lastOutcome = .waiting
@@ -201,29 +209,42 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
     public func pull(into buffer: UnsafeMutablePointer<Int16>, count: Int) -> PlayoutReport {
         guard count == frameSize else {
             buffer.update(repeating: 0, count: count)
-            return PlayoutReport(audible: false, playing: isPlaying, stepSamples: 0,
+            return PlayoutReport(audible: false, quiet: true, playing: isPlaying, stepSamples: 0,
                                  delayMs: currentDelayMs, targetMs: targetDelayMs)
         }
         let now = playoutNow()
         let wasPlaying = mode == .playing
         let before = playout
+        let corrections = statistics.inserted.load - statistics.dropped.load
         outcomes = PlayoutOutcomes()
         let consumerStalled = lastReadNanos > 0 && now - lastReadNanos > consumerStallNs
         lastReadNanos = now
         drain()
-        if policy.refresh(now: now) { publishTarget() }
+        if policy.refresh(now: now, quietSince: quietSinceNs) {
+            publishTarget()
+            let minimum = policy.minimumTransitNs
+            if let last = lastMinimumTransitNs, abs(minimum - last) >= frameNs / 4 {
+                pathShiftNs += abs(minimum - last)
+                statistics.pathShiftMs.store(Double(pathShiftNs) / 1e6)
+            }
+            lastMinimumTransitNs = minimum
+        }
         if consumerStalled, mode == .playing, delay(now: now) > policy.targetNs + frameNs {
             // Nobody read for a while: that gap was heard already; do not drag its delay along.
             statistics.consumerStalls.increment()
             cutBack(now: now)
         }
         let audible = produce(into: buffer, now: now)
+        let quiet = !audible || isQuiet(buffer)
+        if !quiet { quietSinceNs = now }
         statistics.currentDelayMs.store(Double(currentDelayNs) / 1e6)
         statistics.bufferLevelMs.store(bufferLevelMs)
         // Anything but one frame of playout advance is a step of the delay.
-        let step = wasPlaying && mode == .playing ? frameSize - Int(playout - before) : 0
-        return PlayoutReport(audible: audible, playing: mode == .playing, stepSamples: step,
-                             delayMs: currentDelayMs, targetMs: targetDelayMs)
+        let stepping = wasPlaying && mode == .playing
+        let step = stepping ? frameSize - Int(playout - before) : 0
+        let correction = stepping ? (statistics.inserted.load - statistics.dropped.load - corrections) * frameSize : 0
+        return PlayoutReport(audible: audible, quiet: quiet, playing: mode == .playing, stepSamples: step,
+                             correctionSamples: correction, delayMs: currentDelayMs, targetMs: targetDelayMs)
     }
 
     // MARK: ingest

@@ -23,11 +23,18 @@ public struct JitterSettings: Sendable, Equatable {
     /// The target shrinks once per `shrinkIntervalMs`, by half its distance to the desired delay
     /// (at least a frame). In continuous speech a frame is dropped after this long above target.
     public var shrinkIntervalMs: Double
+    /// ...and only once the stream has been quiet this long (a pause between turns, not between
+    /// words: a talker's pauses between phrases last 0.2-0.7 s), so that the delay heard holds
+    /// still while someone talks. A rise is never held: it saves packets from coming late.
+    public var shrinkPauseMs: Double
+    /// A stream that never pauses that long (a room whose noise stays above `quietLevelDBFS`)
+    /// still shrinks, once the target has held this long.
+    public var shrinkUnpausedMs: Double
     /// Above target by n frames, speech frames are dropped every `shrinkIntervalMs / n`, but at
     /// most one in this many frames (20: 5 % faster playout, at any frame size).
     public var minDropIntervalFrames: Int
     /// A decoded frame quieter than this (RMS, dBFS) is a pause: dropped at once while the delay is
-    /// above target.
+    /// above target; the target shrinks and the drift corrector jumps only in pauses.
     public var quietLevelDBFS: Double
     /// With no packet for this long and nothing buffered, the buffer starts over (buffering, silence).
     public var resetGapMs: Double
@@ -52,7 +59,7 @@ public struct JitterSettings: Sendable, Equatable {
 
     public init(frameSize: Int, sampleRate: Int, minDelayMs: Double, maxDelayMs: Double,
                 capacity: Int = 64, maxPayloadBytes: Int = 1500, percentile: Double = 0.95, windowMs: Double = 2000,
-                shrinkIntervalMs: Double = 3000, resetGapMs: Double = 200, underrunConcealMs: Double = 60,
+                shrinkIntervalMs: Double = 3000, shrinkPauseMs: Double = 1000, shrinkUnpausedMs: Double = 30_000, resetGapMs: Double = 200, underrunConcealMs: Double = 60,
                 dropInSpeech: Bool = true, minDropIntervalFrames: Int = 20, quietLevelDBFS: Double = -45,
                 backlogSpacingFrames: Double = 0.5, consumerStallMs: Double = 80, fecHoldMs: Double = 10_000) {
         self.frameSize = frameSize
@@ -64,6 +71,8 @@ public struct JitterSettings: Sendable, Equatable {
         self.percentile = percentile
         self.windowMs = windowMs
         self.shrinkIntervalMs = shrinkIntervalMs
+        self.shrinkPauseMs = shrinkPauseMs
+        self.shrinkUnpausedMs = shrinkUnpausedMs
         self.resetGapMs = resetGapMs
         self.underrunConcealMs = underrunConcealMs
         self.dropInSpeech = dropInSpeech
@@ -137,6 +146,13 @@ public final class JitterStatistics: Sendable {
     /// How far the corrector's resampling has moved the delay since the stream started, summed
     /// without sign, ms: on one shared clock every millisecond of it is a slew the ear may notice.
     public let slewedMs = Gauge()
+    /// How far the corrector's jumps in pauses moved the delay since the stream started, summed
+    /// without sign, ms: moves nobody hears, made where a slew would have gone on into speech.
+    public let pauseJumpedMs = Gauge()
+    /// How far the fastest transit in the window moved in steps of a quarter frame or more, summed
+    /// without sign, ms: the sender's timeline shifted (its capture handed over at another phase),
+    /// and the delay follows to keep its margin. Moves of the path, not of the playout.
+    public let pathShiftMs = Gauge()
     /// How old the newest sample handed on is, beyond the fastest transit, ms: the buffer's and the
     /// corrector's share of the delay together (0 while not playing).
     public let playoutDelayMs = Gauge()

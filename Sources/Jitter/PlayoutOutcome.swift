@@ -64,21 +64,28 @@ public struct PlayoutOutcomes: Sendable, Equatable {
 public struct PlayoutReport: Sendable, Equatable {
     /// Whether the frame holds anything audible (`FrameSource.readFrame`'s result).
     public var audible: Bool
+    /// Whether the frame is a pause: silence, or below the buffer's quiet level.
+    public var quiet: Bool
     /// Whether the buffer is playing after the read (false: buffering, nothing to steer).
     public var playing: Bool
     /// How far this read moved the delay beyond its one frame of playout, samples: +frame for an
     /// insert, -frame per frame dropped, the concealed frames an overdue packet adds when it is
     /// played. 0 unless the buffer was playing before and after.
     public var stepSamples: Int
+    /// Of `stepSamples`, the buffer's own inserts and drops (it moves its delay back into its band);
+    /// the rest is what late packets did to it.
+    public var correctionSamples: Int
     /// The buffer's delay of the frame read (see `JitterBuffer`), ms.
     public var delayMs: Double
     /// The buffer's target delay, ms.
     public var targetMs: Double
 
-    public init(audible: Bool, playing: Bool, stepSamples: Int, delayMs: Double, targetMs: Double) {
+    public init(audible: Bool, quiet: Bool, playing: Bool, stepSamples: Int, correctionSamples: Int = 0, delayMs: Double, targetMs: Double) {
         self.audible = audible
+        self.quiet = quiet
         self.playing = playing
         self.stepSamples = stepSamples
+        self.correctionSamples = correctionSamples
         self.delayMs = delayMs
         self.targetMs = targetMs
     }

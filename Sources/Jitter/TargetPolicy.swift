@@ -1,6 +1,6 @@
 /// The delay a jitter buffer aims for, from the transit of the packets it received: measure
 /// (`measure`, the backlog filter), estimate (`DelayEstimator`, the percentile) and decide (`refresh`,
-/// the grow-fast/shrink-slow rule and the FEC hold). The playout state machine applies it.
+/// the grow-fast/shrink-slow-and-in-a-pause rule and the FEC hold). The playout state machine applies it.
 ///
 /// Transit is `arrival - timestamp` in ns with an unknown offset; only differences matter.
 /// Audio thread only; nothing allocates after `init`.
@@ -10,6 +10,8 @@ public struct TargetPolicy: ~Copyable {
     private let minDelayNs: Int64
     private let maxDelayNs: Int64
     private let shrinkIntervalNs: Int64
+    private let shrinkPauseNs: Int64
+    private let shrinkUnpausedNs: Int64
     private let backlogSpacingNs: Int64
     private let fecHoldNs: Int64
     private let initialNs: Int64
@@ -17,6 +19,8 @@ public struct TargetPolicy: ~Copyable {
     /// The target delay, ns.
     public private(set) var targetNs: Int64
     private var lastChange: Int64 = 0
+    /// Since when the stream has been quiet (see `refresh`).
+    private var quietSince: Int64 = .min / 2
     /// Until when the desired delay stays at two frames or more for FEC look-ahead (.min: no hold).
     private var fecHoldUntil: Int64 = .min
     /// Arrival of the last packet measured, and whether it came after a silence of the network.
@@ -41,6 +45,8 @@ public struct TargetPolicy: ~Copyable {
         minDelayNs = Int64(settings.minDelayMs * 1e6)
         maxDelayNs = Int64(settings.maxDelayMs * 1e6)
         shrinkIntervalNs = Int64(settings.shrinkIntervalMs * 1e6)
+        shrinkPauseNs = Int64(settings.shrinkPauseMs * 1e6)
+        shrinkUnpausedNs = Int64(settings.shrinkUnpausedMs * 1e6)
         backlogSpacingNs = Int64(settings.backlogSpacingFrames * Double(frameNs))
         fecHoldNs = Int64(settings.fecHoldMs * 1e6)
         let windowCount = max(16, Int((settings.windowMs / settings.frameMs).rounded(.up)))
@@ -55,6 +61,7 @@ public struct TargetPolicy: ~Copyable {
         estimator.reset()
         targetNs = initialNs
         lastChange = 0
+        quietSince = .min / 2
         fecHoldUntil = .min
         lastArrival = .min / 2
         inBacklog = false
@@ -127,10 +134,12 @@ public struct TargetPolicy: ~Copyable {
     }
 
     /// Re-reads the percentile if packets came since the last call and moves the target.
-    /// Returns whether the percentile was re-read.
-    public mutating func refresh(now: Int64) -> Bool {
+    /// `quietSince`: since when the stream played nothing above the quiet level (a shrink waits
+    /// for a pause). Returns whether the percentile was re-read.
+    public mutating func refresh(now: Int64, quietSince: Int64) -> Bool {
         // While the packets after a silence are checked, the target waits: a window holding two
         // timelines would grow it by their offset.
+        self.quietSince = quietSince
         guard afterSilence == 0, estimator.refresh() else { return false }
         decide(now: now)
         return true
@@ -155,7 +164,8 @@ public struct TargetPolicy: ~Copyable {
         if desired > targetNs {
             targetNs = desired
             lastChange = now
-        } else if desired < targetNs, now - lastChange >= shrinkIntervalNs {
+        } else if desired < targetNs, now - lastChange >= shrinkIntervalNs,
+                  now - quietSince >= shrinkPauseNs || now - lastChange >= shrinkUnpausedNs {
             // Half the way down (at least a frame): a target left high by one burst comes back in a
             // few intervals, while a jitter that keeps returning still finds the delay it needs.
             targetNs = max(desired, targetNs - max(frameNs, (targetNs - desired) / 2))

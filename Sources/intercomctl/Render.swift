@@ -97,9 +97,9 @@ enum Render {
             let r = n.srtp
             lines.append("srtp            \(r.authenticated) authenticated, \(r.unauthenticated) unauthenticated, \(r.replayed) replayed, \(r.failed) failed; \(r.protectErrors) not protected")
             for st in n.streams {
-                lines.append(String(format: "  stream %08x from %@: delay %.1f ms (target %.1f), %d received, %d played, %d concealed, %d late, %d underruns, %d inserted, %d dropped, %d new timelines, drift %.0f ppm (trim %.0f, slewed %.1f ms)",
+                lines.append(String(format: "  stream %08x from %@: delay %.1f ms (target %.1f), %d received, %d played, %d concealed, %d late, %d underruns, %d inserted, %d dropped, %d new timelines, drift %.0f ppm (trim %.0f, slewed %.1f ms, jumped in pauses %.1f ms, path shifted %.1f ms)",
                                     st.ssrc, st.source, st.delayMs, st.targetMs, st.received, st.played, st.concealed, st.late, st.underruns,
-                                    st.inserted, st.dropped, st.newTimelines, st.driftPPM, st.trimPPM, st.slewedMs))
+                                    st.inserted, st.dropped, st.newTimelines, st.driftPPM, st.trimPPM, st.slewedMs, st.pauseJumpedMs, st.pathShiftMs))
             }
         } else {
             lines.append("network         off")

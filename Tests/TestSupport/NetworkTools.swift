@@ -107,9 +107,9 @@ extension DaemonStatistics.Network {
     public var summary: String {
         "ssrc=\(ssrc.map { String(format: "%08x", $0) } ?? "-") sent=\(sent) fec_carried=\(fecCarried) received=\(accepted)/\(datagrams) malformed=\(malformed) not_routed=\(notRouted) "
             + streams.map { s in
-                String(format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d played=%d concealed=%d fec=%d fec_missed=%d late=%d underruns=%d cut_backs=%d inserted=%d dropped=%d new_timelines=%d drift=%.0fppm trim=%.0fppm slewed=%.1fms]",
+                String(format: "[%08x from %@: delay=%.1f target=%.1f ms received=%d played=%d concealed=%d fec=%d fec_missed=%d late=%d underruns=%d cut_backs=%d inserted=%d dropped=%d new_timelines=%d drift=%.0fppm trim=%.0fppm slewed=%.1fms pause_jumped=%.1fms path_shift=%.1fms]",
                        s.ssrc, s.source, s.delayMs, s.targetMs, s.received, s.played, s.concealed, s.fecRecovered, s.fecMissed,
-                       s.late, s.underruns, s.cutBacks, s.inserted, s.dropped, s.newTimelines, s.driftPPM, s.trimPPM, s.slewedMs)
+                       s.late, s.underruns, s.cutBacks, s.inserted, s.dropped, s.newTimelines, s.driftPPM, s.trimPPM, s.slewedMs, s.pauseJumpedMs, s.pathShiftMs)
             }.joined(separator: " ")
     }
 }

@@ -104,7 +104,7 @@ final class ControlProtocolTests: XCTestCase {
                        srtp: .init(authenticated: 1790, unauthenticated: 3, replayed: 1, failed: 0, protectErrors: 0), streams: [
             .init(ssrc: 0xDEAD_BEEF, source: "10.77.0.11:5004", delayMs: 30.5, targetMs: 30, received: 1800, played: 1790,
                   concealed: 4, fecRecovered: 2, fecMissed: 1, late: 3, underruns: 0, cutBacks: 1,
-                  inserted: 2, dropped: 5, newTimelines: 1, driftPPM: -12.5, trimPPM: 40, slewedMs: 3.25, playoutDelayMs: 8.5),
+                  inserted: 2, dropped: 5, newTimelines: 1, driftPPM: -12.5, trimPPM: 40, slewedMs: 3.25, pauseJumpedMs: 1.5, pathShiftMs: 5, playoutDelayMs: 8.5),
         ]),
         calls: .init(decodeErrors: 1, duplicates: 0, retransmissions: 4, unreachable: 0,
                      refused: .init(notSealed: 0, malformed: 0, unknownSender: 0, authentication: 2, replay: 1, stale: 0, senderMismatch: 0),

@@ -24,6 +24,10 @@ struct DriftSimulation {
     /// Whether the reader tells the buffer how late such a frame is read (`PlayoutLead`), as the
     /// engine does.
     var tellsPlayoutLead = true
+    /// Whether the sender's frame k is speech (loud) or a pause; nil: every frame is a pause.
+    var talk: ((Int) -> Bool)? = nil
+    /// Extra delay of the sender's frame k on the path, ms (a jitter burst).
+    var extraDelayMs: (Int) -> Double = { _ in 0 }
 
     struct Result {
         /// Per cycle: the jitter buffer's current delay and target, the corrector's delay, smoothed
@@ -36,8 +40,9 @@ struct DriftSimulation {
         var playedDelayMs: [Double] = []
         var errorMs: [Double] = []
         var driftPPM: [Double] = []
-        /// Per cycle: whether the buffer was playing.
+        /// Per cycle: whether the buffer was playing, and whether the frame played was loud.
         var playing: [Bool] = []
+        var loud: [Bool] = []
         /// Cumulative `dropped` and `inserted` at the end of each cycle.
         var dropped: [Int] = []
         var inserted: [Int] = []
@@ -69,7 +74,7 @@ struct DriftSimulation {
         out.reserveCapacity(frames + frames / 50)
         let period = 10e6 / (1 + ppm * 1e-6)
         for k in 0..<(frames + 100) {
-            let sent = start + UInt64((Double(k) * period).rounded())
+            let sent = start + UInt64((Double(k) * period + extraDelayMs(k) * 1e6).rounded())
             for arrival in model.sendTimes(arrivalNs: sent) {
                 out.append(TracePacket(sequence: UInt16(truncatingIfNeeded: k), timestamp: UInt32(truncatingIfNeeded: k * 480),
                                        arrival: arrival))
@@ -84,7 +89,8 @@ struct DriftSimulation {
         let start: UInt64 = 1_000_000_000
         let clock = TraceClock(start)
         let lead = PlayoutLead()
-        let buffer = JitterBuffer(settings: jitter, decoder: TagDecoder(), clock: { clock.now }, playoutLead: lead)
+        let decoder = TagDecoder(talk: talk.map { talk in { talk(Int($0)) } })
+        let buffer = JitterBuffer(settings: jitter, decoder: decoder, clock: { clock.now }, playoutLead: lead)
         let corrector = try DriftCorrector(buffer: buffer, settings: drift)
         let (trace, counters) = try packets(start: start)
         var next = 0
@@ -119,6 +125,7 @@ struct DriftSimulation {
             r.errorMs.append(corrector.errorMs)
             r.driftPPM.append(corrector.driftPPM)
             r.playing.append(buffer.isPlaying)
+            r.loud.append(frame[jitter.frameSize - 1] != 0)
             r.dropped.append(buffer.statistics.dropped.load)
             r.inserted.append(buffer.statistics.inserted.load)
         }

@@ -117,6 +117,80 @@ final class DriftTraceTests: XCTestCase {
                       "not telling the buffer should have looked like drift: \(worstEstimate(untold)) ppm, \(moved(untold)) ms")
     }
 
+    /// A talker: phrases of 1.5 s with 0.4 s between them, a 2 s pause at 12 s (the other side's
+    /// turn), then phrases again. At 2 s, in mid-phrase, a burst of 20 packets comes 12 ms late.
+    /// The target rises at once; what the corrector has not slewed by the phrase's end it makes up
+    /// in its pause; the target comes down only in the turn's pause. So the delay heard holds still
+    /// in every phrase after the burst's, and it is back down after the turn. Without pauses
+    /// (shrinking as soon as the window allows, slewing every move) the same trace moves the delay
+    /// in mid-phrase.
+    func testTheDelayMovesInPausesNotInPhrases() throws {
+        let profile = ImpairmentProfile(baseDelayMs: 2, jitterMs: 1, lossPercent: 0, burstEnterPercent: 0, burstExitPercent: 100,
+                                        burstLossPercent: 0, reorderPercent: 0, reorderDelayMs: 0, duplicatePercent: 0, seed: 3)
+        func speaking(_ k: Int) -> Bool {
+            if (1_200..<1_400).contains(k) { return false }  // the turn's pause
+            let t = k < 1_400 ? k : k - 1_400
+            return t % 190 >= 40  // 0.4 s pause, 1.5 s phrase
+        }
+        func simulate(inPauses: Bool) throws -> DriftSimulation.Result {
+            var sim = DriftSimulation(ppm: 0, profile: profile, frames: 3_000)
+            sim.talk = speaking
+            sim.extraDelayMs = { (200..<220).contains($0) ? 12 : 0 }
+            if !inPauses {
+                sim.jitter.shrinkPauseMs = 0
+                sim.drift.pauseJumpMs = 1e9
+            }
+            return try sim.run()
+        }
+        // Each phrase played (cycles with a loud frame out, a frame's latency aside): how far the
+        // delay played moved within it.
+        func phraseMoves(_ r: DriftSimulation.Result, from: Int, to: Int) -> [(start: Int, moved: Double)] {
+            var moves: [(Int, Double)] = [], start: Int? = nil
+            for c in from..<to {
+                if r.loud[c], start == nil { start = c }
+                if !r.loud[c] || c == to - 1, let s = start {
+                    let d = r.playedDelayMs[(s + 2)..<max(s + 3, c - 2)]
+                    moves.append((s, d.max()! - d.min()!))
+                    start = nil
+                }
+            }
+            return moves
+        }
+        let paused = try simulate(inPauses: true), unpaused = try simulate(inPauses: false)
+        // From the first phrase after the burst's (it starts at 3.9 s) to the end.
+        let moves = phraseMoves(paused, from: 380, to: 3_000), moved = moves.map(\.moved).max() ?? .infinity
+        let unpausedMoved = phraseMoves(unpaused, from: 380, to: 3_000).map(\.moved).max() ?? .infinity
+        // Levels from the corrector's reading: the played measure counts a concealed frame as sent.
+        let before = paused.correctedDelayMs[1_150], after = paused.correctedDelayMs[1_450], start = paused.correctedDelayMs[150]
+        print(String(format: "a burst at 2 s: the delay played moved at most %.2f ms within a phrase from 3.9 s (%d phrases; "
+                     + "moving as soon as allowed: %.2f ms); delay %.1f ms before the burst, %.1f ms before the turn's pause, "
+                     + "%.1f ms after it; target %.1f → %.1f → %.1f ms",
+                     moved, moves.count, unpausedMoved, start, before, after,
+                     paused.targetMs[150], paused.targetMs[1_150], paused.targetMs[1_450]))
+        XCTAssertGreaterThan(moves.count, 10, "phrases found")
+        XCTAssertLessThan(moved, 0.2, "the delay moved within a phrase")
+        XCTAssertGreaterThan(before - start, 5, "the burst raised the delay")
+        // Halfway down (at least a frame) per shrink: most of the way in the one pause.
+        XCTAssertLessThan(after - start, (before - start) / 4, "the delay came back down in the turn's pause")
+        // The measure can fail: moving as soon as allowed moves it in mid-phrase.
+        XCTAssertGreaterThan(unpausedMoved, 0.5, "without pauses the delay should have moved within a phrase")
+    }
+
+    /// A sender whose packets all come 10 ms later from 10 s on (its capture handed over at another
+    /// phase): once the window has left the old packets behind, its fastest transit moves by 10 ms,
+    /// counted in `pathShiftMs`; the same path without the shift counts nothing.
+    func testASenderTimelineShiftIsCountedAsAPathShift() throws {
+        let profile = ImpairmentProfile(baseDelayMs: 2, jitterMs: 1, lossPercent: 0, burstEnterPercent: 0, burstExitPercent: 100,
+                                        burstLossPercent: 0, reorderPercent: 0, reorderDelayMs: 0, duplicatePercent: 0, seed: 3)
+        var shifted = DriftSimulation(ppm: 0, profile: profile, frames: 2_000)
+        shifted.extraDelayMs = { $0 >= 1_000 ? 10 : 0 }
+        let moved = try shifted.run().statistics.pathShiftMs.load
+        let still = try DriftSimulation(ppm: 0, profile: profile, frames: 2_000).run().statistics.pathShiftMs.load
+        print(String(format: "the sender's timeline 10 ms later from 10 s: path shift %.2f ms (none: %.2f ms)", moved, still))
+        XCTAssertEqual(moved, 10, accuracy: 1, "the shift is counted once, at its size")
+        XCTAssertEqual(still, 0, "no shift, none counted")
+    }
+
     private func run(ppm: Double, corrected: Bool, frames: Int = frames, wakeJitterMs: Double = 0) throws -> DriftSimulation.Result {
         var sim = DriftSimulation(ppm: ppm, profile: Self.profile, frames: frames)
         sim.drift.enabled = corrected

@@ -18,13 +18,20 @@ final class TagDecoder: FrameDecoder {
     private var carried = 0
     private var carriedSequence: Int16 = 0
 
-    init(loud: Bool = false, framesPerPacket: Int = 1) {
+    /// Speech and pauses by sequence number (true: loud), instead of `loud` for every frame;
+    /// concealment sounds like the frame decoded last.
+    private let talk: ((UInt16) -> Bool)?
+    private var lastLoud = false
+
+    init(loud: Bool = false, framesPerPacket: Int = 1, talk: ((UInt16) -> Bool)? = nil) {
         self.loud = loud
         self.framesPerPacket = framesPerPacket
+        self.talk = talk
     }
 
     private func tag(_ output: UnsafeMutablePointer<Int16>, _ kind: Int16, _ sequence: Int16, frameSize: Int) {
-        output.update(repeating: loud ? 16_000 : 0, count: frameSize)
+        if kind != Self.concealed, let talk { lastLoud = talk(UInt16(bitPattern: sequence)) }
+        output.update(repeating: (talk == nil ? loud : lastLoud) ? 16_000 : 0, count: frameSize)
         output[0] = kind
         output[1] = sequence
     }
