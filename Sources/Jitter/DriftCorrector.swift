@@ -25,11 +25,11 @@ import SpeexDSP
 /// moves the delay by 1 ms per second for several seconds, and another terminal that hears this one
 /// can only cancel the loop through it (`LoopCanceller`) while that delay holds still.
 ///
-/// Pauses. A setpoint move the offset still holds once the stream has been quiet for `pauseJumpMs`
-/// is made at once the same way, a frame per read and only while the pause lasts: a target that
-/// moved while someone talked is slewed no further than the next pause, and the delay holds still
-/// in speech; so is an underrun's growth. The buffer's own inserts and drops are left to the trim
-/// (see `jumpableMs`).
+/// Pauses. What the offset still holds of a setpoint move or of an underrun's growth is made at
+/// once the same way once the stream has been quiet for `pauseJumpMs`, a frame per read and only
+/// while the pause lasts: a target that moved while someone talked is slewed no further than the
+/// next pause, and the delay holds still in speech. The buffer's own inserts and drops are left to
+/// the trim (see `jumpableMs`).
 ///
 /// Added delay. The newest sample played is `target - frame/4` old, plus the resampler's filter,
 /// `resamplerDelaySamples` (half its length: 24 samples = 0.5 ms at quality 3, 48 kHz). Pulled
@@ -93,9 +93,9 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     /// pause to jump in (`DriftSettings.pauseJumpMs`).
     private var quietSamples = 0
     private let pauseSamples: Int
-    /// Whether the jump under way is a pause's (it stops where speech comes back) and the smallest
-    /// offset one is made for, ms (a dead band's worth: less is left to the trim).
+    /// Whether the jump under way is a pause's (it stops where speech comes back).
     private var pauseJump = false
+    /// The smallest jump made in a pause, ms: a dead band's worth; less is left to the trim.
     private let pauseJumpMinMs: Double
     /// The part of the controller's offset a pause may make at once: setpoint moves and what late
     /// packets did to the delay (an underrun grows it by what was concealed), less the jumps made.
