@@ -1,5 +1,6 @@
 import Control
 import Foundation
+import Synchronization
 import Glibc
 
 /// Paths inside the repository (this file lives in Tests/TestSupport).
@@ -20,10 +21,23 @@ public enum Repo {
     }
 }
 
-/// Free UDP ports, found by binding port 0 and releasing it again (racy in theory; the kernel
-/// hands out ephemeral ports round-robin, so the same port does not come back at once).
+/// Free UDP ports, found by binding port 0 and releasing it again (racy in theory: another process
+/// may take it meanwhile), never the same one twice in a test process.
 public enum FreePort {
+    /// Every port handed out in this process: the kernel may give a port it just let go again, and
+    /// two rooms of one test then got the same one (a configuration refused, once in a CI run).
+    private static let given = Mutex<Set<Int>>([])
+
+    /// A UDP port on `address` that was free a moment ago and that no earlier call returned.
     public static func udp(address: String = "127.0.0.1") throws -> Int {
+        for _ in 0..<100 {
+            let port = try unusedUDP(address: address)
+            if given.withLock({ $0.insert(port).inserted }) { return port }
+        }
+        throw RigError(description: "no UDP port on \(address) that was not handed out before, in 100 tries")
+    }
+
+    private static func unusedUDP(address: String) throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         guard fd >= 0 else { throw RigError(description: "socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
