@@ -7,7 +7,8 @@ import SpeexDSP
 /// ppm off ours never makes the jitter buffer insert or drop a frame.
 ///
 /// Control. The reading is the age of the newest sample handed to the resampler: the buffer's delay
-/// at the last pull plus the time since, minus what was consumed of that frame. Frames are pulled
+/// at the last pull plus the time since, minus what was consumed of that frame, taken against the
+/// window's floor transit (`JitterSettings.floorPercentile`) rather than its fastest packet. Frames are pulled
 /// whole and only when needed, so the buffer sees delays from that age to one frame more. It neither
 /// inserts nor drops while its delay stays in [target - frame/2, target + frame]; the setpoint
 /// `target - frame/4` centres the one-frame spread in that band (2.5 ms margin each side at 10 ms
@@ -69,9 +70,13 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     private var pullNanos: Int64 = 0
     /// Delay steps the jitter buffer reported during this frame's pulls, samples.
     private var stepSamples = 0
-    /// The last pull's report: whether the buffer plays, and its target (ms).
+    /// The last pull's report: whether the buffer plays, its target and its floor transit (ms).
     private var playing = false
     private var targetMs = 0.0
+    private var floorMs = 0.0
+    /// The floor transit where the loop started: the reading is the age against the floor
+    /// (`JitterSettings.floorPercentile`), in the setpoint's terms as of that moment.
+    private var floorAtStartMs = 0.0
     /// Where the loop holds the age of the newest sample handed on (ms), now and at the last reading.
     private var setpointMs = 0.0
     private var lastSetpointMs = 0.0
@@ -231,6 +236,8 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         stepSamples = 0
         playing = false
         targetMs = 0
+        floorMs = 0
+        floorAtStartMs = 0
         setpointMs = 0
         lastSetpointMs = 0
         delayMs = 0
@@ -253,6 +260,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         correctionSamples += report.correctionSamples
         playing = report.playing
         targetMs = report.targetMs
+        floorMs = report.floorMs
         pulledSamples += frameSize
         head = 0
         pulled = true
@@ -270,7 +278,10 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
             if startJumps > 0 || abs(wanted - setpointMs) > setpointTolerance { setpointMs = wanted }
             delayMs = ageMs + Double(latency) / samplesPerMs
             let stepMs = Double(stepSamples) / samplesPerMs - (setpointMs - lastSetpointMs)
-            let errorMs = ageMs - setpointMs
+            // Against the floor, not the window's fastest packet, whose luck is no drift; the
+            // start's jumps land on the setpoint as the buffer measures it.
+            if startJumps > 0 { floorAtStartMs = floorMs }
+            let errorMs = ageMs - setpointMs - (floorMs - floorAtStartMs)
             if startJumps > 0 {
                 // Once the last jump is done, the reading shows where it landed: one more trims the rest.
                 if jumpSamples == 0 {

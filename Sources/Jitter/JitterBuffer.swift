@@ -218,6 +218,9 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         let corrections = statistics.inserted.load - statistics.dropped.load
         outcomes = PlayoutOutcomes()
         let consumerStalled = lastReadNanos > 0 && now - lastReadNanos > consumerStallNs
+        // A stalled reader grew the delay by the time it did not read: a step like an underrun's
+        // (the cut-back below, if any, is the buffer's own step back).
+        let stalledSamples = consumerStalled ? Int((now - lastReadNanos - frameNs) * Int64(settings.sampleRate) / 1_000_000_000) : 0
         lastReadNanos = now
         drain()
         if policy.refresh(now: now, quietSince: quietSinceNs) {
@@ -241,10 +244,11 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         statistics.bufferLevelMs.store(bufferLevelMs)
         // Anything but one frame of playout advance is a step of the delay.
         let stepping = wasPlaying && mode == .playing
-        let step = stepping ? frameSize - Int(playout - before) : 0
+        let step = stepping ? frameSize - Int(playout - before) + stalledSamples : 0
         let correction = stepping ? (statistics.inserted.load - statistics.dropped.load - corrections) * frameSize : 0
         return PlayoutReport(audible: audible, quiet: quiet, playing: mode == .playing, stepSamples: step,
-                             correctionSamples: correction, delayMs: currentDelayMs, targetMs: targetDelayMs)
+                             correctionSamples: correction, delayMs: currentDelayMs, targetMs: targetDelayMs,
+                             floorMs: Double(policy.floorNs) / 1e6)
     }
 
     // MARK: ingest

@@ -20,6 +20,13 @@ public struct JitterSettings: Sendable, Equatable {
     /// The transit-delay percentile the target covers (0.95), over the last `windowMs` of packets.
     public var percentile: Double
     public var windowMs: Double
+    /// The low transit percentile (0.05) the drift corrector measures its delay against instead
+    /// of the window's fastest transit. The fastest of 200 packets is one packet's luck: on the rig
+    /// it moved by ±0.3 ms within seconds, and further while the window filled, and the corrector
+    /// read each move as drift (22 ppm after 10 s on one clock in a CI run). Ten packets deep, the
+    /// floor follows a clock's drift just the same. Not deeper: under 30 ms of uniform jitter the
+    /// tenth percentile wanders by ±0.6 ms from the fastest, which the buffer's band is measured from.
+    public var floorPercentile: Double
     /// The target shrinks once per `shrinkIntervalMs`, by half its distance to the desired delay
     /// (at least a frame). In continuous speech a frame is dropped after this long above target.
     public var shrinkIntervalMs: Double
@@ -58,7 +65,7 @@ public struct JitterSettings: Sendable, Equatable {
     public var fecHoldMs: Double
 
     public init(frameSize: Int, sampleRate: Int, minDelayMs: Double, maxDelayMs: Double,
-                capacity: Int = 64, maxPayloadBytes: Int = 1500, percentile: Double = 0.95, windowMs: Double = 2000,
+                capacity: Int = 64, maxPayloadBytes: Int = 1500, percentile: Double = 0.95, windowMs: Double = 2000, floorPercentile: Double = 0.05,
                 shrinkIntervalMs: Double = 3000, shrinkPauseMs: Double = 1000, shrinkUnpausedMs: Double = 30_000, resetGapMs: Double = 200, underrunConcealMs: Double = 60,
                 dropInSpeech: Bool = true, minDropIntervalFrames: Int = 20, quietLevelDBFS: Double = -45,
                 backlogSpacingFrames: Double = 0.5, consumerStallMs: Double = 80, fecHoldMs: Double = 10_000) {
@@ -70,6 +77,7 @@ public struct JitterSettings: Sendable, Equatable {
         self.maxPayloadBytes = maxPayloadBytes
         self.percentile = percentile
         self.windowMs = windowMs
+        self.floorPercentile = floorPercentile
         self.shrinkIntervalMs = shrinkIntervalMs
         self.shrinkPauseMs = shrinkPauseMs
         self.shrinkUnpausedMs = shrinkUnpausedMs

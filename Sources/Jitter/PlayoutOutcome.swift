@@ -70,7 +70,8 @@ public struct PlayoutReport: Sendable, Equatable {
     public var playing: Bool
     /// How far this read moved the delay beyond its one frame of playout, samples: +frame for an
     /// insert, -frame per frame dropped, the concealed frames an overdue packet adds when it is
-    /// played. 0 unless the buffer was playing before and after.
+    /// played, the time a stalled reader did not read (beyond a frame). 0 unless the buffer was
+    /// playing before and after.
     public var stepSamples: Int
     /// Of `stepSamples`, the buffer's own inserts and drops (it moves its delay back into its band);
     /// the rest is what late packets did to it.
@@ -79,8 +80,11 @@ public struct PlayoutReport: Sendable, Equatable {
     public var delayMs: Double
     /// The buffer's target delay, ms.
     public var targetMs: Double
+    /// The window's floor transit above its fastest, ms (`JitterSettings.floorPercentile`).
+    public var floorMs: Double
 
-    public init(audible: Bool, quiet: Bool, playing: Bool, stepSamples: Int, correctionSamples: Int = 0, delayMs: Double, targetMs: Double) {
+    public init(audible: Bool, quiet: Bool, playing: Bool, stepSamples: Int, correctionSamples: Int = 0, delayMs: Double,
+                targetMs: Double, floorMs: Double = 0) {
         self.audible = audible
         self.quiet = quiet
         self.playing = playing
@@ -88,5 +92,6 @@ public struct PlayoutReport: Sendable, Equatable {
         self.correctionSamples = correctionSamples
         self.delayMs = delayMs
         self.targetMs = targetMs
+        self.floorMs = floorMs
     }
 }

@@ -50,7 +50,7 @@ public struct TargetPolicy: ~Copyable {
         backlogSpacingNs = Int64(settings.backlogSpacingFrames * Double(frameNs))
         fecHoldNs = Int64(settings.fecHoldMs * 1e6)
         let windowCount = max(16, Int((settings.windowMs / settings.frameMs).rounded(.up)))
-        estimator = DelayEstimator(windowCount: windowCount, percentile: settings.percentile)
+        estimator = DelayEstimator(windowCount: windowCount, percentile: settings.percentile, floor: settings.floorPercentile)
         initialNs = max(minDelayNs, min(maxDelayNs, frameNs))
         targetNs = initialNs
         newTimelineGapNs = Int64(settings.resetGapMs * 1e6)
@@ -72,6 +72,8 @@ public struct TargetPolicy: ~Copyable {
     public var minimumTransitNs: Int64 { estimator.minimum }
     /// The transit percentile above the fastest, ns (as of the last `refresh`).
     public var jitterNs: Int64 { estimator.percentileRelative }
+    /// The low transit percentile above the fastest, ns (`JitterSettings.floorPercentile`).
+    public var floorNs: Int64 { estimator.floorRelative }
     /// Whether the FEC look-ahead is on (`fecHoldMs` > 0).
     public var holdsForFEC: Bool { fecHoldNs > 0 }
 
@@ -188,13 +190,16 @@ public final class DelayEstimator {
     /// Minimum transit over the window (valid when `count > 0`).
     public private(set) var minimum: Int64 = 0
     private var percentileCache: Int64 = 0
+    private var floorCache: Int64 = 0
     private var dirty = false
     private let fraction: Double
+    private let floorFraction: Double
 
-    public init(windowCount: Int, percentile: Double) {
-        precondition(windowCount > 0 && percentile > 0 && percentile <= 1)
+    public init(windowCount: Int, percentile: Double, floor: Double = 0.1) {
+        precondition(windowCount > 0 && percentile > 0 && percentile <= 1 && floor > 0 && floor <= 1)
         self.windowCount = windowCount
         fraction = percentile
+        floorFraction = floor
         ring = .allocate(capacity: windowCount); ring.initialize(repeating: 0, count: windowCount)
         scratch = .allocate(capacity: windowCount); scratch.initialize(repeating: 0, count: windowCount)
     }
@@ -208,7 +213,7 @@ public final class DelayEstimator {
         dirty = true
     }
 
-    public func reset() { next = 0; count = 0; dirty = false; percentileCache = 0; minimum = 0 }
+    public func reset() { next = 0; count = 0; dirty = false; percentileCache = 0; floorCache = 0; minimum = 0 }
 
     /// Replaces the newest transit by `transitNanos` if that is faster.
     public func lowerNewest(to transitNanos: Int64) {
@@ -240,14 +245,18 @@ public final class DelayEstimator {
             if v < lo { lo = v }
         }
         minimum = lo
-        var k = Int((Double(count) * fraction).rounded(.up)) - 1
-        k = max(0, min(count - 1, k))
-        percentileCache = select(k, count) - lo
+        percentileCache = select(rank(fraction), count) - lo
+        // Selection only reorders the scratch copy: a second one on it is as good as on the ring.
+        floorCache = select(rank(floorFraction), count) - lo
         return true
     }
 
+    private func rank(_ fraction: Double) -> Int { max(0, min(count - 1, Int((Double(count) * fraction).rounded(.up)) - 1)) }
+
     /// The chosen percentile of transit minus the window minimum, ns (as of the last `refresh`).
     public var percentileRelative: Int64 { percentileCache }
+    /// The floor percentile of transit minus the window minimum, ns (as of the last `refresh`).
+    public var floorRelative: Int64 { floorCache }
 
     /// k-th smallest of scratch[0..<n] (iterative quickselect, median-of-three pivot).
     private func select(_ k: Int, _ n: Int) -> Int64 {

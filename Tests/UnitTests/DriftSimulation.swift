@@ -28,6 +28,8 @@ struct DriftSimulation {
     var talk: ((Int) -> Bool)? = nil
     /// Extra delay of the sender's frame k on the path, ms (a jitter burst).
     var extraDelayMs: (Int) -> Double = { _ in 0 }
+    /// Cycles in which nobody reads (the audio thread starved, its device ran dry).
+    var stalled: Range<Int> = 0..<0
 
     struct Result {
         /// Per cycle: the jitter buffer's current delay and target, the corrector's delay, smoothed
@@ -116,7 +118,7 @@ struct DriftSimulation {
                 precondition(ok)
                 next += 1
             }
-            corrector.readFrame(into: frame, count: jitter.frameSize)
+            if !stalled.contains(c) { corrector.readFrame(into: frame, count: jitter.frameSize) }
             r.delayMs.append(buffer.currentDelayMs)
             r.targetMs.append(buffer.targetDelayMs)
             r.correctedDelayMs.append(corrector.delayMs)

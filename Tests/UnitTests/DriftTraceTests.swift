@@ -2,6 +2,7 @@ import Configuration
 import Impairment
 import IntercomDaemon
 import Jitter
+import SignalTools
 import XCTest
 
 /// Ten simulated minutes of a sender whose clock is 200 ppm off ours, over a bad network, through
@@ -189,6 +190,53 @@ final class DriftTraceTests: XCTestCase {
         print(String(format: "the sender's timeline 10 ms later from 10 s: path shift %.2f ms (none: %.2f ms)", moved, still))
         XCTAssertEqual(moved, 10, accuracy: 1, "the shift is counted once, at its size")
         XCTAssertEqual(still, 0, "no shift, none counted")
+    }
+
+    /// Nobody reads for 110 ms at 20 s (the audio thread starved, the device ran dry): the buffer
+    /// cuts the delay the stall left back to its target at once. The stall grew the delay as much
+    /// as the cut-back took off, so both are steps and neither is drift: from a second after the
+    /// stall the loop's error is back inside its band and the estimate stays at 0. (Telling the
+    /// cut-back alone left the controller 110 ms to work off that was not there: the trim stuck at
+    /// its 1000 ppm limit and slewed the delay by 1 ms a second, as a rig run with a playback xrun
+    /// showed.)
+    func testAReaderStallIsAStepNotDrift() throws {
+        let profile = ImpairmentProfile(baseDelayMs: 2, jitterMs: 5, lossPercent: 0, burstEnterPercent: 0, burstExitPercent: 100,
+                                        burstLossPercent: 0, reorderPercent: 0, reorderDelayMs: 0, duplicatePercent: 0, seed: 5)
+        var sim = DriftSimulation(ppm: 0, profile: profile, frames: 4_000)
+        sim.stalled = 2_000..<2_011
+        let r = try sim.run()
+        let worstEstimate = r.driftPPM.map(abs).max() ?? .infinity
+        let worstError = r.errorMs[2_111...].map(abs).max() ?? .infinity
+        print(String(format: "a 110 ms reader stall at 20 s: %d cut back, drift estimate at most %.1f ppm, loop error at most "
+                     + "%.2f ms from 1 s after the stall", r.statistics.cutBacks.load, worstEstimate, worstError))
+        XCTAssertEqual(r.statistics.consumerStalls.load, 1, "the stall was seen")
+        XCTAssertLessThan(worstEstimate, 2, "the drift estimate after a stall")
+        XCTAssertLessThan(worstError, JitterSettings(.default).frameMs / 4, "the loop's error after the stall")
+    }
+
+    /// The sender's packets mostly leave 2 ms after their period and one in 150 at once (a sender's
+    /// wake-ups): the window's fastest transit is such a lucky packet or not, moving by 2 ms
+    /// whenever one enters or leaves the 2 s window. The corrector reads its delay against a low
+    /// percentile of the window (`JitterSettings.floorPercentile`), which does not move: over a
+    /// minute on one clock the estimate stays at 0. Against the fastest packet (a floor at the
+    /// first rank) the same trace reads as drift.
+    func testALuckyFastPacketIsNotDrift() throws {
+        let profile = ImpairmentProfile(baseDelayMs: 2, jitterMs: 0.5, lossPercent: 0, burstEnterPercent: 0, burstExitPercent: 100,
+                                        burstLossPercent: 0, reorderPercent: 0, reorderDelayMs: 0, duplicatePercent: 0, seed: 7)
+        var lucky = SplitMix64(seed: 21)
+        let early = (0..<7_000).map { _ in lucky.nextUnit() < 1.0 / 150 }
+        func worstEstimate(floor: Double) throws -> Double {
+            var sim = DriftSimulation(ppm: 0, profile: profile, frames: 6_000)
+            sim.extraDelayMs = { early[$0 % early.count] ? 0 : 2 }
+            sim.jitter.floorPercentile = floor
+            return try sim.run().driftPPM[1_000...].map(abs).max() ?? .infinity
+        }
+        let floor = try worstEstimate(floor: JitterSettings(.default).floorPercentile), fastest = try worstEstimate(floor: 1e-6)
+        print(String(format: "one packet in 150 2 ms early, one clock: the drift estimate reads at most %.1f ppm against the "
+                     + "floor, %.1f ppm against the fastest packet", floor, fastest))
+        XCTAssertLessThan(floor, 2, "the drift estimate against the floor")
+        // The measure can fail: the fastest packet's luck reads as drift.
+        XCTAssertGreaterThan(fastest, 5, "against the fastest packet the trace should have looked like drift")
     }
 
     private func run(ppm: Double, corrected: Bool, frames: Int = frames, wakeJitterMs: Double = 0) throws -> DriftSimulation.Result {

@@ -127,16 +127,18 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testDelayEstimatorPercentileOverSlidingWindow() {
-        let e = DelayEstimator(windowCount: 100, percentile: 0.95)
+        let e = DelayEstimator(windowCount: 100, percentile: 0.95, floor: 0.05)
         for i in 0..<100 { e.add(transitNanos: 1_000 + Int64((i * 37) % 100)) }  // 1000...1099, shuffled
         XCTAssertTrue(e.refresh())
         XCTAssertEqual(e.minimum, 1_000)
         XCTAssertEqual(e.percentileRelative, 94)
+        XCTAssertEqual(e.floorRelative, 4, "the fifth of 100")
         XCTAssertFalse(e.refresh(), "nothing new")
         for _ in 0..<100 { e.add(transitNanos: 5_000) }  // the old values slide out
         e.refresh()
         XCTAssertEqual(e.minimum, 5_000)
         XCTAssertEqual(e.percentileRelative, 0)
+        XCTAssertEqual(e.floorRelative, 0)
     }
 
     func testInOrderStreamPlaysEveryPacketAcrossSequenceAndTimestampWrapWithDelayNearMinimum() {
