@@ -72,8 +72,8 @@ public struct AudioSection: Sendable, Equatable {
     /// ALSA buffer size in periods, 2...8: the most playback can hold.
     public var bufferPeriods: Int = 3
     /// Periods kept queued in the playback buffer, 1...bufferPeriods: its latency; the rest is a
-    /// reserve. 0: the whole buffer, kept full (see the key's comment for why that is the default).
-    public var playbackFillPeriods: Int = 0
+    /// reserve for a late wake-up. 0: the whole buffer, kept full.
+    public var playbackFillPeriods: Int = 2
     /// What the engine keeps queued, in periods.
     public var playbackQueuePeriods: Int { playbackFillPeriods == 0 ? bufferPeriods : min(playbackFillPeriods, bufferPeriods) }
     /// Start capture and playback together (snd_pcm_link) when the devices allow it.
@@ -748,7 +748,7 @@ extension DaemonConfig {
                  "ALSA buffer length in periods: the most the speaker can have queued. What it holds beyond playback_fill_periods is a reserve for a late wake-up and costs no latency",
                  .range(AudioSection.bufferPeriodsRange)),
             SchemaKey(name: "playback_fill_periods",
-                      comment: "Periods the engine keeps queued in the speaker's ALSA buffer: its playback latency (2 x 10 ms = 20 ms), plus what a sound server holds beyond the buffer; the rest of the buffer is a reserve for a late wake-up. 0 keeps the whole buffer full. Fewer = less delay, but a late wake-up is heard as a dropout (counted as an xrun). Not yet the default: behind the test rig's sound server, a capture stall's audio handed over in pieces is still counted as lost twice with it",
+                      comment: "Periods the engine keeps queued in the speaker's ALSA buffer: its playback latency (2 x 10 ms = 20 ms), plus what a sound server holds beyond the buffer; the rest of the buffer is a reserve for a late wake-up. 0 keeps the whole buffer full. Fewer = less delay, but a late wake-up is heard as a dropout (counted as an xrun); two is what a sound card needs at least. More than buffer_periods is refused",
                       allowed: "0 (the whole buffer) or 1...buffer_periods",
                       read: { value, config throws(ValueProblem) in config.audio.playbackFillPeriods = try TOMLRead.int(value) },
                       check: { c in

@@ -19,13 +19,13 @@ struct MouthToEar {
         var bufferPeriods: Int
         var application: String
         var minJitterMs: Double
-        /// `audio.playback_fill_periods` (0: the whole buffer, the default).
-        var fillPeriods = 0
+        /// `audio.playback_fill_periods` (0: the whole buffer).
+        var fillPeriods = DaemonConfig().audio.playbackFillPeriods
 
         /// The daemon's defaults, as its configuration schema writes them.
         static var defaults: Setup {
             let c = DaemonConfig()
-            return Setup(name: "defaults (\(formatNumber(c.audio.periodMs)) ms frames, \(c.opus.application), jitter ≥ \(formatNumber(c.jitter.minDelayMs)) ms, \(c.audio.bufferPeriods) periods)",
+            return Setup(name: "defaults (\(formatNumber(c.audio.periodMs)) ms frames, \(c.opus.application), jitter ≥ \(formatNumber(c.jitter.minDelayMs)) ms, \(c.audio.playbackFillPeriods) of \(c.audio.bufferPeriods) periods queued)",
                          periodMs: c.audio.periodMs, bufferPeriods: c.audio.bufferPeriods, application: c.opus.application, minJitterMs: c.jitter.minDelayMs)
         }
     }

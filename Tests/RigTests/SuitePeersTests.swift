@@ -169,10 +169,10 @@ final class SuitePeersTests: XCTestCase {
     private func makeContenders() -> [Contender] {
         let gst = "gst-launch-1.0"
         return [
-            Contender(program: "intercomd", direction: "both ways", settings: "defaults (10 ms periods, 3 periods of buffer kept full)", isIntercomd: true) { _ in
+            Contender(program: "intercomd", direction: "both ways", settings: "defaults (10 ms periods, 2 of 3 periods queued)", isIntercomd: true) { _ in
                 try self.intercomd(other: "", audio: "")
             },
-            Contender(program: "intercomd", direction: "both ways", settings: "low delay: period_ms 5, buffer_periods 6, restricted_lowdelay, jitter min_delay_ms 5", isIntercomd: true) { _ in
+            Contender(program: "intercomd", direction: "both ways", settings: "low delay: period_ms 5, buffer_periods 6 (2 queued), restricted_lowdelay, jitter min_delay_ms 5", isIntercomd: true) { _ in
                 try self.intercomd(other: "[opus]\napplication = \"restricted_lowdelay\"\n[jitter]\nmin_delay_ms = 5", audio: "period_ms = 5\nbuffer_periods = 6")
             },
             Contender(program: "intercomd", direction: "both ways", settings: "defaults but jitter.drift_correction = false (the rig's rooms share one clock: no drift to correct)", isIntercomd: true) { _ in

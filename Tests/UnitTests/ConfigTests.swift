@@ -52,8 +52,11 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(d.audio.sampleRate, 48000)
         XCTAssertEqual(d.audio.periodMs, 10)
         XCTAssertEqual(d.audio.bufferPeriods, 3)
-        XCTAssertEqual(d.audio.playbackFillPeriods, 0)
-        XCTAssertEqual(d.audio.playbackQueuePeriods, 3, "0 keeps the whole buffer full")
+        XCTAssertEqual(d.audio.playbackFillPeriods, 2)
+        XCTAssertEqual(d.audio.playbackQueuePeriods, 2, "two of the three periods queued, one in reserve")
+        var full = d
+        full.audio.playbackFillPeriods = 0
+        XCTAssertEqual(full.audio.playbackQueuePeriods, 3, "0 keeps the whole buffer full")
         XCTAssertEqual(d.audio.linkDevices, true)
         XCTAssertEqual(d.audio.framesPerPeriod, 480)
         XCTAssertEqual(d.realtime.priority, 70)
