@@ -748,7 +748,7 @@ extension DaemonConfig {
                  "ALSA buffer length in periods: the most the speaker can have queued. What it holds beyond playback_fill_periods is a reserve for a late wake-up and costs no latency",
                  .range(AudioSection.bufferPeriodsRange)),
             SchemaKey(name: "playback_fill_periods",
-                      comment: "Periods the engine keeps queued in the speaker's ALSA buffer: its playback latency (2 x 10 ms = 20 ms), plus what a sound server holds beyond the buffer; the rest of the buffer is a reserve for a late wake-up. 0 keeps the whole buffer full. Fewer = less delay, but a late wake-up is heard as a dropout (counted as an xrun); two is what a sound card needs at least. More than buffer_periods is refused",
+                      comment: "Periods the engine keeps queued in the speaker's ALSA buffer: its playback latency (2 x 10 ms = 20 ms), plus what a sound server holds beyond the buffer; the rest of the buffer is a reserve for a late wake-up. 0 keeps the whole buffer full. Fewer = less delay, but a late wake-up is heard as a dropout (counted as an xrun); two is what a sound card needs at least",
                       allowed: "0 (the whole buffer) or 1...buffer_periods",
                       read: { value, config throws(ValueProblem) in config.audio.playbackFillPeriods = try TOMLRead.int(value) },
                       check: { c in

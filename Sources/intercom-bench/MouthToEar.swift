@@ -26,7 +26,8 @@ struct MouthToEar {
         static var defaults: Setup {
             let c = DaemonConfig()
             return Setup(name: "defaults (\(formatNumber(c.audio.periodMs)) ms frames, \(c.opus.application), jitter ≥ \(formatNumber(c.jitter.minDelayMs)) ms, \(c.audio.playbackFillPeriods) of \(c.audio.bufferPeriods) periods queued)",
-                         periodMs: c.audio.periodMs, bufferPeriods: c.audio.bufferPeriods, application: c.opus.application, minJitterMs: c.jitter.minDelayMs)
+                         periodMs: c.audio.periodMs, bufferPeriods: c.audio.bufferPeriods, application: c.opus.application, minJitterMs: c.jitter.minDelayMs,
+                         fillPeriods: c.audio.playbackFillPeriods)
         }
     }
 
