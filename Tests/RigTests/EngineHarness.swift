@@ -23,7 +23,8 @@ final class EngineHarness: @unchecked Sendable {
     private var feeder: Thread?
     private(set) var startedAt = Date()
 
-    init(room: String, periodFrames: Int, bufferPeriods: Int = 3, countAllocations: Bool = true) throws {
+    /// `fillPeriods`: `audio.playback_fill_periods` (nil: the whole buffer kept full).
+    init(room: String, periodFrames: Int, bufferPeriods: Int = 3, fillPeriods: Int? = nil, countAllocations: Bool = true) throws {
         try Rig.require()
         farEnd = SampleRing(minimumCapacity: periodFrames * 8)
         let mixer = Mixer(inputs: [MixerInput(source: farEnd), MixerInput(source: stall), MixerInput(source: tones, isOwnSound: true)],
@@ -39,7 +40,7 @@ final class EngineHarness: @unchecked Sendable {
         engine = AudioEngine(frameSize: periodFrames, mixer: mixer, microphoneChain: chain, loopback: probe,
                              onAudioThreadStart: hook)
         devices = try AudioDevices(DeviceSettings(captureDevice: room, playbackDevice: room,
-                                                  periodFrames: periodFrames, bufferPeriods: bufferPeriods))
+                                                  periodFrames: periodFrames, bufferPeriods: bufferPeriods, fillPeriods: fillPeriods))
         let engine = engine, devices = devices
         thread = WorkerThread(name: "test-audio") { _ = engine.run(devices: devices) }
     }
