@@ -9,10 +9,13 @@ import SpeexDSP
 /// Control. The reading is the age of the newest sample handed to the resampler: the buffer's delay
 /// at the last pull plus the time since, minus what was consumed of that frame, taken against the
 /// window's floor transit (`JitterSettings.floorPercentile`) rather than its fastest packet. Frames are pulled
-/// whole and only when needed, so the buffer sees delays from that age to one frame more. It neither
-/// inserts nor drops while its delay stays in [target - frame/2, target + frame]; the setpoint
-/// `target - frame/4` centres the one-frame spread in that band (2.5 ms margin each side at 10 ms
-/// frames). It follows the target only once the target has moved by more than a tenth of a frame
+/// whole and only when needed, so the buffer sees delays from that age to one frame more, wherever
+/// drift has moved the pulls against the reads. The setpoint `target - frame/2`
+/// (`DriftSettings.setpointFrames`) keeps that spread where direct playout keeps its delay,
+/// [target - frame/2, target + frame/2), and the buffer inserts only below target - 3/4 frame
+/// while it steers (`JitterBuffer.insertBelowTarget`), so the spread never reaches an edge: a
+/// quarter frame of margin below, half a frame above the drop edge at target + frame.
+/// The setpoint follows the target only once the target has moved by more than a tenth of a frame
 /// (`DriftSettings.setpointToleranceFrames`): the delay holds still while the percentile wanders.
 /// For the same reason the trim is the drift estimate alone while the smoothed error stays within
 /// a dead band (`DriftSettings.deadBandFrames`), and the start's offset is the first second's mean.
@@ -32,11 +35,12 @@ import SpeexDSP
 /// next pause, and the delay holds still in speech. The buffer's own inserts and drops are left to
 /// the trim (see `jumpableMs`).
 ///
-/// Added delay. The newest sample played is `target - frame/4` old, plus the resampler's filter,
+/// Added delay. The newest sample played is `target - frame/2` old, plus the resampler's filter,
 /// `resamplerDelaySamples` (half its length: 24 samples = 0.5 ms at quality 3, 48 kHz). Pulled
 /// directly it is `d - frame` old, the buffer's delay d being anywhere in the band (without drift it
 /// stays where playout started, in [target - frame/2, target + frame/2)): on average the corrector
-/// adds 3/4 frame + 0.5 ms (8 ms at 10 ms frames), the price of keeping away from the band's edges.
+/// adds half a frame + 0.5 ms (5.5 ms at 10 ms frames), the price of pulling whole frames at
+/// whatever point of a read the resampler runs out.
 ///
 /// Threads: `readFrame` runs on the audio thread and neither allocates (everything, including
 /// speexdsp's filter tables for every ratio within the clamp, is allocated in `init`), locks nor
@@ -133,6 +137,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         }
         pending = .allocate(capacity: frameSize)
         pending.initialize(repeating: 0, count: frameSize)
+        if settings.enabled { buffer.insertBelowTarget(frames: settings.setpointFrames + settings.insertMarginFrames) }
         restart()
     }
 
@@ -273,7 +278,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         if pulled && playing {
             let ageMs = delayAtPullMs + Double(now - pullNanos) / 1e6 - Double(head) / samplesPerMs
             // The setpoint follows the target only past the tolerance (see `DriftSettings`).
-            let wanted = targetMs - frameMs / 4
+            let wanted = targetMs - settings.setpointFrames * frameMs
             // While the start's jumps run the controller holds, so the step they leave is never read.
             if startJumps > 0 || abs(wanted - setpointMs) > setpointTolerance { setpointMs = wanted }
             delayMs = ageMs + Double(latency) / samplesPerMs

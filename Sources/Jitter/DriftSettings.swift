@@ -25,8 +25,16 @@ public struct DriftSettings: Sendable, Equatable {
     /// this, in frames. The percentile the target comes from moves by tenths of a ms all the time,
     /// and following each move at the full trim walks the playout delay in bursts of 1 ms per second;
     /// another terminal's `LoopCanceller`, which cancels its own voice through this delay, loses what
-    /// it learnt. Held, the delay sits up to this much off-centre in the band (2.5 ms margin each side).
+    /// it learnt. Held, the delay sits up to this much off the setpoint, inside the buffer's margins.
     public var setpointToleranceFrames: Double
+    /// Where the loop holds the age of the newest sample handed on: this many frames under the
+    /// jitter buffer's target. Frames are pulled whole, so the buffer sees delays from that age to
+    /// a frame more: here [target - frame/2, target + frame/2), the band direct playout keeps.
+    public var setpointFrames: Double
+    /// While a corrector steers it, the buffer inserts a frame only below the lowest delay it
+    /// should see by this much (`JitterBuffer.insertBelowTarget`), in frames: room for the dead
+    /// band, the setpoint's tolerance and the reading's noise.
+    public var insertMarginFrames: Double
     /// Half-width of the dead band, in frames: while the smoothed delay error stays within it the
     /// trim is the drift estimate alone, so that without drift (or once the estimate has it) the
     /// playout delay holds still instead of following the reading's noise.
@@ -42,13 +50,15 @@ public struct DriftSettings: Sendable, Equatable {
 
     public init(enabled: Bool, proportionalPPMPerMs: Double = 200, integralPPMPerMsSecond: Double = 10,
                 maxTrimPPM: Double = 1000, smoothingMs: Double = 1000, setpointToleranceFrames: Double = 0.1,
-                deadBandFrames: Double = 0.05, pauseJumpMs: Double = 50, resamplerQuality: Int = 3) {
+                setpointFrames: Double = 0.5, insertMarginFrames: Double = 0.25, deadBandFrames: Double = 0.05, pauseJumpMs: Double = 50, resamplerQuality: Int = 3) {
         self.enabled = enabled
         self.proportionalPPMPerMs = proportionalPPMPerMs
         self.integralPPMPerMsSecond = integralPPMPerMsSecond
         self.maxTrimPPM = maxTrimPPM
         self.smoothingMs = smoothingMs
         self.setpointToleranceFrames = setpointToleranceFrames
+        self.setpointFrames = setpointFrames
+        self.insertMarginFrames = insertMarginFrames
         self.deadBandFrames = deadBandFrames
         self.pauseJumpMs = pauseJumpMs
         self.resamplerQuality = resamplerQuality

@@ -29,7 +29,8 @@ import RealTime
 /// - the target grows to `desired` immediately; it shrinks once per `shrinkIntervalMs` (3 s)
 ///   by half its distance to `desired` (at least a frame), and only in a pause of `shrinkPauseMs`
 ///   (1 s): the delay heard holds still while someone talks;
-/// - current delay below target - frame/2: one frame is inserted at once (silence during a silence
+/// - current delay below target - frame/2 (- 3/4 frame under a drift corrector, see
+///   `insertBelowTarget`): one frame is inserted at once (silence during a silence
 ///   gap, concealment during speech; nothing consumed). An underrun (overdue packet, nothing
 ///   buffered) also grows the delay: the frame is concealed and the packet played when it comes,
 ///   unless that would put the delay past target + frame with later packets at hand (a stall's
@@ -73,6 +74,9 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
     private let resetGapNs: Int64
     private let consumerStallNs: Int64
     private let underrunConcealFrames: Int
+    /// A frame is inserted when the delay is this far below the target: half a frame, where
+    /// whole frames are played as pulled; more under a drift corrector (`insertBelowTarget`).
+    private var insertBelowNs: Int64
     private let scratch: UnsafeMutablePointer<Int16>
 
     // Timestamp extension (relative to the first packet ever).
@@ -129,6 +133,7 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         resetGapNs = Int64(settings.resetGapMs * 1e6)
         consumerStallNs = Int64(settings.consumerStallMs * 1e6)
         underrunConcealFrames = max(1, Int((settings.underrunConcealMs / settings.frameMs).rounded(.up)))
+        insertBelowNs = frameNs / 2
         policy = TargetPolicy(settings: settings)
 
         let delayFrames = Int((settings.maxDelayMs / settings.frameMs).rounded(.up))
@@ -175,6 +180,14 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         statistics.bufferLevelMs.store(0)
         statistics.jitterPercentileMs.store(0)
         statistics.driftPPM.store(0)
+    }
+
+    /// Moves the edge below which a frame is inserted to `frames` under the target. A drift
+    /// corrector pulls frames whole as its resampler needs them, so the delays the buffer sees
+    /// spread over a frame above the age it holds; the edge sits below that spread. Call before
+    /// the first read.
+    public func insertBelowTarget(frames: Double) {
+        insertBelowNs = Int64(frames * Double(frameNs))
     }
 
     // MARK: audio-thread state readable by the owner (audio thread)
@@ -418,7 +431,7 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
             // A silence gap (DTX) before this packet: play silence, grow or shrink for free.
             currentDelayNs = delay(now: now)
             let outcome: PlayoutOutcome
-            if currentDelayNs < policy.targetNs - frameNs / 2 {
+            if currentDelayNs < policy.targetNs - insertBelowNs {
                 statistics.inserted.increment()  // playout stays: delay grows by a frame
                 outcome = .gapInserted
             } else if currentDelayNs > policy.targetNs + frameNs && ts - playout >= 2 * Int64(frameSize) {
@@ -446,7 +459,7 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
             playout = ts  // played after an underrun: the delay has grown
         }
         currentDelayNs = delay(now: now)
-        if currentDelayNs < policy.targetNs - frameNs / 2 {
+        if currentDelayNs < policy.targetNs - insertBelowNs {
             statistics.inserted.increment()
             excessSince = -1
             return .frame(.insertedConcealment, audible: finish(decoder.conceal(into: out, frameSize: frameSize), out))

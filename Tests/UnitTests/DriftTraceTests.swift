@@ -262,7 +262,7 @@ final class DriftTraceTests: XCTestCase {
         XCTAssertEqual(outside.count, 0, "cycles outside [\(jitter.minDelayMs), \(jitter.maxDelayMs)] ms")
 
         // The loop keeps its error well inside the band where the buffer neither inserts nor drops
-        // (a quarter frame each side of the setpoint).
+        // (a quarter frame below the setpoint where the pulls fall worst, more above).
         let worstError = warm.map { abs(on.errorMs[$0]) }.max() ?? .infinity
         XCTAssertLessThan(worstError, jitter.frameMs / 4)
 
