@@ -20,7 +20,8 @@ import SpeexDSP
 /// For the same reason the trim is the drift estimate alone while the smoothed error stays within
 /// a dead band (`DriftSettings.deadBandFrames`), and the start's offset is the first second's mean.
 /// Discrete changes (the buffer inserting or dropping, an underrun's late packet, the setpoint
-/// moving), which the buffer reports in each pull's `PlayoutReport`, are taken up by the
+/// moving, which the buffer reports in each pull's `PlayoutReport`, and the floor stepping with
+/// the path, which `PathStepDetector` tells from drift) are taken up by the
 /// controller's offset and worked off smoothly; the buffer's own insert/drop stays the coarse
 /// control for what the trim cannot follow.
 ///
@@ -115,6 +116,9 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     private var correctionSamples = 0
     /// Delay steps of the jumps made during this read, samples.
     private var jumpedSamples = 0
+    /// The floor transit at the last pull, and what tells its steps from drift.
+    private var floorTransitNs: Int64 = 0
+    private var pathSteps: PathStepDetector
 
     public init(buffer: JitterBuffer, settings: DriftSettings) throws {
         precondition(settings.maxTrimPPM < 100_000, "a trim beyond 10 % is not drift")
@@ -127,6 +131,9 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         pauseSamples = Int((settings.pauseJumpMs * Double(buffer.settings.sampleRate) / 1000).rounded(.up))
         pauseJumpMinMs = settings.deadBandFrames * buffer.settings.frameMs
         controller = DriftController(settings: settings, frameMs: frameMs)
+        pathSteps = PathStepDetector(slewPPM: settings.floorSlewPPM,
+                                     thresholdNs: Int64(settings.pathStepFrames * buffer.settings.frameMs * 1e6),
+                                     windowCount: buffer.settings.windowCount)
         resampler = try SpeexResampler(rate: buffer.settings.sampleRate, quality: settings.resamplerQuality)
         // speexdsp grows its filter table and memory on ratio changes but never shrinks them: visiting
         // both ends of the clamp here makes every later change allocation-free.
@@ -255,6 +262,9 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         jumpableMs = 0
         jumpedSamples = 0
         correctionSamples = 0
+        floorTransitNs = 0
+        pathSteps = PathStepDetector(slewPPM: settings.floorSlewPPM, thresholdNs: Int64(settings.pathStepFrames * frameMs * 1e6),
+                                     windowCount: buffer.settings.windowCount)
     }
 
     private func pull(now: Int64) {
@@ -266,6 +276,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         playing = report.playing
         targetMs = report.targetMs
         floorMs = report.floorMs
+        floorTransitNs = report.floorTransitNs
         pulledSamples += frameSize
         head = 0
         pulled = true
@@ -285,7 +296,10 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
             let stepMs = Double(stepSamples) / samplesPerMs - (setpointMs - lastSetpointMs)
             // Against the floor, not the window's fastest packet, whose luck is no drift; the
             // start's jumps land on the setpoint as the buffer measures it.
-            if startJumps > 0 { floorAtStartMs = floorMs }
+            if startJumps > 0 {
+                floorAtStartMs = floorMs
+                pathSteps.start(at: floorTransitNs, now: now)
+            }
             let errorMs = ageMs - setpointMs - (floorMs - floorAtStartMs)
             if startJumps > 0 {
                 // Once the last jump is done, the reading shows where it landed: one more trims the rest.
@@ -297,11 +311,15 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
                 trim = controller.hold()
                 jumpableMs = 0
             } else {
-                trim = controller.update(errorMs: errorMs, stepMs: stepMs)
+                // A step of the path is a discrete change like the buffer's: the reading moves the
+                // other way (the frames played are that much younger against the new floor).
+                let spreadNs = Int64((targetMs - frameMs - floorMs) * 1e6)  // the target is the percentile + a frame
+                let pathStepMs = Double(pathSteps.update(floorNs: floorTransitNs, spreadNs: spreadNs, driftPPM: controller.driftPPM, now: now)) / 1e6
+                trim = controller.update(errorMs: errorMs, stepMs: stepMs - pathStepMs)
                 if pauseJump { pauseJumpedMs += Double(abs(jumpedSamples)) / samplesPerMs }
                 // All steps but the buffer's corrections (and a start jump's, never read).
                 let startJumped = pauseJump ? 0 : jumpedSamples
-                jumpableMs += Double(stepSamples - correctionSamples - startJumped) / samplesPerMs - (setpointMs - lastSetpointMs)
+                jumpableMs += Double(stepSamples - correctionSamples - startJumped) / samplesPerMs - (setpointMs - lastSetpointMs) - pathStepMs
                 // Never more than the offset still holds (the trim works it off too).
                 let offset = controller.offsetMs
                 jumpableMs = offset >= 0 ? min(max(jumpableMs, 0), offset) : max(min(jumpableMs, 0), offset)

@@ -44,13 +44,20 @@ public struct DriftSettings: Sendable, Equatable {
     /// dropped or silence played, a frame at a time and only while the stream stays quiet. In a
     /// pause nobody hears it, and the delay stands still by the time the talker goes on.
     public var pauseJumpMs: Double
+    /// The floor transit moving away from what drift could have made of it by more than this, in
+    /// frames, is a step of the path (`PathStepDetector`): taken up by the offset, not the drift
+    /// estimate.
+    public var pathStepFrames: Double
+    /// How fast the floor may move away from the drift estimate's ramp before the distance counts
+    /// toward a step, ppm: room for the estimate to converge, and for the percentile's wandering.
+    public var floorSlewPPM: Double
     /// speexdsp resampler quality 0...10. Its filter delays the audio by half its length:
     /// 24 samples (0.5 ms at 48 kHz) at quality 3, speexdsp's VoIP default.
     public var resamplerQuality: Int
 
     public init(enabled: Bool, proportionalPPMPerMs: Double = 200, integralPPMPerMsSecond: Double = 10,
                 maxTrimPPM: Double = 1000, smoothingMs: Double = 1000, setpointToleranceFrames: Double = 0.1,
-                setpointFrames: Double = 0.5, insertMarginFrames: Double = 0.25, deadBandFrames: Double = 0.05, pauseJumpMs: Double = 50, resamplerQuality: Int = 3) {
+                setpointFrames: Double = 0.5, insertMarginFrames: Double = 0.25, deadBandFrames: Double = 0.05, pathStepFrames: Double = 0.05, floorSlewPPM: Double = 200, pauseJumpMs: Double = 50, resamplerQuality: Int = 3) {
         self.enabled = enabled
         self.proportionalPPMPerMs = proportionalPPMPerMs
         self.integralPPMPerMsSecond = integralPPMPerMsSecond
@@ -60,6 +67,8 @@ public struct DriftSettings: Sendable, Equatable {
         self.setpointFrames = setpointFrames
         self.insertMarginFrames = insertMarginFrames
         self.deadBandFrames = deadBandFrames
+        self.pathStepFrames = pathStepFrames
+        self.floorSlewPPM = floorSlewPPM
         self.pauseJumpMs = pauseJumpMs
         self.resamplerQuality = resamplerQuality
     }

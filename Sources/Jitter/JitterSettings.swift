@@ -92,6 +92,8 @@ public struct JitterSettings: Sendable, Equatable {
     }
 
     public var frameMs: Double { Double(frameSize) * 1000 / Double(sampleRate) }
+    /// Packets in the transit window (`windowMs` of frames, at least 16).
+    public var windowCount: Int { max(16, Int((windowMs / frameMs).rounded(.up))) }
 }
 
 /// Statistics of one jitter buffer: written by the audio thread, readable from any thread.

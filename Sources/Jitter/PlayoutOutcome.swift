@@ -82,9 +82,12 @@ public struct PlayoutReport: Sendable, Equatable {
     public var targetMs: Double
     /// The window's floor transit above its fastest, ms (`JitterSettings.floorPercentile`).
     public var floorMs: Double
+    /// The floor transit itself, ns (arrival minus timestamp, with their clocks' unknown offset):
+    /// only its moves mean anything, a path's step or a clock's drift.
+    public var floorTransitNs: Int64
 
     public init(audible: Bool, quiet: Bool, playing: Bool, stepSamples: Int, correctionSamples: Int = 0, delayMs: Double,
-                targetMs: Double, floorMs: Double = 0) {
+                targetMs: Double, floorMs: Double = 0, floorTransitNs: Int64 = 0) {
         self.audible = audible
         self.quiet = quiet
         self.playing = playing
@@ -93,5 +96,6 @@ public struct PlayoutReport: Sendable, Equatable {
         self.delayMs = delayMs
         self.targetMs = targetMs
         self.floorMs = floorMs
+        self.floorTransitNs = floorTransitNs
     }
 }

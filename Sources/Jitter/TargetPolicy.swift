@@ -49,8 +49,7 @@ public struct TargetPolicy: ~Copyable {
         shrinkUnpausedNs = Int64(settings.shrinkUnpausedMs * 1e6)
         backlogSpacingNs = Int64(settings.backlogSpacingFrames * Double(frameNs))
         fecHoldNs = Int64(settings.fecHoldMs * 1e6)
-        let windowCount = max(16, Int((settings.windowMs / settings.frameMs).rounded(.up)))
-        estimator = DelayEstimator(windowCount: windowCount, percentile: settings.percentile, floor: settings.floorPercentile)
+        estimator = DelayEstimator(windowCount: settings.windowCount, percentile: settings.percentile, floor: settings.floorPercentile)
         initialNs = max(minDelayNs, min(maxDelayNs, frameNs))
         targetNs = initialNs
         newTimelineGapNs = Int64(settings.resetGapMs * 1e6)

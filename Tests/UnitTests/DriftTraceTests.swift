@@ -219,7 +219,8 @@ final class DriftTraceTests: XCTestCase {
     /// whenever one enters or leaves the 2 s window. The corrector reads its delay against a low
     /// percentile of the window (`JitterSettings.floorPercentile`), which does not move: over a
     /// minute on one clock the estimate stays at 0. Against the fastest packet (a floor at the
-    /// first rank) the same trace reads as drift.
+    /// first rank, and no `PathStepDetector` to take its moves for steps) the same trace reads as
+    /// drift.
     func testALuckyFastPacketIsNotDrift() throws {
         let profile = ImpairmentProfile(baseDelayMs: 2, jitterMs: 0.5, lossPercent: 0, burstEnterPercent: 0, burstExitPercent: 100,
                                         burstLossPercent: 0, reorderPercent: 0, reorderDelayMs: 0, duplicatePercent: 0, seed: 7)
@@ -229,6 +230,7 @@ final class DriftTraceTests: XCTestCase {
             var sim = DriftSimulation(ppm: 0, profile: profile, frames: 6_000)
             sim.extraDelayMs = { early[$0 % early.count] ? 0 : 2 }
             sim.jitter.floorPercentile = floor
+            if floor < 0.01 { sim.drift.pathStepFrames = 1e6 }
             return try sim.run().driftPPM[1_000...].map(abs).max() ?? .infinity
         }
         let floor = try worstEstimate(floor: JitterSettings(.default).floorPercentile), fastest = try worstEstimate(floor: 1e-6)
@@ -237,6 +239,37 @@ final class DriftTraceTests: XCTestCase {
         XCTAssertLessThan(floor, 2, "the drift estimate against the floor")
         // The measure can fail: the fastest packet's luck reads as drift.
         XCTAssertGreaterThan(fastest, 5, "against the fastest packet the trace should have looked like drift")
+    }
+
+    /// The path gets slower or faster for good (a loaded sender, a capture handing its frames over
+    /// at another phase, a link rerouted), or for a few seconds: the floor the corrector reads
+    /// against moves by milliseconds within the window's turnover, faster than drift could, so
+    /// the move is a step for the controller's offset and not drift (`PathStepDetector`). On one
+    /// clock the estimate stays within 10 ppm; read as drift, the same traces wind it up to
+    /// 30-140 ppm for half a minute (the rig's howling test caught 42 and 70 ppm).
+    func testAPathStepIsNotDrift() throws {
+        let profile = ImpairmentProfile(baseDelayMs: 2, jitterMs: 2, lossPercent: 0, burstEnterPercent: 0, burstExitPercent: 100,
+                                        burstLossPercent: 0, reorderPercent: 0, reorderDelayMs: 0, duplicatePercent: 0, seed: 3)
+        let cases: [(name: String, extra: (Int) -> Double)] = [
+            ("3 ms slower from 10 s", { $0 >= 1_000 ? 3 : 0 }),
+            ("4 ms faster from 10 s", { $0 >= 1_000 ? -4 : 0 }),
+            ("1.5 ms slower from 10 s", { $0 >= 1_000 ? 1.5 : 0 }),
+            ("4 ms slower for 3 s", { (1_000..<1_300).contains($0) ? 4 : 0 }),
+        ]
+        for c in cases {
+            func worstEstimate(detecting: Bool) throws -> Double {
+                var sim = DriftSimulation(ppm: 0, profile: profile, frames: 4_000)
+                sim.wakeJitterMs = 2
+                sim.extraDelayMs = c.extra
+                if !detecting { sim.drift.pathStepFrames = 1e6 }
+                return try sim.run().driftPPM.map(abs).max() ?? .infinity
+            }
+            let detected = try worstEstimate(detecting: true), read = try worstEstimate(detecting: false)
+            print(String(format: "path %@, one clock: the drift estimate reads at most %.1f ppm (%.1f ppm read as drift)", c.name, detected, read))
+            XCTAssertLessThan(detected, 10, "\(c.name): the drift estimate after a path step")
+            // The measure can fail: read as drift, the same trace winds the estimate up.
+            XCTAssertGreaterThan(read, 25, "\(c.name): read as drift, the step should have wound the estimate up")
+        }
     }
 
     private func run(ppm: Double, corrected: Bool, frames: Int = frames, wakeJitterMs: Double = 0) throws -> DriftSimulation.Result {
