@@ -191,8 +191,8 @@ public final class EchoCanceller: @unchecked Sendable {
             // The next frame of the reference too, when played already: an echo path that moved
             // earlier brings the first echo of a word before its reference.
             _ = fetch(from: captured - shift, into: upcoming)
-            let ownSound = isOwnSound(at: captured - frame - shift)
-            if gate.process(reference: reference, ownSound: ownSound, upcoming: upcoming, output: output) { gatedFrames.increment() }
+            if gate.process(reference: reference, ownSound: isOwnSound(at: captured - frame - shift), upcoming: upcoming,
+                            upcomingOwnSound: isOwnSound(at: captured - shift), output: output) { gatedFrames.increment() }
         }
         if let db = erle.update(capture: capture, output: output, reference: reference, count: frame) {
             erleDB.store(db)

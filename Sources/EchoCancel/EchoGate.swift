@@ -32,6 +32,10 @@ struct EchoGate {
         var fallDBPerSecond = 10.0
         var riseDBPerSecond = 100.0
         var attenuationDB = 60.0
+        /// For a frame that is the echo of the terminal's own notes (`TonalEcho`): nobody in the
+        /// room is in it, and while the canceller holds or has not learnt a note, it is the echo
+        /// itself, up to -10 dBFS: 60 dB under that is still a tone at the far end.
+        var toneAttenuationDB = 100.0
         var hangoverFrames = 5
         /// The far end counts as active above this level (dBFS, its decaying peak).
         var farFloorDBFS = -55.0
@@ -45,6 +49,7 @@ struct EchoGate {
     private let farDecay: Double      // per frame, as a power factor
     private let farFloor: Double      // power, Int16 units squared
     private let closedGain: Double
+    private let toneClosedGain: Double
     private var farPeak = 0.0
     private let tones: TonalEcho
     private var residualDB: Double
@@ -58,20 +63,24 @@ struct EchoGate {
         farDecay = pow(10, -settings.farDecayDBOverTail / 10 * Double(frameSize) / Double(max(tailSamples, frameSize)))
         farFloor = 32768.0 * 32768.0 * pow(10, settings.farFloorDBFS / 10)
         closedGain = pow(10, -settings.attenuationDB / 20)
+        toneClosedGain = pow(10, -settings.toneAttenuationDB / 20)
         residualDB = settings.startResidualDB
         tones = TonalEcho(frameSize: frameSize, floorPower: farFloor, holdFrames: max(tailSamples, frameSize) / frameSize)
     }
 
     /// Gates `output` (the canceller's cleaned frame) in place, given the reference it was cleaned
-    /// against, whether that was mostly the terminal's own sound, and the reference's next frame
-    /// (silence if not played yet). Returns true if the frame was attenuated.
+    /// against and the reference's next frame (silence if not played yet), each with whether it
+    /// was mostly the terminal's own sound. Returns true if the frame was attenuated.
     @discardableResult
     mutating func process(reference: UnsafePointer<Int16>, ownSound: Bool, upcoming: UnsafePointer<Int16>,
-                          output: UnsafeMutablePointer<Int16>) -> Bool {
+                          upcomingOwnSound: Bool, output: UnsafeMutablePointer<Int16>) -> Bool {
         let referencePower = Self.power(reference, frame)
         farPeak = max(referencePower, Self.power(upcoming, frame), farPeak * farDecay)
-        tones.listen(to: reference, ownSound: ownSound)
+        // The next frame's notes too: an echo path that moved earlier brings a note's echo before
+        // its reference, and a new note unknown to the filter comes back nearly whole.
+        tones.listen(to: reference, ownSound: ownSound, upcoming: upcoming, upcomingOwnSound: upcomingOwnSound)
         var target = 1.0
+        var echoOfNotes = false
         if farPeak > farFloor {
             // What is at the notes being played is their echo, however loud: only the rest can
             // be someone in the room, and only the rest is what the filter leaves of a voice.
@@ -81,6 +90,7 @@ struct EchoGate {
             let nearEnd = atNotes < TonalEcho.echoShare && ratioDB > residualDB + settings.nearEndMarginDB
             if atNotes >= TonalEcho.echoShare {
                 hangover = 0  // the notes' echo outweighs whatever else is there: close now
+                echoOfNotes = true
             } else if nearEnd {
                 hangover = settings.hangoverFrames
             }
@@ -92,7 +102,7 @@ struct EchoGate {
             if hangover > 0 {
                 hangover -= 1
             } else {
-                target = closedGain
+                target = echoOfNotes ? toneClosedGain : closedGain
             }
         } else {
             hangover = 0
@@ -139,7 +149,7 @@ struct EchoGate {
 /// the terminal's own sound (the mixer says so) and tonal (a few notes hold most of its power),
 /// its notes are listened for over the canceller's tail: the power at them in an output frame is
 /// their echo, whatever its level, and the gate judges only the rest. A far end's voice is never
-/// taken apart this way. Written here: a 512-point spectrum of two frames is all it needs.
+/// taken apart this way. Written here: a 512-point spectrum of a few frames is all it needs.
 /// Allocation-free after `init`; the audio thread only.
 final class TonalEcho {
     /// Notes taken from one frame at most (the chime has four partials).
@@ -201,11 +211,15 @@ final class TonalEcho {
         covered.deallocate(); picked.deallocate(); bins.deallocate(); holds.deallocate()
     }
 
-    /// Takes the notes of a reference frame that is the terminal's own tonal sound; ages the
-    /// notes taken before.
-    func listen(to reference: UnsafePointer<Int16>, ownSound: Bool) {
+    /// Ages the notes taken before; takes the notes of a reference frame, and of the one after it,
+    /// that is the terminal's own tonal sound.
+    func listen(to reference: UnsafePointer<Int16>, ownSound: Bool, upcoming: UnsafePointer<Int16>, upcomingOwnSound: Bool) {
         for s in 0..<Self.slots where holds[s] > 0 { holds[s] -= 1 }
-        guard ownSound else { return }
+        if ownSound { take(reference) }
+        if upcomingOwnSound { take(upcoming) }
+    }
+
+    private func take(_ reference: UnsafePointer<Int16>) {
         var energy = 0.0
         for i in 0..<frame { energy += Double(reference[i]) * Double(reference[i]) }
         guard energy > floorEnergy else { return }
