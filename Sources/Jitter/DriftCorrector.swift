@@ -133,7 +133,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         controller = DriftController(settings: settings, frameMs: frameMs)
         pathSteps = PathStepDetector(slewPPM: settings.floorSlewPPM,
                                      thresholdNs: Int64(settings.pathStepFrames * buffer.settings.frameMs * 1e6),
-                                     windowCount: buffer.settings.windowCount)
+                                     windowCount: buffer.settings.windowCount, windowNs: Int64(buffer.settings.windowMs * 1e6))
         resampler = try SpeexResampler(rate: buffer.settings.sampleRate, quality: settings.resamplerQuality)
         // speexdsp grows its filter table and memory on ratio changes but never shrinks them: visiting
         // both ends of the clamp here makes every later change allocation-free.
@@ -264,7 +264,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         correctionSamples = 0
         floorTransitNs = 0
         pathSteps = PathStepDetector(slewPPM: settings.floorSlewPPM, thresholdNs: Int64(settings.pathStepFrames * frameMs * 1e6),
-                                     windowCount: buffer.settings.windowCount)
+                                     windowCount: buffer.settings.windowCount, windowNs: Int64(buffer.settings.windowMs * 1e6))
     }
 
     private func pull(now: Int64) {

@@ -22,10 +22,15 @@ public struct PathStepDetector: Sendable {
     private var follower: Int64 = 0
     private var lastNanos: Int64 = 0
     private var started = false
+    /// Until the window has turned over once since the start, its floor is a percentile of the
+    /// few packets since (a new timeline) and moves as it fills: followed, never a step.
+    private let windowNs: Int64
+    private var fillingUntil: Int64 = 0
 
-    /// - Parameters: `thresholdNs`: the fixed threshold; `windowCount`: packets in the window the
-    ///   floor is a percentile of.
-    public init(slewPPM: Double, thresholdNs: Int64, windowCount: Int) {
+    /// - Parameters: `thresholdNs`: the fixed threshold; `windowCount`, `windowNs`: packets in the
+    ///   window the floor is a percentile of, and how long they take.
+    public init(slewPPM: Double, thresholdNs: Int64, windowCount: Int, windowNs: Int64) {
+        self.windowNs = windowNs
         rate = slewPPM * 1e-6
         self.thresholdNs = thresholdNs
         spreadScale = 1 / Double(max(1, windowCount)).squareRoot()
@@ -35,6 +40,7 @@ public struct PathStepDetector: Sendable {
     public mutating func start(at floorNs: Int64, now: Int64) {
         follower = floorNs
         lastNanos = now
+        fillingUntil = now + windowNs
         started = true
     }
 
@@ -48,6 +54,7 @@ public struct PathStepDetector: Sendable {
         let ramp = -driftPPM * 1e-6 * elapsed, reach = rate * elapsed
         follower += Int64(max(ramp - reach, min(ramp + reach, Double(floorNs - follower))).rounded())
         let distance = floorNs - follower
+        if now < fillingUntil { follower = floorNs; return 0 }
         guard abs(distance) > max(thresholdNs, Int64(Double(max(0, spreadNs)) * spreadScale)) else { return 0 }
         follower = floorNs
         return distance

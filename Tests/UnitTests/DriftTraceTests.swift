@@ -255,6 +255,10 @@ final class DriftTraceTests: XCTestCase {
             ("4 ms faster from 10 s", { $0 >= 1_000 ? -4 : 0 }),
             ("1.5 ms slower from 10 s", { $0 >= 1_000 ? 1.5 : 0 }),
             ("4 ms slower for 3 s", { (1_000..<1_300).contains($0) ? 4 : 0 }),
+            // A sender stalled for 150 ms sends its backlog at once, then on a timeline 10 ms later
+            // or 5 ms earlier (its capture restarted at another phase; the rig's stall test).
+            ("10 ms slower after a 150 ms sender stall", { k in k < 1_000 ? 0 : k < 1_015 ? Double(1_015 - k) * 10 + 10 : 10 }),
+            ("5 ms faster after a 150 ms sender stall", { k in k < 1_000 ? 0 : k < 1_015 ? Double(1_015 - k) * 10 - 5 : -5 }),
         ]
         for c in cases {
             func worstEstimate(detecting: Bool) throws -> Double {
@@ -270,6 +274,17 @@ final class DriftTraceTests: XCTestCase {
             // The measure can fail: read as drift, the same trace winds the estimate up.
             XCTAssertGreaterThan(read, 25, "\(c.name): read as drift, the step should have wound the estimate up")
         }
+        // A 300 ms stall is a new timeline: the buffer starts over, and the floor moves as its
+        // window fills again, which is no step (taken for steps, it wound the estimate to 21 ppm).
+        var restart = DriftSimulation(ppm: 0, profile: profile, frames: 4_000)
+        restart.wakeJitterMs = 2
+        restart.extraDelayMs = { k in k < 1_000 ? 0 : k < 1_030 ? Double(1_030 - k) * 10 + 10 : 10 }
+        let r = try restart.run()
+        let worst = r.driftPPM.map(abs).max() ?? .infinity
+        print(String(format: "path 10 ms slower after a 300 ms sender stall (%d rebuffered), one clock: the drift estimate reads at most %.1f ppm",
+                     r.statistics.rebuffers.load, worst))
+        XCTAssertEqual(r.statistics.rebuffers.load, 1, "the stall should have started the buffer over")
+        XCTAssertLessThan(worst, 10, "the drift estimate after the buffer started over")
     }
 
     private func run(ppm: Double, corrected: Bool, frames: Int = frames, wakeJitterMs: Double = 0) throws -> DriftSimulation.Result {
