@@ -12,8 +12,8 @@ import SignalTools
 /// In a group call that is the caller's microphone repeating one callee to all the others.
 ///
 /// The gate learns what the canceller leaves: `residual`, the cleaned output relative to the far
-/// end's recent peak level, tracked in dB over frames taken as echo only (quickly up to the louder
-/// ones, slowly down). It starts high (nothing learned: all of the echo may come back) and follows
+/// end's peak level over the canceller's tail (`TailPeak`), tracked in dB over frames taken as echo
+/// only (quickly up to the louder ones, slowly down). It starts high (nothing learned: all of the echo may come back) and follows
 /// the canceller down as it converges. A frame clearly louder than that (`nearEndMarginDB`) carries
 /// near-end speech and opens the gate for `hangoverFrames`; the others are attenuated by
 /// `attenuationDB` while the far end is active: deep, because until the canceller has converged
@@ -37,20 +37,18 @@ struct EchoGate {
         /// itself, up to -10 dBFS: 60 dB under that is still a tone at the far end.
         var toneAttenuationDB = 100.0
         var hangoverFrames = 5
-        /// The far end counts as active above this level (dBFS, its decaying peak).
+        /// The far end counts as active above this level (dBFS, its peak over the tail).
         var farFloorDBFS = -55.0
-        /// The far end's peak falls by this much over the canceller's tail (the room's echo decays).
-        var farDecayDBOverTail = 30.0
     }
 
     private let settings: Settings
     private let frame: Int
     private let secondsPerFrame: Double
-    private let farDecay: Double      // per frame, as a power factor
     private let farFloor: Double      // power, Int16 units squared
     private let closedGain: Double
     private let toneClosedGain: Double
     private var farPeak = 0.0
+    private let tailPeak: TailPeak
     private let tones: TonalEcho
     private var residualDB: Double
     private var hangover = 0
@@ -60,7 +58,7 @@ struct EchoGate {
         self.settings = settings
         frame = frameSize
         secondsPerFrame = Double(frameSize) / Double(sampleRate)
-        farDecay = pow(10, -settings.farDecayDBOverTail / 10 * Double(frameSize) / Double(max(tailSamples, frameSize)))
+        tailPeak = TailPeak(frames: max(tailSamples, frameSize) / frameSize)
         farFloor = 32768.0 * 32768.0 * pow(10, settings.farFloorDBFS / 10)
         closedGain = pow(10, -settings.attenuationDB / 20)
         toneClosedGain = pow(10, -settings.toneAttenuationDB / 20)
@@ -75,7 +73,7 @@ struct EchoGate {
     mutating func process(reference: UnsafePointer<Int16>, ownSound: Bool, upcoming: UnsafePointer<Int16>,
                           upcomingOwnSound: Bool, output: UnsafeMutablePointer<Int16>) -> Bool {
         let referencePower = Self.power(reference, frame)
-        farPeak = max(referencePower, Self.power(upcoming, frame), farPeak * farDecay)
+        farPeak = max(tailPeak.push(referencePower), Self.power(upcoming, frame))
         // The next frame's notes too: an echo path that moved earlier brings a note's echo before
         // its reference, and a new note unknown to the filter comes back nearly whole.
         tones.listen(to: reference, ownSound: ownSound, upcoming: upcoming, upcomingOwnSound: upcomingOwnSound)
@@ -115,6 +113,7 @@ struct EchoGate {
     mutating func reset() {
         residualDB = settings.startResidualDB
         farPeak = 0
+        tailPeak.forget()
         hangover = 0
         tones.forget()
     }
@@ -134,6 +133,38 @@ struct EchoGate {
         var sum = 0.0
         for i in 0..<n { sum += Double(x[i]) * Double(x[i]) }
         return sum / Double(n)
+    }
+}
+
+/// The loudest reference frame over the canceller's tail: what its filter still convolves, so
+/// what the filter's misadjustment can ring with once a word has ended. Against a peak that decays
+/// as a room's echo does, that ringing (the reference 60 dB down, the output still 40 dB under the
+/// word) read as someone in the room and went out: the other terminal's gate then took it for
+/// its far end talking and shut on its own talker. Allocation-free after `init`.
+final class TailPeak {
+    private let powers: UnsafeMutablePointer<Double>
+    private let count: Int
+    private var next = 0
+
+    init(frames: Int) {
+        count = max(1, frames)
+        powers = .allocate(capacity: count)
+        powers.initialize(repeating: 0, count: count)
+    }
+
+    deinit { powers.deallocate() }
+
+    /// Takes the newest frame's power; returns the largest of the last `frames`.
+    func push(_ power: Double) -> Double {
+        powers[next] = power
+        next = next + 1 == count ? 0 : next + 1
+        var peak = 0.0
+        for i in 0..<count where powers[i] > peak { peak = powers[i] }
+        return peak
+    }
+
+    func forget() {
+        powers.update(repeating: 0, count: count)
     }
 }
 

@@ -494,6 +494,51 @@ final class EchoCancellerTests: XCTestCase {
         XCTAssertGreaterThan(untold, 1000, "not knowing the next frame's notes, the gate should have opened")
     }
 
+    /// The gate alone, after a canceller that leaves 30 dB of a far end's voice: the word ends, and
+    /// for the next 150 ms the filter's misadjustment rings on over its tail, 30 dB under the word,
+    /// while the reference is silent. That ringing is still the word's echo: the gate holds it
+    /// against the loudest reference frame the filter still holds, and it stays shut (against a
+    /// peak decaying 30 dB over the tail, frames 6 to 15 of it went out as someone in the room,
+    /// and the other terminal's gate shut on its own talker). Someone who starts talking in the
+    /// room right after the word, 10 dB under it, is let through.
+    func testTheFiltersRingingAfterAWordStaysShutAndATalkerAfterItPasses() {
+        let noise = farEnd(seconds: 9, seed: 8), words = 800
+        let silence = [Int16](repeating: 0, count: frame)
+        let residual = { (x: [Int16]) in x.map { Int16(Double($0) * 0.0316) } }  // 30 dB under
+        /// Passes `output` through the gate; returns it.
+        func step(_ gate: inout EchoGate, _ reference: [Int16], _ upcoming: [Int16], _ output: [Int16]) -> [Int16] {
+            var out = output
+            gate.process(reference: reference, ownSound: false, upcoming: upcoming, upcomingOwnSound: false, output: &out)
+            return out
+        }
+        func afterAWord() -> EchoGate {
+            var gate = EchoGate(frameSize: frame, sampleRate: 48000, tailSamples: 9600)
+            for f in 0..<words {
+                let r = Array(noise[(f * frame)..<((f + 1) * frame)])
+                let u = f + 1 < words ? Array(noise[((f + 1) * frame)..<((f + 2) * frame)]) : silence
+                _ = step(&gate, r, u, residual(r))
+            }
+            return gate
+        }
+        var gate = afterAWord()
+        let ring = residual(Array(noise[(words * frame)..<((words + 1) * frame)]))
+        let ringPeak = ring.map { abs(Int($0)) }.max()!
+        let rang = (0..<15).map { _ in step(&gate, silence, silence, ring).map { abs(Int($0)) }.max()! }
+        print("the filter's ringing after a word (peak \(ringPeak)): the loudest sample sent per frame \(rang)")
+        XCTAssertLessThanOrEqual(rang.max()!, ringPeak / 100, "the filter's ringing went out")
+
+        gate = afterAWord()
+        let talker = farEnd(seconds: 1, seed: 9).map { Int16(Double($0) * 0.316) }
+        var kept = 0.0, total = 0.0
+        for f in 0..<15 {
+            let t = Array(talker[(f * frame)..<((f + 1) * frame)])
+            for (a, b) in zip(step(&gate, silence, silence, t), t) { kept += Double(a) * Double(b); total += Double(b) * Double(b) }
+        }
+        let keptDB = 10 * log10(max(kept / total, 1e-12))
+        print(String(format: "a talker right after the word, 10 dB under it: %.2f dB kept", keptDB))
+        XCTAssertGreaterThan(keptDB, -1, "the talker after the word was shut out")
+    }
+
     // MARK: Residual echo suppression
 
     /// The bands add up to the signal they were split from, so a gain of 1 everywhere changes nothing.
