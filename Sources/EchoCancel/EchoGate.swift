@@ -12,8 +12,9 @@ import SignalTools
 /// In a group call that is the caller's microphone repeating one callee to all the others.
 ///
 /// The gate learns what the canceller leaves: `residual`, the cleaned output relative to the far
-/// end's peak level over the canceller's tail (`TailPeak`), tracked in dB over frames taken as echo
-/// only (quickly up to the louder ones, slowly down). It starts high (nothing learned: all of the echo may come back) and follows
+/// end's peak level over the canceller's tail (`TailPeak`), tracked in dB over frames taken as
+/// echo only (quickly up to the louder ones, slowly down). It starts high (nothing learned: all of
+/// the echo may come back) and follows
 /// the canceller down as it converges. A frame clearly louder than that (`nearEndMarginDB`) carries
 /// near-end speech and opens the gate for `hangoverFrames`; the others are attenuated by
 /// `attenuationDB` while the far end is active: deep, because until the canceller has converged
@@ -139,8 +140,9 @@ struct EchoGate {
 /// The loudest reference frame over the canceller's tail: what its filter still convolves, so
 /// what the filter's misadjustment can ring with once a word has ended. Against a peak that decays
 /// as a room's echo does, that ringing (the reference 60 dB down, the output still 40 dB under the
-/// word) read as someone in the room and went out: the other terminal's gate then took it for
-/// its far end talking and shut on its own talker. Allocation-free after `init`.
+/// word) read as someone in the room and went back to the talker's terminal; on the rig, both ways,
+/// the talker's voice then scored PESQ-WB 3.6-4.3 at the far end instead of 4.45-4.47.
+/// Allocation-free after `init`.
 final class TailPeak {
     private let powers: UnsafeMutablePointer<Double>
     private let count: Int
