@@ -48,9 +48,13 @@ import RealTime
 ///   window before it is forgotten and the target learned again (`TargetPolicy`);
 /// - FEC look-ahead: a lost frame can come back from the next packet's FEC only if that packet is
 ///   buffered when the frame is due, i.e. at two frames of delay or more. On a link with little
-///   jitter the target is less; a loss that FEC would have repaired but for that (`fecMissed`), or
-///   did repair, keeps the desired delay at two frames or more for `fecHoldMs`: a lossy link pays
-///   up to a frame, a clean one nothing, a jittery one (already above two frames) nothing either.
+///   jitter the target is less; any lost frame, or one FEC repaired, keeps the desired delay at
+///   two frames or more for `fecHoldMs`: a lossy link pays up to a frame, a clean one nothing, a
+///   jittery one (already above two frames) nothing either. Any loss, not only one whose next
+///   packet carried FEC: a sender puts no FEC into silence, and a link that loses packets in the
+///   silence before a talk then has its look-ahead (its frame added in that silence) when the
+///   talker starts, instead of growing by a frame in the middle of the talk. Not for a sender
+///   whose speech has come without FEC (`fecAbsentAfterFrames`): the frame would buy nothing.
 public final class JitterBuffer: FrameSource, @unchecked Sendable {
     // @unchecked: all mutable state is touched by the audio thread only (the queue is SPSC).
     public let settings: JitterSettings
@@ -103,6 +107,10 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
     private var lastAcceptedArrival: Int64 = 0
     /// When the last frame above the quiet level was read: since then the stream is in a pause.
     private var quietSinceNs: Int64 = .min / 2
+    /// Whether the last frame read was above the quiet level, and how many frames of speech in a
+    /// row since then were followed by a packet without FEC for them (`fecAbsentAfterFrames`).
+    private var lastFrameLoud = false
+    private var speechWithoutFEC = 0
     /// The window's fastest transit at the last refresh (nil: none yet), and its moves (`pathShiftMs`).
     private var lastMinimumTransitNs: Int64?
     private var pathShiftNs: Int64 = 0
@@ -172,6 +180,8 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         lastReadNanos = 0
         quietSinceNs = .min / 2
         lastMinimumTransitNs = nil
+        lastFrameLoud = false
+        speechWithoutFEC = 0
         currentDelayNs = 0
         outcomes = PlayoutOutcomes()
         lastOutcome = .waiting
@@ -253,6 +263,7 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         let audible = produce(into: buffer, now: now)
         let quiet = !audible || isQuiet(buffer)
         if !quiet { quietSinceNs = now }
+        lastFrameLoud = !quiet
         statistics.currentDelayMs.store(Double(currentDelayNs) / 1e6)
         statistics.bufferLevelMs.store(bufferLevelMs)
         // Anything but one frame of playout advance is a step of the delay.
@@ -348,6 +359,12 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
     private func holdForFEC(now: Int64) {
         policy.holdForFEC(now: now)
         publishTarget()
+    }
+
+    /// A loss: the link loses packets, and the next loss may be in speech. Holds the look-ahead
+    /// unless the sender has shown it puts no FEC into its speech (it would buy nothing).
+    private func holdForFECAfterLoss(now: Int64) {
+        if speechWithoutFEC < settings.fecAbsentAfterFrames { holdForFEC(now: now) }
     }
 
     @inline(__always)
@@ -519,10 +536,9 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
             // Already covered by a frame concealed during an underrun: it is lost, not late.
             statistics.lost.increment()
             if first == nextSeq &+ 1 && policy.holdsForFEC && decoder.carriesFEC(store.payload(first)) {
-                // Its repair arrived a moment too late: hold two frames from now on.
-                statistics.fecMissed.increment()
-                holdForFEC(now: now)
+                statistics.fecMissed.increment()  // its repair arrived a moment too late
             }
+            holdForFECAfterLoss(now: now)
             nextSeq &+= 1
             return .skip(.lostCovered)
         }
@@ -547,6 +563,7 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         // No next packet, or it carries no usable FEC data.
         let result = decoder.conceal(into: out, frameSize: frameSize)
         statistics.lost.increment()
+        holdForFECAfterLoss(now: now)
         return .frame(.concealedLoss, audible: finish(result, out))
     }
 
@@ -590,6 +607,12 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
     /// The packet at `nextSeq` (stamped `ts`) was decoded: mark it played and move playout past it.
     /// A result longer than a frame leaves the rest in the decoder, played until `carriedUntil`.
     private func consume(ts: Int64, decoded result: Int) {
+        // A packet after a frame of speech carries FEC for it if its sender makes any.
+        if decoder.carriesFEC(store.payload(nextSeq)) {
+            speechWithoutFEC = 0
+        } else if lastFrameLoud && speechWithoutFEC < settings.fecAbsentAfterFrames {
+            speechWithoutFEC += 1
+        }
         carriedUntil = result > frameSize ? ts + Int64(result) : .min
         store.markPlayed(nextSeq)
         nextSeq &+= 1

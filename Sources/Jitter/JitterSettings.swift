@@ -58,17 +58,20 @@ public struct JitterSettings: Sendable, Equatable {
     /// ran dry): the listener has heard that gap already, so the delay it left is cut back to
     /// the target at once instead of being dropped frame by frame over seconds.
     public var consumerStallMs: Double
-    /// After a loss that the next packet's FEC would have repaired, had it been buffered (the loss
-    /// showed as an underrun), or that it did repair, the target stays at two frames or more for
-    /// this long, so that the next loss finds its successor at hand. 0: never (the delay then
-    /// follows jitter alone).
+    /// After any lost frame, or one the next packet's FEC repaired, the target stays at two frames
+    /// or more for this long, so that the next loss finds its successor at hand. 0: never (the
+    /// delay then follows jitter alone).
     public var fecHoldMs: Double
+    /// Frames of speech in a row followed by packets without FEC for them after which the sender
+    /// counts as one that makes none (FEC off, or CELT only): its losses no longer hold the
+    /// look-ahead. A sender with FEC on puts it after nearly every frame of speech.
+    public var fecAbsentAfterFrames: Int
 
     public init(frameSize: Int, sampleRate: Int, minDelayMs: Double, maxDelayMs: Double,
                 capacity: Int = 64, maxPayloadBytes: Int = 1500, percentile: Double = 0.95, windowMs: Double = 2000, floorPercentile: Double = 0.05,
                 shrinkIntervalMs: Double = 3000, shrinkPauseMs: Double = 1000, shrinkUnpausedMs: Double = 30_000, resetGapMs: Double = 200, underrunConcealMs: Double = 60,
                 dropInSpeech: Bool = true, minDropIntervalFrames: Int = 20, quietLevelDBFS: Double = -45,
-                backlogSpacingFrames: Double = 0.5, consumerStallMs: Double = 80, fecHoldMs: Double = 10_000) {
+                backlogSpacingFrames: Double = 0.5, consumerStallMs: Double = 80, fecHoldMs: Double = 10_000, fecAbsentAfterFrames: Int = 50) {
         self.frameSize = frameSize
         self.sampleRate = sampleRate
         self.minDelayMs = minDelayMs
@@ -89,6 +92,7 @@ public struct JitterSettings: Sendable, Equatable {
         self.backlogSpacingFrames = backlogSpacingFrames
         self.consumerStallMs = consumerStallMs
         self.fecHoldMs = fecHoldMs
+        self.fecAbsentAfterFrames = fecAbsentAfterFrames
     }
 
     public var frameMs: Double { Double(frameSize) * 1000 / Double(sampleRate) }
@@ -107,8 +111,8 @@ public final class JitterStatistics: Sendable {
     /// Frames recovered from the next packet's in-band FEC.
     public let fecRecovered = Counter()
     /// Of `lost`: frames whose repair came too late: the next packet carried FEC for them but
-    /// arrived after they had been concealed. Each one holds the target at two frames or more
-    /// (`fecHoldMs`).
+    /// arrived after they had been concealed (the target held at two frames had not yet been
+    /// reached, see `fecHoldMs`).
     public let fecMissed = Counter()
     /// Packets arriving after their frame was played (or skipped); dropped.
     public let late = Counter()

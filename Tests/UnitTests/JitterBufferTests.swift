@@ -38,9 +38,9 @@ private final class Harness {
     var cycle = 0
     var frame = [Int16](repeating: 0, count: 480)
 
-    init(settings: JitterSettings = JitterSettings(.default)) {
+    init(settings: JitterSettings = JitterSettings(.default), decoder: TagDecoder = TagDecoder()) {
         let c = clock
-        buffer = JitterBuffer(settings: settings, decoder: TagDecoder(), clock: { c.now })
+        buffer = JitterBuffer(settings: settings, decoder: decoder, clock: { c.now })
         start = clock.now
     }
 
@@ -233,8 +233,8 @@ final class JitterBufferTests: XCTestCase {
 
     /// A jitter-free link read 8 ms behind the packets: the buffer holds less than a frame, so a
     /// lost packet shows as an underrun and its successor (carrying FEC) comes 2 ms too late.
-    private func lossyCleanLink(fecHoldMs: Double) -> (Harness, [Output]) {
-        let h = Harness(settings: JitterSettings(daemonConfig { $0.jitter.minDelayMs = 0 }).with { $0.fecHoldMs = fecHoldMs })
+    private func lossyCleanLink(fecHoldMs: Double, decoder: TagDecoder = TagDecoder()) -> (Harness, [Output]) {
+        let h = Harness(settings: JitterSettings(daemonConfig { $0.jitter.minDelayMs = 0 }).with { $0.fecHoldMs = fecHoldMs }, decoder: decoder)
         h.schedule((0..<1700).filter { $0 != 50 && $0 != 150 }.map { h.packet($0, transit: 9 * ms) })
         return (h, h.run(1700))
     }
@@ -252,6 +252,33 @@ final class JitterBufferTests: XCTestCase {
         XCTAssertEqual(h.stats.targetDelayMs.load, 10, accuracy: 0.5)
         let expected = (0..<1690).filter { $0 != 50 && $0 != 150 }.map { 1000 + UInt16($0) }
         XCTAssertEqual(Array(decodedSequences(out).prefix { $0 < 2690 }), expected, "every other frame played, once, in order")
+    }
+
+    /// A sender puts no FEC into silence: a loss there, before anyone talks, still tells that
+    /// the link loses packets, and the look-ahead is in place when the loss in speech comes.
+    func testALossInSilenceWithNoFECToMissAddsTheLookAheadBeforeTheTalk() {
+        let silence = 1000..<1100
+        let (h, out) = lossyCleanLink(fecHoldMs: 10_000, decoder: TagDecoder(carriesFECFrom: { !silence.contains(Int($0)) }))
+        XCTAssertEqual(h.stats.fecMissed.load, 0, "the successor of the loss in silence carried no FEC to miss")
+        XCTAssertTrue(out.contains(.fec(1150)), "the loss in speech comes back from FEC")
+        XCTAssertEqual(h.stats.fecRecovered.load, 1)
+        XCTAssertEqual(h.stats.lost.load, 1)
+        guard let i = out.firstIndex(of: .decoded(1049)), let j = out.firstIndex(of: .decoded(1149)) else { return XCTFail("not played") }
+        XCTAssertEqual(out[i...j].filter { $0 == .concealed }.count, 2, "the loss in silence and the look-ahead's frame, added there: \(out[i...(i + 4)])")
+        XCTAssertGreaterThanOrEqual(h.stats.inserted.load, 1)
+    }
+
+    /// A sender whose speech comes without FEC (FEC off, or CELT only): once that has shown, a
+    /// loss adds no look-ahead frame, which would buy nothing.
+    func testASenderWhoseSpeechCarriesNoFECGetsNoLookAheadFrame() {
+        let h = Harness(settings: JitterSettings(daemonConfig { $0.jitter.minDelayMs = 0 }).with { $0.fecHoldMs = 10_000 },
+                        decoder: TagDecoder(loud: true, carriesFECFrom: { _ in false }))
+        h.schedule((0..<400).filter { $0 != 150 && $0 != 250 }.map { h.packet($0, transit: 9 * ms) })
+        let out = h.run(400)
+        XCTAssertEqual(h.stats.lost.load, 2, "both losses concealed")
+        XCTAssertEqual(h.stats.inserted.load, 0, "no look-ahead frame inserted")
+        XCTAssertEqual(h.stats.targetDelayMs.load, 10, accuracy: 0.5)
+        XCTAssertEqual(out.filter { $0 == .concealed }.count, 2)
     }
 
     func testWithoutFECLookAheadEveryLossOnATightBufferIsConcealed() {

@@ -23,10 +23,14 @@ final class TagDecoder: FrameDecoder {
     private let talk: ((UInt16) -> Bool)?
     private var lastLoud = false
 
-    init(loud: Bool = false, framesPerPacket: Int = 1, talk: ((UInt16) -> Bool)? = nil) {
+    /// Whether a packet (by sequence number) carries FEC for the one before it; nil: every one.
+    private let carriesFECFrom: ((UInt16) -> Bool)?
+
+    init(loud: Bool = false, framesPerPacket: Int = 1, talk: ((UInt16) -> Bool)? = nil, carriesFECFrom: ((UInt16) -> Bool)? = nil) {
         self.loud = loud
         self.framesPerPacket = framesPerPacket
         self.talk = talk
+        self.carriesFECFrom = carriesFECFrom
     }
 
     private func tag(_ output: UnsafeMutablePointer<Int16>, _ kind: Int16, _ sequence: Int16, frameSize: Int) {
@@ -45,12 +49,15 @@ final class TagDecoder: FrameDecoder {
     }
 
     func decodeFEC(from next: UnsafeRawBufferPointer, into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
+        guard carriesFEC(next) else { return -1 }
         tag(output, Self.fec, Int16(bitPattern: next.loadUnaligned(as: UInt16.self) &- 1), frameSize: frameSize)
         return frameSize
     }
 
-    /// Every packet carries FEC for the one before it (as `decodeFEC` pretends).
-    func carriesFEC(_ next: UnsafeRawBufferPointer) -> Bool { true }
+    /// Every packet carries FEC for the one before it, unless `carriesFECFrom` says otherwise.
+    func carriesFEC(_ next: UnsafeRawBufferPointer) -> Bool {
+        carriesFECFrom?(next.loadUnaligned(as: UInt16.self)) ?? true
+    }
 
     func conceal(into output: UnsafeMutablePointer<Int16>, frameSize: Int) -> Int {
         tag(output, Self.concealed, 0, frameSize: frameSize)
