@@ -37,10 +37,10 @@ import SpeexDSP
 /// the trim (see `jumpableMs`).
 ///
 /// Added delay. The newest sample played is `target - frame/2` old, plus the resampler's filter,
-/// `resamplerDelaySamples` (half its length: 24 samples = 0.5 ms at quality 3, 48 kHz). Pulled
+/// `resamplerDelaySamples` (half its length: 8 samples = 0.17 ms at quality 1, 48 kHz). Pulled
 /// directly it is `d - frame` old, the buffer's delay d being anywhere in the band (without drift it
 /// stays where playout started, in [target - frame/2, target + frame/2)): on average the corrector
-/// adds half a frame + 0.5 ms (5.5 ms at 10 ms frames), the price of pulling whole frames at
+/// adds half a frame + 0.17 ms (5.2 ms at 10 ms frames), the price of pulling whole frames at
 /// whatever point of a read the resampler runs out.
 ///
 /// Threads: `readFrame` runs on the audio thread and neither allocates (everything, including
