@@ -263,8 +263,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         jumpedSamples = 0
         correctionSamples = 0
         floorTransitNs = 0
-        pathSteps = PathStepDetector(slewPPM: settings.floorSlewPPM, thresholdNs: Int64(settings.pathStepFrames * frameMs * 1e6),
-                                     windowCount: buffer.settings.windowCount, windowNs: Int64(buffer.settings.windowMs * 1e6))
+        pathSteps.reset()
     }
 
     private func pull(now: Int64) {

@@ -36,6 +36,9 @@ public struct PathStepDetector: Sendable {
         spreadScale = 1 / Double(max(1, windowCount)).squareRoot()
     }
 
+    /// Forgets the floor it followed: the next `update` starts over (a new stream).
+    public mutating func reset() { started = false }
+
     /// Starts following at `floorNs` (playout (re)started there).
     public mutating func start(at floorNs: Int64, now: Int64) {
         follower = floorNs
