@@ -48,7 +48,6 @@ struct EchoGate {
     private let farFloor: Double      // power, Int16 units squared
     private let closedGain: Double
     private let toneClosedGain: Double
-    private var farPeak = 0.0
     private let tailPeak: TailPeak
     private let tones: TonalEcho
     private var residualDB: Double
@@ -74,7 +73,7 @@ struct EchoGate {
     mutating func process(reference: UnsafePointer<Int16>, ownSound: Bool, upcoming: UnsafePointer<Int16>,
                           upcomingOwnSound: Bool, output: UnsafeMutablePointer<Int16>) -> Bool {
         let referencePower = Self.power(reference, frame)
-        farPeak = max(tailPeak.push(referencePower), Self.power(upcoming, frame))
+        let farPeak = max(tailPeak.push(referencePower), Self.power(upcoming, frame))
         // The next frame's notes too: an echo path that moved earlier brings a note's echo before
         // its reference, and a new note unknown to the filter comes back nearly whole.
         tones.listen(to: reference, ownSound: ownSound, upcoming: upcoming, upcomingOwnSound: upcomingOwnSound)
@@ -113,7 +112,6 @@ struct EchoGate {
     /// Forgets what was learned (the canceller forgot the path).
     mutating func reset() {
         residualDB = settings.startResidualDB
-        farPeak = 0
         tailPeak.forget()
         hangover = 0
         tones.forget()

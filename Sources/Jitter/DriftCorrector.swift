@@ -52,7 +52,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     /// The ratio is (2^16 + steps) / 2^16, i.e. 15.3 ppm steps; the loop dithers between them.
     /// speexdsp rescales its phase by new/old denominator in 32 bits: with denominators near 10^6
     /// that overflows, `set_rate_frac` fails half-way and the next `process` reads out of bounds.
-    static let ratioDenominator: Int = 1 << 16
+    public static let ratioDenominator: Int = 1 << 16
     /// The resolution of the trim, ppm.
     public static let ratioStepPPM = 1e6 / Double(ratioDenominator)
 

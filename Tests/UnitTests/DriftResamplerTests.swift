@@ -13,7 +13,8 @@ final class DriftResamplerTests: XCTestCase {
         let rate = 48_000, count = 96_000, amplitude = 16_384.0
         let resampler = try SpeexResampler(rate: rate, quality: quality)
         let steps = Int((ppm / DriftCorrector.ratioStepPPM).rounded())
-        XCTAssertEqual(resampler.setRatio(numerator: UInt32(65_536 + steps), denominator: 65_536), 0)
+        let denominator = DriftCorrector.ratioDenominator
+        XCTAssertEqual(resampler.setRatio(numerator: UInt32(denominator + steps), denominator: UInt32(denominator)), 0)
         let input = (0..<count).map { Int16((amplitude * sin(2 * .pi * hz * Double($0) / Double(rate))).rounded()) }
         var output = [Int16](repeating: 0, count: 2 * count)
         let produced = input.withUnsafeBufferPointer { i in

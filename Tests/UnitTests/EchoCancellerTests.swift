@@ -498,9 +498,8 @@ final class EchoCancellerTests: XCTestCase {
     /// for the next 150 ms the filter's misadjustment rings on over its tail, 30 dB under the word,
     /// while the reference is silent. That ringing is still the word's echo: the gate holds it
     /// against the loudest reference frame the filter still holds, and it stays shut (against a
-    /// peak decaying 30 dB over the tail, frames 6 to 15 of it went out as someone in the room,
-    /// and the other terminal's gate shut on its own talker). Someone who starts talking in the
-    /// room right after the word, 10 dB under it, is let through.
+    /// peak decaying 30 dB over the tail, frames 6 to 15 of it went out as someone in the room).
+    /// Someone who starts talking in the room right after the word, 10 dB under it, is let through.
     func testTheFiltersRingingAfterAWordStaysShutAndATalkerAfterItPasses() {
         let noise = farEnd(seconds: 9, seed: 8), words = 800
         let silence = [Int16](repeating: 0, count: frame)
