@@ -264,8 +264,9 @@ public struct OpusSection: Sendable, Equatable {
 /// `[jitter]`: the receive buffer of each remote stream.
 public struct JitterSection: Sendable, Equatable {
     /// Smallest and largest delay the adaptive buffer may choose, ms. The target is the measured
-    /// jitter's 95th percentile plus one frame, so a floor of one frame binds only on a jitter-free path.
-    public var minDelayMs: Double = 10
+    /// jitter's 95th percentile plus half a frame plus the margin the path's tail needs (a quarter
+    /// to half a frame, see `TargetPolicy`): no floor is needed, 0 leaves it to the measurement.
+    public var minDelayMs: Double = 0
     public var maxDelayMs: Double = 200
     /// Follow the remote sound card's clock by resampling (±1000 ppm at most).
     public var driftCorrection: Bool = true
@@ -873,7 +874,7 @@ extension DaemonConfig {
         ]),
         SchemaSection(name: "opus", comment: "The codec (Opus).", keys: [
             .string("application", \.opus.application,
-                    "voip: speech mode with forward error correction and DTX available. restricted_lowdelay: the minimum delay (2.5 ms less codec look-ahead), no FEC; pair it with audio.period_ms = 2.5 or 5 and a small jitter.min_delay_ms",
+                    "voip: speech mode with forward error correction and DTX available. restricted_lowdelay: the minimum delay (2.5 ms less codec look-ahead), no FEC; pair it with audio.period_ms = 2.5 or 5",
                     .oneOf(OpusSection.applications)),
             .int("bitrate", \.opus.bitrate, "Bits per second. 64000 gives wide-band speech with room for FEC (PESQ-WB 3.43 through the codec alone, FEC in 78 % of packets of speech; 32000 with FEC: 2.11, since libopus narrows the band to fit the FEC). About 100 kbit/s per stream on the wire with the headers", .range(OpusSection.bitrateRange)),
             .int("complexity", \.opus.complexity, "Encoder effort (more = better sound for the bits, more CPU)",
@@ -884,7 +885,7 @@ extension DaemonConfig {
             .bool("dtx", \.opus.dtx, "Discontinuous transmission: send almost nothing while the room is silent"),
         ]),
         SchemaSection(name: "jitter", comment: "Receive buffer of each remote stream.", keys: [
-            .double("min_delay_ms", \.jitter.minDelayMs, "Smallest delay the adaptive jitter buffer may choose, ms. The buffer follows the measured network jitter (its 95th percentile plus one frame) between min_delay_ms and max_delay_ms; with 5 ms or 2.5 ms periods on a quiet LAN 5 is fine",
+            .double("min_delay_ms", \.jitter.minDelayMs, "Smallest delay the adaptive jitter buffer may choose, ms. The buffer follows the measured network jitter (its 95th percentile plus half a frame plus a margin for the path's tail, a quarter to half a frame) between min_delay_ms and max_delay_ms; 0 leaves it to the measurement",
                     .range(JitterSection.delayRange)),
             .double("max_delay_ms", \.jitter.maxDelayMs, "Largest delay the adaptive jitter buffer may choose, ms",
                     Rule(allowed: ">= min_delay_ms, <= 1000") { v in

@@ -24,8 +24,9 @@ import RealTime
 /// transit is at most the current delay, so the current delay is steered to the target.
 ///
 /// Adaptation policy:
-/// - desired = clamp(95th percentile of relative transit + one frame, minDelay, maxDelay); the
-///   percentile leaves out a stall's backlog (see `measure`);
+/// - desired = clamp(95th percentile of relative transit + frame/2 + margin, minDelay, maxDelay),
+///   the margin being how far the 99th percentile reaches beyond the 95th plus a quarter frame,
+///   at most half a frame (`TargetPolicy`); the percentiles leave out a stall's backlog (see `measure`);
 /// - the target grows to `desired` immediately; it shrinks once per `shrinkIntervalMs` (3 s)
 ///   by half its distance to `desired` (at least a frame), and only in a pause of `shrinkPauseMs`
 ///   (1 s): the delay heard holds still while someone talks;

@@ -20,6 +20,13 @@ public struct JitterSettings: Sendable, Equatable {
     /// The transit-delay percentile the target covers (0.95), over the last `windowMs` of packets.
     public var percentile: Double
     public var windowMs: Double
+    /// The high transit percentile (0.99) that tells how far the window's tail reaches beyond
+    /// `percentile`: the margin the target keeps above the percentile is that reach plus
+    /// `tailMarginFrames`, at most half a frame (see `TargetPolicy`).
+    public var tailPercentile: Double
+    /// The least margin above the tail, in frames: room for the drift corrector's dead band and
+    /// setpoint tolerance (0.15 frame) and its reading's noise.
+    public var tailMarginFrames: Double
     /// The low transit percentile (0.05) the drift corrector measures its delay against instead
     /// of the window's fastest transit. The fastest of 200 packets is one packet's luck: on the rig
     /// it moved by ±0.3 ms within seconds, and further while the window filled, and the corrector
@@ -69,6 +76,7 @@ public struct JitterSettings: Sendable, Equatable {
 
     public init(frameSize: Int, sampleRate: Int, minDelayMs: Double, maxDelayMs: Double,
                 capacity: Int = 64, maxPayloadBytes: Int = 1500, percentile: Double = 0.95, windowMs: Double = 2000, floorPercentile: Double = 0.05,
+                tailPercentile: Double = 0.99, tailMarginFrames: Double = 0.25,
                 shrinkIntervalMs: Double = 3000, shrinkPauseMs: Double = 1000, shrinkUnpausedMs: Double = 30_000, resetGapMs: Double = 200, underrunConcealMs: Double = 60,
                 dropInSpeech: Bool = true, minDropIntervalFrames: Int = 20, quietLevelDBFS: Double = -45,
                 backlogSpacingFrames: Double = 0.5, consumerStallMs: Double = 80, fecHoldMs: Double = 10_000, fecAbsentAfterFrames: Int = 50) {
@@ -81,6 +89,8 @@ public struct JitterSettings: Sendable, Equatable {
         self.percentile = percentile
         self.windowMs = windowMs
         self.floorPercentile = floorPercentile
+        self.tailPercentile = tailPercentile
+        self.tailMarginFrames = tailMarginFrames
         self.shrinkIntervalMs = shrinkIntervalMs
         self.shrinkPauseMs = shrinkPauseMs
         self.shrinkUnpausedMs = shrinkUnpausedMs
@@ -96,6 +106,8 @@ public struct JitterSettings: Sendable, Equatable {
     }
 
     public var frameMs: Double { Double(frameSize) * 1000 / Double(sampleRate) }
+    /// The target on a path without jitter: half a frame and the least margin, within the bounds.
+    public var jitterFreeTargetMs: Double { max(minDelayMs, min(maxDelayMs, frameMs / 2 + tailMarginFrames * frameMs)) }
     /// Packets in the transit window (`windowMs` of frames, at least 16).
     public var windowCount: Int { max(16, Int((windowMs / frameMs).rounded(.up))) }
 }

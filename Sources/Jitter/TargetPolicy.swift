@@ -14,6 +14,7 @@ public struct TargetPolicy: ~Copyable {
     private let shrinkUnpausedNs: Int64
     private let backlogSpacingNs: Int64
     private let fecHoldNs: Int64
+    private let tailMarginNs: Int64
     private let initialNs: Int64
 
     /// The target delay, ns.
@@ -49,8 +50,11 @@ public struct TargetPolicy: ~Copyable {
         shrinkUnpausedNs = Int64(settings.shrinkUnpausedMs * 1e6)
         backlogSpacingNs = Int64(settings.backlogSpacingFrames * Double(frameNs))
         fecHoldNs = Int64(settings.fecHoldMs * 1e6)
-        estimator = DelayEstimator(windowCount: settings.windowCount, percentile: settings.percentile, floor: settings.floorPercentile)
-        initialNs = max(minDelayNs, min(maxDelayNs, frameNs))
+        tailMarginNs = Int64(settings.tailMarginFrames * Double(frameNs))
+        estimator = DelayEstimator(windowCount: settings.windowCount, percentile: settings.percentile, floor: settings.floorPercentile,
+                                   tail: settings.tailPercentile)
+        // Before any packet: what a path without jitter needs. Jitter grows it at once.
+        initialNs = Int64(settings.jitterFreeTargetMs * 1e6)
         targetNs = initialNs
         newTimelineGapNs = Int64(settings.resetGapMs * 1e6)
     }
@@ -157,11 +161,14 @@ public struct TargetPolicy: ~Copyable {
     private mutating func decide(now: Int64) {
         let p = estimator.percentileRelative
         // A packet of relative transit r is in time iff r <= delay, and the delay never sits below
-        // the band's lower edge, target - frame/2: p + frame/2 would do for the buffer alone. Not
-        // yet: through the `DriftCorrector` the extra underruns it brings make the buffer drop
-        // every minute or so with a 200 ppm sender (DriftTraceTests), so the margin stays a frame.
+        // the band's lower edge, target - frame/2 (where a drift corrector holds it): p + margin.
+        // The margin is what the path needs: how far its tail (the window's 99th percentile) reaches
+        // beyond p, plus a quarter frame for the corrector's dead band, tolerance and reading noise;
+        // at most half a frame. Zero margin failed: through the corrector its underruns made the
+        // buffer drop every minute or so with a 200 ppm sender (DriftTraceTests).
+        let margin = min(frameNs / 2, estimator.tailRelative - p + tailMarginNs)
         let fecFloor = now < fecHoldUntil ? 2 * frameNs : 0
-        let desired = max(minDelayNs, min(maxDelayNs, max(p + frameNs, fecFloor)))
+        let desired = max(minDelayNs, min(maxDelayNs, max(p + frameNs / 2 + margin, fecFloor)))
         if desired > targetNs {
             targetNs = desired
             lastChange = now
@@ -190,15 +197,18 @@ public final class DelayEstimator {
     public private(set) var minimum: Int64 = 0
     private var percentileCache: Int64 = 0
     private var floorCache: Int64 = 0
+    private var tailCache: Int64 = 0
     private var dirty = false
     private let fraction: Double
     private let floorFraction: Double
+    private let tailFraction: Double
 
-    public init(windowCount: Int, percentile: Double, floor: Double = 0.1) {
-        precondition(windowCount > 0 && percentile > 0 && percentile <= 1 && floor > 0 && floor <= 1)
+    public init(windowCount: Int, percentile: Double, floor: Double = 0.1, tail: Double = 0.99) {
+        precondition(windowCount > 0 && percentile > 0 && percentile <= 1 && floor > 0 && floor <= 1 && tail >= percentile && tail <= 1)
         self.windowCount = windowCount
         fraction = percentile
         floorFraction = floor
+        tailFraction = tail
         ring = .allocate(capacity: windowCount); ring.initialize(repeating: 0, count: windowCount)
         scratch = .allocate(capacity: windowCount); scratch.initialize(repeating: 0, count: windowCount)
     }
@@ -212,7 +222,7 @@ public final class DelayEstimator {
         dirty = true
     }
 
-    public func reset() { next = 0; count = 0; dirty = false; percentileCache = 0; floorCache = 0; minimum = 0 }
+    public func reset() { next = 0; count = 0; dirty = false; percentileCache = 0; floorCache = 0; tailCache = 0; minimum = 0 }
 
     /// Replaces the newest transit by `transitNanos` if that is faster.
     public func lowerNewest(to transitNanos: Int64) {
@@ -245,8 +255,9 @@ public final class DelayEstimator {
         }
         minimum = lo
         percentileCache = select(rank(fraction), count) - lo
-        // Selection only reorders the scratch copy: a second one on it is as good as on the ring.
+        // Selection only reorders the scratch copy: another one on it is as good as on the ring.
         floorCache = select(rank(floorFraction), count) - lo
+        tailCache = select(rank(tailFraction), count) - lo
         return true
     }
 
@@ -256,6 +267,8 @@ public final class DelayEstimator {
     public var percentileRelative: Int64 { percentileCache }
     /// The floor percentile of transit minus the window minimum, ns (as of the last `refresh`).
     public var floorRelative: Int64 { floorCache }
+    /// The tail percentile of transit minus the window minimum, ns (as of the last `refresh`).
+    public var tailRelative: Int64 { tailCache }
 
     /// k-th smallest of scratch[0..<n] (iterative quickselect, median-of-three pivot).
     private func select(_ k: Int, _ n: Int) -> Int64 {

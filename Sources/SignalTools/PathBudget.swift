@@ -55,8 +55,10 @@ public struct PathBudget: Sendable, Equatable {
         guard let playback = device.playbackBufferMs, let path = device.pathMs, let rtt = network.medianMs,
               let p95 = network.p95Ms, let fastest = network.minMs else { return nil }
         // The far end's jitter buffer aims at the 95th percentile of one-way transit above the
-        // fastest packet plus one frame (the Jitter module's rule), within its configured bounds.
-        let jitter = min(t.jitterMaxMs, max(t.jitterMinMs, (p95 - fastest) / 2 + t.periodMs))
+        // fastest packet plus half a frame plus its tail's margin (the Jitter module's rule), within
+        // its configured bounds. The probes give no tail: the least margin, a quarter frame
+        // (`JitterSettings.tailMarginFrames`).
+        let jitter = min(t.jitterMaxMs, max(t.jitterMinMs, (p95 - fastest) / 2 + 0.75 * t.periodMs))
         let parts = [
             Part(name: "capture period", ms: device.capturePeriodMs, source: "measured"),
             Part(name: "echo canceller and preprocessor", ms: t.processingDelayMs, source: "configured"),

@@ -90,7 +90,8 @@ public struct RoundTripSummary: Sendable, Equatable {
         let spread = (quantile(0.95)! - lo) / 2
         let needed = max(1, spread.rounded(.up))
         r.recommendations.append(String(format: "jitter.min_delay_ms = %.0f covers 95 %% of this path's variation (%.1f ms one way)", needed, spread))
-        if jitterBounds.min < needed / 2 {
+        // 0 leaves the delay to the buffer's measurement: no floor to judge.
+        if jitterBounds.min > 0 && jitterBounds.min < needed / 2 {
             r.recommendations.append(String(format: "the configured jitter.min_delay_ms (%.0f) is below what this path needs: expect late packets until the buffer adapts", jitterBounds.min))
         } else if jitterBounds.min > 3 * needed + 10 {
             r.recommendations.append(String(format: "the configured jitter.min_delay_ms (%.0f) adds delay this path does not need", jitterBounds.min))

@@ -2,6 +2,8 @@ import Configuration
 import Control
 import Foundation
 import Glibc
+import IntercomDaemon
+import Jitter
 import Posix
 import SignalTools
 
@@ -143,7 +145,7 @@ extension MouthToEar {
         print("- *jitter buffer + drift corrector*: how old the newest sample B hands to its mixer is, beyond the fastest transit (`playout_delay_ms`);")
         print("- *playback queue*: what B's playback device held after its last write less the frame just written (`playback_delay_ms` − period; on the pulse plugin it includes the sound server's queue);")
         print("- *rest*: the share less these parts (scheduling, the rig's timing).\n")
-        print("*A sound card at two periods* takes the same capture, echo chain and look-ahead; the jitter buffer and corrector as measured less the rig's jitter (B's target less the target of a path without jitter, the larger of `jitter.min_delay_ms` and a frame); and a playback queue of one period (two periods kept full, less the frame written). Estimated, not measured: there is no sound card here.\n")
+        print("*A sound card at two periods* takes the same capture, echo chain and look-ahead; the jitter buffer and corrector as measured less the rig's jitter (B's target less the target of a path without jitter: `jitter.min_delay_ms`, or where that is less, half a frame plus the least margin, a quarter frame); and a playback queue of one period (two periods kept full, less the frame written). Estimated, not measured: there is no sound card here.\n")
         print("| setup | total (ms), median [range] | the rig (2 passes) | intercomd's share | goal | capture | echo chain | Opus look-ahead | network | jitter buffer + drift corrector | playback queue | rest | a sound card at two periods: share (estimated) |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for s in setups {
@@ -169,7 +171,8 @@ extension MouthToEar {
             let capture = s.periodMs
             let rest = share - (capture + echoChain + lookahead + playout + playbackQueue)
             let goal = s.periodMs >= 10 ? 40.0 : 15.0
-            let cardPlayout = playout - (target - max(s.minJitterMs, s.periodMs))
+            let jitterFree = JitterSettings(DaemonConfig().with { $0.audio.periodMs = s.periodMs; $0.jitter.minDelayMs = s.minJitterMs }).jitterFreeTargetMs
+            let cardPlayout = playout - (target - jitterFree)
             let card = capture + echoChain + lookahead + cardPlayout + s.periodMs
             print(String(format: "| %@ | %.1f%@ | %.1f | **%.1f** | ≤ %.0f %@ | %.1f | %.1f | %.1f | ~0 | %.1f | %.1f | %.1f | %.1f (%.1f + %.1f + %.1f + %.1f + %.1f): ≤ %.0f %@ |",
                          s.name, total, range, rig, share, goal, share <= goal ? "met" : "not met", capture, echoChain, lookahead,

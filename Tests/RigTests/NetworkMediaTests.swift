@@ -193,7 +193,7 @@ final class NetworkMediaTests: XCTestCase {
         try measureWithRetries("A → B, low delay") { c in
             let dir = try Repo.scratchFolder("net-low-delay")
             let portA = try FreePort.udp(), portB = try FreePort.udp()
-            let lowDelay = "[opus]\napplication = \"restricted_lowdelay\"\n[jitter]\nmin_delay_ms = 5"
+            let lowDelay = "[opus]\napplication = \"restricted_lowdelay\""
             let audio = "period_ms = 5\nbuffer_periods = 6"
             let a = try startRoom("roomA", listen: portA, peers: ["127.0.0.1:\(portB)"], other: lowDelay, audio: audio)
             let b = try startRoom("roomB", listen: portB, peers: ["127.0.0.1:\(portA)"], other: lowDelay, audio: audio)

@@ -35,7 +35,8 @@ final class JitterResetTests: XCTestCase {
         reused.buffer.reset()
         XCTAssertEqual(reused.decoder.resets, 1)
         XCTAssertEqual(reused.buffer.queue.count, 0)
-        XCTAssertEqual(reused.stats.targetDelayMs.load, DaemonConfig.default.jitter.minDelayMs, accuracy: 0.01)
+        // Back to the initial target: a jitter-free path's.
+        XCTAssertEqual(reused.stats.targetDelayMs.load, reused.buffer.settings.jitterFreeTargetMs, accuracy: 0.01)
         XCTAssertEqual(reused.stats.currentDelayMs.load, 0)
         XCTAssertFalse(reused.buffer.isPlaying)
 
