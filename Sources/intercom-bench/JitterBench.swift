@@ -31,7 +31,11 @@ struct JitterBench: ParsableCommand {
             about.append("- **\(trace.name)**: \(text); \(String(format: "%.2f", trace.networkLossPercent)) % lost in the network.")
             let buffers: [(String, () throws -> any TracePlayer)] = [
                 ("intercomd (defaults: min delay \(formatMs(daemon.minDelayMs)))", { OurPlayer(settings: daemon) }),
-                ("intercomd (min delay 0)", { OurPlayer(settings: JitterSettings(DaemonConfig.default.with { $0.jitter.minDelayMs = 0 })) }),
+                ("intercomd (the rule before 2026-11-28: a whole frame above the 95th percentile, min delay 10 ms)", {
+                    var before = JitterSettings(DaemonConfig.default.with { $0.jitter.minDelayMs = 10 })
+                    before.tailMarginFrames = 0.5  // the margin then: half a frame whatever the tail
+                    return OurPlayer(settings: before)
+                }),
                 ("speexdsp (defaults: max late rate 4 %)", { try SpeexPlayer() }),
                 ("speexdsp (max late rate 1 %)", { try SpeexPlayer(maxLateRatePercent: 1) }),
             ]
