@@ -51,11 +51,11 @@ struct Bench: ParsableCommand {
         if mouthToEar {
             try MouthToEar().report(Array([
                 .defaults,
-                .init(name: "10 ms frames, restricted_lowdelay", periodMs: 10, bufferPeriods: 3, application: "restricted_lowdelay", minJitterMs: 0),
-                .init(name: "low delay: 5 ms frames, restricted_lowdelay, 2 of 6 periods queued", periodMs: 5, bufferPeriods: 6, application: "restricted_lowdelay", minJitterMs: 0, fillPeriods: 2),
-                .init(name: "low delay: 2.5 ms frames, restricted_lowdelay, 4 of 8 periods queued", periodMs: 2.5, bufferPeriods: 8, application: "restricted_lowdelay", minJitterMs: 0, fillPeriods: 4),
-                .init(name: "defaults with the whole buffer kept full (playback_fill_periods = 0)", periodMs: 10, bufferPeriods: 3, application: "voip", minJitterMs: 0, fillPeriods: 0),
-                .init(name: "low delay (5 ms frames) with the whole buffer of 6 periods kept full", periodMs: 5, bufferPeriods: 6, application: "restricted_lowdelay", minJitterMs: 0, fillPeriods: 0),
+                .init(name: "10 ms frames, restricted_lowdelay", periodMs: 10, bufferPeriods: 3, application: "restricted_lowdelay"),
+                .init(name: "low delay: 5 ms frames, restricted_lowdelay, 2 of 6 periods queued", periodMs: 5, bufferPeriods: 6, application: "restricted_lowdelay", fillPeriods: 2),
+                .init(name: "low delay: 2.5 ms frames, restricted_lowdelay, 4 of 8 periods queued", periodMs: 2.5, bufferPeriods: 8, application: "restricted_lowdelay", fillPeriods: 4),
+                .init(name: "defaults with the whole buffer kept full (playback_fill_periods = 0)", periodMs: 10, bufferPeriods: 3, application: "voip", fillPeriods: 0),
+                .init(name: "low delay (5 ms frames) with the whole buffer of 6 periods kept full", periodMs: 5, bufferPeriods: 6, application: "restricted_lowdelay", fillPeriods: 0),
             ].prefix(setups)), sessions: sessions, repeats: repeats)
             return
         }

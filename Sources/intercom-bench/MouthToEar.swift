@@ -20,7 +20,6 @@ struct MouthToEar {
         var periodMs: Double
         var bufferPeriods: Int
         var application: String
-        var minJitterMs: Double
         /// `audio.playback_fill_periods` (0: the whole buffer).
         var fillPeriods = DaemonConfig().audio.playbackFillPeriods
 
@@ -28,7 +27,7 @@ struct MouthToEar {
         static var defaults: Setup {
             let c = DaemonConfig()
             return Setup(name: "defaults (\(formatNumber(c.audio.periodMs)) ms frames, \(c.opus.application), jitter ≥ \(formatNumber(c.jitter.minDelayMs)) ms, \(c.audio.playbackFillPeriods) of \(c.audio.bufferPeriods) periods queued)",
-                         periodMs: c.audio.periodMs, bufferPeriods: c.audio.bufferPeriods, application: c.opus.application, minJitterMs: c.jitter.minDelayMs,
+                         periodMs: c.audio.periodMs, bufferPeriods: c.audio.bufferPeriods, application: c.opus.application,
                          fillPeriods: c.audio.playbackFillPeriods)
         }
     }
@@ -70,8 +69,6 @@ struct MouthToEar {
         peers = ["127.0.0.1:\(peer)"]
         [opus]
         application = "\(s.application)"
-        [jitter]
-        min_delay_ms = \(s.minJitterMs)
         [control]
         socket = "\(socketPath(s, room))"
         """
@@ -171,7 +168,7 @@ extension MouthToEar {
             let capture = s.periodMs
             let rest = share - (capture + echoChain + lookahead + playout + playbackQueue)
             let goal = s.periodMs >= 10 ? 40.0 : 15.0
-            let jitterFree = JitterSettings(DaemonConfig().with { $0.audio.periodMs = s.periodMs; $0.jitter.minDelayMs = s.minJitterMs }).jitterFreeTargetMs
+            let jitterFree = JitterSettings(DaemonConfig().with { $0.audio.periodMs = s.periodMs }).jitterFreeTargetMs
             let cardPlayout = playout - (target - jitterFree)
             let card = capture + echoChain + lookahead + cardPlayout + s.periodMs
             print(String(format: "| %@ | %.1f%@ | %.1f | **%.1f** | ≤ %.0f %@ | %.1f | %.1f | %.1f | ~0 | %.1f | %.1f | %.1f | %.1f (%.1f + %.1f + %.1f + %.1f + %.1f): ≤ %.0f %@ |",

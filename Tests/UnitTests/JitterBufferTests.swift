@@ -27,7 +27,7 @@ private enum Output: Equatable {
 private let ms: UInt64 = 1_000_000
 /// The daemon's target on a path without jitter, which these tests run at (half a frame and the
 /// least margin, or `jitter.min_delay_ms` where that is more).
-private let floorMs = JitterSettings(DaemonConfig.default).jitterFreeTargetMs
+private let jitterFreeMs = JitterSettings(DaemonConfig.default).jitterFreeTargetMs
 
 /// Feeds packets by arrival time and reads one 10 ms frame per simulated cycle.
 private final class Harness {
@@ -180,21 +180,21 @@ final class JitterBufferTests: XCTestCase {
         XCTAssertFalse(out.contains(.concealed))
         XCTAssertEqual(h.stats.received.load, 300)
         XCTAssertEqual(h.stats.lost.load + h.stats.fecRecovered.load + h.stats.late.load + h.stats.inserted.load, 0)
-        XCTAssertEqual(h.stats.targetDelayMs.load, floorMs, accuracy: 0.01)
+        XCTAssertEqual(h.stats.targetDelayMs.load, jitterFreeMs, accuracy: 0.01)
         // Leading silence (buffering) is about the minimum delay.
         let leading = out.prefix { $0 == .silence }.count
-        let floorFrames = Int(floorMs / 10)
+        let floorFrames = Int(jitterFreeMs / 10)
         XCTAssertTrue((floorFrames...floorFrames + 1).contains(leading), "\(leading) frames of buffering")
-        XCTAssertEqual(h.stats.currentDelayMs.load, floorMs, accuracy: 5.01)
+        XCTAssertEqual(h.stats.currentDelayMs.load, jitterFreeMs, accuracy: 5.01)
     }
 
     func testInOrderCurrentDelayIsNearMinDelay() {
         let h = Harness()
         h.schedule((0..<200).map { h.packet($0) })
         _ = h.run(150)
-        XCTAssertEqual(h.stats.currentDelayMs.load, floorMs, accuracy: 5.01)
+        XCTAssertEqual(h.stats.currentDelayMs.load, jitterFreeMs, accuracy: 5.01)
         XCTAssertGreaterThan(h.buffer.bufferLevelMs, 0)
-        XCTAssertLessThanOrEqual(h.buffer.bufferLevelMs, floorMs + 10)
+        XCTAssertLessThanOrEqual(h.buffer.bufferLevelMs, jitterFreeMs + 10)
     }
 
     func testReorderingWithinTheWindowIsFixed() {
@@ -278,7 +278,7 @@ final class JitterBufferTests: XCTestCase {
         XCTAssertEqual(h.stats.lost.load, 1)
         XCTAssertGreaterThanOrEqual(h.stats.inserted.load, 1, "the look-ahead frame was inserted")
         // 10 s after the last loss (cycle ~150) the hold ends and the target comes back down.
-        XCTAssertEqual(h.stats.targetDelayMs.load, floorMs, accuracy: 0.5)
+        XCTAssertEqual(h.stats.targetDelayMs.load, jitterFreeMs, accuracy: 0.5)
         // Until the shrinks after the hold (at about 11.5 and 14.5 s; the second drops a frame of
         // this quiet stream to come down to less than a frame).
         let expected = (0..<1400).filter { $0 != 50 && $0 != 150 }.map { 1000 + UInt16($0) }
@@ -308,7 +308,7 @@ final class JitterBufferTests: XCTestCase {
         let out = h.run(400)
         XCTAssertEqual(h.stats.lost.load, 2, "both losses concealed")
         XCTAssertEqual(h.stats.inserted.load, 0, "no look-ahead frame inserted")
-        XCTAssertEqual(h.stats.targetDelayMs.load, floorMs, accuracy: 0.5)
+        XCTAssertEqual(h.stats.targetDelayMs.load, jitterFreeMs, accuracy: 0.5)
         XCTAssertEqual(out.filter { $0 == .concealed }.count, 2)
     }
 
@@ -318,7 +318,7 @@ final class JitterBufferTests: XCTestCase {
         XCTAssertEqual(h.stats.fecRecovered.load, 0)
         XCTAssertEqual(h.stats.fecMissed.load, 0, "not counted without the look-ahead")
         XCTAssertEqual(h.stats.lost.load, 2)
-        XCTAssertEqual(h.stats.targetDelayMs.load, floorMs, accuracy: 0.5)
+        XCTAssertEqual(h.stats.targetDelayMs.load, jitterFreeMs, accuracy: 0.5)
     }
 
     /// The sender stops during silence (DTX) and resumes with a marker bit and a timestamp jump.
@@ -395,7 +395,7 @@ final class JitterBufferTests: XCTestCase {
         let played = decodedSequences(out)
         XCTAssertTrue(played.contains(1099))
         XCTAssertTrue(played.contains(40_000 &+ 200))
-        XCTAssertEqual(h.stats.targetDelayMs.load, floorMs, accuracy: 0.01, "the restart must not look like jitter")
+        XCTAssertEqual(h.stats.targetDelayMs.load, jitterFreeMs, accuracy: 0.01, "the restart must not look like jitter")
     }
 
     /// The network stops for 150 ms and then delivers its backlog at once (no jitter otherwise):
@@ -417,7 +417,7 @@ final class JitterBufferTests: XCTestCase {
         }
         let backlog = Int(stallTo - stallFrom) / Int(10 * ms)
         print("stall: delay before \(before) ms, max after \(maxDelayAfter) ms, max target \(maxTarget) ms, late \(h.stats.late.load), backlog packets \(h.stats.backlogPackets.load)")
-        XCTAssertEqual(maxTarget, floorMs, accuracy: 0.01, "the backlog is no jitter")
+        XCTAssertEqual(maxTarget, jitterFreeMs, accuracy: 0.01, "the backlog is no jitter")
         XCTAssertLessThanOrEqual(maxDelayAfter, before + 10.01, "back within a frame of the old delay at once")
         XCTAssertGreaterThanOrEqual(h.stats.backlogPackets.load, backlog - 2)
         XCTAssertLessThanOrEqual(h.stats.late.load, backlog, "only the backlog is lost")
@@ -482,7 +482,7 @@ final class JitterBufferTests: XCTestCase {
             h.step()
             let t = h.stats.targetDelayMs.load
             if t < last - 0.001 {
-                XCTAssertLessThanOrEqual(last - t, max(10, (last - floorMs) / 2) + 0.001, "half the way down (or a frame) at a time")
+                XCTAssertLessThanOrEqual(last - t, max(10, (last - jitterFreeMs) / 2) + 0.001, "half the way down (or a frame) at a time")
                 XCTAssertGreaterThanOrEqual(c - lastChangeCycle, 300, "at most one frame per 3 s")
                 lastChangeCycle = c
                 changes.append((c, t))
@@ -491,7 +491,7 @@ final class JitterBufferTests: XCTestCase {
             last = t
         }
         print("shrink after jitter: \(changes.map { String(format: "%.1f s -> %.1f ms", Double($0.0) / 100, $0.1) })")
-        XCTAssertEqual(last, floorMs, accuracy: 0.01)
+        XCTAssertEqual(last, jitterFreeMs, accuracy: 0.01)
         XCTAssertGreaterThanOrEqual(changes.first?.0 ?? 0, 150, "not before the jittery packets left the window")
         print(String(format: "after a minute without jitter: target %.1f ms, current delay %.1f ms",
                      h.stats.targetDelayMs.load, h.stats.currentDelayMs.load))
@@ -539,7 +539,7 @@ final class JitterBufferTests: XCTestCase {
         }
         h.schedule(packets)
         _ = h.run(2_000)
-        XCTAssertEqual(h.stats.targetDelayMs.load, floorMs, accuracy: 0.01)
+        XCTAssertEqual(h.stats.targetDelayMs.load, jitterFreeMs, accuracy: 0.01)
         _ = h.run(100)  // one second of 60 ms jitter
         XCTAssertGreaterThan(h.stats.targetDelayMs.load, 60)
         _ = h.run(100)
