@@ -18,7 +18,8 @@ import SpeexDSP
 /// The setpoint follows the target only once the target has moved by more than a tenth of a frame
 /// (`DriftSettings.setpointToleranceFrames`): the delay holds still while the percentile wanders.
 /// For the same reason the trim is the drift estimate alone while the smoothed error stays within
-/// a dead band (`DriftSettings.deadBandFrames`), and the start's offset is the first second's mean.
+/// a dead band (`DriftSettings.deadBandFrames`), and the start's offset is the mean of a second
+/// with no discrete change in it (`DriftController`).
 /// Discrete changes (the buffer inserting or dropping, an underrun's late packet, the setpoint
 /// moving, which the buffer reports in each pull's `PlayoutReport`, and the floor stepping with
 /// the path, which `PathStepDetector` tells from drift) are taken up by the
@@ -379,6 +380,9 @@ public struct DriftController: Sendable {
     private let warmUpUpdates: Int
     private var warmUpLeft = 0
     private var warmUpMeanMs = 0.0
+    /// Updates the warm-up may still take, restarts included (`DriftSettings.startSettleMs`).
+    private let warmUpLimit: Int
+    private var warmUpBudget = 0
 
     /// Smoothed error the PI loop sees, ms.
     public private(set) var errorMs: Double = 0
@@ -400,6 +404,7 @@ public struct DriftController: Sendable {
         alpha = min(1, frameMs / max(frameMs, settings.smoothingMs))
         deadBandMs = settings.deadBandFrames * frameMs
         warmUpUpdates = max(1, Int((settings.smoothingMs / frameMs).rounded()))
+        warmUpLimit = max(warmUpUpdates, Int((settings.startSettleMs / frameMs).rounded()))
     }
 
     /// One frame's reading.
@@ -410,6 +415,15 @@ public struct DriftController: Sendable {
     public mutating func update(errorMs reading: Double, stepMs: Double) -> Double {
         if running {
             offsetMs += stepMs
+            // The buffer is still settling (filling up to its target, cutting a backlog back, the
+            // target jumping as the first packets come in): readings from before such a step
+            // are off by what the step's report missed (the reference it is read against moved
+            // too), and a mean over them starts the PI loop from an error that is no drift: a
+            // 1.8 ms one wound the estimate up to 53 ppm on one clock. The mean starts over.
+            if warmUpLeft > 0 && stepMs != 0 && warmUpBudget >= warmUpUpdates {
+                warmUpLeft = warmUpUpdates
+                warmUpMeanMs = 0
+            }
         } else {
             // Playout (re)starts wherever the buffer started it: an offset, not drift.
             running = true
@@ -417,12 +431,15 @@ public struct DriftController: Sendable {
             errorMs = 0
             warmUpLeft = warmUpUpdates
             warmUpMeanMs = 0
+            warmUpBudget = warmUpLimit
         }
         let limit = settings.maxTrimPPM
         if warmUpLeft > 0 {
             // One reading is as noisy as the audio thread's wake-up: the start's offset is the
-            // first smoothing time's mean, so that the PI loop does not start from a step.
+            // mean over a smoothing time without a discrete change, so that the PI loop does not
+            // start from a step.
             warmUpLeft -= 1
+            warmUpBudget -= 1
             let n = Double(warmUpUpdates - warmUpLeft)
             warmUpMeanMs += (reading - offsetMs - warmUpMeanMs) / n
             if warmUpLeft == 0 { offsetMs += warmUpMeanMs }

@@ -21,6 +21,11 @@ public struct DriftSettings: Sendable, Equatable {
     /// Time constant of the error smoothing, ms: the audio thread's wake-ups make each reading jitter
     /// by up to a period, and a 1 s average of that is well below a millisecond.
     public var smoothingMs: Double
+    /// The longest the loop's start may take, ms: the start's offset is the mean of a smoothing
+    /// time without a discrete change in it, and a step during that time starts the mean over
+    /// only while a whole smoothing time still fits in this. A path that steps all the time (an
+    /// underrun a second) still gets its drift followed, from a noisier start.
+    public var startSettleMs: Double
     /// The setpoint follows the jitter buffer's target only once the target has moved more than
     /// this, in frames. The percentile the target comes from moves by tenths of a ms all the time,
     /// and following each move at the full trim walks the playout delay in bursts of 1 ms per second;
@@ -59,13 +64,14 @@ public struct DriftSettings: Sendable, Equatable {
     public var resamplerQuality: Int
 
     public init(enabled: Bool, proportionalPPMPerMs: Double = 200, integralPPMPerMsSecond: Double = 10,
-                maxTrimPPM: Double = 1000, smoothingMs: Double = 1000, setpointToleranceFrames: Double = 0.1,
+                maxTrimPPM: Double = 1000, smoothingMs: Double = 1000, startSettleMs: Double = 5000, setpointToleranceFrames: Double = 0.1,
                 setpointFrames: Double = 0.5, insertMarginFrames: Double = 0.25, deadBandFrames: Double = 0.05, pathStepFrames: Double = 0.05, floorSlewPPM: Double = 200, pauseJumpMs: Double = 50, resamplerQuality: Int = 1) {
         self.enabled = enabled
         self.proportionalPPMPerMs = proportionalPPMPerMs
         self.integralPPMPerMsSecond = integralPPMPerMsSecond
         self.maxTrimPPM = maxTrimPPM
         self.smoothingMs = smoothingMs
+        self.startSettleMs = startSettleMs
         self.setpointToleranceFrames = setpointToleranceFrames
         self.setpointFrames = setpointFrames
         self.insertMarginFrames = insertMarginFrames

@@ -28,6 +28,9 @@ struct DriftSimulation {
     var talk: ((Int) -> Bool)? = nil
     /// Extra delay of the sender's frame k on the path, ms (a jitter burst).
     var extraDelayMs: (Int) -> Double = { _ in 0 }
+    /// Frames of capture time the sender skipped before its frame k (a capture stall it jumps its
+    /// timestamp over): frame k carries the timestamp of frame k + this.
+    var timestampSkipFrames: (Int) -> Int = { _ in 0 }
     /// Cycles in which nobody reads (the audio thread starved, its device ran dry).
     var stalled: Range<Int> = 0..<0
 
@@ -78,7 +81,7 @@ struct DriftSimulation {
         for k in 0..<(frames + 100) {
             let sent = start + UInt64((Double(k) * period + extraDelayMs(k) * 1e6).rounded())
             for arrival in model.sendTimes(arrivalNs: sent) {
-                out.append(TracePacket(sequence: UInt16(truncatingIfNeeded: k), timestamp: UInt32(truncatingIfNeeded: k * 480),
+                out.append(TracePacket(sequence: UInt16(truncatingIfNeeded: k), timestamp: UInt32(truncatingIfNeeded: (k + timestampSkipFrames(k)) * 480),
                                        arrival: arrival))
             }
         }

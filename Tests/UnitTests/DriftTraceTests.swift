@@ -214,6 +214,37 @@ final class DriftTraceTests: XCTestCase {
         XCTAssertLessThan(worstError, JitterSettings(.default).frameMs / 4, "the loop's error after the stall")
     }
 
+    /// The rig's slow start (a CI run of `NetworkMediaTests`): the sender's first packets leave
+    /// 957 ms late (its capture stalled while the sound server started) and the rest on time,
+    /// their timestamps having jumped over the lost capture. The window holds both, so the target
+    /// opens at its largest and comes down in pauses over the next 20 s, while the buffer fills
+    /// by inserts, cuts back and moves its reference. None of it is drift: on one clock the
+    /// estimate stays at 0 and the loop's error in its band from 10 s on. (The start's offset
+    /// used to be the mean over the first second, whose readings before the buffer's last step
+    /// were off by up to 19 ms: 2 stale packets wound the estimate to 53 ppm, 4 to 148 ppm, and
+    /// 7 left a 43 ms error slewed off at the full trim.)
+    func testASendersStaleFirstPacketsAreNoDrift() throws {
+        let profile = ImpairmentProfile(baseDelayMs: 2, jitterMs: 3, lossPercent: 0, burstEnterPercent: 0, burstExitPercent: 100,
+                                        burstLossPercent: 0, reorderPercent: 0, reorderDelayMs: 0, duplicatePercent: 0, seed: 5)
+        let settings = JitterSettings(.default)
+        for stale in [2, 4, 7] {
+            var sim = DriftSimulation(ppm: 0, profile: profile, frames: 3_000)
+            sim.talk = { ($0 / 150) % 3 != 2 }  // 3 s of talk, 1.5 s of pause
+            sim.extraDelayMs = { $0 < stale ? 957 : 960 }
+            sim.timestampSkipFrames = { $0 < stale ? 0 : 96 }
+            let r = try sim.run()
+            let worstEstimate = r.driftPPM.map(abs).max() ?? .infinity
+            let worstError = r.errorMs[1_000...].map(abs).max() ?? .infinity
+            print(String(format: "%d stale first packets, one clock: target at most %.0f ms, %.0f ms at 30 s; drift estimate at most "
+                         + "%.1f ppm, loop error at most %.2f ms from 10 s", stale, r.targetMs.max() ?? 0, r.targetMs.last ?? 0,
+                         worstEstimate, worstError))
+            XCTAssertEqual(r.targetMs.max() ?? 0, settings.maxDelayMs, accuracy: 0.01, "\(stale) stale: the target should have opened at its largest")
+            XCTAssertLessThan(r.targetMs.last ?? .infinity, 20, "\(stale) stale: the target should have come down")
+            XCTAssertLessThan(worstEstimate, 2, "\(stale) stale: the drift estimate")
+            XCTAssertLessThan(worstError, settings.frameMs / 4, "\(stale) stale: the loop's error from 10 s on")
+        }
+    }
+
     /// The sender's packets mostly leave 2 ms after their period and one in 150 at once (a sender's
     /// wake-ups): the window's fastest transit is such a lucky packet or not, moving by 2 ms
     /// whenever one enters or leaves the 2 s window. The corrector reads its delay against a low
