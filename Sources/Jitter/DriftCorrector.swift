@@ -29,7 +29,8 @@ import SpeexDSP
 /// Start. Where playout (re)starts, up to two frames from the setpoint, the corrector jumps there at
 /// once (drops input samples or plays silence first) instead of slewing: a slew at the full trim
 /// moves the delay by 1 ms per second for several seconds, and another terminal that hears this one
-/// can only cancel the loop through it (`LoopCanceller`) while that delay holds still.
+/// can only cancel the loop through it (`LoopCanceller`) while that delay holds still. A reader
+/// that stopped for a while (`PlayoutReport.readerStalled`) starts the loop over the same way.
 ///
 /// Pauses. What the offset still holds of a setpoint move or of an underrun's growth is made at
 /// once the same way once the stream has been quiet for `pauseJumpMs`, a frame per read and only
@@ -120,6 +121,8 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     /// The floor transit at the last pull, and what tells its steps from drift.
     private var floorTransitNs: Int64 = 0
     private var pathSteps: PathStepDetector
+    /// A pull of this read found that nobody had read for a while (`PlayoutReport.readerStalled`).
+    private var readerStalled = false
 
     public init(buffer: JitterBuffer, settings: DriftSettings) throws {
         precondition(settings.maxTrimPPM < 100_000, "a trim beyond 10 % is not drift")
@@ -264,6 +267,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         jumpedSamples = 0
         correctionSamples = 0
         floorTransitNs = 0
+        readerStalled = false
         pathSteps.reset()
     }
 
@@ -277,6 +281,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         targetMs = report.targetMs
         floorMs = report.floorMs
         floorTransitNs = report.floorTransitNs
+        if report.readerStalled { readerStalled = true }
         pulledSamples += frameSize
         head = 0
         pulled = true
@@ -287,6 +292,16 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
     private func steer(now: Int64) {
         let trim: Double
         if pulled && playing {
+            if readerStalled {
+                // A stopped reader (an xrun, the process frozen) comes back to a speaker queue
+                // restarted at another fill and a backlog stamped at once: steps of the reading's
+                // reference that no report carries. Playout starts over as far as the loop is
+                // concerned: it jumps to the setpoint (within the stall's own gap) and takes a
+                // fresh offset, keeping its drift estimate.
+                startJumps = Self.startJumps
+                jumpSamples = 0
+                pauseJump = false
+            }
             let ageMs = delayAtPullMs + Double(now - pullNanos) / 1e6 - Double(head) / samplesPerMs
             // The setpoint follows the target only past the tolerance (see `DriftSettings`).
             let wanted = targetMs - settings.setpointFrames * frameMs
@@ -341,6 +356,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         stepSamples = 0
         correctionSamples = 0
         jumpedSamples = 0
+        readerStalled = false
         let stats = buffer.statistics
         stats.driftPPM.store(controller.driftPPM)
         stats.driftTrimPPM.store(trim)

@@ -273,7 +273,8 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         let correction = stepping ? (statistics.inserted.load - statistics.dropped.load - corrections) * frameSize : 0
         return PlayoutReport(audible: audible, quiet: quiet, playing: mode == .playing, stepSamples: step,
                              correctionSamples: correction, delayMs: currentDelayMs, targetMs: targetDelayMs,
-                             floorMs: Double(policy.floorNs) / 1e6, floorTransitNs: policy.minimumTransitNs + policy.floorNs)
+                             floorMs: Double(policy.floorNs) / 1e6, floorTransitNs: policy.minimumTransitNs + policy.floorNs,
+                             readerStalled: consumerStalled)
     }
 
     // MARK: ingest

@@ -85,9 +85,13 @@ public struct PlayoutReport: Sendable, Equatable {
     /// The floor transit itself, ns (arrival minus timestamp, with their clocks' unknown offset):
     /// only its moves mean anything, a path's step or a clock's drift.
     public var floorTransitNs: Int64
+    /// Whether nobody read for longer than `JitterSettings.consumerStallMs` before this read (the
+    /// audio thread or the whole process stopped): what the reading is taken against may have
+    /// moved with it (the speaker's queue after its restart, a backlog stamped at once).
+    public var readerStalled: Bool
 
     public init(audible: Bool, quiet: Bool, playing: Bool, stepSamples: Int, correctionSamples: Int = 0, delayMs: Double,
-                targetMs: Double, floorMs: Double = 0, floorTransitNs: Int64 = 0) {
+                targetMs: Double, floorMs: Double = 0, floorTransitNs: Int64 = 0, readerStalled: Bool = false) {
         self.audible = audible
         self.quiet = quiet
         self.playing = playing
@@ -97,5 +101,6 @@ public struct PlayoutReport: Sendable, Equatable {
         self.targetMs = targetMs
         self.floorMs = floorMs
         self.floorTransitNs = floorTransitNs
+        self.readerStalled = readerStalled
     }
 }
