@@ -298,9 +298,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
                 // reference that no report carries. Playout starts over as far as the loop is
                 // concerned: it jumps to the setpoint (within the stall's own gap) and takes a
                 // fresh offset, keeping its drift estimate.
-                startJumps = Self.startJumps
-                jumpSamples = 0
-                pauseJump = false
+                startOver()
             }
             let ageMs = delayAtPullMs + Double(now - pullNanos) / 1e6 - Double(head) / samplesPerMs
             // The setpoint follows the target only past the tolerance (see `DriftSettings`).
@@ -348,9 +346,7 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
             lastSetpointMs = setpointMs
         } else {
             delayMs = 0
-            startJumps = Self.startJumps
-            jumpSamples = 0
-            jumpableMs = 0
+            startOver()
             trim = controller.hold()
         }
         stepSamples = 0
@@ -371,6 +367,13 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
         resampler.setRatio(numerator: UInt32(Self.ratioDenominator + steps), denominator: UInt32(Self.ratioDenominator))
         appliedSteps = steps
         latency = resampler.inputLatency
+    }
+
+    /// The next reading is the start of playout's: jumps to the setpoint, then a fresh offset.
+    private func startOver() {
+        startJumps = Self.startJumps
+        jumpSamples = 0
+        jumpableMs = 0
     }
 
     private static func steps(_ ppm: Double) -> Int { Int((ppm * 1e-6 * Double(ratioDenominator)).rounded()) }

@@ -82,13 +82,7 @@ final class NetworkMediaTests: XCTestCase {
             for (d, name) in [(a, "A"), (b, "B")] {
                 XCTAssertEqual(d.finalStatistics?.audio.loopEngagements, 0, "room \(name)'s loop canceller never engaged without a loop")
             }
-            // The rig's rooms run on one clock (10 ms blocks are whole microseconds: README, the rig):
-            // each drift estimate reads 0 ± 20 ppm (issue 18, point 4).
-            for (d, name) in [(a, "A"), (b, "B")] {
-                if let s = c.require(d.finalStatistics?.network?.streams.first, "room \(name) lists the other room's stream: \(d.logPath)") {
-                    c.check(abs(s.driftPPM) <= 20, "room \(name)'s drift estimate reads \(s.driftPPM) ppm on the rig's one clock: \(d.logPath)")
-                }
-            }
+            c.checkNoDrift([(a.finalStatistics, "A", a), (b.finalStatistics, "B", b)])
 
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ba.clipPath, ba.recordingPath),
                                          (ab.clipPath, nobody.path), (ab.clipPath, ba.recordingPath)])
@@ -229,11 +223,7 @@ final class NetworkMediaTests: XCTestCase {
             waitUntilStreaming([a, b])
 
             let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: dir, name: "roomB-speaker"))
-            for (d, name) in [(a, "A"), (b, "B")] {
-                if let s = c.require(try? d.statistics().network?.streams.first, "room \(name) lists the other room's stream: \(d.logPath)") {
-                    c.check(abs(s.driftPPM) <= 20, "room \(name)'s drift estimate reads \(s.driftPPM) ppm on the rig's one clock: \(d.logPath)")
-                }
-            }
+            c.checkNoDrift([(try? a.statistics(), "A", a), (try? b.statistics(), "B", b)])
             stopCleanly(b, "room B")
             stopCleanly(a, "room A")
             checkHeard(c, ab, try Quality.measure(reference: ab.clipPath, recording: ab.recordingPath),

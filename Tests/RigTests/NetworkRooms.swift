@@ -1,3 +1,4 @@
+import Control
 import Foundation
 import TestSupport
 import XCTest
@@ -25,5 +26,17 @@ extension XCTestCase {
             XCTAssertTrue(d.waitUntilRunning(timeout: 10), "the daemon answers stats with its audio running: \(d.log)")
         }
         Thread.sleep(forTimeInterval: settle)
+    }
+}
+
+extension Checks {
+    /// The rig's rooms run on one clock (10 ms blocks are whole microseconds: README, the rig), so
+    /// each room's drift estimate of the other's stream reads 0 ± 20 ppm (issue 18, point 4).
+    func checkNoDrift(_ rooms: [(DaemonStatistics?, String, DaemonProcess)], after what: String = "") {
+        for (stats, name, room) in rooms {
+            guard let s = require(stats?.network?.streams.first, "room \(name) lists the other room's stream: \(room.logPath)") else { continue }
+            print(String(format: "room %@'s drift estimate %.1f ppm%@", name, s.driftPPM, what))
+            check(abs(s.driftPPM) <= 20, "room \(name)'s drift estimate reads \(s.driftPPM) ppm on the rig's one clock\(what): \(room.logPath)")
+        }
     }
 }
