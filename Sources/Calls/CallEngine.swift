@@ -176,7 +176,9 @@ public struct CallEngine: Sendable {
             statistics.unknownSender += 1
             return []
         }
-        // No authentication yet: at least the claimed room must come from its own host.
+        // With a site key the seal has already proven the sender (SiteSecurity, before the
+        // engine); without one (clear text) this is all there is. Either way a room speaks
+        // from its own host.
         guard entry.signalling.address == source.address else {
             statistics.addressMismatch += 1
             return []

@@ -107,8 +107,9 @@ public enum SignalMessage: Equatable, Sendable {
 public struct EnvelopeFlags: OptionSet, Hashable, Sendable {
     public let rawValue: UInt8
     public init(rawValue: UInt8) { self.rawValue = rawValue }
-    /// An authentication tag of `SignalCodec.tagLength` bytes ends the datagram (reserved for the
-    /// keys issue: decoded and carried, not yet verified by anyone).
+    /// An authentication tag of `SignalCodec.tagLength` bytes ends the datagram: decoded and
+    /// carried, verified by nobody and set by no sender. Authentication is the seal around the
+    /// whole envelope (SiteSecurity's `SignalSeal`); the bit is kept only so the format stays one.
     public static let authenticated = EnvelopeFlags(rawValue: 1)
     public static let known: EnvelopeFlags = [.authenticated]
 }

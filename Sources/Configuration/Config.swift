@@ -386,16 +386,12 @@ extension DaemonConfig {
     /// A complete TOML file with every key, its current value and its documentation (meaning,
     /// allowed values, default, whether SIGHUP applies it). `parse(rendered())` gives back `self`.
     public func rendered() -> String {
-        var out = """
+        """
             # intercomd configuration (TOML), as printed by `intercomd --print-default-config`.
             # Every key is optional: a missing key takes the default shown in its comment.
             # Unknown keys and sections are errors.
 
-            """
-        for section in Self.schema {
-            out += Self.render(section, of: self)
-        }
-        return out + renderedCalls()
+            """ + renderedSections()
     }
 
     /// `config/intercomd.example.toml`: every section, calls included, with example values where a
@@ -405,7 +401,7 @@ extension DaemonConfig {
         example.audio.captureDevice = "roomA"
         example.audio.playbackDevice = "roomA"
         example.network.peers = ["192.168.10.12:5004"]
-        var out = """
+        return """
             # intercomd configuration: example for a room terminal (rendered from the configuration
             # schema by `intercomd --print-example-config`; edit the schema, not this file).
             #
@@ -413,41 +409,17 @@ extension DaemonConfig {
             # optional: a key you delete takes the default named in its comment. Misspelled or unknown
             # keys are errors; intercomd lists every problem with its line and refuses to start.
 
-            """
-        for section in sections {
-            out += render(section, of: example)
-            switch section.name {
-            case "room":
-                out += "\n" + comment("""
-                    The directory: one table per room of the practice, this one included. Example:
-                      [rooms.empfang]
-                      name = "Empfang"           # display name (default: the id)
-                      address = "192.168.10.11"  # the room terminal's IPv4 address (required)
-                      signalling_port = 5070     # default 5070
-                      media_port = 5004          # default 5004
-                      may_call = ["beh1"]        # optional: once any room has it, rooms without it call nobody
-                    Call buttons: one table per button; one room = a direct call, several = a group call.
-                      [buttons.alle]
-                      rooms = ["beh1", "beh2", "beh3"]   # room ids and group names
-                      label = "Alle Behandlungsräume"
-                      kind = "call"              # call; emergency (answered at once, through do-not-disturb
-                                                 # and calls); announcement (one-way: the rooms only listen)
-                    Named groups of rooms, for buttons and notification recipients (a group name must not be a room id):
-                      [groups]
-                      behandlung = ["beh1", "beh2", "beh3"]
-                    Notification types, sent with a key (notify:<id>) or `intercomctl notify <id>`:
-                      [notifications.material]
-                      label = "Material bringen"     # history and intercomctl (default: the id)
-                      recipients = ["lager"]         # room ids and group names
-                      text = "Bitte Material bringen" # read aloud (default: the label)
-                      tone = "bell"                  # gong, bell, alert, alarm (default: by priority)
-                      priority = "normal"            # normal, urgent, emergency
-                      read_aloud = true              # false: the tone only
-                    SIGHUP applies changed rooms, buttons, groups and notifications between calls.
-                    """, wrap: false)
-            default:
-                break
-            }
+            """ + example.renderedSections()
+    }
+
+    /// Every section in schema order, each key under its documentation; after `[room]` the
+    /// practice's tables (rooms, buttons, groups, notification types), or a commented example of
+    /// them when there are none.
+    func renderedSections() -> String {
+        var out = ""
+        for section in Self.sections {
+            out += Self.render(section, of: self)
+            if section.name == "room" { out += renderedTables() }
         }
         return out
     }

@@ -103,34 +103,53 @@ extension DaemonConfig {
         return entries
     }
 
-    /// Whether anything about calls differs from the defaults.
-    var hasCallConfiguration: Bool {
-        callsEnabled || !rooms.isEmpty || !buttons.isEmpty || calls != CallsSection() || control != ControlSection()
-            || keys != KeysSection() || tones != TonesSection() || !groups.isEmpty || !notifications.isEmpty || speech != SpeechSection()
+    /// The practice's tables: the directory, the buttons, the groups and the notification types,
+    /// each under a short comment; a commented example of all of them when there are none.
+    func renderedTables() -> String {
+        guard !rooms.isEmpty || !buttons.isEmpty || !groups.isEmpty || !notifications.isEmpty else {
+            return "\n" + Self.comment(Self.tablesExample, wrap: false)
+        }
+        var out = ""
+        if !rooms.isEmpty {
+            out += "\n# The directory: one table per room, this one included. name (default: the id), address\n"
+            out += "# (required), signalling_port (default 5070), media_port (default 5004), may_call (optional;\n"
+            out += "# once a room has it, rooms without it may call nobody).\n"
+        }
+        for (id, entry) in rooms.sorted(by: { $0.key < $1.key }) { out += entry.rendered(id: id) }
+        if !buttons.isEmpty {
+            out += "\n# Call buttons: the rooms each calls (1...16; group names stand for their rooms), its label\n"
+            out += "# (default: the name) and kind: call (default), emergency or announcement.\n"
+        }
+        for (name, button) in buttons.sorted(by: { $0.key < $1.key }) { out += button.rendered(name: name) }
+        return out + renderedGroups() + renderedNotifications()
     }
 
-    /// The call sections for `rendered()`: `[room]`, the directory, the buttons, `[calls]`,
-    /// `[control]`, `[keys]`; nothing when calls are not configured.
-    func renderedCalls() -> String {
-        guard hasCallConfiguration else { return "" }
-        var out = ""
-        for section in Self.callSchema {
-            out += Self.render(section, of: self)
-            guard section.name == "room" else { continue }
-            if !rooms.isEmpty {
-                out += "\n# The directory: one table per room, this one included. name (default: the id), address\n"
-                out += "# (required), signalling_port (default 5070), media_port (default 5004), may_call (optional;\n"
-                out += "# once a room has it, rooms without it may call nobody).\n"
-            }
-            for (id, entry) in rooms.sorted(by: { $0.key < $1.key }) { out += entry.rendered(id: id) }
-            if !buttons.isEmpty {
-                out += "\n# Call buttons: the rooms each calls (1...16; group names stand for their rooms), its label\n"
-                out += "# (default: the name) and kind: call (default), emergency or announcement.\n"
-            }
-            for (name, button) in buttons.sorted(by: { $0.key < $1.key }) { out += button.rendered(name: name) }
-            out += renderedGroups()
-            out += renderedNotifications()
-        }
-        return out
-    }
+    /// The tables' documentation where a file has none of them.
+    static let tablesExample = """
+        The directory: one table per room of the practice, this one included. Example:
+          [rooms.empfang]
+          name = "Empfang"           # display name (default: the id)
+          address = "192.168.10.11"  # the room terminal's IPv4 address (required)
+          signalling_port = 5070     # default 5070
+          media_port = 5004          # default 5004
+          may_call = ["beh1"]        # optional: once any room has it, rooms without it call nobody
+        Call buttons: one table per button; one room = a direct call, several = a group call.
+          [buttons.alle]
+          rooms = ["beh1", "beh2", "beh3"]   # room ids and group names
+          label = "Alle Behandlungsräume"
+          kind = "call"              # call; emergency (answered at once, through do-not-disturb
+                                     # and calls); announcement (one-way: the rooms only listen)
+        Named groups of rooms, for buttons and notification recipients (a group name must not be a room id):
+          [groups]
+          behandlung = ["beh1", "beh2", "beh3"]
+        Notification types, sent with a key (notify:<id>) or `intercomctl notify <id>`:
+          [notifications.material]
+          label = "Material bringen"     # history and intercomctl (default: the id)
+          recipients = ["lager"]         # room ids and group names
+          text = "Bitte Material bringen" # read aloud (default: the label)
+          tone = "bell"                  # gong, bell, alert, alarm (default: by priority)
+          priority = "normal"            # normal, urgent, emergency
+          read_aloud = true              # false: the tone only
+        SIGHUP applies changed rooms, buttons, groups and notifications between calls.
+        """
 }

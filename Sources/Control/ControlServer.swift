@@ -18,6 +18,7 @@ public final class ControlServer: Sendable {
     let handler: any ControlHandler
     let listener: UnixSocket
     private let inode: UInt64
+    private let lock: SocketLock
     let doorbell: Doorbell
     let events: EventQueue
     let stopRequested = Atomic<Bool>(false)
@@ -27,16 +28,19 @@ public final class ControlServer: Sendable {
 
     private enum Phase { case created, running, stopped }
 
-    /// Creates the socket file (mode and group from `settings`), replacing a stale one. Throws
-    /// when another daemon is live on the path or a system call fails (with the system's reason).
+    /// Creates the socket file (mode and group from `settings`) and its lock file, replacing a
+    /// stale socket. Throws when another daemon holds the path or a system call fails (with the
+    /// system's reason); a failed start leaves no file behind.
     public init(settings: ControlSettings, handler: any ControlHandler) throws(ControlSocketError) {
         self.settings = settings
         self.handler = handler
-        (listener, inode) = try UnixSocket.listen(path: settings.socketPath, mode: settings.mode, group: settings.group, backlog: settings.backlog)
+        let made = try UnixSocket.listen(path: settings.socketPath, mode: settings.mode, group: settings.group, backlog: settings.backlog)
+        (listener, inode, lock) = (made.socket, made.inode, made.lock)
         do {
             doorbell = try Doorbell()
         } catch {
-            UnixSocket.removeSocketFile(path: settings.socketPath, inode: inode)
+            UnixSocket.removeSocketFile(path: settings.socketPath, inode: made.inode)
+            made.lock.release()
             throw ControlSocketError(error, path: settings.socketPath)
         }
         events = EventQueue(capacity: settings.maxPendingEvents)
@@ -64,7 +68,7 @@ public final class ControlServer: Sendable {
     }
 
     /// Closes every client and the listening socket and removes the socket file (if it is still
-    /// ours). Waits for the server thread; do not call it from the handler. Idempotent.
+    /// ours) and its lock file. Waits for the server thread; do not call it from the handler. Idempotent.
     public func stop() {
         let was = phase.withLock { p in
             defer { p = .stopped }
@@ -81,6 +85,7 @@ public final class ControlServer: Sendable {
             return
         }
         UnixSocket.removeSocketFile(path: settings.socketPath, inode: inode)
+        lock.release()
     }
 
     public var statistics: ControlServerStatistics {
@@ -91,6 +96,9 @@ public final class ControlServer: Sendable {
 
     deinit {
         // A server that was never started still owns its file.
-        if phase.withLock({ $0 }) == .created { UnixSocket.removeSocketFile(path: settings.socketPath, inode: inode) }
+        if phase.withLock({ $0 }) == .created {
+            UnixSocket.removeSocketFile(path: settings.socketPath, inode: inode)
+            lock.release()
+        }
     }
 }

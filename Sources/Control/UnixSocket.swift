@@ -87,35 +87,50 @@ public final class UnixSocket: @unchecked Sendable {
 
     // MARK: Server side
 
-    /// Creates the listening socket at `path`: a stale socket file is removed, a live one (another
-    /// daemon answers) is an error, as is any other kind of file. Returns the socket and the file's
-    /// inode, so that only our own file is removed at stop.
-    static func listen(path: String, mode: UInt32, group: String?, backlog: Int32) throws(ControlSocketError) -> (UnixSocket, UInt64) {
+    /// Creates the listening socket at `path`. The lock file beside it (`SocketLock`) is taken
+    /// first, so two daemons started at once cannot both see "no live socket" and take each
+    /// other's file: the loser fails here, before it has made anything. A stale socket file is
+    /// then removed; a live one (another daemon answers) or any other kind of file is an error.
+    /// Returns the socket, the file's inode (only our own file is removed at stop) and the lock.
+    static func listen(path: String, mode: UInt32, group: String?, backlog: Int32) throws(ControlSocketError) -> Listening {
         var address = try socketAddress(path)
         try createParentDirectory(of: path)
-        try removeStaleFile(path)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw ControlSocketError("socket", path: path) }
-        let sock = UnixSocket(descriptor: fd)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard bound == 0 else { throw ControlSocketError("bind", path: path) }
+        let lock = try SocketLock(socketPath: path)
         do throws(ControlSocketError) {
-            // Before listen nobody can connect, so the looser mode bind left is never usable.
-            guard chmod(path, mode_t(mode)) == 0 else { throw ControlSocketError("chmod", path: path) }
-            if let group {
-                let gid = try groupID(group, path: path)
-                guard chown(path, uid_t.max, gid) == 0 else { throw ControlSocketError("chown to group \(group)", path: path) }
+            try removeStaleFile(path)
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { throw ControlSocketError("socket", path: path) }
+            let sock = UnixSocket(descriptor: fd)
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
             }
-            guard Glibc.listen(fd, backlog) == 0 else { throw ControlSocketError("listen", path: path) }
-            var st = stat()
-            guard lstat(path, &st) == 0 else { throw ControlSocketError("stat", path: path) }
-            return (sock, UInt64(st.st_ino))
+            guard bound == 0 else { throw ControlSocketError("bind", path: path) }
+            do throws(ControlSocketError) {
+                // Before listen nobody can connect, so the looser mode bind left is never usable.
+                guard chmod(path, mode_t(mode)) == 0 else { throw ControlSocketError("chmod", path: path) }
+                if let group {
+                    let gid = try groupID(group, path: path)
+                    guard chown(path, uid_t.max, gid) == 0 else { throw ControlSocketError("chown to group \(group)", path: path) }
+                }
+                guard Glibc.listen(fd, backlog) == 0 else { throw ControlSocketError("listen", path: path) }
+                var st = stat()
+                guard lstat(path, &st) == 0 else { throw ControlSocketError("stat", path: path) }
+                return Listening(socket: sock, inode: UInt64(st.st_ino), lock: lock)
+            } catch {
+                unlink(path)
+                throw error
+            }
         } catch {
-            unlink(path)
+            lock.release()
             throw error
         }
+    }
+
+    /// What `listen` made: the socket, its file's inode, and the lock that keeps the path ours.
+    struct Listening {
+        let socket: UnixSocket
+        let inode: UInt64
+        let lock: SocketLock
     }
 
     /// Removes the socket file if it is still the one we created (a newer daemon may have replaced it).
@@ -299,5 +314,63 @@ struct Poller {
         return Ready(readable: r & Int16(POLLIN) != 0,
                      writable: r & Int16(POLLOUT) != 0,
                      broken: r & (Int16(POLLHUP) | Int16(POLLERR) | Int16(POLLNVAL)) != 0)
+    }
+}
+
+/// Who owns a control socket's path: an exclusive `flock` on `<socket>.lock`, holding the owner's
+/// pid. The kernel drops the lock when its process dies, however it dies, so a crashed daemon
+/// never blocks the next one; a live one makes every other daemon fail at once, naming its pid.
+final class SocketLock: @unchecked Sendable {
+    // @unchecked: taken in `listen`, released once by the server that owns it.
+    let path: String
+    private var descriptor: Int32
+
+    init(socketPath: String) throws(ControlSocketError) {
+        let lockPath = socketPath + ".lock"
+        path = lockPath
+        // The owner unlinks the file at stop: a lock taken on a file that was unlinked meanwhile
+        // is worthless, so check that the path still names the file locked, and try again if not.
+        for _ in 0..<8 {
+            let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            guard fd >= 0 else { throw ControlSocketError("open \(lockPath)", path: socketPath) }
+            if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+                let code = errno
+                let owner = Self.owner(fd)
+                Glibc.close(fd)
+                guard code == EWOULDBLOCK else { throw ControlSocketError("lock \(lockPath)", path: socketPath, errno: Errno(rawValue: code)) }
+                throw ControlSocketError(path: socketPath, problem: "another daemon is listening on it"
+                    + (owner.map { " (pid \($0), which holds \(lockPath))" } ?? " (it holds \(lockPath))"), errno: Errno(rawValue: EADDRINUSE))
+            }
+            var held = stat(), named = stat()
+            guard fstat(fd, &held) == 0, lstat(lockPath, &named) == 0, held.st_ino == named.st_ino, held.st_dev == named.st_dev else {
+                Glibc.close(fd)
+                continue
+            }
+            let pid = Array("\(getpid())\n".utf8)
+            _ = ftruncate(fd, 0)
+            _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+            descriptor = fd
+            return
+        }
+        throw ControlSocketError(path: socketPath, problem: "\(lockPath) keeps being replaced; not taking it", errno: Errno(rawValue: EAGAIN))
+    }
+
+    /// Removes the lock file and drops the lock (in that order: nobody can lock a file that is
+    /// still ours and then find it gone). Idempotent.
+    func release() {
+        guard descriptor >= 0 else { return }
+        unlink(path)
+        Glibc.close(descriptor)
+        descriptor = -1
+    }
+
+    deinit { release() }
+
+    /// The pid the lock file names, if it names one.
+    private static func owner(_ fd: Int32) -> Int32? {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return nil }
+        return Int32(String(decoding: bytes[..<n].prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self))
     }
 }

@@ -147,13 +147,10 @@ public final class Daemon: @unchecked Sendable {
             try network?.start()
             try calls?.start()
             try lights?.start()
-            do throws(SystemError) {
-                try control.start()
-                log.info("control socket \(control.settings.socketPath)")
-            } catch where calls == nil {
-                // Without calls the socket only offers counters and the loopback test: run on.
-                log.warning("control socket \(control.settings.socketPath): \(error); running without it")
-            }
+            // The socket itself was taken while the daemon was built (a second daemon on the
+            // path stops there, having made nothing); this starts its thread.
+            try control.start()
+            log.info("control socket \(control.settings.socketPath)")
             try delayEstimator.start()
             try supervisor.start()
             if config.log.statsIntervalS > 0 {

@@ -1,5 +1,6 @@
 import Control
 import Foundation
+import IntercomDaemon
 import TestSupport
 import XCTest
 
@@ -98,6 +99,66 @@ final class DaemonTests: XCTestCase {
         let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         XCTAssertEqual(refused.terminationStatus, 1, "status is refused: \(message)")
         XCTAssertTrue(message.contains("unavailable") && message.contains("[room] id"), message)
+    }
+
+    /// What an installer does first: print the defaults into a file and check it. Every section
+    /// is there and the file passes the daemon's own check.
+    func testThePrintedDefaultConfigurationPassesTheCheck() throws {
+        let printed = try Command.run(DaemonProcess.binary, ["--print-default-config"])
+        let path = try DaemonProcess.writeConfig(printed, name: "printed-defaults")
+        let check = try Command.run(DaemonProcess.binary, ["--check-config", "--config", path])
+        XCTAssertEqual(check, "\(path): OK\n")
+        for section in ["[audio]", "[room]", "[calls]", "[security]", "[control]", "[keys]", "[tones]", "[speech]", "#   [notifications."] {
+            XCTAssertTrue(printed.contains("\n\(section)"), "\(section) is printed")
+        }
+    }
+
+    /// Two daemons on one control socket (the collision that broke scripts/run.sh on a fresh
+    /// machine): the second says so, naming the first's pid, and exits at once with nothing left
+    /// behind, whether it starts after the first or at the same moment; the first keeps its socket
+    /// and, once stopped, leaves neither the socket file nor its lock file.
+    func testASecondDaemonOnTheSameControlSocketFailsCleanlyAndTheFirstKeepsIt() throws {
+        try Rig.require()
+        let socket = "\(try Repo.scratchFolder("one-socket"))/control.sock"
+        func config(_ room: String) throws -> String {
+            try DaemonProcess.writeRoomConfig(room, extra: "[control]\nsocket = \"\(socket)\"")
+        }
+        let first = try DaemonProcess(arguments: ["--config", try config("roomA")], name: "first")
+        XCTAssertTrue(first.waitUntilRunning(timeout: 10), first.log)
+        var inode = stat()
+        XCTAssertEqual(lstat(socket, &inode), 0)
+
+        let second = try DaemonProcess(arguments: ["--config", try config("roomB")], name: "second")
+        let started = Date()
+        let code = second.wait(timeout: 5)
+        print(String(format: "a second daemon on the socket: exit %@ after %.2f s: %@", code.map(String.init) ?? "none",
+                     Date().timeIntervalSince(started), second.log.split(separator: "\n").last.map(String.init) ?? ""))
+        XCTAssertEqual(code, IntercomDaemon.ExitCode.software.rawValue, "the second daemon exits by itself: \(second.log)")
+        XCTAssertTrue(second.log.contains("another daemon is listening on it (pid \(first.process.processIdentifier)"), second.log)
+        XCTAssertFalse(second.log.contains("audio thread"), "the second never started audio: \(second.log)")
+        var after = stat()
+        XCTAssertEqual(lstat(socket, &after), 0)
+        XCTAssertEqual(after.st_ino, inode.st_ino, "the socket file is still the first daemon's")
+        XCTAssertEqual(try first.statistics().audio.running, true, "the first still answers on it")
+        XCTAssertEqual(first.terminate(), 0, first.log)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: socket), "no socket file left")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: socket + ".lock"), "no lock file left")
+
+        // Started at the same moment: exactly one runs, the other exits.
+        for round in 0..<3 {
+            let pair = try ["roomA", "roomB"].map { try DaemonProcess(arguments: ["--config", try config($0)], name: "pair-\($0)") }
+            let exited = pair.filter { $0.wait(timeout: 4) != nil }
+            let running = pair.filter(\.isRunning)
+            XCTAssertEqual(exited.count, 1, "round \(round): one of two exits: \(pair.map(\.log))")
+            XCTAssertEqual(running.count, 1, "round \(round): one of two runs")
+            for d in exited { XCTAssertEqual(d.process.terminationStatus, IntercomDaemon.ExitCode.software.rawValue, d.log) }
+            if let r = running.first {
+                XCTAssertTrue(r.waitUntilRunning(timeout: 10), "round \(round): the one running answers on the socket: \(r.log)")
+                XCTAssertEqual(r.terminate(), 0, r.log)
+            }
+            XCTAssertFalse(FileManager.default.fileExists(atPath: socket), "round \(round): no socket file left")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: socket + ".lock"), "round \(round): no lock file left")
+        }
     }
 
     /// A terminal whose sound card is not there yet keeps retrying, names the device, starts

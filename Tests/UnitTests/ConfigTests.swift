@@ -513,7 +513,7 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(text, DaemonConfig.exampleFile(),
                        "the example is rendered from the schema: intercomd --print-example-config > config/intercomd.example.toml")
         let locator = KeyLocator(text)
-        for section in DaemonConfig.schema {
+        for section in DaemonConfig.sections {
             for key in section.keys {
                 XCTAssertTrue(locator.defines([section.name, key.name]), "example lacks \(section.name).\(key.name)")
             }
@@ -521,6 +521,25 @@ final class ConfigTests: XCTestCase {
     }
 
     // MARK: Rendering
+
+    /// `--print-default-config` is where an installer starts: it has every section and table of
+    /// the example configuration, in the same order, each key documented (issue 51: it printed 11
+    /// of 18 sections, no calls, keys, tones or speech), and it is a valid file.
+    func testDefaultConfigHasEverySectionOfTheExample() throws {
+        let example = try String(contentsOfFile: repositoryRoot.appendingPathComponent("config/intercomd.example.toml").path, encoding: .utf8)
+        let printed = DaemonConfig.default.rendered()
+        func headers(_ text: String) -> [String] {
+            text.split(separator: "\n").filter { $0.hasPrefix("[") || $0.hasPrefix("#   [") }
+                .map { $0.replacingOccurrences(of: "#   ", with: "") }
+        }
+        XCTAssertEqual(headers(printed), headers(example), "the same sections and commented tables, in order")
+        XCTAssertEqual(printed.split(separator: "\n").filter { $0.hasPrefix("[") }.count, DaemonConfig.sections.count)
+        assertEveryKeyRenderedUnderAComment(printed, DaemonConfig.sections)
+        for table in ["[rooms.", "[buttons.", "[groups]", "[notifications."] {
+            XCTAssertTrue(printed.contains("#   \(table)"), "the tables are documented: \(table)")
+        }
+        XCTAssertNoThrow(try DaemonConfig.parse(printed, source: "printed").validate(source: "printed"))
+    }
 
     func testRenderedDefaultsRoundTrip() throws {
         let text = DaemonConfig.default.rendered()
@@ -531,7 +550,7 @@ final class ConfigTests: XCTestCase {
         XCTAssertTrue(text.contains("# Allowed: -60...24. Default: 0. SIGHUP applies it at once.\nmic_gain_db = 0\n"), text)
 
         // Every key is written, each under a comment.
-        assertEveryKeyRenderedUnderAComment(text, DaemonConfig.schema)
+        assertEveryKeyRenderedUnderAComment(text, DaemonConfig.sections)
     }
 
     func testRenderedNonDefaultsRoundTrip() throws {

@@ -130,7 +130,7 @@ final class ControlCtlTests: XCTestCase {
         let directory = try SocketDirectory()
         for (reply, expected) in [("this is not json\n", Int32(76)), ("", Int32(69))] {
             let path = directory.socket(expected == 76 ? "garbage.sock" : "silent.sock")
-            let (listener, _) = try UnixSocket.listen(path: path, mode: 0o600, group: nil, backlog: 4)
+            let listener = try UnixSocket.listen(path: path, mode: 0o600, group: nil, backlog: 4).socket
             let done = DispatchSemaphore(value: 0)
             Thread.detachNewThread {
                 defer { done.signal() }

@@ -139,14 +139,18 @@ final class ControlServerTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("no group named \(settings.group!)"), "\(error)")
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: settings.socketPath), "a failed start leaves no socket file")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: settings.socketPath + ".lock"), "nor a lock file")
     }
 
     func testStaleSocketFileIsReplacedAndAnotherKindOfFileIsLeftAlone() throws {
         let directory = try SocketDirectory()
         let path = directory.socket()
-        // A daemon that died without cleaning up: the file is there, nobody listens.
-        let (dead, _) = try UnixSocket.listen(path: path, mode: 0o600, group: nil, backlog: 1)
-        dead.close()
+        // A daemon that died without cleaning up: the socket file and its lock file are there,
+        // nobody listens and nobody holds the lock (the kernel dropped it with the process).
+        let dead = try UnixSocket.listen(path: path, mode: 0o600, group: nil, backlog: 1)
+        dead.socket.close()
+        dead.lock.release()
+        try Data("99999\n".utf8).write(to: URL(fileURLWithPath: path + ".lock"))
         XCTAssertThrowsError(try ControlClient(path: path, timeout: 1))
 
         let server = try ControlServer(settings: ControlSettings(socketPath: path), handler: FakeControlHandler())
@@ -170,8 +174,44 @@ final class ControlServerTests: XCTestCase {
             XCTAssertEqual(e?.code, EADDRINUSE)
             XCTAssertTrue("\(error)".contains("another daemon is listening"), "\(error)")
             XCTAssertTrue("\(error)".contains(f.settings.socketPath), "\(error)")
+            XCTAssertTrue("\(error)".contains("pid \(getpid())"), "names the owner: \(error)")
         }
         XCTAssertEqual(try f.client().send(.ping).response.outcome, .success(["pong": true]))
+    }
+
+    /// Two daemons started at the same moment: before the lock, the second could find the first's
+    /// file bound but not yet listening, take it for stale, unlink it and bind its own, leaving
+    /// two daemons that both believed they had the socket (found by scripts/run.sh, 3 of 3 runs).
+    func testServersStartedAtOnceOnOnePathLeaveExactlyOneOwnerAndNoFilesAfterStop() throws {
+        let directory = try SocketDirectory()
+        for round in 0..<200 {
+            let path = directory.socket("race-\(round % 4).sock")
+            let contenders = 3
+            let results = Mutex<[Result<ControlServer, ControlSocketError>]>([])
+            let go = DispatchSemaphore(value: 0), done = DispatchGroup()
+            for _ in 0..<contenders {
+                done.enter()
+                Thread.detachNewThread {
+                    go.wait()
+                    let r = Result { () throws(ControlSocketError) in try ControlServer(settings: ControlSettings(socketPath: path), handler: FakeControlHandler()) }
+                    results.withLock { $0.append(r) }
+                    done.leave()
+                }
+            }
+            for _ in 0..<contenders { go.signal() }
+            done.wait()
+            let all = results.withLock { $0 }
+            let owners = all.compactMap { try? $0.get() }
+            XCTAssertEqual(owners.count, 1, "round \(round): one server owns the path: \(all)")
+            for case .failure(let e) in all { XCTAssertEqual(e.code, EADDRINUSE, "round \(round): \(e)") }
+            guard let owner = owners.first else { continue }
+            try owner.start()
+            XCTAssertEqual(try ControlClient(path: path, timeout: 5).send(.ping).response.outcome, .success(["pong": true]),
+                           "round \(round): the owner's file is the one on the path")
+            owner.stop()
+            XCTAssertFalse(FileManager.default.fileExists(atPath: path), "round \(round): no socket file left")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: path + ".lock"), "round \(round): no lock file left")
+        }
     }
 
     func testStopClosesEveryClientAndRemovesTheSocketFile() throws {
@@ -183,6 +223,7 @@ final class ControlServerTests: XCTestCase {
         XCTAssertTrue(ControlTestTools.drainUntilClosed(idle, timeout: 5).closed)
         XCTAssertTrue(ControlTestTools.drainUntilClosed(subscriber, timeout: 5).closed)
         XCTAssertFalse(FileManager.default.fileExists(atPath: f.settings.socketPath))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: f.settings.socketPath + ".lock"))
         XCTAssertEqual(f.handler.seen.withLock { $0.disconnected.map(\.1) }, ["server stopping", "server stopping"])
         f.stop()  // idempotent
     }
