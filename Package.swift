@@ -8,6 +8,8 @@ let package = Package(
         .executable(name: "intercom-bench", targets: ["intercom-bench"]),
         .executable(name: "impairment-relay", targets: ["impairment-relay"]),
         .executable(name: "intercomctl", targets: ["intercomctl"]),
+        // The main job: a small practice on the virtual audio rig (scripts/run.sh).
+        .executable(name: "intercom-demo", targets: ["intercom-demo"]),
         // Test-only: preloaded into intercomd to make fsync slow (Tests/FsyncDelay).
         .library(name: "FsyncDelay", type: .dynamic, targets: ["FsyncDelay"]),
     ],
@@ -105,7 +107,17 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
-        .target(name: "TestSupport", dependencies: ["SignalTools", "CAllocCounter", "Control", "Configuration"], path: "Tests/TestSupport"),
+        // The rig's instruments: intercomd as a child process, a talker and an ear on one clock
+        // (TalkerProbe), room recorders, key presses into a key FIFO, speech clips and scores.
+        // Shared by the rig tests and the main job.
+        .target(name: "RigKit", dependencies: [
+            "AudioPipeline", "Configuration", "Control", "EchoCancel", "Frames", "IntercomDaemon", "Keys", "Posix", "RealTime", "SignalTools",
+        ]),
+        .executableTarget(name: "intercom-demo", dependencies: [
+            "RigKit", "Calls", "Control", "Configuration", "Keys", "Posix", "SignalTools",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .target(name: "TestSupport", dependencies: ["RigKit", "SignalTools", "CAllocCounter", "Control", "Configuration"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
             "Calls", "Keys", "Lights", "Speech", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity", "Posix", "SpeexDSP",
         ]),

@@ -27,14 +27,15 @@ public final class DaemonProcess: @unchecked Sendable {
     /// `host`: run inside that NetLab host's network namespace (`ip netns exec` replaces itself
     /// with intercomd, so the process is still the daemon's). `wrapper`: a command that execs
     /// intercomd the same way (`setpriv ...`).
+    /// `logPath`: where its output goes (default: a new file in the temporary folder).
     public init(arguments: [String], environment: [String: String] = [:], name: String = "intercomd",
-                host: NetLab.Host? = nil, wrapper: [String] = []) throws {
+                host: NetLab.Host? = nil, wrapper: [String] = [], logPath: String? = nil) throws {
         controlSocket = arguments.firstIndex(of: "--config").flatMap { i in
             i + 1 < arguments.count ? (try? DaemonConfig.load(path: arguments[i + 1]))?.control.socket : nil
         }
-        logPath = NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8)).log"
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        self.logPath = logPath ?? NSTemporaryDirectory() + "\(name)-\(UUID().uuidString.prefix(8)).log"
+        _ = FileManager.default.createFile(atPath: self.logPath, contents: nil)
+        logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: self.logPath))
         process = Process()
         if let host {
             process.executableURL = URL(fileURLWithPath: NetLab.ipPath)
