@@ -1,124 +1,117 @@
 #!/usr/bin/env bash
-# The main job: two intercom rooms talking over the network.
+# The main job: a small practice at work on the virtual audio rig (no sound card needed).
 #
-#   scripts/run.sh                                   two rooms on the virtual audio rig (no sound card
-#                                                    needed): a talker in room A's air is heard from
-#                                                    room B's speaker; prints the mouth-to-ear delay
-#                                                    and the speech quality (STOI, PESQ)
+#   scripts/run.sh                   three terminals (Empfang, Behandlung 1, Labor) from one practice
+#                                    description: a key at Empfang calls Behandlung 1 (its chime, the
+#                                    answer), speech both ways with the mouth-to-ear delay and PESQ-WB/STOI,
+#                                    hang-up by key, a notification from Behandlung 1 to the lab read aloud,
+#                                    reminded and acknowledged by key (the sender told), an emergency call
+#                                    through do-not-disturb; a line per step, then a table
+#   scripts/run.sh --short           the same, shortest form (the test command runs it)
+#   scripts/run.sh --streaming       two rooms streaming their microphones at each other without calls;
+#                                    a talker in room A heard from room B's speaker
 #   scripts/run.sh --device PCM --peer HOST:PORT     one terminal on a real sound card, streaming to and
 #                  [--listen PORT] [--seconds N]     from a peer terminal (talk into the microphone)
 #   scripts/run.sh --local [--device PCM] [--seconds N]
-#                                                    local mode (no network): far-end speech from the
-#                                                    speaker, echo cancellation of the microphone
+#                                    local mode (no network): far-end speech from the speaker, echo
+#                                    cancellation of the microphone
 #
-# INTERCOM_RUN_EXTRA_CONFIG: TOML text appended to both rooms' configuration (experiments, e.g.
-# $'[echo]\nnoise_suppress_db = 0').
-# Results land in out/. Two rooms: source.wav (what room A's talker said), roomB-speaker.wav (what
-# room B's speaker played), roomA.log, roomB.log. Local mode: far-end.wav, near-end.wav,
-# raw.wav, processed.wav, intercomd.log. Sound card: intercomd.log.
+# Results land in out/: the practice in out/practice/ (each room's speaker over the whole run,
+# <room>-speaker.wav; what each talker said and what the other room heard; the logs; the
+# configuration), --streaming in out/streaming/. Local mode: far-end.wav, near-end.wav, raw.wav,
+# processed.wav, intercomd.log. Sound card: intercomd.log.
+# INTERCOM_BUILD: the swift build arguments (default "-c release"; the test command passes its own
+# so that nothing is built twice). INTERCOM_RIG_DIR: the rig's folder (default .rig).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 64
 }
 
-MODE=rooms
+MODE=practice
+SHORT=()
 DEVICE=""
 PEER=""
 LISTEN=5004
 SECONDS_TO_RUN=""
-INTERNAL=""
 while (($#)); do
     case $1 in
-        --device) (($# >= 2)) || usage; DEVICE=$2; shift 2 ;;
+        --short) SHORT=(--short); shift ;;
+        --streaming) MODE=streaming; shift ;;
+        --device) (($# >= 2)) || usage; DEVICE=$2; MODE=card; shift 2 ;;
         --peer) (($# >= 2)) || usage; PEER=$2; shift 2 ;;
         --listen) (($# >= 2)) || usage; LISTEN=$2; shift 2 ;;
         --seconds) (($# >= 2)) || usage; SECONDS_TO_RUN=$2; shift 2 ;;
-        --local) MODE=local; shift ;;
-        --two-rooms-on-rig) INTERNAL=two-rooms; shift ;;  # internal: the part that runs inside the rig
+        --local) LOCAL=yes; shift ;;
         -h | --help) usage ;;
         *) echo "run: unknown argument '$1'" >&2; usage ;;
     esac
 done
-if [[ $MODE == rooms && -n $DEVICE && -z $PEER ]]; then
+[[ ${LOCAL:-} == yes ]] && MODE=local
+if [[ $MODE == card && -z $PEER ]]; then
     echo "run: with --device, give the other terminal with --peer HOST:PORT (or use --local)" >&2
     exit 64
 fi
-[[ $MODE == local || -z $PEER || -n $DEVICE ]] || { echo "run: --peer needs --device (a sound card)" >&2; exit 64; }
-
-INTERCOMD=.build/release/intercomd
-PYTHON=.venv/bin/python
-
-# ------------------------------------------------------------------ two rooms on the rig (inside)
-
-free_port() { "$PYTHON" -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-room_config() { # ROOM LISTEN PEER_PORT
-    cat <<TOML
-[audio]
-capture_device = "$1"
-playback_device = "$1"
-[network]
-listen_port = $2
-peers = ["127.0.0.1:$3"]
-[log]
-stats_interval_s = 2
-${INTERCOM_RUN_EXTRA_CONFIG:-}
-TOML
-}
-
-wait_for_log() { # FILE TEXT
-    local i
-    for ((i = 0; i < 100; i++)); do
-        grep -q "$2" "$1" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "run: '$2' did not appear in $1:" >&2
-    tail -n 20 "$1" >&2
-    return 1
-}
-
-two_rooms_inside_rig() {
-    local port_a port_b pids=()
-    port_a=$(free_port)
-    port_b=$(free_port)
-    room_config roomA "$port_a" "$port_b" >out/roomA.toml
-    room_config roomB "$port_b" "$port_a" >out/roomB.toml
-    "$INTERCOMD" --config out/roomA.toml >out/roomA.log 2>&1 &
-    pids+=($!)
-    "$INTERCOMD" --config out/roomB.toml >out/roomB.log 2>&1 &
-    pids+=($!)
-    trap 'kill -TERM "${pids[@]}" 2>/dev/null || true' EXIT
-    wait_for_log out/roomA.log "audio thread"
-    wait_for_log out/roomB.log "audio thread"
-    echo "run: room A (UDP $port_a) and room B (UDP $port_b) are streaming to each other"
-    sleep 1.5  # the streams start and the jitter buffers settle
-
-    # The talker and the ear on one clock (scripts/talk_listen.py, real ALSA): it plays source.wav
-    # into room A's air after a 300 ms lead-in, records room B's speaker, and measures the delay.
-    echo "run: a talker speaks into room A's air ($(soxi -D out/source.wav | cut -c1-4) s); recording room B's speaker"
-    "$PYTHON" scripts/talk_listen.py --mouth roomA_air --ear roomB --clip out/source.wav \
-        --out out/roomB-speaker.wav >out/talk_listen.json
-    # B first, while A still sends: B's final statistics then describe the stream as it ran.
-    kill -TERM "${pids[1]}"
-    wait "${pids[1]}" || true
-    kill -TERM "${pids[0]}"
-    wait "${pids[0]}" || true
-    trap - EXIT
-}
-
-if [[ $INTERNAL == two-rooms ]]; then
-    two_rooms_inside_rig
-    exit 0
-fi
+[[ $MODE == local || $MODE == card || -z $PEER ]] || { echo "run: --peer needs --device (a sound card)" >&2; exit 64; }
+[[ ${#SHORT[@]} -eq 0 || $MODE == practice || $MODE == streaming ]] || { echo "run: --short is for the practice and --streaming" >&2; exit 64; }
 
 # ------------------------------------------------------------------ preparation
 
 bash scripts/setup.sh
-swift build -c release --product intercomd 2>&1 | tail -n 1
+read -r -a BUILD <<<"${INTERCOM_BUILD:--c release}"
+swift build "${BUILD[@]}" --product intercomd 2>&1 | tail -n 1
+BIN=$(swift build "${BUILD[@]}" --show-bin-path)
+INTERCOMD=$BIN/intercomd
+RIG_DIR=${INTERCOM_RIG_DIR:-$PWD/.rig}
 mkdir -p out
+
+# Whatever happens, no daemon started here outlives the script: the demo stops its own on a
+# signal; this catches the rest (a crash) by the folder their configuration is in.
+stop_leftovers() { pkill -TERM -f -- "intercomd --config $PWD/out/" 2>/dev/null || true; }
+trap stop_leftovers EXIT
+trap 'stop_leftovers; exit 130' INT TERM HUP
+
+# ------------------------------------------------------------------ the practice, or two rooms streaming
+
+if [[ $MODE == practice || $MODE == streaming ]]; then
+    swift build "${BUILD[@]}" --product intercom-demo 2>&1 | tail -n 1
+    if [[ $MODE == practice ]]; then
+        rooms=empfang,behandlung1,labor; folder=$PWD/out/practice; args=()
+        echo "run: a small practice on the virtual audio rig (release build): three terminals, keys, calls, a notification"
+    else
+        rooms=roomA,roomB; folder=$PWD/out/streaming; args=(--streaming)
+        echo "run: two rooms streaming at each other on the virtual audio rig (release build)"
+    fi
+    bash scripts/rig.sh run --dir "$RIG_DIR" --rooms "$rooms" -- "$BIN/intercom-demo" --out "$folder" "${args[@]}" "${SHORT[@]}"
+    exit $?
+fi
+
+# ------------------------------------------------------------------ one terminal on a sound card
+
+if [[ $MODE == card ]]; then
+    cat >out/intercomd.toml <<TOML
+[audio]
+capture_device = "$DEVICE"
+playback_device = "$DEVICE"
+[network]
+listen_port = $LISTEN
+peers = ["$PEER"]
+[log]
+stats_interval_s = 2
+[control]
+socket = "$PWD/out/intercomd.sock"
+TOML
+    echo "run: intercomd on '$DEVICE', receiving on UDP $LISTEN, sending to $PEER; talk into the microphone"
+    echo "     (Ctrl-C stops it${SECONDS_TO_RUN:+; or after $SECONDS_TO_RUN s}); the log is out/intercomd.log"
+    args=(--config out/intercomd.toml)
+    [[ -z $SECONDS_TO_RUN ]] || args+=(--duration "$SECONDS_TO_RUN")
+    "$INTERCOMD" "${args[@]}" 2>&1 | tee out/intercomd.log
+    exit "${PIPESTATUS[0]}"
+fi
+
+# ------------------------------------------------------------------ local mode (no network)
 
 speech() { # FILE VOICE GAIN_DB TEXT
     espeak-ng -v "$2" -s 150 -w "$1.22k.wav" "$4"
@@ -130,50 +123,6 @@ level() { # FILE START LENGTH -> RMS dBFS of that span
     sox "$1" -n trim "$2" "$3" stats 2>&1 | awk '/RMS lev dB/ {print $4}'
 }
 
-# ------------------------------------------------------------------ one terminal on a sound card
-
-if [[ $MODE == rooms && -n $DEVICE ]]; then
-    cat >out/intercomd.toml <<TOML
-[audio]
-capture_device = "$DEVICE"
-playback_device = "$DEVICE"
-[network]
-listen_port = $LISTEN
-peers = ["$PEER"]
-[log]
-stats_interval_s = 2
-TOML
-    echo "run: intercomd on '$DEVICE', receiving on UDP $LISTEN, sending to $PEER; talk into the microphone"
-    echo "     (Ctrl-C stops it${SECONDS_TO_RUN:+; or after $SECONDS_TO_RUN s}); the log is out/intercomd.log"
-    args=(--config out/intercomd.toml)
-    [[ -z $SECONDS_TO_RUN ]] || args+=(--duration "$SECONDS_TO_RUN")
-    "$INTERCOMD" "${args[@]}" 2>&1 | tee out/intercomd.log
-    exit "${PIPESTATUS[0]}"
-fi
-
-# ------------------------------------------------------------------ two rooms on the rig
-
-if [[ $MODE == rooms ]]; then
-    speech out/source.wav en-us -3 "Room one calling. The delivery for the pharmacy has arrived at the back entrance. Could somebody from the ward come down to sign for it, please?"
-    rm -f out/roomB-speaker.wav out/talk_listen.json
-    echo "run: two rooms on the virtual audio rig (roomA, roomB), release build"
-    bash scripts/rig.sh run --dir "${INTERCOM_RIG_DIR:-$PWD/.rig}" --rooms roomA,roomB -- bash scripts/run.sh --two-rooms-on-rig
-    echo
-    [[ -s out/roomB-speaker.wav && -s out/talk_listen.json ]] || { echo "run: nothing was recorded" >&2; exit 1; }
-    quality=$("$PYTHON" scripts/quality.py out/source.wav out/roomB-speaker.wav | tail -n 1)
-    field() { "$PYTHON" -c 'import json, sys; v = json.loads(sys.argv[1]).get(sys.argv[2]); print("-" if v is None else v)' "$1" "$2"; }
-    timing=$(cat out/talk_listen.json)
-    echo "run: room A's talker, heard from room B's speaker:"
-    echo "     mouth-to-ear delay $(field "$timing" mouth_to_ear_ms) ms (air -> A's microphone -> echo canceller -> Opus -> UDP"
-    echo "       -> B's jitter buffer -> mix -> B's speaker; the rig adds ~1 ms per pass)"
-    echo "     intelligibility STOI $(field "$quality" stoi) (0..1; the tests require >= 0.80), PESQ-WB $(field "$quality" pesq_wb) (MOS 1..4.5)"
-    echo "     level $(field "$quality" level_db) dBFS (the source: $(level out/source.wav 0 60) dBFS)"
-    grep -h "final network" out/roomB.log | sed 's/.*final network:/run: room B received:/' || true
-    echo "run: listen to out/source.wav and out/roomB-speaker.wav; logs: out/roomA.log, out/roomB.log"
-    exit 0
-fi
-
-# ------------------------------------------------------------------ local mode (no network)
 
 SECONDS_TO_RUN=${SECONDS_TO_RUN:-16}
 speech out/far-end.wav en-us -3 "Good morning, this is the reception. Doctor Weber, your next patient is waiting in room three. Please come to the front desk when you are ready."
@@ -193,8 +142,10 @@ buffer_periods = $periods
 listen_port = 0
 [log]
 stats_interval_s = 2
+[control]
+socket = "$PWD/out/intercomd.sock"
 TOML
-    .build/release/intercomd --config out/intercomd.toml --far-end out/far-end.wav \
+    "$INTERCOMD" --config out/intercomd.toml --far-end out/far-end.wav \
         --record out/processed.wav --record-raw out/raw.wav --duration "$SECONDS_TO_RUN" 2>&1 | tee out/intercomd.log &
     local daemon=$!
     if [[ $1 == roomA ]]; then
@@ -209,7 +160,7 @@ if [[ -n $DEVICE ]]; then
     run_local "$DEVICE"
 else
     echo "run: local mode on the virtual audio rig (room roomA)"
-    bash scripts/rig.sh run --dir "${INTERCOM_RIG_DIR:-$PWD/.rig}" --rooms roomA -- bash -c "$(declare -f run_local); SECONDS_TO_RUN=$SECONDS_TO_RUN; run_local roomA"
+    bash scripts/rig.sh run --dir "$RIG_DIR" --rooms roomA -- bash -c "$(declare -f run_local); INTERCOMD='$INTERCOMD'; SECONDS_TO_RUN=$SECONDS_TO_RUN; run_local roomA"
 fi
 
 echo

@@ -51,6 +51,7 @@ public final class DaemonProcess: @unchecked Sendable {
         process.standardOutput = logHandle
         process.standardError = logHandle
         try process.run()
+        ChildProcesses.started(process.processIdentifier)
     }
 
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
@@ -115,6 +116,7 @@ public final class DaemonProcess: @unchecked Sendable {
     public func wait(timeout: Double) -> Int32? {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning, Date() < deadline { usleep(20_000) }
+        defer { ChildProcesses.ended(process.processIdentifier) }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()

@@ -139,6 +139,7 @@ public final class RoomRecorder: @unchecked Sendable {
             "--device=\(room).monitor", "--rate=48000", "--channels=1", "--format=s16le",
             "--latency-msec=10", "--file-format=wav", path,
         ])
+        ChildProcesses.started(process.processIdentifier)
     }
 
     /// Stops the recorder (SIGINT: parec finishes the WAV header) and waits for it.
@@ -147,6 +148,7 @@ public final class RoomRecorder: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(3)
         while process.isRunning, Date() < deadline { usleep(10_000) }
         if process.isRunning { process.terminate(); process.waitUntilExit() }
+        ChildProcesses.ended(process.processIdentifier)
     }
 }
 

@@ -21,9 +21,27 @@ struct IntercomDemo: ParsableCommand {
     @Flag(help: "The shortest form (shorter speech, a sooner reminder): what the test command runs.")
     var short = false
 
+    @Flag(help: "Instead of the practice: two rooms (rig rooms roomA, roomB) streaming at each other without calls; a talker in A heard in B.")
+    var streaming = false
+
     func run() throws {
+        StopOnSignal.install()
         let report = Report()
         let folder = URL(fileURLWithPath: out).standardizedFileURL.path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        if streaming {
+            var started: [DaemonProcess] = []
+            do {
+                try Streaming(folder: folder, report: report, short: short).run(started: &started)
+            } catch {
+                report.say("stopped: \(error)")
+            }
+            for d in started where d.isRunning { d.terminate() }
+            FileHandle.standardOutput.write(Data(report.summary().utf8))
+            print("Listen to \(folder)/roomA-says.wav and \(folder)/roomB-hears-roomA.wav; read \(folder)/roomA.log, roomB.log.")
+            if !report.allPassed || report.rows.isEmpty { throw ExitCode.failure }
+            return
+        }
         let practice = try Practice(folder: folder, reminderSeconds: short ? 3 : 4)
         try practice.write()
         let demo = Demo(practice: practice, report: report, short: short)
@@ -39,6 +57,31 @@ struct IntercomDemo: ParsableCommand {
         print("Listen to \(folder)/*-speaker.wav (each room's speaker, the whole run) and \(folder)/*-hears-*.wav;")
         print("read \(folder)/<room>.log and the configuration: \(folder)/practice.toml, \(folder)/<room>.toml.")
         if !report.allPassed { throw ExitCode.failure }
+    }
+}
+
+/// SIGINT, SIGTERM, SIGHUP: stop every daemon and recorder started, then exit. The handler only
+/// writes to a pipe (a handler, unlike an ignored or blocked signal, is not inherited by the
+/// daemons); a thread does the stopping.
+enum StopOnSignal {
+    nonisolated(unsafe) private static var pipeEnds: [Int32] = [-1, -1]
+
+    static func install() {
+        guard pipe(&pipeEnds) == 0 else { return }
+        let watcher = Thread {
+            var signal: Int32 = 0
+            guard read(pipeEnds[0], &signal, 4) == 4 else { return }
+            FileHandle.standardError.write(Data("intercom-demo: signal \(signal): stopping the terminals\n".utf8))
+            ChildProcesses.terminateAll(timeout: 3)
+            exit(128 + signal)
+        }
+        watcher.start()
+        for s in [SIGINT, SIGTERM, SIGHUP] {
+            Glibc.signal(s) { received in
+                var value = received
+                _ = write(StopOnSignal.pipeEnds[1], &value, 4)
+            }
+        }
     }
 }
 
