@@ -55,6 +55,16 @@ public final class DaemonProcess: @unchecked Sendable {
     }
 
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// The processor time the daemon has used so far (user and system, /proc/PID/stat), seconds.
+    public var cpuSeconds: Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        // After the command's closing parenthesis: state is field 3, utime and stime are 14 and 15.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
     public var isRunning: Bool { process.isRunning }
 
     /// Waits until the log contains `text`; false on timeout.

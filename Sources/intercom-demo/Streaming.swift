@@ -46,13 +46,16 @@ struct Streaming {
         let said = "\(folder)/roomA-says.wav"
         try? FileManager.default.removeItem(atPath: said)
         try FileManager.default.copyItem(atPath: clip, toPath: said)
+        let cpuBefore = (a.cpuSeconds ?? 0, b.cpuSeconds ?? 0), wallBefore = Date()
         let heard = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: said, folder: folder, name: "roomB-hears-roomA")
+        let wall = Date().timeIntervalSince(wallBefore)
+        let daemonShares = ((a.cpuSeconds ?? 0) - cpuBefore.0, (b.cpuSeconds ?? 0) - cpuBefore.1)
         let q = try Quality.measure(reference: said, recording: heard.recordingPath)
         let passed = heard.mouthToEarMs != nil && q.stoi >= 0.80
         report.step("Speech room A → room B", passed, String(
-            format: "mouth to ear %@ ms (air → A's microphone → echo canceller → Opus → UDP → B's jitter buffer → mix → B's speaker; the rig adds about 1 ms a pass), PESQ-WB %@, STOI %.2f, probe xruns %d, probe %.1f %% of a core",
+            format: "mouth to ear %@ ms (air → A's microphone → echo canceller → Opus → UDP → B's jitter buffer → mix → B's speaker; the rig adds about 1 ms a pass), PESQ-WB %@, STOI %.2f, probe xruns %d; processor: the probe %.1f %% of a core, the daemons %.1f and %.1f %%",
             heard.mouthToEarMs.map { String(format: "%.1f", $0) } ?? "not found", q.pesqWb.map { String(format: "%.2f", $0) } ?? "-",
-            q.stoi, heard.xruns, heard.cpuShare * 100))
+            q.stoi, heard.xruns, heard.cpuShare * 100, daemonShares.0 / wall * 100, daemonShares.1 / wall * 100))
         // B first, while A still sends: its last counters describe the stream as it ran.
         let bStopped = b.terminate(), aStopped = a.terminate()
         if let s = b.finalNetwork?.streams.first {
