@@ -97,3 +97,13 @@ public enum Command {
         return text
     }
 }
+
+/// Polls `condition` every `every` seconds until it holds; false when `timeout` seconds pass first.
+public func waitUntil(_ timeout: Double, every: Double = 0.05, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(UInt32(every * 1e6))
+    }
+    return condition()
+}

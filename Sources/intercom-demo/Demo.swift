@@ -114,6 +114,15 @@ final class Demo {
         try doNotDisturbAndEmergency()
     }
 
+    /// Presses a key at a terminal; notes when (to find its sounds in the recordings) and says so.
+    private func press(_ id: String, _ key: Practice.Key, mark: String, saying: String) -> Date {
+        let now = Date()
+        marks[mark] = now
+        terminals.press(id, key)
+        report.say(saying)
+        return now
+    }
+
     // MARK: The steps
 
     private func start() throws {
@@ -127,10 +136,7 @@ final class Demo {
 
     private func callByKey() throws {
         let atB = terminals.eventCount(b), atE = terminals.eventCount(e)
-        let pressed = Date()
-        marks["call"] = pressed
-        terminals.press(e, .callTreatment)
-        report.say("Empfang presses its key 'Behandlung 1'")
+        let pressed = press(e, .callTreatment, mark: "call", saying: "Empfang presses its key 'Behandlung 1'")
         guard let rang = terminals.waitFor(b, after: atB, timeout: 3, { if case .incomingCall(_, from: let from, _, _) = $0 { from.value == self.e } else { false } }) else {
             report.step("A key at Empfang calls Behandlung 1", false, "Behandlung 1 was not called within 3 s")
             throw StepFailed(description: "no call")
@@ -196,10 +202,7 @@ final class Demo {
 
     private func notification() throws {
         let atL = terminals.eventCount(l), atB = terminals.eventCount(b)
-        let pressed = Date()
-        marks["notification"] = pressed
-        terminals.press(b, .sendMaterial)
-        report.say("Behandlung 1 presses its key 'Material bringen' (for the lab)")
+        let pressed = press(b, .sendMaterial, mark: "notification", saying: "Behandlung 1 presses its key 'Material bringen' (for the lab)")
         guard let received = terminals.waitFor(l, after: atL, timeout: 3, { if case .notificationReceived = $0 { true } else { false } }),
               case .notificationReceived(let record) = received.event else {
             report.step("A notification by key reaches the lab", false, "Labor did not receive it within 3 s")
@@ -257,9 +260,7 @@ final class Demo {
         Thread.sleep(forTimeInterval: 0.8)
 
         let atL2 = terminals.eventCount(l), atE2 = terminals.eventCount(e)
-        let pressed = Date()
-        marks["emergency"] = pressed
-        terminals.press(e, .emergencyLab)
+        let pressed = press(e, .emergencyLab, mark: "emergency", saying: "Empfang presses its key 'Notruf Labor'")
         let opened = terminals.waitFor(l, after: atL2, timeout: 3) { if case .connected = $0 { true } else { false } }
         let kind = terminals.status(l)?.call?.kind
         report.step("An emergency call breaks through do-not-disturb", opened != nil && kind == .emergency, String(

@@ -93,15 +93,7 @@ final class RunningPractice {
         return others.allSatisfy { o in d.rooms.first { $0.id.value == o }?.presence.online == true }
     }
 
-    /// Polls `condition` every 20 ms until it holds; false after `timeout` seconds.
-    func wait(_ timeout: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(20_000)
-        }
-        return condition()
-    }
+    func wait(_ timeout: Double, _ condition: () -> Bool) -> Bool { waitUntil(timeout, every: 0.02, condition) }
 
     /// Stops the daemons (each stopped by SIGTERM, waited for), the event streams and the
     /// recorders. Returns the daemons that did not exit cleanly, with how they ended.

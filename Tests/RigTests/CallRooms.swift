@@ -113,14 +113,7 @@ final class CallRooms {
     }
 
     /// Waits until `condition` holds (polling every 50 ms); false on timeout.
-    func wait(_ timeout: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(50_000)
-        }
-        return condition()
-    }
+    func wait(_ timeout: Double, _ condition: () -> Bool) -> Bool { waitUntil(timeout, condition) }
 
     /// Waits until `id` sees every room in `others` online.
     func waitOnline(_ id: String, _ others: [String], timeout: Double = 6) -> Bool {
