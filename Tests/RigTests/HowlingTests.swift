@@ -63,6 +63,7 @@ enum Howling {
               rooms.wait(5, { rooms.isConnected("rooma") && rooms.isConnected("roomb") }) else {
             throw RigError(description: "the two terminals did not connect: \(a.log)\n\(b.log)")
         }
+        let streamB = StreamTrace(b)
         let air = try RoomRecorder(room: "roomA", path: "\(rooms.dir)/air-\(placement == .oneRoom ? "one" : "adjacent")-\(structure).wav")
         Thread.sleep(forTimeInterval: 0.5)
         // A person speaking (the clip 6 dB down): the air then clips only if the loop makes it.
@@ -89,6 +90,8 @@ enum Howling {
             print(String(format: "howling: B plays A's stream at %.1f ms (target %.1f), drift %.0f ppm, %d cut-backs, %d underruns, %d concealed",
                          st.delayMs, st.targetMs, st.driftPPM, st.cutBacks, st.underruns, st.concealed))
         }
+        print("howling, structure \(structure ? "on" : "bypassed"): B's stream from A: \(streamB.story())")
+        print("howling, structure \(structure ? "on" : "bypassed"): B's drift estimate/trim over time: \(streamB.driftPath())")
         _ = try? rooms.control("rooma", .hangUp)
         let samples = try WAVAudio.read(path: air.path).floats()
         let window = 12_000

@@ -1,14 +1,16 @@
+import Configuration
 import Control
 import Foundation
 import SignalTools
 import TestSupport
 import XCTest
 
-/// Issue 18, point 2: on a clean path the delay heard holds still while someone talks. Two rooms
-/// in a call both ways at the defaults (each room's echo present), natural speech from room A's
-/// air to room B's speaker. quality.py aligns every half second of the clip on its own: their
-/// delays may spread by 2 ms at most, and the clip aligned once must be as intelligible as
-/// aligned piece by piece (a delay that moved mid-talk costs the single alignment). The jitter
+/// Issue 18, point 2: the delay heard holds still while someone talks. Two rooms in a call both
+/// ways at the defaults (each room's echo present), natural speech from room A's air to room B's
+/// speaker. quality.py aligns every half second of the clip on its own: their delays may spread
+/// by 2 ms beyond what a change of the path made them move (none on a clean path), and the clip
+/// aligned once must be as intelligible as aligned piece by piece (a delay that moved mid-talk
+/// costs the single alignment). The jitter
 /// buffer's target may rise with the path's jitter at any time; it shrinks only in a pause of a
 /// second, and the drift corrector makes what it has not slewed in the next pause.
 final class SteadyDelayTests: XCTestCase {
@@ -38,34 +40,44 @@ final class SteadyDelayTests: XCTestCase {
             print("steady delay: B's stream during the talk: \(story)")
             print("steady delay: A's capture during the talk: gaps \(aAfter.audio.captureGapFrames - aBefore.audio.captureGapFrames) frames, stale \(aAfter.audio.staleCaptureFrames - aBefore.audio.staleCaptureFrames); before it: gaps \(aBefore.audio.captureGapFrames), stale \(aBefore.audio.staleCaptureFrames)")
             c.check(r.mouthToEarMs != nil, "the clip is found in room B: \(r.summary)")
-            // The claim is about room B's playout (jitter buffer and drift corrector) on a clean
-            // path. An attempt whose spread failed is the machine's, not B's playout's, when
-            // - the path changed: a packet came later than B's delay allowed (an underrun grows the
-            //   delay by what was concealed), B's target rose by more than the spread allowed, or
-            //   the sender's timeline shifted (B's fastest transit moved by a quarter frame or more):
-            //   on loopback that is the machine's scheduling or the sound server's chunks, and the
-            //   delay had to follow; or
-            // - B's playout moved the delay by less than the spread less the 2 ms allowed (typed:
-            //   slewed, jumped in pauses, no frame dropped or inserted): the rest moved outside it,
-            //   in the sound server's queues.
+            // The claim is about room B's playout (jitter buffer and drift corrector): the delay
+            // heard moves by at most 2 ms beyond what the path itself made it move. Where the path
+            // changed during the talk, the delay had to follow, and by how much is in B's typed
+            // counters: its target rose (the path's jitter grew), the sender's timeline shifted
+            // (B's fastest transit moved by a quarter frame or more), an underrun's concealment
+            // grew it by a frame. That allowance is part of the verdict, not a reason to measure
+            // again (issue 51: two repeats for a path that changed, the behaviour under test).
+            // An attempt is repeated only for xruns (the daemons' or the probe's), or when B's
+            // playout itself (typed: slewed, jumped in pauses, no frame dropped or inserted)
+            // moved the delay by less than the spread less 2 ms: the rest moved in the sound
+            // server's queues between B's speaker and the probe's ear, the instrument's path.
             let rise = trace.targetRiseMs(), queue = trace.playbackQueueRangeMs()
-            if spread > 2, let s0, let s1, let moved {
-                let underruns = s1.underruns - s0.underruns, late = s1.late - s0.late
-                let shiftMs = s1.pathShiftMs - s0.pathShiftMs, jumpedMs = s1.pauseJumpedMs - s0.pauseJumpedMs
+            var allowed = 2.0, allowance = "none", pathGrew = false
+            if let s0, let s1 {
+                let underruns = s1.underruns - s0.underruns, shiftMs = s1.pathShiftMs - s0.pathShiftMs
+                allowed += max(0, rise) + shiftMs + Double(underruns) * DaemonConfig.default.audio.periodMs
+                pathGrew = rise > 0.5 || underruns > 0
+                allowance = String(format: "the target rose %.1f ms, the sender's timeline shifted %.1f ms, %d underruns, %d late packets",
+                                   rise, shiftMs, underruns, s1.late - s0.late)
+            }
+            if spread > allowed, let moved {
+                let jumpedMs = (s1?.pauseJumpedMs ?? 0) - (s0?.pauseJumpedMs ?? 0)
                 let playoutMs = moved.slewedMs + jumpedMs
-                if rise > 2 || underruns + late > 0 || shiftMs > 0 {
-                    c.rigFault(String(format: "the path changed during the talk (B's target up by %.1f ms, %d underruns, %d late packets, "
-                                      + "the sender's timeline shifted by %.1f ms)", rise, underruns, late, shiftMs))
-                } else if moved.dropped + moved.inserted == 0 && playoutMs + 2 < spread {
+                if moved.dropped + moved.inserted == 0 && playoutMs + 2 < spread {
                     c.rigFault(String(format: "B's playout moved the delay by at most %.1f ms (slewed %.1f, jumped in pauses %.1f, no frame "
-                                      + "dropped, inserted or late): the other %.1f ms moved in the sound server's queues (B's playback "
+                                      + "dropped or inserted): the other %.1f ms moved in the sound server's queues (B's playback "
                                       + "queue read %.1f-%.1f ms)", playoutMs, moved.slewedMs, jumpedMs, spread - playoutMs, queue.low, queue.high))
                 }
             }
-            c.check(spread <= 2, String(format: "the delay heard moved by %.2f ms during the talk (≤ 2): %@; B's stream: %@", spread, q.description, story))
-            c.check(q.stoiFixed >= q.stoi - 0.01, "one alignment scores as the piecewise one: \(q.description)")
-            c.check(moved.map { $0.dropped == 0 && $0.inserted == 0 } ?? false,
-                    "B's jitter buffer neither dropped nor inserted a frame during the talk: \(moved.map { "\($0)" } ?? "no stream from A")")
+            print(String(format: "steady delay: spread %.2f ms allowed %.2f ms (2 ms and what the path made it move: %@)", spread, allowed, allowance))
+            c.check(spread <= allowed, String(format: "the delay heard moved by %.2f ms during the talk (≤ %.2f: 2 ms and what the path made it move: %@): %@; B's stream: %@",
+                                               spread, allowed, allowance, q.description, story))
+            // Where the path grew, the delay moved with it on purpose and one alignment costs what
+            // it moved (STOI 0.985 against 0.997 after a 3 ms rise); the spread above bounds it.
+            c.check(pathGrew || q.stoiFixed >= q.stoi - 0.01, "one alignment scores as the piecewise one: \(q.description)")
+            // A frame inserted is how the buffer follows a target that rose; otherwise none moves.
+            c.check(moved.map { $0.dropped == 0 && ($0.inserted == 0 || pathGrew) } ?? false,
+                    "B's jitter buffer dropped no frame during the talk and inserted none unless the path grew (\(allowance)): \(moved.map { "\($0)" } ?? "no stream from A")")
             return [a, b]
         }
     }

@@ -172,6 +172,8 @@ final class TerminalLightsRigTests: XCTestCase {
             playback_device = "intercomd_no_such_device"
             [network]
             listen_port = 0
+            [control]
+            socket = "\(dir).sock"
             [lights]
             led_dir = "\(dir)"
             [lights.map]

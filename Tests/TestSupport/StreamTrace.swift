@@ -55,6 +55,17 @@ public final class StreamTrace: Sendable {
         return (queue.min() ?? 0, queue.max() ?? 0)
     }
 
+    /// The drift estimate and the corrector's trim about once a second ("t: drift/trim ppm"):
+    /// how the estimate came to what it reads at the end.
+    public func driftPath() -> String {
+        var shown = -1.0
+        return stop().compactMap { r -> String? in
+            guard r.seconds >= shown + 1 else { return nil }
+            shown = r.seconds
+            return String(format: "%.0f s: %.0f/%.0f", r.seconds, r.stream.driftPPM, r.stream.trimPPM)
+        }.joined(separator: ", ")
+    }
+
     /// One line per change of the target by half a millisecond or more and per reading where the late, underrun, insert or drop
     /// counters moved, plus the playout delay's range: the receiver's story in a few lines.
     public func story() -> String {
