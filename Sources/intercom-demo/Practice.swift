@@ -2,9 +2,9 @@ import Foundation
 import RigKit
 
 /// The small practice the main job shows: three rooms, each a terminal on a rig room of its own,
-/// described once. `practiceText` is the part every terminal shares (the directory, the buttons,
-/// the notification types); a terminal's file adds only what belongs to its box (devices, its
-/// room, its keys, its files).
+/// described once. `practiceText` is the part every terminal shares (the directory); a terminal's
+/// file adds what belongs to its box (devices, its room, its keys and the buttons and notification
+/// types they use, its files).
 struct Practice {
     struct Terminal {
         /// Room id, display name, and the rig room whose air and speaker it has.
@@ -76,7 +76,6 @@ struct Practice {
     }
 
     func terminal(_ id: String) -> Terminal { terminals.first { $0.id == id }! }
-    var rigRooms: [String] { terminals.map(\.rig) }
 
     func socket(_ id: String) -> String { "\(folder)/\(id).sock" }
     func keyDevice(_ id: String) -> String { "\(folder)/\(id)-keys" }

@@ -73,11 +73,6 @@ final class RunningPractice {
         return s
     }
 
-    func notifications(_ id: String) -> [NotificationRecord] {
-        guard case .history(_, let n)? = try? control(id, .history(limit: nil)) else { return [] }
-        return n
-    }
-
     func history(_ id: String) -> [HistoryEntry] {
         guard case .history(let h, _)? = try? control(id, .history(limit: nil)) else { return [] }
         return h
