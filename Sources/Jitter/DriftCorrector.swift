@@ -388,6 +388,8 @@ public final class DriftCorrector: FrameSource, @unchecked Sendable {
 ///   or dropping a frame, an underrun's late packet, the target moving, the start of playout) the
 ///   moment it happens and works it off at the trim left over by the PI loop. The PI loop therefore
 ///   sees drift only, and its integral is not wound up by events that are not drift.
+/// A step nobody reported still shows as an error beyond any drift's (`DriftSettings.excursionFrames`):
+/// the integral learns behind a lag and drops what it holds when one comes.
 public struct DriftController: Sendable {
     public let settings: DriftSettings
     /// Seconds per update (one frame).
@@ -402,6 +404,16 @@ public struct DriftController: Sendable {
     /// Updates the warm-up may still take, restarts included (`DriftSettings.startSettleMs`).
     private let warmUpLimit: Int
     private var warmUpBudget = 0
+    private let excursionMs: Double
+    /// What the integral learnt in the current half of the lag and in the half before (ppm), and
+    /// the updates left in this half (see `DriftSettings.learnLagMs`).
+    private var learningNow = 0.0
+    private var learningBefore = 0.0
+    private let lagHalfUpdates: Int
+    private var lagHalfLeft = 0
+    /// Updates left before the estimate learns again after an excursion (`learnHoldMs`).
+    private let holdUpdates: Int
+    private var holdLeft = 0
 
     /// Smoothed error the PI loop sees, ms.
     public private(set) var errorMs: Double = 0
@@ -424,6 +436,9 @@ public struct DriftController: Sendable {
         deadBandMs = settings.deadBandFrames * frameMs
         warmUpUpdates = max(1, Int((settings.smoothingMs / frameMs).rounded()))
         warmUpLimit = max(warmUpUpdates, Int((settings.startSettleMs / frameMs).rounded()))
+        excursionMs = settings.excursionFrames * frameMs
+        lagHalfUpdates = max(1, Int((settings.learnLagMs / 2 / frameMs).rounded()))
+        holdUpdates = Int((settings.learnHoldMs / frameMs).rounded())
     }
 
     /// One frame's reading.
@@ -467,11 +482,31 @@ public struct DriftController: Sendable {
         errorMs += alpha * (reading - offsetMs - errorMs)
         // Inside the dead band the trim is the drift estimate alone (see `DriftSettings.deadBandFrames`).
         let outside = errorMs > 0 ? max(0, errorMs - deadBandMs) : min(0, errorMs + deadBandMs)
-        if abs(errorMs) < frameMs / 2 {  // larger is no drift: something the offset did not catch
-            driftPPM = min(limit, max(-limit, driftPPM + settings.integralPPMPerMsSecond * outside * dt))
-        }
+        learn(outside: outside)
         let pi = min(limit, max(-limit, driftPPM + settings.proportionalPPMPerMs * outside))
         return workOffset(pi: pi)
+    }
+
+    // The integral, behind its lag (see `DriftSettings.excursionFrames`).
+    private mutating func learn(outside: Double) {
+        if abs(errorMs) >= excursionMs {
+            // No drift: drop what the lag still holds, and wait for the way back.
+            learningNow = 0
+            learningBefore = 0
+            holdLeft = holdUpdates
+        } else if holdLeft > 0 {
+            holdLeft = abs(errorMs) <= deadBandMs ? 0 : holdLeft - 1
+        } else {
+            learningNow += settings.integralPPMPerMsSecond * outside * dt
+        }
+        lagHalfLeft -= 1
+        if lagHalfLeft <= 0 {
+            lagHalfLeft = lagHalfUpdates
+            let limit = settings.maxTrimPPM
+            driftPPM = min(limit, max(-limit, driftPPM + learningBefore))
+            learningBefore = learningNow
+            learningNow = 0
+        }
     }
 
     // Works the offset off with the headroom left by `pi`, never past zero: a trim of x ppm moves
@@ -489,6 +524,7 @@ public struct DriftController: Sendable {
         running = false
         offsetMs = 0
         errorMs = 0
+        forgetLearning()
         trimPPM = driftPPM
         return trimPPM
     }
@@ -496,5 +532,11 @@ public struct DriftController: Sendable {
     /// A new stream: forget everything.
     public mutating func reset() {
         errorMs = 0; offsetMs = 0; driftPPM = 0; trimPPM = 0; running = false
+        forgetLearning()
+    }
+
+    // What the lag holds was learnt from a loop that has stopped: not yet drift, dropped.
+    private mutating func forgetLearning() {
+        learningNow = 0; learningBefore = 0; lagHalfLeft = lagHalfUpdates; holdLeft = 0
     }
 }

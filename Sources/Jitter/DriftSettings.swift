@@ -44,6 +44,21 @@ public struct DriftSettings: Sendable, Equatable {
     /// trim is the drift estimate alone, so that without drift (or once the estimate has it) the
     /// playout delay holds still instead of following the reading's noise.
     public var deadBandFrames: Double
+    /// A smoothed error beyond this, in frames, is no drift: a clock pair within the crystals'
+    /// ±100 ppm each holds the loop's error under 1.5 ms, and beyond it is a step nothing reported
+    /// (the sound server's queue moving by a period against the writes: the newest sample handed
+    /// on a period older while what the listener hears stays put). The drift estimate does not
+    /// learn from the excursion: not from the second of rise before it (`learnLagMs`), not while
+    /// it lasts, and not from its way back (`learnHoldMs`).
+    public var excursionFrames: Double
+    /// What the integral learns is held this long before it enters the estimate, ms, in two halves:
+    /// an excursion discards what is still held, so that the smoothed error's rise to the bound
+    /// (a second for a step of a period) is not taken for drift.
+    public var learnLagMs: Double
+    /// After an excursion the estimate learns again once the error is back inside the dead band, or
+    /// after this long, ms: the way back, worked off by the proportional term, is the step's, not a
+    /// drift's (a real drift that keeps the error outside the band is followed again after it).
+    public var learnHoldMs: Double
     /// Once the stream has been quiet this long (ms), what the loop still has to work off (a
     /// setpoint move, a step of the buffer) is made at once instead of slewed: input samples
     /// dropped or silence played, a frame at a time and only while the stream stays quiet. In a
@@ -65,7 +80,7 @@ public struct DriftSettings: Sendable, Equatable {
 
     public init(enabled: Bool, proportionalPPMPerMs: Double = 200, integralPPMPerMsSecond: Double = 10,
                 maxTrimPPM: Double = 1000, smoothingMs: Double = 1000, startSettleMs: Double = 5000, setpointToleranceFrames: Double = 0.1,
-                setpointFrames: Double = 0.5, insertMarginFrames: Double = 0.25, deadBandFrames: Double = 0.05, pathStepFrames: Double = 0.05, floorSlewPPM: Double = 200, pauseJumpMs: Double = 50, resamplerQuality: Int = 1) {
+                setpointFrames: Double = 0.5, insertMarginFrames: Double = 0.25, deadBandFrames: Double = 0.05, excursionFrames: Double = 0.25, learnLagMs: Double = 2000, learnHoldMs: Double = 10_000, pathStepFrames: Double = 0.05, floorSlewPPM: Double = 200, pauseJumpMs: Double = 50, resamplerQuality: Int = 1) {
         self.enabled = enabled
         self.proportionalPPMPerMs = proportionalPPMPerMs
         self.integralPPMPerMsSecond = integralPPMPerMsSecond
@@ -76,6 +91,9 @@ public struct DriftSettings: Sendable, Equatable {
         self.setpointFrames = setpointFrames
         self.insertMarginFrames = insertMarginFrames
         self.deadBandFrames = deadBandFrames
+        self.excursionFrames = excursionFrames
+        self.learnLagMs = learnLagMs
+        self.learnHoldMs = learnHoldMs
         self.pathStepFrames = pathStepFrames
         self.floorSlewPPM = floorSlewPPM
         self.pauseJumpMs = pauseJumpMs

@@ -43,7 +43,8 @@ final class SteadyDelayTests: XCTestCase {
             // The claim is about room B's playout (jitter buffer and drift corrector): the delay
             // heard moves by at most 2 ms beyond what the path itself made it move. Where the path
             // changed during the talk, the delay had to follow, and by how much is in B's typed
-            // counters: its target rose (the path's jitter grew), the sender's timeline shifted
+            // counters: its target rose (the path's jitter grew) or fell (it shrinks only in a
+            // pause of a second, which a natural talker makes between sentences), the sender's timeline shifted
             // (B's fastest transit moved by a quarter frame or more), an underrun's concealment
             // grew it by a frame. That allowance is part of the verdict, not a reason to measure
             // again (issue 51: two repeats for a path that changed, the behaviour under test).
@@ -51,14 +52,16 @@ final class SteadyDelayTests: XCTestCase {
             // playout itself (typed: slewed, jumped in pauses, no frame dropped or inserted)
             // moved the delay by less than the spread less 2 ms: the rest moved in the sound
             // server's queues between B's speaker and the probe's ear, the instrument's path.
-            let rise = trace.targetRiseMs(), queue = trace.playbackQueueRangeMs()
-            var allowed = 2.0, allowance = "none", pathGrew = false
+            let rise = trace.targetRiseMs(), fall = trace.targetFallMs(), range = trace.targetRangeMs(), queue = trace.playbackQueueRangeMs()
+            var allowed = 2.0, allowance = "none", pathGrew = false, pathMoved = false
             if let s0, let s1 {
                 let underruns = s1.underruns - s0.underruns, shiftMs = s1.pathShiftMs - s0.pathShiftMs
-                allowed += max(0, rise) + shiftMs + Double(underruns) * DaemonConfig.default.audio.periodMs
+                // A delay that follows the target moves within its range, up or down.
+                allowed += range + shiftMs + Double(underruns) * DaemonConfig.default.audio.periodMs
                 pathGrew = rise > 0.5 || underruns > 0
-                allowance = String(format: "the target rose %.1f ms, the sender's timeline shifted %.1f ms, %d underruns, %d late packets",
-                                   rise, shiftMs, underruns, s1.late - s0.late)
+                pathMoved = pathGrew || fall > 0.5
+                allowance = String(format: "the target rose %.1f ms and fell %.1f ms (range %.1f ms), the sender's timeline shifted %.1f ms, %d underruns, %d late packets",
+                                   rise, fall, range, shiftMs, underruns, s1.late - s0.late)
             }
             if spread > allowed, let moved {
                 let jumpedMs = (s1?.pauseJumpedMs ?? 0) - (s0?.pauseJumpedMs ?? 0)
@@ -72,9 +75,9 @@ final class SteadyDelayTests: XCTestCase {
             print(String(format: "steady delay: spread %.2f ms allowed %.2f ms (2 ms and what the path made it move: %@)", spread, allowed, allowance))
             c.check(spread <= allowed, String(format: "the delay heard moved by %.2f ms during the talk (≤ %.2f: 2 ms and what the path made it move: %@): %@; B's stream: %@",
                                                spread, allowed, allowance, q.description, story))
-            // Where the path grew, the delay moved with it on purpose and one alignment costs what
+            // Where the path moved, the delay moved with it on purpose and one alignment costs what
             // it moved (STOI 0.985 against 0.997 after a 3 ms rise); the spread above bounds it.
-            c.check(pathGrew || q.stoiFixed >= q.stoi - 0.01, "one alignment scores as the piecewise one: \(q.description)")
+            c.check(pathMoved || q.stoiFixed >= q.stoi - 0.01, "one alignment scores as the piecewise one: \(q.description)")
             // A frame inserted is how the buffer follows a target that rose; otherwise none moves.
             c.check(moved.map { $0.dropped == 0 && ($0.inserted == 0 || pathGrew) } ?? false,
                     "B's jitter buffer dropped no frame during the talk and inserted none unless the path grew (\(allowance)): \(moved.map { "\($0)" } ?? "no stream from A")")

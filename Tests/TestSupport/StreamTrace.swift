@@ -49,20 +49,39 @@ public final class StreamTrace: Sendable {
         return (all.map(\.stream.targetMs).max() ?? first.stream.targetMs) - first.stream.targetMs
     }
 
+    /// How far the target fell from the highest it reached, ms (0 if it never came down): the
+    /// path's jitter fell, and the buffer shrank its target in a pause of a second
+    /// (`shrinkPauseMs`), the only place it does.
+    public func targetFallMs() -> Double {
+        let all = stop().map(\.stream.targetMs)
+        guard let first = all.first else { return 0 }
+        var peak = first, fall = 0.0
+        for t in all { peak = max(peak, t); fall = max(fall, peak - t) }
+        return fall
+    }
+
+    /// How far apart the target's highest and lowest readings are, ms: a delay that followed it
+    /// moved at most this much.
+    public func targetRangeMs() -> Double {
+        let all = stop().map(\.stream.targetMs)
+        return (all.max() ?? 0) - (all.min() ?? 0)
+    }
+
     /// The playback device's queue over the readings, ms (lowest, highest).
     public func playbackQueueRangeMs() -> (low: Double, high: Double) {
         let queue = stop().map(\.playbackDelayMs)
         return (queue.min() ?? 0, queue.max() ?? 0)
     }
 
-    /// The drift estimate and the corrector's trim about once a second ("t: drift/trim ppm"):
+    /// The drift estimate and the corrector's trim about once a second, with the playout delay and
+    /// the playback queue ("t: drift/trim ppm (playout/target, queue ms)"):
     /// how the estimate came to what it reads at the end.
     public func driftPath() -> String {
         var shown = -1.0
         return stop().compactMap { r -> String? in
             guard r.seconds >= shown + 1 else { return nil }
             shown = r.seconds
-            return String(format: "%.0f s: %.0f/%.0f", r.seconds, r.stream.driftPPM, r.stream.trimPPM)
+            return String(format: "%.0f s: %.0f/%.0f (%.1f/%.1f, %.1f)", r.seconds, r.stream.driftPPM, r.stream.trimPPM, r.stream.playoutDelayMs, r.stream.targetMs, r.playbackDelayMs)
         }.joined(separator: ", ")
     }
 

@@ -31,6 +31,9 @@ struct DriftSimulation {
     /// Frames of capture time the sender skipped before its frame k (a capture stall it jumps its
     /// timestamp over): frame k carries the timestamp of frame k + this.
     var timestampSkipFrames: (Int) -> Int = { _ in 0 }
+    /// How much later than its cycle's moment the reader reads cycle c, ms, untold: the sound
+    /// server's queue a period shorter, written a period later (the frame plays no later).
+    var readShiftMs: (Int) -> Double = { _ in 0 }
     /// Cycles in which nobody reads (the audio thread starved, its device ran dry).
     var stalled: Range<Int> = 0..<0
 
@@ -105,7 +108,7 @@ struct DriftSimulation {
         var wake = SplitMix64(seed: 99)
         var r = Result(statistics: buffer.statistics, impairment: counters)
         for c in 0..<frames {
-            clock.now = start + UInt64(c) * 10 * Self.ms + 7 * Self.ms + UInt64(wake.nextUnit() * wakeJitterMs * 1e6)
+            clock.now = start + UInt64(c) * 10 * Self.ms + 7 * Self.ms + UInt64(wake.nextUnit() * wakeJitterMs * 1e6 + readShiftMs(c) * 1e6)
             if let from = pairedReadsFrom, c >= from, c % 2 == 0 {
                 clock.now += 10 * Self.ms
                 lead.store(nanos: tellsPlayoutLead ? -10 * Int64(Self.ms) : 0)
