@@ -52,7 +52,7 @@ final class SteadyDelayTests: XCTestCase {
             // playout itself (typed: slewed, jumped in pauses, no frame dropped or inserted)
             // moved the delay by less than the spread less 2 ms: the rest moved in the sound
             // server's queues between B's speaker and the probe's ear, the instrument's path.
-            let rise = trace.targetRiseMs(), fall = trace.targetFallMs(), range = trace.targetRangeMs(), queue = trace.playbackQueueRangeMs()
+            let (rise, fall, range) = trace.targetMoves(), queue = trace.playbackQueueRangeMs()
             var allowed = 2.0, allowance = "none", pathGrew = false, pathMoved = false
             if let s0, let s1 {
                 let underruns = s1.underruns - s0.underruns, shiftMs = s1.pathShiftMs - s0.pathShiftMs

@@ -41,30 +41,17 @@ public final class StreamTrace: Sendable {
         return readings.withLock { $0 }
     }
 
-    /// How far the target rose above where it was at the first reading, ms: the path's jitter grew
-    /// (the target rises only on transit the window saw; it never falls in speech).
-    public func targetRiseMs() -> Double {
-        let all = stop()
-        guard let first = all.first else { return 0 }
-        return (all.map(\.stream.targetMs).max() ?? first.stream.targetMs) - first.stream.targetMs
-    }
-
-    /// How far the target fell from the highest it reached, ms (0 if it never came down): the
-    /// path's jitter fell, and the buffer shrank its target in a pause of a second
-    /// (`shrinkPauseMs`), the only place it does.
-    public func targetFallMs() -> Double {
+    /// How the target moved over the readings, ms: how far it rose above where it was at the
+    /// first reading (the path's jitter grew: it rises only on transit the window saw), how far it
+    /// fell from the highest it reached (it shrinks only in a pause of a second,
+    /// `shrinkPauseMs`), and how far apart its highest and lowest readings are (a delay that
+    /// followed it moved at most this much).
+    public func targetMoves() -> (riseMs: Double, fallMs: Double, rangeMs: Double) {
         let all = stop().map(\.stream.targetMs)
-        guard let first = all.first else { return 0 }
-        var peak = first, fall = 0.0
-        for t in all { peak = max(peak, t); fall = max(fall, peak - t) }
-        return fall
-    }
-
-    /// How far apart the target's highest and lowest readings are, ms: a delay that followed it
-    /// moved at most this much.
-    public func targetRangeMs() -> Double {
-        let all = stop().map(\.stream.targetMs)
-        return (all.max() ?? 0) - (all.min() ?? 0)
+        guard let first = all.first else { return (0, 0, 0) }
+        var peak = first, low = first, fall = 0.0
+        for t in all { peak = max(peak, t); low = min(low, t); fall = max(fall, peak - t) }
+        return (peak - first, fall, peak - low)
     }
 
     /// The playback device's queue over the readings, ms (lowest, highest).
