@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "intercom-bench", targets: ["intercom-bench"]),
         .executable(name: "impairment-relay", targets: ["impairment-relay"]),
         .executable(name: "intercomctl", targets: ["intercomctl"]),
+        .executable(name: "intercom-site", targets: ["intercom-site"]),
         // The main job: a small practice on the virtual audio rig (scripts/run.sh).
         .executable(name: "intercom-demo", targets: ["intercom-demo"]),
         // Test-only: preloaded into intercomd to make fsync slow (Tests/FsyncDelay).
@@ -80,8 +81,16 @@ let package = Package(
         .executableTarget(name: "intercomctl", dependencies: [
             "Control", "Calls", "SignalTools", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
-        // The site key, and what is derived from it: sealed signalling.
-        .target(name: "SiteSecurity", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        // The site key, and what is derived from it: sealed signalling; the administrator's signing
+        // key and the signed site document (the envelope every terminal checks).
+        .target(name: "SiteSecurity", dependencies: ["Posix", .product(name: "Crypto", package: "swift-crypto")]),
+        // The site as one document: which one a terminal holds and whether an offered one replaces
+        // it (no I/O).
+        .target(name: "Site", dependencies: ["SiteSecurity"]),
+        // The administrator's tool: create a site, convert terminal files, check and sign documents.
+        .executableTarget(name: "intercom-site", dependencies: [
+            "Configuration", "SiteSecurity", "Posix", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
         // The daemon's configuration: TOML in, checked settings out (nothing that runs).
         .target(name: "Configuration", dependencies: [
             "Calls", "Control", "Keys", "Lights", "Posix",
@@ -94,7 +103,7 @@ let package = Package(
         // Supervision, calls, media, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "Configuration", "AudioPipeline", "Codec", "Frames", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
-            "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Posix",
+            "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Site", "Posix",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),
@@ -119,7 +128,7 @@ let package = Package(
         ]),
         .target(name: "TestSupport", dependencies: ["RigKit", "SignalTools", "CAllocCounter", "Control", "Configuration"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "Keys", "Lights", "Speech", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity", "Posix", "SpeexDSP",
+            "Calls", "Keys", "Lights", "Speech", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity", "Site", "Posix", "SpeexDSP",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "CAllocCounter",

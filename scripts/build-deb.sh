@@ -25,7 +25,7 @@ STAGE=$OUT/stage
 DEB=$OUT/${NAME}_${VERSION}_${ARCH}.deb
 
 echo "build-deb: building release binaries (static Swift runtime)" >&2
-for product in intercomd intercomctl; do
+for product in intercomd intercomctl intercom-site; do
     swift build -c release --static-swift-stdlib --build-path "$BUILD" --product "$product" >&2
 done
 BIN=$(swift build -c release --build-path "$BUILD" --show-bin-path)
@@ -33,12 +33,12 @@ BIN=$(swift build -c release --build-path "$BUILD" --show-bin-path)
 rm -rf "$STAGE"
 install -d "$STAGE/DEBIAN" "$STAGE/usr/bin" "$STAGE/lib/systemd/system" "$STAGE/etc/intercomd" \
     "$STAGE/usr/lib/sysusers.d" "$STAGE/usr/lib/udev/rules.d" "$STAGE/usr/share/doc/$NAME"
-install -m 0755 -s "$BIN/intercomd" "$BIN/intercomctl" "$STAGE/usr/bin/"
+install -m 0755 -s "$BIN/intercomd" "$BIN/intercomctl" "$BIN/intercom-site" "$STAGE/usr/bin/"
 install -m 0644 systemd/intercomd.service "$STAGE/lib/systemd/system/"
 install -m 0644 systemd/60-intercomd.rules "$STAGE/usr/lib/udev/rules.d/"
 # The configuration holds the room directory and (later) names the site key: not world-readable.
 install -m 0640 config/intercomd.example.toml "$STAGE/etc/intercomd/intercomd.toml"
-install -m 0644 README.md docs/architecture.md docs/calls.md "$STAGE/usr/share/doc/$NAME/"
+install -m 0644 README.md docs/architecture.md docs/calls.md docs/site.md "$STAGE/usr/share/doc/$NAME/"
 cat >"$STAGE/usr/lib/sysusers.d/$NAME.conf" <<'EOF'
 # The service user: owns the control socket, the call history and do-not-disturb.
 u intercomd - "intercomd room intercom terminal" /var/lib/intercomd

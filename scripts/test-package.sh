@@ -32,17 +32,18 @@ fi
 trap 'dpkg --purge intercomd >/dev/null 2>&1 || true' EXIT
 check "dpkg installs it" dpkg -i "$DEB"
 
-check "binaries installed" test -x /usr/bin/intercomd -a -x /usr/bin/intercomctl
+check "binaries installed" test -x /usr/bin/intercomd -a -x /usr/bin/intercomctl -a -x /usr/bin/intercom-site
 check "unit installed" test -f /lib/systemd/system/intercomd.service
 check "udev rules for the status lights installed" test -f /usr/lib/udev/rules.d/60-intercomd.rules
 check "configuration is a conffile" grep -qx /etc/intercomd/intercomd.toml /var/lib/dpkg/info/intercomd.conffiles
 check "configuration readable by the service only (root:intercomd 0640)" \
     test "$(stat -c '%U:%G %a' /etc/intercomd/intercomd.toml)" = "root:intercomd 640"
 check "system user intercomd exists, no login" sh -c 'getent passwd intercomd | grep -q ":/usr/sbin/nologin$\|:/bin/false$\|:/sbin/nologin$"'
-check "binaries load no Swift toolchain library" sh -c '! ldd /usr/bin/intercomd /usr/bin/intercomctl | grep -q "libswift\|/opt/swift\|not found"'
+check "binaries load no Swift toolchain library" sh -c '! ldd /usr/bin/intercomd /usr/bin/intercomctl /usr/bin/intercom-site | grep -q "libswift\|/opt/swift\|not found"'
 check "the shipped configuration is valid, read as the service user" \
     setpriv --reuid=intercomd --regid=intercomd --clear-groups /usr/bin/intercomd --check-config --config /etc/intercomd/intercomd.toml
 check "intercomctl runs" sh -c '/usr/bin/intercomctl --help | grep -q loopback'
+check "intercom-site runs" sh -c '/usr/bin/intercom-site --help | grep -q convert'
 check "systemd-analyze verify passes on the installed unit" systemd-analyze verify /lib/systemd/system/intercomd.service
 
 score=$(systemd-analyze security --offline=true /lib/systemd/system/intercomd.service 2>/dev/null |

@@ -44,6 +44,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var groups: [String: [String]] = [:]
     public var notifications: [String: NotificationEntry] = [:]
     public var speech = SpeechSection()
+    // The site this terminal belongs to (ConfigSite.swift).
+    public var site = SiteSection()
 
     /// All defaults.
     public init() {}
@@ -290,7 +292,40 @@ extension DaemonConfig {
     /// - Throws: `ConfigError` listing every problem found (a TOML syntax error stops parsing,
     ///   so it is reported alone).
     public static func parse(_ text: String, source: String = "<config>") throws -> DaemonConfig {
-        // TOMLKit hands the text to toml++ as a C string: a NUL byte would silently end it.
+        try readTerminalFile(text, source: source).config
+    }
+
+    /// A terminal's file: its values and the dotted keys it set. A terminal of a site (`[site] id`
+    /// set) keeps only the box's own keys here; the site's come signed (`SiteDocument`), and the
+    /// checks across keys wait for them (`SiteDocument.configuration(for:local:)`).
+    static func readTerminalFile(_ text: String, source: String) throws -> (config: DaemonConfig, present: Set<String>) {
+        let (root, locator) = try tomlRoot(text, source: source)
+        var config = DaemonConfig()
+        var issues: [ConfigIssue] = []
+        var present: Set<String> = []  // dotted keys read from the file
+
+        func report(_ path: [String], _ problem: String) {
+            issues.append(ConfigIssue(key: path.joined(separator: "."), problem: problem, line: locator.line(of: path)))
+        }
+
+        let ofSite = (root["site"]?.table?["id"]?.string).map { !$0.isEmpty } ?? false
+        readSections(root, at: [], into: &config, present: &present, report: report) { section, key in
+            guard ofSite, isSiteWide(section, key) else { return nil }
+            return "belongs in the site document: site.id is set, so this file keeps only the terminal's own settings"
+        }
+        if ofSite {
+            for (path, problem) in config.ruleIssues(present: present, terminalOnly: true) { report(path, problem) }
+        } else {
+            config.applyCallDefaults(present: present)
+            for (path, problem) in config.ruleIssues(present: present) { report(path, problem) }
+        }
+        try throwIfAny(issues, source: source)
+        return (config, present)
+    }
+
+    /// The TOML table of `text`, after the checks toml++ would get wrong (a NUL byte ends its C
+    /// string; a header without a name), and a locator for line numbers.
+    static func tomlRoot(_ text: String, source: String) throws -> (TOMLTable, KeyLocator) {
         if let nul = text.utf8.firstIndex(of: 0) {
             let line = text.utf8[..<nul].count(where: { $0 == UInt8(ascii: "\n") }) + 1
             throw ConfigError(source: source, issues: [
@@ -305,9 +340,8 @@ extension DaemonConfig {
                     line: bad.line, column: bad.column)
             ])
         }
-        let root: TOMLTable
         do {
-            root = try TOMLTable(string: text)
+            return (try TOMLTable(string: text), KeyLocator(text))
         } catch let error as TOMLParseError {
             let line = error.source.begin.line
             let key = KeyLocator(text).context(ofLine: line).joined(separator: ".")
@@ -319,58 +353,67 @@ extension DaemonConfig {
                 ConfigIssue(key: key, problem: problem, line: line, column: error.source.begin.column)
             ])
         }
+    }
 
-        let locator = KeyLocator(text)
-        var config = DaemonConfig()
-        var issues: [ConfigIssue] = []
-        var present: Set<String> = []  // dotted keys read from the file
-
-        func report(_ path: [String], _ problem: String) {
-            issues.append(ConfigIssue(key: path.joined(separator: "."), problem: problem, line: locator.line(of: path)))
-        }
-
-        for (sectionName, sectionValue) in root {
-            if readCallTables(sectionName, sectionValue, into: &config, present: &present, report: report) { continue }
+    /// Reads the sections and tables of `table` into `config`, recording the dotted keys found
+    /// ("audio.period_ms", "rooms.labor.address") in `present`. `path` is where `table` sits
+    /// ([] for a whole file, ["kinds", "wall"] inside a site document); names in `skipping` are the
+    /// caller's; `misplaced` says why a key (nil: a whole table such as rooms) may not be set here.
+    static func readSections(_ table: TOMLTable, at path: [String], skipping: Set<String> = [],
+                             into config: inout DaemonConfig, present: inout Set<String>,
+                             report: ([String], String) -> Void,
+                             misplaced: (_ section: String, _ key: String?) -> String?) {
+        func reportHere(_ p: [String], _ problem: String) { report(path + p, problem) }
+        for (sectionName, sectionValue) in table where !skipping.contains(sectionName) {
+            if tableOfTablesNames.contains(sectionName) {
+                if let problem = misplaced(sectionName, nil) {
+                    reportHere([sectionName], problem)
+                    continue
+                }
+                _ = readCallTables(sectionName, sectionValue, into: &config, present: &present, report: reportHere)
+                continue
+            }
             guard let section = sections.first(where: { $0.name == sectionName }) else {
                 if sectionValue.type == .table {
                     let hint = Spelling.closest(to: sectionName, among: sections.map(\.name) + tableOfTablesNames)
-                    report([sectionName], "unknown section" + (hint.map { " (did you mean [\($0)]?)" } ?? ""))
+                    reportHere([sectionName], "unknown section" + (hint.map { " (did you mean [\($0)]?)" } ?? ""))
                 } else {
-                    report([sectionName], "unknown key" + didYouMean(sectionName, in: nil))
+                    reportHere([sectionName], "unknown key" + didYouMean(sectionName, in: nil))
                 }
                 continue
             }
-            guard let table = sectionValue.table else {
-                report([sectionName], "expected a table (the [\(sectionName)] section), got \(TOMLRead.describe(sectionValue))")
+            guard let fields = sectionValue.table else {
+                reportHere([sectionName], "expected a table (the [\(sectionName)] section), got \(TOMLRead.describe(sectionValue))")
                 continue
             }
-            for (keyName, value) in table {
-                let path = [sectionName, keyName]
+            for (keyName, value) in fields {
+                let keyPath = [sectionName, keyName]
                 guard let key = section.keys.first(where: { $0.name == keyName }) else {
-                    report(path, "unknown key" + didYouMean(keyName, in: section))
+                    reportHere(keyPath, "unknown key" + didYouMean(keyName, in: section))
+                    continue
+                }
+                if let problem = misplaced(sectionName, keyName) {
+                    reportHere(keyPath, problem)
                     continue
                 }
                 do {
                     try key.read(value, &config)
-                    present.insert(path.joined(separator: "."))
+                    present.insert(keyPath.joined(separator: "."))
                 } catch {
-                    report(path + (error.entry.map { [$0] } ?? []), error.text)
+                    reportHere(keyPath + (error.entry.map { [$0] } ?? []), error.text)
                 }
             }
         }
+    }
 
-        config.applyCallDefaults(present: present)
-        for issue in config.ruleIssues(present: present) {
-            report(issue.path, issue.problem)
-        }
-        guard issues.isEmpty else {
-            // File order; issues without a line (none expected) last, in the order found.
-            let ordered = issues.enumerated().sorted {
-                ($0.element.line ?? Int.max, $0.offset) < ($1.element.line ?? Int.max, $1.offset)
-            }.map(\.element)
-            throw ConfigError(source: source, issues: ordered)
-        }
-        return config
+    /// Throws `ConfigError` with `issues` in file order, when there are any.
+    static func throwIfAny(_ issues: [ConfigIssue], source: String) throws {
+        guard !issues.isEmpty else { return }
+        // File order; issues without a line last, in the order found.
+        let ordered = issues.enumerated().sorted {
+            ($0.element.line ?? Int.max, $0.offset) < ($1.element.line ?? Int.max, $1.offset)
+        }.map(\.element)
+        throw ConfigError(source: source, issues: ordered)
     }
 
     /// Checks values set in code (e.g. from command-line overrides) against the same rules as
@@ -419,15 +462,18 @@ extension DaemonConfig {
         var out = ""
         for section in Self.sections {
             out += Self.render(section, of: self)
-            if section.name == "room" { out += renderedTables() }
+            // A site's terminal: the tables and the site's keys are in its site document.
+            if section.name == "room", !ofSite { out += renderedTables() }
         }
         return out
     }
 
     /// One section of a rendered file: its header, and each key under its documentation.
     static func render(_ section: SchemaSection, of config: DaemonConfig) -> String {
+        let keys = section.keys.filter { !config.ofSite || !isSiteWide(section.name, $0.name) }
+        guard !keys.isEmpty else { return "" }
         var out = "\n[\(section.name)]\n" + comment(section.comment)
-        for key in section.keys {
+        for key in keys {
             let allowed = key.allowed.isEmpty ? "" : "Allowed: \(key.allowed). "
             out += "\n" + comment(key.comment + ".")
             out += comment("\(allowed)Default: \(key.render(.default)). \(key.reload.words).")
@@ -457,10 +503,12 @@ extension DaemonConfig {
     /// Problems with values against the rules of `schema`. `present` is the set of keys that
     /// came from the file (nil: all values are explicit), so that a default that clashes with
     /// another key's value can say so.
-    func ruleIssues(present: Set<String>?) -> [(path: [String], problem: String)] {
+    /// `terminalOnly`: only the terminal's own keys, each alone (a terminal's file, before its
+    /// site document joins it).
+    func ruleIssues(present: Set<String>?, terminalOnly: Bool = false) -> [(path: [String], problem: String)] {
         var found: [(path: [String], problem: String)] = []
         for section in Self.sections {
-            for key in section.keys {
+            for key in section.keys where !terminalOnly || !Self.isSiteWide(section.name, key.name) {
                 guard var problem = key.check(self) else { continue }
                 let dotted = section.name + "." + key.name
                 if let present, !present.contains(dotted) {
@@ -469,12 +517,13 @@ extension DaemonConfig {
                 found.append(([section.name, key.name], problem))
             }
         }
+        if terminalOnly { return found }
         return found + callIssues(present: present, othersFound: !found.isEmpty)
     }
 
     /// `" (did you mean audio.period_ms?)"` for a close known key, preferring `section`,
     /// else `""`.
-    private static func didYouMean(_ keyName: String, in section: SchemaSection?) -> String {
+    static func didYouMean(_ keyName: String, in section: SchemaSection?) -> String {
         if let section, let hint = Spelling.closest(to: keyName, among: section.keys.map(\.name)) {
             return " (did you mean \(section.name).\(hint)?)"
         }
@@ -488,7 +537,7 @@ extension DaemonConfig {
     }
 
     /// The whole text of a file, or `ConfigError` naming the path and the system's reason.
-    private static func readTextFile(_ path: String) throws -> String {
+    static func readTextFile(_ path: String) throws -> String {
         func failure(_ problem: String) -> ConfigError {
             ConfigError(source: path, issues: [ConfigIssue(key: "", problem: problem)])
         }
@@ -904,8 +953,8 @@ extension DaemonConfig {
         sections.flatMap { s in s.keys.filter { $0.reload == policy }.map { "\(s.name).\($0.name)" } }
     }
 
-    /// Every fixed section: `schema`, then the call sections (ConfigCalls.swift).
-    static let sections = schema + callSchema
+    /// Every fixed section: `schema`, then the call sections (ConfigCalls.swift), then the site's.
+    static let sections = schema + callSchema + [siteSection]
 }
 
 /// Problem with an IPv4 address in dotted form, or nil.

@@ -68,6 +68,9 @@ extension DaemonConfig {
         }
     }
 
+    /// The tables come from a site document: shared by every terminal, this one included.
+    var ofSite: Bool { !site.id.isEmpty }
+
     /// Whether `caller` may call `callee` by the directory's may_call lists.
     private func permits(_ caller: String, _ callee: String) -> Bool {
         guard rooms.values.contains(where: { $0.mayCall != nil }) else { return true }
@@ -88,7 +91,8 @@ extension DaemonConfig {
             if button.rooms.isEmpty { out.append((path, "is required: 1...\(SignalCodec.maxParticipants) room ids from [rooms] or group names")) }
             // A group may hold this room: the button calls the others.
             let resolved = resolveRecipients(button.rooms).filter { $0 != room.id }
-            if !button.rooms.isEmpty, resolved.isEmpty {
+            // A site's buttons are every terminal's: one that reaches only this room is left out here.
+            if !button.rooms.isEmpty, resolved.isEmpty, !ofSite {
                 out.append((path, "reaches no room but this one"))
             } else if resolved.count > SignalCodec.maxParticipants {
                 out.append((path, "\(resolved.count) rooms; a call has at most \(SignalCodec.maxParticipants)"))
@@ -101,7 +105,7 @@ extension DaemonConfig {
                 let quoted = TOMLWrite.string(target)
                 if rooms[target] == nil {
                     out.append((path, "\(quoted) is not a room in [rooms] nor a group in [groups]"))
-                } else if target == room.id {
+                } else if target == room.id, !ofSite {
                     out.append((path, "\(quoted) is this room"))
                 } else if callsEnabled, rooms[room.id] != nil, !permits(room.id, target) {
                     out.append((path, "\(quoted) may not be called from here (rooms.\(room.id).may_call)"))

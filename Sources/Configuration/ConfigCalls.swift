@@ -166,7 +166,7 @@ extension DaemonConfig {
         var s = CallSettings(room: RoomID(room.id)!, directory: directory, media: me.endpoint(port: me.mediaPort)!)
         s.buttons = buttons.mapValues {
             CallButton(rooms: resolveRecipients($0.rooms).filter { $0 != room.id }.map { RoomID($0)! }, kind: CallKind(rawValue: $0.kind) ?? .normal)
-        }
+        }.filter { !$0.value.rooms.isEmpty }  // a site's button for this room alone (ofSite): pressed here, it is refused
         if rooms.values.contains(where: { $0.mayCall != nil }) {
             var allowed: [RoomID: Set<RoomID>] = [:]
             for (id, entry) in rooms {

@@ -146,9 +146,12 @@ extension DaemonConfig {
     func notificationTypes() -> [String: NotificationType] {
         var out: [String: NotificationType] = [:]
         for (id, e) in notifications {
+            let recipients = resolveRecipients(e.recipients).compactMap(RoomID.init).filter { $0.value != room.id }
+            // A site's type that reaches only this room cannot be sent from here (ofSite).
+            if recipients.isEmpty { continue }
             let priority = NotificationPriority(rawValue: e.priority) ?? .normal
             out[id] = NotificationType(id: id, label: e.label.isEmpty ? id : e.label,
-                                       recipients: resolveRecipients(e.recipients).compactMap(RoomID.init).filter { $0.value != room.id },
+                                       recipients: recipients,
                                        text: e.text, tone: NotificationTone(rawValue: e.tone), priority: priority,
                                        readAloud: e.readAloud)
         }
@@ -180,7 +183,7 @@ extension DaemonConfig {
                 out.append((path, "\(TOMLWrite.string(r)) is neither a room in [rooms] nor a group in [groups]" + hint))
             }
             let resolved = resolveRecipients(e.recipients).filter { $0 != room.id }
-            if !e.recipients.isEmpty, resolved.isEmpty, callsEnabled {
+            if !e.recipients.isEmpty, resolved.isEmpty, callsEnabled, !ofSite {
                 out.append((path, "reaches no room but this one"))
             }
             if resolved.count > SignalCodec.maxParticipants {

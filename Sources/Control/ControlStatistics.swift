@@ -395,18 +395,67 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         private enum CodingKeys: String, CodingKey { case count, failed, applied, waitingForCallEnd, restartNeeded, lastError }
     }
 
+    /// The site document this terminal runs by (docs/site.md).
+    public struct Site: Sendable, Equatable, Codable {
+        public var id: String
+        /// 0 until a document is applied.
+        public var version: UInt64
+        /// The first 16 hex digits of the signed document's SHA-256: the same on every terminal
+        /// that holds this version.
+        public var digest: String
+        /// When this version was applied, Unix time in seconds.
+        public var appliedAt: Double
+        /// Documents refused since start, by reason (oversized, truncated, malformed, unknownFormat,
+        /// otherSite, unsigned, badSignature, older, conflicting, unreadable).
+        public var refused: [String: Int]
+        /// The last refusal's description; nil when none.
+        public var lastRefusal: String?
+
+        public init(id: String, version: UInt64, digest: String, appliedAt: Double, refused: [String: Int], lastRefusal: String?) {
+            self.id = id
+            self.version = version
+            self.digest = digest
+            self.appliedAt = appliedAt
+            self.refused = refused
+            self.lastRefusal = lastRefusal
+        }
+
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(id, forKey: .id)
+            try c.encode(version, forKey: .version)
+            try c.encode(digest, forKey: .digest)
+            try c.encode(appliedAt, forKey: .appliedAt)
+            try c.encode(refused, forKey: .refused)
+            try c.encode(lastRefusal, forKey: .lastRefusal)  // null, not absent
+        }
+
+        public init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(id: try c.decode(String.self, forKey: .id), version: try c.decode(UInt64.self, forKey: .version),
+                      digest: try c.decode(String.self, forKey: .digest), appliedAt: try c.decode(Double.self, forKey: .appliedAt),
+                      refused: try c.decode([String: Int].self, forKey: .refused),
+                      lastRefusal: try c.decode(String?.self, forKey: .lastRefusal))
+        }
+
+        private enum CodingKeys: String, CodingKey { case id, version, digest, appliedAt, refused, lastRefusal }
+    }
+
     public var audio: Audio
     /// nil: no network media in this daemon.
     public var network: Network?
     /// nil: no calls (`[room] id` not set).
     public var calls: Calls?
     public var reload: Reload
+    /// nil: no site (`[site] id` not set).
+    public var site: Site?
 
-    public init(audio: Audio, network: Network?, calls: Calls?, reload: Reload) {
+    public init(audio: Audio, network: Network?, calls: Calls?, reload: Reload, site: Site? = nil) {
         self.audio = audio
         self.network = network
         self.calls = calls
         self.reload = reload
+        self.site = site
     }
 
     // Optional sections and fields are written as null, so that a missing key is always an error.
@@ -416,6 +465,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         try c.encode(network, forKey: .network)
         try c.encode(calls, forKey: .calls)
         try c.encode(reload, forKey: .reload)
+        try c.encode(site, forKey: .site)
     }
 
     public init(from decoder: Decoder) throws {
@@ -424,9 +474,10 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         network = try c.decode(Network?.self, forKey: .network)
         calls = try c.decode(Calls?.self, forKey: .calls)
         reload = try c.decode(Reload.self, forKey: .reload)
+        site = try c.decode(Site?.self, forKey: .site)
     }
 
-    private enum CodingKeys: String, CodingKey { case audio, network, calls, reload }
+    private enum CodingKeys: String, CodingKey { case audio, network, calls, reload, site }
 }
 
 extension DaemonStatistics.Audio {

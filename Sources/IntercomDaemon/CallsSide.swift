@@ -19,6 +19,9 @@ final class CallsSide: @unchecked Sendable {
     let service: CallService
     let announcer: Announcer
     private let keySettings: KeyReaderSettings?
+    /// The button names in the order `call:N` counts them: every configured button, also one a
+    /// site has for this room alone, which the engine then refuses.
+    private let buttonNames: [String]
     private var keys: KeyReader?
     private let log: Logger
 
@@ -53,6 +56,7 @@ final class CallsSide: @unchecked Sendable {
                                   microphone: microphone, mixer: mixer, sounds: sounds, announcer: announcer, history: history,
                                   state: state, seal: seal,
                                   mediaKeys: mediaKeys, logger: logger)
+        buttonNames = config.buttons.keys.sorted()
         let k = config.keys
         keySettings = k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounceMilliseconds: k.debounceMs,
                                                                          longPressMilliseconds: k.longPressMs)
@@ -63,7 +67,7 @@ final class CallsSide: @unchecked Sendable {
         try service.start()
         guard let keySettings else { return }
         let service = service, log = log
-        let buttons = service.settings.buttons.keys.sorted()
+        let buttons = buttonNames
         do {
             keys = try KeyReader(settings: keySettings, onPress: { press in
                 log.info("key \(press.code)\(press.long ? " (long)" : ""): \(press.action.map(\.description) ?? "nothing")")

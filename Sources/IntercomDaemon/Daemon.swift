@@ -37,6 +37,8 @@ public final class Daemon: @unchecked Sendable {
     private let lights: TerminalLights?
     /// The reloads since start, for `stats`.
     let reloads = ReloadHistory()
+    /// The site document this terminal runs by (`[site] id`); nil without a site.
+    let site: SiteKeeper?
     private let delayEstimator: EchoDelayEstimator
     /// The device round-trip test: offered on the control socket (with calls) and by `--loopback`.
     let deviceLoopback: DeviceLoopback
@@ -45,8 +47,10 @@ public final class Daemon: @unchecked Sendable {
     /// The control socket: `stats` and the device loopback everywhere, calls when configured.
     private let control: ControlServer
 
-    public init(config: DaemonConfig, logger: Logger) throws {
+    /// - Parameter site: the terminal's site, as `TerminalConfiguration.load` read it.
+    public init(config: DaemonConfig, logger: Logger, site: SiteKeeper? = nil) throws {
         self.config = config
+        self.site = site
         log = logger
         let a = config.audio
         let frame = a.framesPerPeriod
@@ -115,7 +119,7 @@ public final class Daemon: @unchecked Sendable {
             }
         }
         let statistics = StatisticsSource(engine: engine, echoDelay: delayEstimator.estimate, sampleRate: a.sampleRate,
-                                          network: network, calls: calls?.service, reloads: reloads)
+                                          network: network, calls: calls?.service, reloads: reloads, site: site)
         control = try ControlServer(settings: config.controlSettings(), handler: DaemonControl(
             statistics: { statistics.read() }, loopback: loopback, audioRunning: { [engine] in engine.stats.running.isSet },
             calls: calls?.service, technicianGroup: technicianGroup, logger: logger))

@@ -2,7 +2,7 @@ import Control
 import Foundation
 import Synchronization
 
-/// SIGHUP: the configuration file is read again. The keys whose schema entry says `.live` change
+/// SIGHUP: the configuration file is read again (with its site document, `TerminalConfiguration`). The keys whose schema entry says `.live` change
 /// now (gains, echo switches), those that say `.betweenCalls` and the room directory and buttons
 /// when no call runs (a call in progress keeps its rules). Everything else is named as waiting for
 /// a restart, because it would mean reopening devices or sockets mid-call. A file with problems
@@ -18,6 +18,9 @@ extension Daemon {
         public var deferredUntilIdle: Bool { !waitingForCallEnd.isEmpty }
         /// The problems if the file could not be used (nothing was changed then).
         public var error: String?
+        /// Why the site document on disk was refused (the one held stays in force, and is
+        /// written back there).
+        public var siteRefusal: String?
 
         public var summary: String {
             if let error { return "reload failed, configuration unchanged: \(error)" }
@@ -26,6 +29,7 @@ extension Daemon {
                 parts.append("call settings wait for the running call to end: " + waitingForCallEnd.joined(separator: ", "))
             }
             if !needRestart.isEmpty { parts.append("restart needed for " + needRestart.joined(separator: ", ")) }
+            if let siteRefusal { parts.append(siteRefusal + "; the site document held stays") }
             return "reloaded: " + parts.joined(separator: "; ")
         }
     }
@@ -63,7 +67,9 @@ extension Daemon {
         var outcome = ReloadOutcome()
         var new: DaemonConfig
         do {
-            new = try DaemonConfig.load(path: path)
+            let loaded = try TerminalConfiguration.load(path: path, keeper: site)
+            new = loaded.config
+            outcome.siteRefusal = loaded.refusal
         } catch {
             outcome.error = "\(error)"
             return outcome

@@ -69,6 +69,7 @@ struct StatisticsSource: Sendable {
     let network: NetworkMedia?
     let calls: CallService?
     let reloads: ReloadHistory
+    let site: SiteKeeper?
 
     func read() -> DaemonStatistics {
         let s = engine.stats
@@ -91,6 +92,7 @@ struct StatisticsSource: Sendable {
             echoGatedFrames: engine.canceller.gatedFrames.load,
             playbackDelayMs: Double(s.playbackDelayFrames.load) * 1000 / Double(sampleRate),
             echoChainDelayMs: engine.canceller.delaysAFrame ? Double(engine.canceller.settings.frameSize) * 1000 / Double(sampleRate) : 0)
-        return DaemonStatistics(audio: audio, network: network?.statistics(), calls: calls?.statistics(), reload: reloads.snapshot)
+        return DaemonStatistics(audio: audio, network: network?.statistics(), calls: calls?.statistics(), reload: reloads.snapshot,
+                                site: site?.snapshot)
     }
 }

@@ -7,7 +7,9 @@ import Configuration
 //
 // Properties: any bytes either parse or give a ConfigError with issues (never a trap); a parsed
 // configuration renders to TOML that parses back to the same configuration; what the daemon
-// derives from a valid one (call settings, key map, control settings) does not trap.
+// derives from a valid one (call settings, key map, control settings) does not trap. The same
+// bytes read as a site document: a `ConfigError` with issues, or a document whose rendering reads
+// back to the same rendering.
 
 #if FUZZING
 // SwiftPM links an executable with `main` aliased to `<target>_main`, so libFuzzer's own `main`
@@ -31,6 +33,7 @@ public func configFuzzMain(
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
+    fuzzSiteDocument(text)
     let config: DaemonConfig
     do {
         config = try DaemonConfig.parse(text, source: "fuzz.toml")
@@ -52,6 +55,25 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     }
     _ = config.controlSettings()
     return 0
+}
+
+func fuzzSiteDocument(_ text: String) {
+    let document: SiteDocument
+    do {
+        document = try SiteDocument.parse(text, source: "fuzz-site.toml")
+    } catch let error as ConfigError {
+        precondition(!error.issues.isEmpty, "a ConfigError without issues")
+        return
+    } catch {
+        preconditionFailure("not a ConfigError: \(error)")
+    }
+    do {
+        let rendered = document.rendered()
+        let again = try SiteDocument.parse(rendered, source: "rendered").rendered()
+        precondition(again == rendered, "a site document's rendering reads back differently")
+    } catch {
+        preconditionFailure("the rendered site document does not parse: \(error)")
+    }
 }
 #else
 @main

@@ -53,14 +53,16 @@ struct Intercomd: ParsableCommand {
         }
         Daemon.blockSignals()
         var cfg: DaemonConfig
+        let loaded: TerminalConfiguration
         do {
-            cfg = try DaemonConfig.load(path: config)
+            loaded = try TerminalConfiguration.load(path: config)
+            cfg = loaded.config
         } catch {
             FileHandle.standardError.write(Data("intercomd: invalid configuration\n\(error)\n".utf8))
             throw ExitCode(IntercomDaemon.ExitCode.config.rawValue)
         }
         if checkConfig {
-            print("\(config): OK")
+            print("\(config): OK" + (loaded.site.map { " (site \(cfg.site.id) version \($0.version))" } ?? ""))
             return
         }
         if let farEnd { cfg.local.farEndWav = farEnd }
@@ -83,7 +85,7 @@ struct Intercomd: ParsableCommand {
         let log = Logger(label: "intercomd")
         let daemon: Daemon
         do {
-            daemon = try Daemon(config: cfg, logger: log)
+            daemon = try Daemon(config: cfg, logger: log, site: loaded.site)
         } catch {
             log.critical("cannot start: \(error)")
             throw ExitCode(IntercomDaemon.ExitCode.software.rawValue)

@@ -57,25 +57,36 @@ final class CallRooms {
         let others = rooms.filter { $0.id != id }.map(\.id)
         let buttons = others.map { "[buttons.\($0)]\nrooms = [\"\($0)\"]" }.joined(separator: "\n")
             + "\n[buttons.all]\nrooms = [\(others.map { "\"\($0)\"" }.joined(separator: ", "))]"
-        let config = try DaemonProcess.writeRoomConfig(me.rig, extra: """
+        let config = try DaemonProcess.writeRoomConfig(me.rig, extra: ownSettings(id, calls: "ring_ms = \(ringMs)\n\(calls)")
+                                                           + "\n\(directory)\n\(buttons)\n\(extra)")
+        return try start(id, configPath: config, environment: environment)
+    }
+
+    /// What a room's file holds of its own: its media port, statistics every second, its room, its
+    /// history, state and socket; `calls` more lines of its `[calls]` section.
+    func ownSettings(_ id: String, calls: String = "") -> String {
+        let me = room(id)
+        return """
             [network]
             listen_port = \(me.media)
             [log]
             stats_interval_s = 1
             [room]
             id = "\(id)"
-            \(directory)
-            \(buttons)
             [calls]
-            ring_ms = \(ringMs)
             \(calls)
             history_path = "\(dir)/\(id)-history.json"
             state_path = "\(dir)/\(id)-state.json"
             [control]
             socket = "\(me.socket)"
-            \(extra)
-            """)
-        let d = try DaemonProcess(arguments: ["--config", config], environment: environment, name: "intercomd-\(id)", host: lab?.host(me.rig))
+            """
+    }
+
+    /// Starts a room's daemon with the configuration file at `configPath`.
+    @discardableResult
+    func start(_ id: String, configPath: String, environment: [String: String] = [:]) throws -> DaemonProcess {
+        let d = try DaemonProcess(arguments: ["--config", configPath], environment: environment, name: "intercomd-\(id)",
+                                  host: lab?.host(room(id).rig))
         daemons[id] = d
         XCTAssertTrue(d.waitUntilRunning(timeout: 10), "\(id) answers stats on its control socket with its audio running: \(d.log)")
         return d

@@ -1,0 +1,154 @@
+import Calls
+import Control
+import Foundation
+import Glibc
+import TestSupport
+import XCTest
+
+/// A site through real daemons and the administrator's real tool: terminals run by the signed
+/// document, a new version reaches a terminal during a call that goes on, and every kind of bad
+/// document is refused and counted while the last good one stays in force and on disk.
+final class SiteRigTests: XCTestCase {
+    private var tool: String {
+        URL(fileURLWithPath: DaemonProcess.binary).deletingLastPathComponent().appendingPathComponent("intercom-site").path
+    }
+
+    /// Runs `intercom-site` and returns its exit status and output (stdout and stderr).
+    private func site(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    /// The practice: both rooms with the rig's ports, a button to each, and `extra`.
+    private func document(_ rooms: CallRooms, names: [String: String] = [:], extra: String = "") -> String {
+        rooms.rooms.map { r in
+            "[rooms.\(r.id)]\nname = \"\(names[r.id] ?? r.rig)\"\naddress = \"\(r.address)\"\nsignalling_port = \(r.signalling)\nmedia_port = \(r.media)\n"
+                + "[buttons.\(r.id)]\nrooms = [\"\(r.id)\"]\n"
+        }.joined(separator: "\n") + "[calls]\nring_ms = \(rooms.ringMs)\n" + extra
+    }
+
+    /// Starts a room whose file has only the box's own keys and names the site.
+    private func start(_ rooms: CallRooms, _ id: String, folder: String) throws -> DaemonProcess {
+        let me = rooms.room(id)
+        let kept = "\(rooms.dir)/\(id)-site.json"
+        if !FileManager.default.fileExists(atPath: kept) { try FileManager.default.copyItem(atPath: folder + "/site.json", toPath: kept) }
+        let config = try DaemonProcess.writeRoomConfig(me.rig, extra: rooms.ownSettings(id) + """
+
+            [site]
+            id = "rig-praxis"
+            administrator_key = "\(folder)/administrator.pub"
+            document = "\(kept)"
+            """)
+        return try rooms.start(id, configPath: config)
+    }
+
+    func testTerminalsRunByTheSignedDocumentANewVersionAppliesInACallAndBadOnesAreRefused() throws {
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site"
+
+        // The administrator creates the site and describes both rooms (version 2).
+        let created = try site(["create", "--dir", folder, "--id", "rig-praxis", "--name", "Rig", "--room", "rooma=127.0.0.1"])
+        XCTAssertEqual(created.status, 0, created.output)
+        let keyMode = try FileManager.default.attributesOfItem(atPath: folder + "/administrator.key")[.posixPermissions] as? Int
+        XCTAssertEqual(keyMode, 0o600)
+        try document(rooms).write(toFile: folder + "/site.toml", atomically: true, encoding: .utf8)
+        let signed = try site(["sign", "--dir", folder])
+        XCTAssertEqual(signed.status, 0, signed.output)
+        XCTAssertTrue(signed.output.contains("version 2 signed"), signed.output)
+
+        let a = try start(rooms, "rooma", folder: folder)
+        let b = try start(rooms, "roomb", folder: folder)
+        let siteA = try XCTUnwrap(a.statistics().site), siteB = try XCTUnwrap(b.statistics().site)
+        XCTAssertEqual(siteA.version, 2)
+        XCTAssertEqual(siteA.digest, siteB.digest, "the same document on both")
+        XCTAssertEqual(siteA.digest.count, 16)
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), a.log)
+
+        // A call by the document's button.
+        _ = try rooms.control("rooma", .call(button: "roomb"))
+        XCTAssertTrue(rooms.wait(6) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, b.log)
+        let callID = rooms.status("roomb")?.call?.callID
+
+        // Version 3 during the call: roomA renamed, a notification type added.
+        try document(rooms, names: ["rooma": "Empfang"], extra: """
+            [notifications.material]
+            label = "Material bringen"
+            recipients = ["rooma"]
+            """).write(toFile: folder + "/site.toml", atomically: true, encoding: .utf8)
+        XCTAssertEqual(try site(["sign", "--dir", folder]).status, 0)
+        let v2 = try Data(contentsOf: URL(fileURLWithPath: "\(rooms.dir)/roomb-site.json"))
+        try FileManager.default.removeItem(atPath: "\(rooms.dir)/roomb-site.json")
+        try FileManager.default.copyItem(atPath: folder + "/site.json", toPath: "\(rooms.dir)/roomb-site.json")
+        let before = try XCTUnwrap(rooms.status("roomb")?.media.first)
+        let t0 = Date()
+        kill(b.process.processIdentifier, SIGHUP)
+        let reloaded = b.waitForStatistics(timeout: 3) { $0.reload.count == 1 }
+        XCTAssertEqual(reloaded?.site?.version, 3, b.log)
+        XCTAssertEqual(Set(reloaded?.reload.waitingForCallEnd ?? []), ["rooms", "notifications"], "the call keeps its rules: \(b.log)")
+        Thread.sleep(forTimeInterval: 1)
+        let after = try XCTUnwrap(rooms.status("roomb")?.media.first)
+        let elapsed = Date().timeIntervalSince(t0)
+        // Undisturbed: the call is the same and its audio came on throughout (10 ms packets).
+        XCTAssertEqual(rooms.status("roomb")?.call?.callID, callID)
+        XCTAssertTrue(rooms.isConnected("rooma") && rooms.isConnected("roomb"))
+        let expected = elapsed * 100
+        print("site: version 3 applied at roomb during the call: \(after.received - before.received) packets received and \(after.played - before.played) frames played in \(String(format: "%.2f", elapsed)) s; reload \(String(describing: reloaded?.reload))")
+        XCTAssertGreaterThan(Double(after.received - before.received), 0.9 * expected,
+                             "packets received across the reload: \(after.received - before.received) in \(elapsed) s")
+        XCTAssertGreaterThan(Double(after.played - before.played), 0.9 * expected, "frames played across the reload")
+
+        // The call ends: the new version's rooms and notification types apply.
+        _ = try rooms.control("rooma", .hangUp)
+        XCTAssertTrue(rooms.wait(5) { rooms.isIdle("roomb") })
+        XCTAssertTrue(rooms.wait(3) {
+            guard case .success(.rooms(let d))? = try? rooms.control("roomb", .rooms) else { return false }
+            return d.rooms.first { $0.id.value == "rooma" }?.name == "Empfang"
+        }, "the new name: \(b.log)")
+
+        // Bad documents: each refused and counted, version 3 stays in force and on disk.
+        let v3 = try Data(contentsOf: URL(fileURLWithPath: folder + "/site.json"))
+        let otherFolder = rooms.dir + "/thief"
+        XCTAssertEqual(try site(["create", "--dir", otherFolder, "--id", "rig-praxis", "--room", "rooma=127.0.0.1"]).status, 0)
+        try document(rooms).write(toFile: otherFolder + "/site.toml", atomically: true, encoding: .utf8)
+        for _ in 0..<3 { XCTAssertEqual(try site(["sign", "--dir", otherFolder]).status, 0) }  // version 4 under another key
+        var tampered = try JSONSerialization.jsonObject(with: v3) as! [String: Any]
+        tampered["version"] = 9
+        let unsigned = try JSONSerialization.jsonObject(with: v3) as! [String: Any]
+        var unsignedCopy = unsigned
+        unsignedCopy["signature"] = ""
+        let cases: [(String, Data)] = [
+            ("badSignature", try Data(contentsOf: URL(fileURLWithPath: otherFolder + "/site.json"))),
+            ("badSignature", try JSONSerialization.data(withJSONObject: tampered)),
+            ("unsigned", try JSONSerialization.data(withJSONObject: unsignedCopy)),
+            ("older", v2),
+            ("malformed", v3.prefix(v3.count / 2)),
+            ("oversized", Data(repeating: 32, count: 600 * 1024)),
+        ]
+        for (n, (reason, bytes)) in cases.enumerated() {
+            try bytes.write(to: URL(fileURLWithPath: "\(rooms.dir)/roomb-site.json"))
+            kill(b.process.processIdentifier, SIGHUP)
+            let stats = b.waitForStatistics(timeout: 3) { $0.reload.count == 2 + n }
+            XCTAssertEqual(stats?.site?.version, 3, "\(reason): \(b.log)")
+            XCTAssertNotNil(stats?.site?.lastRefusal, reason)
+            let kept = try Data(contentsOf: URL(fileURLWithPath: "\(rooms.dir)/roomb-site.json"))
+            XCTAssertEqual(kept, v3, "\(reason): the last good document is back on disk")
+        }
+        let refused = try XCTUnwrap(b.statistics().site?.refused)
+        print("site: refused at roomb: \(refused); last: \((try? b.statistics().site?.lastRefusal) ?? "none")")
+        XCTAssertEqual(refused, ["badSignature": 2, "unsigned": 1, "older": 1, "malformed": 1, "oversized": 1])
+
+        // A restart comes back with version 3.
+        _ = rooms.stop("roomb")
+        let again = try start(rooms, "roomb", folder: folder)
+        XCTAssertEqual(try again.statistics().site?.version, 3, again.log)
+    }
+}

@@ -1,0 +1,238 @@
+import Foundation
+import XCTest
+
+@testable import Configuration
+
+/// The site document's body and a terminal's file: each key in one of them, joined in layers
+/// (the site's, the kind's, the terminal's), every problem named by its key.
+final class SiteConfigTests: XCTestCase {
+    private let document = """
+        [site]
+        name = "Praxis am Markt"
+
+        [rooms.empfang]
+        name = "Empfang"
+        address = "10.0.0.11"
+        [rooms.beh1]
+        name = "Behandlung 1"
+        address = "10.0.0.12"
+        [rooms.labor]
+        address = "10.0.0.13"
+
+        [buttons.beh1]
+        rooms = ["beh1"]
+        [buttons.alle]
+        rooms = ["empfang", "beh1", "labor"]
+        kind = "announcement"
+
+        [notifications.material]
+        label = "Material bringen"
+        recipients = ["labor"]
+
+        [calls]
+        ring_ms = 800
+
+        [keys]
+        debounce_ms = 40
+        [keys.map]
+        KEY_F1 = "call:alle"
+
+        [kinds.wall.keys.map]
+        KEY_F1 = "call:beh1"
+        KEY_F2 = "notify:material"
+        [kinds.wall.calls]
+        ring_ms = 1200
+
+        [terminals.labor]
+        kind = "wall"
+        [terminals.labor.calls]
+        auto_answer = false
+        answer_timeout_ms = 20000
+
+        [terminals.beh1]
+        kind = "wall"
+
+        """
+
+    private func terminal(_ room: String, extra: String = "") throws -> (config: DaemonConfig, present: Set<String>) {
+        try DaemonConfig.parseTerminalFile("""
+            [site]
+            id = "praxis-am-markt"
+            [room]
+            id = "\(room)"
+            [keys]
+            device = "/dev/input/event3"
+            \(extra)
+            """, source: "\(room).toml")
+    }
+
+    private func joined(_ room: String) throws -> DaemonConfig {
+        let site = try SiteDocument.parse(document)
+        let local = try terminal(room)
+        return try site.configuration(local: local.config, localPresent: local.present, source: "site for \(room)")
+    }
+
+    func testEachTerminalRunsByTheSiteItsKindAndItsOwnEntryOverItsFile() throws {
+        let site = try SiteDocument.parse(document)
+        XCTAssertEqual(site.name, "Praxis am Markt")
+        XCTAssertEqual(site.rooms.keys.sorted(), ["beh1", "empfang", "labor"])
+        XCTAssertEqual(site.kindNames, ["wall"])
+
+        let empfang = try joined("empfang")  // no [terminals] entry: the site's settings
+        XCTAssertEqual(empfang.keys.map, ["KEY_F1": "call:alle"])
+        XCTAssertEqual(empfang.calls.ringMs, 800)
+        XCTAssertEqual(empfang.keys.debounceMs, 40)
+        XCTAssertEqual(empfang.keys.device, "/dev/input/event3", "the box's own key, from its file")
+        XCTAssertEqual(empfang.rooms.count, 3)
+        XCTAssertEqual(empfang.network.listenPort, 5004, "follows its room's media port")
+
+        let beh1 = try joined("beh1")  // the kind's
+        XCTAssertEqual(beh1.keys.map, ["KEY_F1": "call:beh1", "KEY_F2": "notify:material"], "a kind's table replaces the site's whole")
+        XCTAssertEqual(beh1.calls.ringMs, 1200)
+        XCTAssertTrue(beh1.calls.autoAnswer)
+
+        let labor = try joined("labor")  // the kind's, then its own
+        XCTAssertEqual(labor.calls.ringMs, 1200)
+        XCTAssertFalse(labor.calls.autoAnswer)
+        XCTAssertEqual(labor.calls.answerTimeoutMs, 20000)
+        XCTAssertEqual(labor.keys.debounceMs, 40)
+        XCTAssertNoThrow(try labor.validate())
+    }
+
+    func testASiteTerminalsFileRefusesTheSitesKeysAndKeepsItsOwn() {
+        XCTAssertThrowsError(try terminal("labor", extra: """
+            debounce_ms = 20
+            [rooms.labor]
+            address = "10.0.0.13"
+            [calls]
+            ring_ms = 500
+            history_path = "/tmp/h.json"
+            """)) { error in
+            let issues = (error as? ConfigError)?.issues ?? []
+            XCTAssertEqual(Set(issues.map(\.key)), ["keys.debounce_ms", "rooms", "calls.ring_ms"], "\(error)")
+            XCTAssertTrue(issues.allSatisfy { $0.problem.contains("belongs in the site document") }, "\(error)")
+        }
+        // Without a site, the file holds everything, as before.
+        XCTAssertNoThrow(try DaemonConfig.parse("""
+            [keys]
+            debounce_ms = 20
+            [calls]
+            ring_ms = 500
+            """))
+    }
+
+    func testADocumentNamesEachKeyThatIsNotTheSitesOrDoesNotHold() {
+        func problems(_ text: String) -> [String: String] {
+            do {
+                _ = try SiteDocument.parse(text)
+                return [:]
+            } catch let error as ConfigError {
+                return Dictionary(error.issues.map { ($0.key, $0.problem) }, uniquingKeysWith: { a, _ in a })
+            } catch {
+                return ["": "\(error)"]
+            }
+        }
+        let bad = document + """
+
+            [audio]
+            capture_device = "hw:0"
+            [kinds.desk.buttons.x]
+            rooms = ["beh1"]
+            [kinds.desk.keys]
+            device = "/dev/input/event1"
+            [terminals.kueche]
+            kind = "desk"
+            [terminals.empfang]
+            kind = "wal"
+
+            """
+        let found = problems(bad)
+        XCTAssertEqual(found["audio.capture_device"].map { $0.contains("the terminal's own") }, true, "\(found)")
+        XCTAssertEqual(found["kinds.desk.buttons"].map { $0.contains("whole site's") }, true, "\(found)")
+        XCTAssertEqual(found["kinds.desk.keys.device"].map { $0.contains("the terminal's own") }, true, "\(found)")
+        XCTAssertEqual(found["terminals.kueche"].map { $0.contains("not a room") }, true, "\(found)")
+        XCTAssertEqual(found["terminals.empfang.kind"].map { $0.contains("did you mean \"wall\"") }, true, "\(found)")
+
+        // Joined for a room, the layers still meet every rule: the kind maps a key to a button
+        // that is not there.
+        let joinedBad = document.replacingOccurrences(of: "KEY_F2 = \"notify:material\"", with: "KEY_F2 = \"call:nobody\"")
+        let joinedFound = problems(joinedBad)
+        XCTAssertEqual(joinedFound["keys.map.KEY_F2"].map { $0.contains("for room beh1") && $0.contains("no [buttons.nobody]") }, true,
+                       "\(joinedFound)")
+        XCTAssertEqual(problems("[site]\nname = \"leer\"\n")["rooms"].map { $0.contains("at least one room") }, true)
+    }
+
+    func testTheDefaultConfigurationDocumentsTheSiteSection() throws {
+        let rendered = DaemonConfig.default.rendered()
+        XCTAssertTrue(rendered.contains("\n[site]\n"))
+        XCTAssertTrue(rendered.contains("administrator_key = \"/etc/intercomd/administrator.pub\""))
+        XCTAssertEqual(try DaemonConfig.parse(rendered), DaemonConfig.default)
+    }
+}
+
+/// Today's per-terminal files made into one document: what agreed is shared, what differed is
+/// reported, and each terminal runs by the document as it ran by its file.
+final class SiteConvertTests: XCTestCase {
+    private func file(_ room: String, ringMs: Int, labAddress: String = "10.0.0.13", extraKeys: String = "") -> String {
+        """
+        [room]
+        id = "\(room)"
+        [rooms.empfang]
+        address = "10.0.0.11"
+        [rooms.beh1]
+        address = "10.0.0.12"
+        [rooms.labor]
+        address = "\(labAddress)"
+        [groups]
+        praxis = ["empfang", "beh1", "labor"]
+        [buttons.alle]
+        rooms = ["praxis"]
+        [calls]
+        ring_ms = \(ringMs)
+        [keys]
+        device = "/dev/input/event0"
+        \(extraKeys)
+        """
+    }
+
+    func testThreeFilesBecomeOneDocumentThatDiffersOnlyWhereTheyDid() throws {
+        let files = [
+            ("empfang.toml", file("empfang", ringMs: 800, extraKeys: "[keys.map]\nKEY_F1 = \"call:alle\"")),
+            ("beh1.toml", file("beh1", ringMs: 800, labAddress: "10.0.0.99")),
+            ("labor.toml", file("labor", ringMs: 1500)),
+        ].map { (source: $0.0, config: try! DaemonConfig.parse($0.1, source: $0.0)) }
+        let (document, report) = SiteDocument.converting(files)
+
+        XCTAssertEqual(document.rooms["labor"]?.address, "10.0.0.13", "the address two of three files had")
+        XCTAssertTrue(report.contains { $0.hasPrefix("rooms.labor: beh1.toml disagree") }, "\(report)")
+        XCTAssertTrue(report.contains { $0.hasPrefix("calls.ring_ms: labor.toml (room labor) has 1500, most have 800") }, "\(report)")
+        XCTAssertTrue(report.contains { $0.hasPrefix("keys.map: empfang.toml (room empfang)") }, "\(report)")
+
+        // Written out, read back: each terminal runs by what its own file said (but the one
+        // disagreeing room address).
+        let text = document.rendered()
+        let reread = try SiteDocument.parse(text, source: "converted")
+        XCTAssertEqual(reread.rendered(), text)
+        for (source, original) in files {
+            var local = DaemonConfig()
+            local.site.id = "praxis"
+            local.room.id = original.room.id
+            local.keys.device = original.keys.device
+            let joined = try reread.configuration(local: local, localPresent: ["room.id", "keys.device", "site.id"], source: source)
+            XCTAssertEqual(joined.calls.ringMs, original.calls.ringMs, source)
+            XCTAssertEqual(joined.keys.map, original.keys.map, source)
+            XCTAssertEqual(joined.buttons, original.buttons, source)
+        }
+    }
+}
+
+extension SiteConfigTests {
+    func testASiteTerminalsFileRendersOnlyItsOwnKeysAndReadsBack() throws {
+        let (config, _) = try DaemonConfig.parseTerminalFile("[site]\nid = \"praxis\"\n[room]\nid = \"labor\"\n")
+        let rendered = config.rendered()
+        XCTAssertFalse(rendered.contains("\n[tones]\n"), "the site's sections are left out")
+        XCTAssertFalse(rendered.contains("ring_ms"), "and the site's keys")
+        XCTAssertTrue(rendered.contains("history_path"), "the terminal's own keys of a shared section stay")
+        XCTAssertEqual(try DaemonConfig.parse(rendered), config)
+    }
+}
