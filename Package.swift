@@ -85,8 +85,8 @@ let package = Package(
         // key and the signed site document (the envelope every terminal checks).
         .target(name: "SiteSecurity", dependencies: ["Posix", .product(name: "Crypto", package: "swift-crypto")]),
         // The site as one document: which one a terminal holds and whether an offered one replaces
-        // it (no I/O).
-        .target(name: "Site", dependencies: ["SiteSecurity"]),
+        // it, and how it spreads between terminals (no I/O).
+        .target(name: "Site", dependencies: ["SiteSecurity", "Calls"]),
         // The administrator's tool: create a site, convert terminal files, check and sign documents.
         .executableTarget(name: "intercom-site", dependencies: [
             "Configuration", "SiteSecurity", "Posix", .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,3 +1,4 @@
+import Calls
 import SiteSecurity
 
 /// Which site document a terminal holds, and whether an offered one replaces it. Commands in,
@@ -17,6 +18,10 @@ public struct SiteDocumentGate<Site: Sendable>: Sendable {
         public let digest: String
         public let site: Site
         public var version: UInt64 { document.version }
+        /// What the terminal's hellos say of it.
+        public var stamp: SiteStamp {
+            SiteStamp(version: version, digest: UInt64(digest.prefix(16), radix: 16) ?? 0, length: UInt32(encoded.count))
+        }
     }
 
     public enum Decision: Sendable {

@@ -57,13 +57,15 @@ final class CallRooms {
         let others = rooms.filter { $0.id != id }.map(\.id)
         let buttons = others.map { "[buttons.\($0)]\nrooms = [\"\($0)\"]" }.joined(separator: "\n")
             + "\n[buttons.all]\nrooms = [\(others.map { "\"\($0)\"" }.joined(separator: ", "))]"
+        // `extra` right after the [control] section ownSettings ends with: its first lines may be
+        // keys of that section.
         let config = try DaemonProcess.writeRoomConfig(me.rig, extra: ownSettings(id, calls: "ring_ms = \(ringMs)\n\(calls)")
-                                                           + "\n\(directory)\n\(buttons)\n\(extra)")
+                                                           + "\n\(extra)\n\(directory)\n\(buttons)")
         return try start(id, configPath: config, environment: environment)
     }
 
     /// What a room's file holds of its own: its media port, statistics every second, its room, its
-    /// history, state and socket; `calls` more lines of its `[calls]` section.
+    /// history, state and socket; `calls` more lines of its `[calls]` section. It ends in `[control]`.
     func ownSettings(_ id: String, calls: String = "") -> String {
         let me = room(id)
         return """
