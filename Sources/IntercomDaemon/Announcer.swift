@@ -12,7 +12,9 @@ import Synchronization
 /// The `intercom-speech` thread: plays the call engine's announcements one after another on the
 /// announcement channel: the notification's tone, then its text, spoken by espeak-ng into the
 /// cache (synthesis starts while the tone plays). Against a call it ducks or mutes the call's
-/// voices while it speaks, as the announcement's level says, and restores them after.
+/// voices while it speaks, as the announcement's level says, and restores them after. An
+/// emergency goes before every other waiting announcement and cuts one being played, which is
+/// played again, whole, after it: an alarm never waits behind a reminder being read.
 final class Announcer: @unchecked Sendable {
     // @unchecked: `thread` is set and joined by the main thread; the rest is immutable or behind locks/atomics.
     private let player: ClipPlayer
@@ -23,8 +25,16 @@ final class Announcer: @unchecked Sendable {
     private let callInputs: [MixerInput]
     private let inCallGain: Double
     private let duckGain: Double
-    private let queue = Mutex<[Announcement]>([])
-    private let playing = Mutex<NotificationID?>(nil)
+    /// What waits, what plays, and whether that was cut for an emergency (to be played again).
+    private struct Line {
+        var queue: [Announcement] = []
+        var playing: Announcement?
+        var cut = false
+
+        /// Where an emergency goes, and a cut announcement: after the emergencies waiting.
+        var afterEmergencies: Int { queue.firstIndex { $0.priority != .emergency } ?? queue.endIndex }
+    }
+    private let line = Mutex(Line())
     private let abort = Flag(false)
     private let wake: Doorbell
     private let stopRequest = Flag(false)
@@ -66,16 +76,36 @@ final class Announcer: @unchecked Sendable {
         thread = nil
     }
 
+    /// The announcements waiting, in the order they will play.
+    var waiting: [Announcement] { line.withLock { $0.queue } }
+
     /// Queues an announcement (calls thread; returns at once).
     func announce(_ a: Announcement) {
-        queue.withLock { $0.append(a) }
+        let cut = line.withLock { l -> Bool in
+            guard a.priority == .emergency else {
+                l.queue.append(a)
+                return false
+            }
+            l.queue.insert(a, at: l.afterEmergencies)
+            guard let playing = l.playing, playing.priority != .emergency else { return false }
+            l.cut = true
+            return true
+        }
+        if cut {
+            abort.set(true)
+            player.flush()
+        }
         wake.ring()
     }
 
     /// Drops these notifications' announcements, the one playing included (calls thread).
     func silence(_ ids: [NotificationID]) {
-        queue.withLock { $0.removeAll { ids.contains($0.id) } }
-        if let current = playing.withLock({ $0 }), ids.contains(current) {
+        let current = line.withLock { l -> NotificationID? in
+            l.queue.removeAll { ids.contains($0.id) }
+            if let playing = l.playing, ids.contains(playing.id) { l.cut = false }  // not played again
+            return l.playing?.id
+        }
+        if let current, ids.contains(current) {
             abort.set(true)
             player.flush()
         }
@@ -91,16 +121,30 @@ final class Announcer: @unchecked Sendable {
         while !stopRequest.isSet {
             _ = wake.wait(seconds: 1)
             _ = wake.drain()
-            while !stopRequest.isSet, let next = queue.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
-                playing.withLock { $0 = next.id }
+            while !stopRequest.isSet, let next = line.withLock({ l -> Announcement? in
+                guard !l.queue.isEmpty else { return nil }
+                l.playing = l.queue.removeFirst()
+                l.cut = false
+                // Cleared under the lock: an emergency that comes from now on cuts this one.
                 abort.set(false)
+                return l.playing
+            }) {
                 play(next)
-                playing.withLock { $0 = nil }
+                line.withLock { l in
+                    l.playing = nil
+                    if l.cut {
+                        l.queue.insert(next, at: l.afterEmergencies)
+                        l.cut = false
+                    }
+                }
             }
         }
     }
 
     private func play(_ a: Announcement) {
+        // Cut short (acknowledged, an emergency, stopping): the channel drops what was fed of it.
+        // Flushed from here, after the last sample fed, so that the next clip is kept whole.
+        defer { if abort.isSet { player.flush() } }
         let saved = callInputs.map(\.gain.load)
         switch a.level {
         case .overCall: for input in callInputs { input.gain.store(input.gain.load * duckGain) }

@@ -103,8 +103,9 @@ final class NotificationRigTests: XCTestCase {
         _ = try rooms.control("rooma", .notify(type: "alarm"))
         XCTAssertTrue(rooms.wait(3) { rooms.notifications("roomb").last?.notification.type == "alarm" })
         XCTAssertEqual(rooms.notifications("roomb").last?.held, false, "an emergency passes do-not-disturb")
-        // Long enough for the alarm's tone and its speech to be recorded whole: in one CI run the
-        // tone sat 1.7 s later in the recording than in others and 2.5 s cut its speech short.
+        // Long enough for the alarm's tone and its speech to be recorded whole. (In CI runs before
+        // emergencies cut in, B's reminder of "alle" being read held the alarm back by up to 1.7 s
+        // and the recording cut its speech short: AnnouncerTests.)
         Thread.sleep(forTimeInterval: 4)
         for (_, r) in recorders { r.stop() }
 
