@@ -132,7 +132,7 @@ let package = Package(
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "CAllocCounter",
-            "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Posix",
+            "Jitter", "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Posix",
         ]),
     ]
 )

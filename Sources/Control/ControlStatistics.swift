@@ -126,11 +126,15 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// How old the newest sample handed to the mixer is, beyond the fastest transit, ms: the
         /// receive side's share (jitter buffer and drift corrector) of the delay.
         public var playoutDelayMs: Double
+        /// Reads of the stream held up by more than three frames (the device or the machine), and
+        /// packets that arrived more than three frames after the one before (the sender or the path).
+        public var readerHeldUp: Int
+        public var arrivalStalls: Int
 
         public init(ssrc: UInt32, source: String, delayMs: Double, targetMs: Double, received: Int, played: Int, concealed: Int,
                     fecRecovered: Int, fecMissed: Int, late: Int, underruns: Int, cutBacks: Int,
                     inserted: Int, dropped: Int, newTimelines: Int, driftPPM: Double, trimPPM: Double, slewedMs: Double,
-                    pauseJumpedMs: Double, pathShiftMs: Double, playoutDelayMs: Double) {
+                    pauseJumpedMs: Double, pathShiftMs: Double, playoutDelayMs: Double, readerHeldUp: Int = 0, arrivalStalls: Int = 0) {
             self.ssrc = ssrc
             self.source = source
             self.delayMs = delayMs
@@ -152,12 +156,14 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.pauseJumpedMs = pauseJumpedMs
             self.pathShiftMs = pathShiftMs
             self.playoutDelayMs = playoutDelayMs
+            self.readerHeldUp = readerHeldUp
+            self.arrivalStalls = arrivalStalls
         }
 
         // Acronyms spelled as the snake_case conversion reads them back.
         private enum CodingKeys: String, CodingKey {
             case ssrc, source, delayMs, targetMs, received, played, concealed, fecRecovered, fecMissed, late, underruns, cutBacks
-            case inserted, dropped, newTimelines, slewedMs, pauseJumpedMs, pathShiftMs, playoutDelayMs
+            case inserted, dropped, newTimelines, slewedMs, pauseJumpedMs, pathShiftMs, playoutDelayMs, readerHeldUp, arrivalStalls
             case driftPPM = "driftPpm", trimPPM = "trimPpm"
         }
     }

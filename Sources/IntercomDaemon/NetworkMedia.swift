@@ -109,7 +109,7 @@ final class NetworkMedia: @unchecked Sendable {
                 fecMissed: j.fecMissed.load, late: j.late.load, underruns: j.underruns.load, cutBacks: j.cutBacks.load,
                 inserted: j.inserted.load, dropped: j.dropped.load, newTimelines: j.newTimelines.load,
                 driftPPM: j.driftPPM.load, trimPPM: j.driftTrimPPM.load, slewedMs: j.slewedMs.load, pauseJumpedMs: j.pauseJumpedMs.load, pathShiftMs: j.pathShiftMs.load,
-                playoutDelayMs: j.playoutDelayMs.load)
+                playoutDelayMs: j.playoutDelayMs.load, readerHeldUp: j.readerHeldUp.load, arrivalStalls: j.arrivalStalls.load)
         }
         let o = config.opus
         let opus = sender.map { _ in

@@ -78,6 +78,9 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
     private let quietEnergy: Int64
     private let resetGapNs: Int64
     private let consumerStallNs: Int64
+    /// A read or an arrival this much later than the one before is held up (`readerHeldUp`, `arrivalStalls`).
+    public static let heldUpFrames: Int64 = 3
+    private let heldUpNs: Int64
     private let underrunConcealFrames: Int
     /// A frame is inserted when the delay is this far below the target: half a frame, where
     /// whole frames are played as pulled; more under a drift corrector (`insertBelowTarget`).
@@ -106,6 +109,8 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
     /// When `readFrame` last ran (0: not yet), and when the last packet was accepted.
     private var lastReadNanos: Int64 = 0
     private var lastAcceptedArrival: Int64 = 0
+    /// The packet ingested last: its sequence, timestamp and arrival (arrival 0: none yet).
+    private var lastIngested: (sequence: UInt16, timestamp: UInt32, arrival: UInt64) = (0, 0, 0)
     /// When the last frame above the quiet level was read: since then the stream is in a pause.
     private var quietSinceNs: Int64 = .min / 2
     /// Whether the last frame read was above the quiet level, and how many frames of speech in a
@@ -141,6 +146,7 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         quietEnergy = Int64(quietRMS * quietRMS * Double(settings.frameSize))
         resetGapNs = Int64(settings.resetGapMs * 1e6)
         consumerStallNs = Int64(settings.consumerStallMs * 1e6)
+        heldUpNs = Self.heldUpFrames * Int64(settings.frameMs * 1e6)
         underrunConcealFrames = max(1, Int((settings.underrunConcealMs / settings.frameMs).rounded(.up)))
         insertBelowNs = frameNs / 2
         policy = TargetPolicy(settings: settings)
@@ -245,6 +251,7 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
         // A stalled reader grew the delay by the time it did not read: a step like an underrun's
         // (the cut-back below, if any, is the buffer's own step back).
         let stalledSamples = consumerStalled ? Int((now - lastReadNanos - frameNs) * Int64(settings.sampleRate) / 1_000_000_000) : 0
+        if lastReadNanos > 0 && now - lastReadNanos > heldUpNs { statistics.readerHeldUp.increment() }
         lastReadNanos = now
         drain()
         if policy.refresh(now: now, quietSince: quietSinceNs) {
@@ -288,6 +295,12 @@ public final class JitterBuffer: FrameSource, @unchecked Sendable {
 
     private func ingest(_ p: QueuedPacket) {
         statistics.received.increment()
+        let last = lastIngested
+        if last.arrival > 0, p.sequence == last.sequence &+ 1, p.timestamp == last.timestamp &+ UInt32(frameSize),
+           p.arrivalNanos > last.arrival, Int64(p.arrivalNanos - last.arrival) > heldUpNs {
+            statistics.arrivalStalls.increment()
+        }
+        lastIngested = (p.sequence, p.timestamp, p.arrivalNanos)
         let state = store.state(of: p.sequence)
         if state == .filled { statistics.duplicates.increment(); return }
         guard store.fits(p.payload.count) else { statistics.overflow.increment(); return }

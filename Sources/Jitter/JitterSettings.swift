@@ -151,6 +151,12 @@ public final class JitterStatistics: Sendable {
     public let backlogPackets = Counter()
     /// Times the reader came back after a stall (`consumerStallMs`) with the delay above target.
     public let consumerStalls = Counter()
+    /// Reads that came more than `JitterBuffer.heldUpFrames` frames after the one before: the
+    /// device (or its sound server) or the machine held the reader up, which moves the delay heard.
+    public let readerHeldUp = Counter()
+    /// Packets that arrived more than `JitterBuffer.heldUpFrames` frames after the one just before
+    /// them in sequence and time: the sender, its machine or the path held them back.
+    public let arrivalStalls = Counter()
     /// Returns to the buffering state after a long gap or a stream restart.
     public let rebuffers = Counter()
     /// Decoder calls that returned an error (silence played instead).

@@ -119,11 +119,22 @@ public final class DaemonProcess: @unchecked Sendable {
             if controlSocket != nil { finalStatistics = try? statistics(timeout: 2) }
             kill(process.processIdentifier, SIGTERM)
         }
-        return wait(timeout: timeout)
+        return awaitExit(timeout: timeout)
     }
 
-    /// Waits for the process to exit by itself; kills it after `timeout`.
+    /// Waits for the process to exit by itself (a `--duration` run); kills it after `timeout`.
+    /// Meanwhile its counters are read every 0.25 s, so that `finalStatistics` holds the last
+    /// reading before it ended (an xrun in its last quarter second can be missed).
     public func wait(timeout: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline {
+            if controlSocket != nil, let s = try? statistics(timeout: 0.2) { finalStatistics = s }
+            usleep(250_000)
+        }
+        return awaitExit(timeout: deadline.timeIntervalSinceNow)
+    }
+
+    private func awaitExit(timeout: Double) -> Int32? {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning, Date() < deadline { usleep(20_000) }
         defer { ChildProcesses.ended(process.processIdentifier) }

@@ -1,6 +1,7 @@
 import Configuration
 import Control
 import Foundation
+import Jitter
 import SignalTools
 import TestSupport
 import XCTest
@@ -62,6 +63,16 @@ final class SteadyDelayTests: XCTestCase {
                 pathMoved = pathGrew || fall > 0.5
                 allowance = String(format: "the target rose %.1f ms and fell %.1f ms (range %.1f ms), the sender's timeline shifted %.1f ms, %d underruns, %d late packets",
                                    rise, fall, range, shiftMs, underruns, s1.late - s0.late)
+            }
+            // The machine held B's reader up (its sound server stopped asking for sound) or held
+            // A's packets back (A's capture, sending or B's network thread were not run in time):
+            // typed counts of B's stream; a sound card on a machine of its own does neither.
+            let heldUp = (s1?.readerHeldUp ?? 0) - (s0?.readerHeldUp ?? 0)
+            let stalls = (s1?.arrivalStalls ?? 0) - (s0?.arrivalStalls ?? 0)
+            let wouldFail = spread > allowed || !(moved.map { $0.dropped == 0 && ($0.inserted == 0 || pathGrew) } ?? false)
+            print("steady delay: during the talk B's reads were held up \(heldUp) times and A's packets arrived held back \(stalls) times (more than \(JitterBuffer.heldUpFrames) frames late)")
+            if wouldFail && heldUp + stalls > 0 {
+                c.rigFault("the machine held B's reads up \(heldUp) times and A's packets back \(stalls) times by more than \(JitterBuffer.heldUpFrames) frames")
             }
             if spread > allowed, let moved {
                 let jumpedMs = (s1?.pauseJumpedMs ?? 0) - (s0?.pauseJumpedMs ?? 0)

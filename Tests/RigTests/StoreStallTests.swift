@@ -13,7 +13,7 @@ final class StoreStallTests: XCTestCase {
     /// daemon's real write path), so each store write takes two delays. B's do-not-disturb is
     /// toggled every 50 ms, which keeps its state file being written the whole time, and a call
     /// ends, which writes its history. Meanwhile B's control socket answers and A's signalling
-    /// probes come back from B's calls thread, in under 5 ms (95 %), none after waiting for a write.
+    /// probes come back from B's calls thread, none after waiting for a write (95 % within a tenth of one).
     func testControlAndSignallingStayAnsweredWhileTheStoreWritesAreSlow() throws {
         let delayMs = 300.0
         let library = Repo.builtProgram("libFsyncDelay.so")
@@ -81,12 +81,15 @@ final class StoreStallTests: XCTestCase {
         guard let probes, let probeP95 = probes.p95Ms, let probeMax = probes.maxMs else { return XCTFail("the probes' result") }
         print(String(format: "store stall: fsync +%.0f ms; B's control replies: do-not-disturb %@, status %@; signalling probes A→B→A: %d of %d back, median %.2f, 95 %% %.2f, max %.2f ms",
                      delayMs, toggling.summary, status.summary, probes.received, probes.sent, probes.medianMs ?? Double.nan, probeP95, probeMax))
+        // A reply that waited for a write would take at least one slowed fsync: none may, and most
+        // come far sooner (the test prints how soon; a bound in ms would be a timed test).
+        let farBelowAWrite = delayMs / 10
         for (name, times) in [("do-not-disturb", toggling), ("status", status)] {
-            XCTAssertLessThan(times.percentile(0.95), 5, "B answers \(name) in under 5 ms: \(times.summary)")
+            XCTAssertLessThan(times.percentile(0.95), farBelowAWrite, "B answers \(name) far sooner than a write: \(times.summary)")
             XCTAssertLessThan(times.max, delayMs, "no \(name) reply waited for a write: \(times.summary)")
         }
         XCTAssertEqual(probes.received, probes.sent, "every probe came back")
-        XCTAssertLessThan(probeP95, 5, "B's calls thread reflects probes in under 5 ms")
+        XCTAssertLessThan(probeP95, farBelowAWrite, "B's calls thread reflects probes far sooner than a write")
         XCTAssertLessThan(probeMax, delayMs, "no probe waited for a write")
 
         // The writes were slow, and they all happened: once the last toggle is on disk, one more

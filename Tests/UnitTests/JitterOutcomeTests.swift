@@ -98,6 +98,8 @@ final class JitterOutcomeTests: XCTestCase {
         s.readEvery10ms(fromMs: 7, toMs: 400)
         XCTAssertGreaterThan(s.seen(.lateAfterUnderrun), 0)
         XCTAssertGreaterThan(s.buffer.statistics.late.load, 1, "the backlog's oldest packets go together")
+        XCTAssertEqual(s.buffer.statistics.arrivalStalls.load, 1, "one packet came held back; the rest of the backlog came with it")
+        XCTAssertEqual(s.buffer.statistics.readerHeldUp.load, 0, "the reader kept its pace")
     }
 
     func testAnExcessDropsPausesFirstAndSpeechAfterItsInterval() {
@@ -142,6 +144,8 @@ final class JitterOutcomeTests: XCTestCase {
         let back = s.read(atMs: 227)  // 110 ms without a read (consumer_stall 80 ms)
         XCTAssertTrue(back.outcomes.contains(.cutBack))
         XCTAssertEqual(s.buffer.statistics.consumerStalls.load, 1)
+        XCTAssertEqual(s.buffer.statistics.readerHeldUp.load, 1)
+        XCTAssertEqual(s.buffer.statistics.arrivalStalls.load, 0, "the packets came in time")
         XCTAssertLessThanOrEqual(s.buffer.currentDelayMs, 20 + 0.01)
     }
 
