@@ -123,6 +123,7 @@ final class HowlingTests: XCTestCase {
     /// 14 s: nothing sent above the guard's ceiling, no 250 ms window of the air near full scale,
     /// at most isolated clipped peaks. Whether the loop is gone by the end is printed: the loop
     /// canceller does not yet remove a ×4 loop reliably (issue 17). (`SuiteHowlingTests`: 60 s.)
+    /// An attempt whose bypassed control did not howl is repeated (see `check`).
     func testInOneRoomTheLoopHowlsWithTheStructureBypassedAndStaysBoundedWithIt() throws {
         try check(.oneRoom)
     }
@@ -152,8 +153,17 @@ final class HowlingTests: XCTestCase {
             print(String(format: "howling, %@: the loudest sample sent by A, B: bypassed %.1f, %.1f dBFS (%d clipped); with the structure %.1f, %.1f dBFS; the loop %@ by the end",
                          placement.rawValue, off.sentPeaks[0], off.sentPeaks[1], sentClipped, on.sentPeaks[0], on.sentPeaks[1],
                          end < speech - 10 ? "gone" : "still there"))
-            c.check((off.sentPeaks.max() ?? -120) >= -0.1 && sentClipped >= 48_000,
-                    "with the loop canceller and guard bypassed the loop grows to clipping: a terminal sends full scale, more than a second's worth of samples clipped (the test can fail)")
+            // The control: bypassed, the loop must grow to clipping, or the attempt shows nothing
+            // about the structure. The echo cancellers (on in both runs) partly cancel the loop
+            // through the other terminal's stream, and in about one run of ten (CI, 2026-11-28/29)
+            // they held it by themselves: then the attempt is repeated, that fact printed and
+            // counted; on the last attempt it fails.
+            let howled = (off.sentPeaks.max() ?? -120) >= -0.1 && sentClipped >= 48_000
+            if !howled {
+                c.rigFault(String(format: "the control did not howl: bypassed, the loop did not grow to clipping (loudest sent A, B %.1f, %.1f dBFS, %d samples clipped; "
+                                  + "with the loop canceller and guard bypassed a terminal must send full scale for more than a second's worth of samples)",
+                                  off.sentPeaks[0], off.sentPeaks[1], sentClipped))
+            }
             c.check(on.statistics.allSatisfy { $0.loopRemovedDB != nil }, "both terminals run a loop canceller")
             print("howling, \(placement.rawValue): loop canceller engagements A, B (typed stats): \(on.statistics.map { $0.loopEngagements ?? -1 })")
             // A's microphone hears the loop in both placements (B's only in one room).

@@ -29,7 +29,8 @@ final class Checks {
         return condition
     }
 
-    /// Notes that the rig, not intercomd, broke a precondition of this attempt: it spoils the attempt.
+    /// Notes that a precondition of this attempt failed (the rig's echo path moved, the machine held
+    /// a stream up, a control run did not show what it must): it spoils the attempt.
     func rigFault(_ why: String) { rigFaults.append(why) }
 
     /// Notes a probe run's own xruns.
