@@ -18,8 +18,11 @@ done
 
 NAME=intercomd
 ARCH=$(dpkg --print-architecture)
-# 0.<commits>+g<hash>: increases with every commit, names the one it was built from.
-VERSION="0.$(git rev-list --count HEAD 2>/dev/null || echo 0)+g$(git rev-parse --short=8 HEAD 2>/dev/null || echo unknown)"
+# <release>+<commits>.g<hash>: the release the terminals announce (Sources/Calls/Software.swift, the
+# one place it is written), then what increases with every commit and names the one built from.
+RELEASE=$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/Calls/Software.swift)
+[[ -n $RELEASE ]] || { echo "build-deb: no release number in Sources/Calls/Software.swift" >&2; exit 1; }
+VERSION="$RELEASE+$(git rev-list --count HEAD 2>/dev/null || echo 0).g$(git rev-parse --short=8 HEAD 2>/dev/null || echo unknown)"
 BUILD=.build-release
 STAGE=$OUT/stage
 DEB=$OUT/${NAME}_${VERSION}_${ARCH}.deb

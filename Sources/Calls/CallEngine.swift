@@ -46,6 +46,9 @@ public struct CallEngine: Sendable {
     /// seconds since 1970, timers run on `now` (the daemon's monotonic clock, which NTP cannot
     /// step). The integrator sets it before each entry point; 0 when `now` is the wall clock.
     public var wallClockOffset = 0.0
+    /// What this terminal's directory-wide hellos say of its software and site (the integrator
+    /// sets it at start and whenever it applies a site document); nil: nothing.
+    public var announcement: SiteAnnouncement?
 
     /// `doNotDisturb`: the persisted switch, if any (else the settings' default). `history`: the
     /// persisted history, oldest first (missed calls to acknowledge, whom to call back). `seed`:
@@ -75,6 +78,11 @@ public struct CallEngine: Sendable {
     }
 
     public func presence(of room: RoomID) -> Presence { presenceTable[room].presence }
+
+    /// What each other room's newest hello with an announcement said, while it is online.
+    public var announcements: [RoomID: SiteAnnouncement] {
+        presenceTable.rooms.compactMapValues { $0.presence.online ? $0.announcement : nil }
+    }
 
     /// Messages waiting for a room to come back online.
     public var pendingDeferred: Int { deferred.count }
@@ -276,7 +284,7 @@ public struct CallEngine: Sendable {
     mutating func sendHellos(now: Double) {
         nextHello = now + settings.timing.helloInterval
         for room in settings.directory.keys.sorted() where room != settings.room {
-            send(.hello(doNotDisturb: doNotDisturb, call: call?.id), to: room, now: now)
+            send(.hello(doNotDisturb: doNotDisturb, call: call?.id, announcement: announcement), to: room, now: now)
         }
     }
 
@@ -433,9 +441,9 @@ public struct CallEngine: Sendable {
                 deferred.removeAll { $0.room == sender && $0.message == acked.message }
                 if case .notify(let n) = acked.message { notificationDelivered(n.id, to: sender, now: now) }
             }
-        case .hello(let dnd, let helloCall):
+        case .hello(let dnd, let helloCall, let announcement):
             let (changed, stale) = presenceTable.hello(sender, id: envelope.messageID, doNotDisturb: dnd,
-                                                       call: helloCall, now: now)
+                                                       call: helloCall, announcement: announcement, now: now)
             if stale {
                 statistics.stale += 1
                 return

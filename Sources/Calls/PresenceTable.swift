@@ -7,6 +7,8 @@ struct RoomPresence: Sendable {
     var lastHelloID: UInt32?
     /// The call the room's newest hello named.
     var call: CallID?
+    /// What its newest directory-wide hello announced (a keepalive carries none and keeps it).
+    var announcement: SiteAnnouncement?
 }
 
 struct PresenceTable: Sendable {
@@ -32,7 +34,8 @@ struct PresenceTable: Sendable {
 
     /// Applies a hello; returns the new presence if it changed, or nil. Older hellos are ignored
     /// (`stale` set).
-    mutating func hello(_ room: RoomID, id: UInt32, doNotDisturb: Bool, call: CallID?, now: Double)
+    mutating func hello(_ room: RoomID, id: UInt32, doNotDisturb: Bool, call: CallID?, announcement: SiteAnnouncement? = nil,
+                        now: Double)
         -> (changed: Presence?, stale: Bool)
     {
         var r = self[room]
@@ -41,6 +44,7 @@ struct PresenceTable: Sendable {
         r.lastHelloID = id
         r.lastHeard = now
         r.call = call
+        if let announcement { r.announcement = announcement }
         r.presence = Presence(online: true, doNotDisturb: doNotDisturb, inCall: call != nil)
         rooms[room] = r
         return (r.presence == before ? nil : r.presence, false)

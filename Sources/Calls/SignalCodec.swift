@@ -52,9 +52,18 @@ public enum SignalCodec {
         case .mute(let call, let state):
             out.appendBE(call.value)
             out.append((state.microphone ? 1 : 0) | (state.speaker ? 2 : 0))
-        case .hello(let dnd, let call):
-            out.append(dnd ? 1 : 0)
+        case .hello(let dnd, let call, let announcement):
+            out.append((dnd ? 1 : 0) | (announcement != nil ? 2 : 0) | (announcement?.site != nil ? 4 : 0))
             out.appendBE(call?.value ?? 0)
+            if let announcement {
+                out.appendText(announcement.software, max: SiteAnnouncement.maxSoftwareBytes)
+                if let site = announcement.site {
+                    out.appendBE(site.version)
+                    out.appendBE(site.digest)
+                    out.appendBE(site.length)
+                    out.appendBE(milliseconds(announcement.appliedAt ?? 0))
+                }
+            }
         case .missedCall(let notice):
             out.appendBE(notice.callID.value)
             out.appendRoom(notice.caller)
@@ -202,10 +211,24 @@ public enum SignalCodec {
             guard bits & ~3 == 0 else { throw .reservedStateBits }
             return .mute(call, MuteState(microphone: bits & 1 != 0, speaker: bits & 2 != 0))
         case 7:
+            // Bits: 1 do-not-disturb, 2 an announcement follows, 4 it names a site document.
             let bits = try r.uint8()
-            guard bits & ~1 == 0 else { throw .reservedStateBits }
+            guard bits & ~7 == 0, bits & 6 != 4 else { throw .reservedStateBits }
             let raw = try r.uint64()
-            return .hello(doNotDisturb: bits & 1 != 0, call: raw == 0 ? nil : CallID(raw))
+            var announcement: SiteAnnouncement?
+            if bits & 2 != 0 {
+                let software = try r.text(max: SiteAnnouncement.maxSoftwareBytes)
+                var site: SiteStamp?, appliedAt: Double?
+                if bits & 4 != 0 {
+                    let version = try r.uint64(), digest = try r.uint64(), length = try r.uint32()
+                    site = SiteStamp(version: version, digest: digest, length: length)
+                    let ms = try r.uint64()
+                    guard ms <= maxMilliseconds else { throw .invalidTime }
+                    appliedAt = Double(ms) / 1000
+                }
+                announcement = SiteAnnouncement(software: software, site: site, appliedAt: appliedAt)
+            }
+            return .hello(doNotDisturb: bits & 1 != 0, call: raw == 0 ? nil : CallID(raw), announcement: announcement)
         case 8:
             let call = try r.callID()
             let caller = try r.room()

@@ -49,8 +49,9 @@ public enum SignalMessage: Equatable, Sendable {
     /// From a callee: only this callee leaves.
     case leave(CallID)
     case mute(CallID, MuteState)
-    /// Presence, every `helloInterval`; `call` is the call the sender takes part in, if any.
-    case hello(doNotDisturb: Bool, call: CallID?)
+    /// Presence, every `helloInterval`; `call` is the call the sender takes part in, if any. The
+    /// directory-wide hello carries the sender's `announcement`; a call's keepalive does not.
+    case hello(doNotDisturb: Bool, call: CallID?, announcement: SiteAnnouncement? = nil)
     case missedCall(MissedCallNotice)
     /// Acknowledges the sender's message with this id.
     case ack(UInt32)
@@ -97,7 +98,7 @@ public enum SignalMessage: Equatable, Sendable {
         case .invite(let id, _, _, _), .accept(let id, _), .decline(let id, _), .end(let id), .leave(let id),
              .mute(let id, _): id
         case .missedCall(let notice): notice.callID
-        case .hello(_, let call): call
+        case .hello(_, let call, _): call
         case .ack, .probe, .probeReply, .notify, .notificationAcknowledged: nil
         }
     }

@@ -18,3 +18,22 @@ public struct SiteStamp: Sendable, Equatable, Hashable, Comparable {
         (a.version, a.digest) < (b.version, b.digest)
     }
 }
+
+/// What a terminal says of itself in each directory-wide hello besides its presence: the software
+/// it runs and the site document it holds, since when. Another terminal shows it (`intercomctl
+/// site`) and tells from it who is behind.
+public struct SiteAnnouncement: Sendable, Equatable, Hashable {
+    /// The bound of `software` on the wire, UTF-8 bytes.
+    public static let maxSoftwareBytes = 32
+    public var software: String
+    /// The site document held; nil: none (a terminal without a site).
+    public var site: SiteStamp?
+    /// When `site` was applied, seconds since 1970 (carried in milliseconds); nil with no site.
+    public var appliedAt: Double?
+
+    public init(software: String, site: SiteStamp?, appliedAt: Double?) {
+        self.software = software
+        self.site = site
+        self.appliedAt = site == nil ? nil : appliedAt
+    }
+}

@@ -313,11 +313,16 @@ extension DaemonConfig {
             guard ofSite, isSiteWide(section, key) else { return nil }
             return "belongs in the site document: site.id is set, so this file keeps only the terminal's own settings"
         }
+        // A key whose value could not be read is reported once, for that: its rules would only
+        // see the default it kept.
+        let unreadable = Set(issues.map(\.key))
         if ofSite {
-            for (path, problem) in config.ruleIssues(present: present, terminalOnly: true) { report(path, problem) }
+            for (path, problem) in config.ruleIssues(present: present, terminalOnly: true)
+            where !unreadable.contains(path.joined(separator: ".")) { report(path, problem) }
         } else {
             config.applyCallDefaults(present: present)
-            for (path, problem) in config.ruleIssues(present: present) { report(path, problem) }
+            for (path, problem) in config.ruleIssues(present: present)
+            where !unreadable.contains(path.joined(separator: ".")) { report(path, problem) }
         }
         try throwIfAny(issues, source: source)
         return (config, present)
@@ -637,6 +642,25 @@ struct Rule<Value>: Sendable {
     static var any: Rule { Rule(allowed: "", problem: { _ in nil }) }
 }
 
+/// The unit a time is written in, in a configuration file.
+enum DurationUnit: Sendable {
+    case milliseconds, seconds
+
+    func duration(_ count: Int) -> Duration {
+        switch self {
+        case .milliseconds: .milliseconds(count)
+        case .seconds: .seconds(count)
+        }
+    }
+
+    func count(_ d: Duration) -> Int {
+        switch self {
+        case .milliseconds: Int(d.milliseconds)
+        case .seconds: Int(d.microseconds / 1_000_000)
+        }
+    }
+}
+
 extension Rule where Value == Int {
     static func range(_ r: ClosedRange<Int>) -> Rule {
         Rule(allowed: "\(r.lowerBound)...\(r.upperBound)") { v in
@@ -736,6 +760,52 @@ extension SchemaKey {
             read: { value, config throws(ValueProblem) in config[keyPath: path] = try TOMLRead.int(value) },
             check: { rule.problem($0[keyPath: path]) },
             render: { String($0[keyPath: path]) },
+            adopt: { $0[keyPath: path] = $1[keyPath: path] })
+    }
+
+    /// A time, written in the file as a whole number of `unit`s and kept as a `Duration`.
+    static func duration(_ name: String, _ path: Path<Duration>, _ unit: DurationUnit, _ comment: String,
+                         _ range: ClosedRange<Int>) -> SchemaKey {
+        let rule = Rule<Int>.range(range)
+        return SchemaKey(
+            name: name, comment: comment, allowed: rule.allowed,
+            read: { value, config throws(ValueProblem) in config[keyPath: path] = unit.duration(try TOMLRead.int(value)) },
+            check: { rule.problem(unit.count($0[keyPath: path])) },
+            render: { String(unit.count($0[keyPath: path])) },
+            adopt: { $0[keyPath: path] = $1[keyPath: path] })
+    }
+
+    /// One of an enumeration's cases, written as its raw string.
+    static func choice<E: RawRepresentable & CaseIterable & Sendable>(_ name: String, _ path: Path<E>, _ comment: String) -> SchemaKey
+        where E.RawValue == String {
+        let rule = Rule<String>.oneOf(E.allCases.map(\.rawValue))
+        return SchemaKey(
+            name: name, comment: comment, allowed: rule.allowed,
+            read: { value, config throws(ValueProblem) in
+                let text = try TOMLRead.string(value)
+                guard let chosen = E(rawValue: text) else { throw ValueProblem(rule.problem(text) ?? "not allowed") }
+                config[keyPath: path] = chosen
+            },
+            check: { _ in nil },
+            render: { TOMLWrite.string($0[keyPath: path].rawValue) },
+            adopt: { $0[keyPath: path] = $1[keyPath: path] })
+    }
+
+    /// An optional "a.b.c.d:port" (`""` in the file: none), parsed once when read; `problem`
+    /// checks the parsed endpoint further.
+    static func endpoint(_ name: String, _ path: Path<IPv4Endpoint?>, _ comment: String, allowed: String,
+                         _ problem: @escaping @Sendable (IPv4Endpoint?) -> String?) -> SchemaKey {
+        SchemaKey(
+            name: name, comment: comment, allowed: allowed,
+            read: { value, config throws(ValueProblem) in
+                let text = try TOMLRead.string(value)
+                if text.isEmpty { config[keyPath: path] = nil; return }
+                do throws(IPv4ParseError) { config[keyPath: path] = try IPv4Endpoint.parse(text) } catch {
+                    throw ValueProblem("\(TOMLWrite.string(text)) is not an IPv4 address and port (a.b.c.d:port): \(error.problem)")
+                }
+            },
+            check: { problem($0[keyPath: path]) },
+            render: { TOMLWrite.string($0[keyPath: path]?.description ?? "") },
             adopt: { $0[keyPath: path] = $1[keyPath: path] })
     }
 

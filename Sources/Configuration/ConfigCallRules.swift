@@ -167,7 +167,7 @@ extension DaemonConfig {
         if !network.peers.isEmpty {
             out.append((["network", "peers"], "must be empty with calls on: the calls decide where this room's voice goes"))
         }
-        if calls.callerVoice == "multicast", let group = IPv4Endpoint(calls.multicastGroup), group.isMulticast {
+        if calls.callerVoice == .multicast, let group = calls.multicastGroup, group.isMulticast {
             // Callees receive the group on their media socket, so its port must be theirs.
             for (id, entry) in rooms.sorted(by: { $0.key < $1.key })
             where id != room.id && permits(room.id, id) && entry.mediaPort != Int(group.port) {

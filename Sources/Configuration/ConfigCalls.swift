@@ -67,26 +67,27 @@ public struct ButtonEntry: Sendable, Equatable {
 public struct CallsSection: Sendable, Equatable {
     /// A called room opens its audio by itself after the chime.
     public var autoAnswer: Bool = true
-    /// The chime plays this long in a called room before its audio opens.
-    public var ringMs: Int = 1500
-    /// A call nobody answers is given up after this long.
-    public var answerTimeoutMs: Int = 30000
+    // The times' defaults are the call engine's (`CallTiming`): one number each, there.
+    /// The chime plays this long in a called room before its audio opens (`ring_ms`).
+    public var ring: Duration = .seconds(CallTiming().ringTime)
+    /// A call nobody answers is given up after this long (`answer_timeout_ms`).
+    public var answerTimeout: Duration = .seconds(CallTiming().answerTimeout)
     /// Do-not-disturb at the very first start (afterwards the saved state wins).
     public var doNotDisturb: Bool = false
-    /// "unicast" (one stream to each callee) or "multicast" (one stream to `multicastGroup`).
-    public var callerVoice: String = "unicast"
-    /// "a.b.c.d:port", required for multicast.
-    public var multicastGroup: String = ""
+    /// One stream to each callee, or one stream to `multicastGroup`.
+    public var callerVoice: CallerVoice = .unicast
+    /// Required for multicast (`""` in the file: none).
+    public var multicastGroup: IPv4Endpoint?
     public var historyPath: String = "/var/lib/intercomd/history.json"
     public var historyLimit: Int = 500
     /// History entries older than this many days are dropped; 0 = kept by count only.
     public var historyMaxAgeDays: Int = 90
     /// A missed call not yet acknowledged sounds a reminder once it is this old, and again every
-    /// this many seconds while one waits; 0 = no reminder.
-    public var missedReminderS: Int = 60
+    /// this long while one waits; 0 = no reminder (`missed_reminder_s`).
+    public var missedReminder: Duration = .seconds(CallTiming().missedReminder)
     /// A notification heard and not acknowledged is reminded (its reminder tone, read again) this
-    /// many seconds after it was heard, and again every this many; 0 = no reminder.
-    public var notificationReminderS: Int = 60
+    /// long after it was heard, and again every this long; 0 = no reminder (`notification_reminder_s`).
+    public var notificationReminder: Duration = .seconds(CallTiming().notificationReminder)
     /// Read notifications aloud at the very first start (afterwards the room's saved switch wins).
     public var readAloud: Bool = true
     public var statePath: String = "/var/lib/intercomd/state.json"
@@ -95,12 +96,19 @@ public struct CallsSection: Sendable, Equatable {
 
     public init() {}
 
-    public static let callerVoices = ["unicast", "multicast"]
     public static let ringMsRange = 0...10_000
     public static let answerTimeoutMsRange = 1000...600_000
     public static let historyLimitRange = 1...100_000
     public static let historyMaxAgeDaysRange = 0...36_500
     public static let missedReminderSRange = 0...86_400
+}
+
+/// `calls.caller_voice`: how a caller's voice reaches its callees.
+public enum CallerVoice: String, CaseIterable, Sendable {
+    /// One stream to each callee.
+    case unicast
+    /// One stream to `calls.multicast_group`, which every callee joins.
+    case multicast
 }
 
 /// `[security]`: the site key that authenticates and encrypts what terminals send each other.
@@ -133,14 +141,15 @@ public struct ControlSection: Sendable, Equatable {
 public struct KeysSection: Sendable, Equatable {
     /// Device path, e.g. /dev/input/event0; "" = no keys.
     public var device: String = ""
-    /// Presses of one key closer together than this count once.
-    public var debounceMs: Int = 30
+    /// Presses of one key closer together than this count once (`debounce_ms`; the default is the
+    /// key reader's, there only).
+    public var debounce: Duration = KeyReaderSettings.defaultDebounce
     /// Key name or code → action (`[keys.map]`), as `Keys.KeyMap.parse` takes them.
     public var map: [String: String] = [:]
     /// Key name or code → action on a long press (`[keys.long_map]`).
     public var longMap: [String: String] = [:]
-    /// A key with a long action held this long fires it; let go sooner, its short action.
-    public var longPressMs: Int = 800
+    /// A key with a long action held this long fires it; let go sooner, its short action (`long_press_ms`).
+    public var longPress: Duration = KeyReaderSettings.defaultLongPress
 
     public init() {}
 
@@ -176,11 +185,11 @@ extension DaemonConfig {
         }
         s.autoAnswer = calls.autoAnswer
         s.doNotDisturb = calls.doNotDisturb
-        if calls.callerVoice == "multicast" { s.callerVoice = .multicast(group: IPv4Endpoint(calls.multicastGroup)!) }
-        s.timing.ringTime = Double(calls.ringMs) / 1000
-        s.timing.answerTimeout = Double(calls.answerTimeoutMs) / 1000
-        s.timing.missedReminder = Double(calls.missedReminderS)
-        s.timing.notificationReminder = Double(calls.notificationReminderS)
+        if calls.callerVoice == .multicast, let group = calls.multicastGroup { s.callerVoice = .multicast(group: group) }
+        s.timing.ringTime = calls.ring.seconds
+        s.timing.answerTimeout = calls.answerTimeout.seconds
+        s.timing.missedReminder = calls.missedReminder.seconds
+        s.timing.notificationReminder = calls.notificationReminder.seconds
         s.readAloud = calls.readAloud
         s.notifications = notificationTypes()
         return s
@@ -223,22 +232,21 @@ extension DaemonConfig {
         ]),
         SchemaSection(name: "calls", comment: "Calls between rooms (docs/calls.md).", keys: [
             .bool("auto_answer", \.calls.autoAnswer, "A called room opens its audio by itself after the chime").reloaded(.betweenCalls),
-            .int("ring_ms", \.calls.ringMs, "Chime time in a called room before its audio opens, ms",
-                 .range(CallsSection.ringMsRange)).reloaded(.betweenCalls),
-            .int("answer_timeout_ms", \.calls.answerTimeoutMs, "The ring timeout: a call nobody takes is given up after this, ms (the callee keeps it as missed); more than ring_ms when auto_answer is on",
-                 .range(CallsSection.answerTimeoutMsRange))
+            .duration("ring_ms", \.calls.ring, .milliseconds, "Chime time in a called room before its audio opens, ms",
+                      CallsSection.ringMsRange).reloaded(.betweenCalls),
+            .duration("answer_timeout_ms", \.calls.answerTimeout, .milliseconds, "The ring timeout: a call nobody takes is given up after this, ms (the callee keeps it as missed); more than ring_ms when auto_answer is on",
+                      CallsSection.answerTimeoutMsRange)
                 .alsoChecking { c in
-                    !c.calls.autoAnswer || c.calls.answerTimeoutMs > c.calls.ringMs ? nil
-                        : "\(c.calls.answerTimeoutMs) is not more than calls.ring_ms (\(c.calls.ringMs)): calls would be given up before they open"
+                    !c.calls.autoAnswer || c.calls.answerTimeout > c.calls.ring ? nil
+                        : "\(c.calls.answerTimeout.milliseconds) is not more than calls.ring_ms (\(c.calls.ring.milliseconds)): calls would be given up before they open"
                 }.reloaded(.betweenCalls),
             .bool("do_not_disturb", \.calls.doNotDisturb, "Refuse calls at the very first start (afterwards the saved state wins)"),
-            .string("caller_voice", \.calls.callerVoice,
-                    "How this room's voice reaches its callees: one stream each, or one multicast stream",
-                    .oneOf(CallsSection.callerVoices)).reloaded(.betweenCalls),
-            .string("multicast_group", \.calls.multicastGroup, "Group the caller's voice is sent to when caller_voice = \"multicast\"",
-                    Rule(allowed: "\"a.b.c.d:port\", 224...239.x.x.x; \"\" = none") { multicastGroupProblem($0) })
+            .choice("caller_voice", \.calls.callerVoice,
+                    "How this room's voice reaches its callees: one stream each, or one multicast stream").reloaded(.betweenCalls),
+            .endpoint("multicast_group", \.calls.multicastGroup, "Group the caller's voice is sent to when caller_voice = \"multicast\"",
+                      allowed: "\"a.b.c.d:port\", 224...239.x.x.x; \"\" = none", multicastGroupProblem)
                 .alsoChecking { c in
-                    c.calls.callerVoice == "multicast" && c.calls.multicastGroup.isEmpty
+                    c.calls.callerVoice == .multicast && c.calls.multicastGroup == nil
                         ? "is required when calls.caller_voice is \"multicast\" (\"a.b.c.d:port\")" : nil
                 }.reloaded(.betweenCalls),
             .string("history_path", \.calls.historyPath, "Call history file (JSON, written atomically)"),
@@ -246,10 +254,10 @@ extension DaemonConfig {
                  .range(CallsSection.historyLimitRange)),
             .int("history_max_age_days", \.calls.historyMaxAgeDays, "History entries older than this many days are dropped (at start, with each new call, and daily); 0 = kept by history_limit only",
                  .range(CallsSection.historyMaxAgeDaysRange)),
-            .int("missed_reminder_s", \.calls.missedReminderS, "A missed call nobody acknowledged sounds the missed_call tone once it is this old and again every this many seconds while one waits; 0 = no reminder",
-                 .range(CallsSection.missedReminderSRange)).reloaded(.betweenCalls),
-            .int("notification_reminder_s", \.calls.notificationReminderS, "A notification heard and not acknowledged sounds the reminder tone and is read again this many seconds after it was heard, and every this many seconds until acknowledged; 0 = no reminder",
-                 .range(CallsSection.missedReminderSRange)).reloaded(.betweenCalls),
+            .duration("missed_reminder_s", \.calls.missedReminder, .seconds, "A missed call nobody acknowledged sounds the missed_call tone once it is this old and again every this many seconds while one waits; 0 = no reminder",
+                      CallsSection.missedReminderSRange).reloaded(.betweenCalls),
+            .duration("notification_reminder_s", \.calls.notificationReminder, .seconds, "A notification heard and not acknowledged sounds the reminder tone and is read again this many seconds after it was heard, and every this many seconds until acknowledged; 0 = no reminder",
+                      CallsSection.missedReminderSRange).reloaded(.betweenCalls),
             .bool("read_aloud", \.calls.readAloud, "Read notifications aloud at the very first start (afterwards the room's saved switch wins; the key action toggle_read_aloud and the command read_aloud switch it)"),
             .string("state_path", \.calls.statePath, "File keeping do-not-disturb and the read-aloud switch across restarts"),
             .string("chime_wav", \.calls.chimeWav, "48 kHz mono 16-bit WAV replacing the generated chime; \"\" = generated", .any),
@@ -271,10 +279,10 @@ extension DaemonConfig {
         ]),
         SchemaSection(name: "keys", comment: "The terminal's keys (a Linux input device).", keys: [
             .string("device", \.keys.device, "Input device (evdev), e.g. /dev/input/event0; \"\" = no keys", .any),
-            .int("debounce_ms", \.keys.debounceMs, "Presses of one key closer together than this count once, ms",
-                 .range(KeysSection.debounceMsRange)),
-            .int("long_press_ms", \.keys.longPressMs, "A key with an entry in long_map, held this long, does its long action; let go sooner, its map action, ms",
-                 .range(KeysSection.longPressMsRange)),
+            .duration("debounce_ms", \.keys.debounce, .milliseconds, "Presses of one key closer together than this count once, ms",
+                      KeysSection.debounceMsRange),
+            .duration("long_press_ms", \.keys.longPress, .milliseconds, "A key with an entry in long_map, held this long, does its long action; let go sooner, its map action, ms",
+                      KeysSection.longPressMsRange),
             .keyMap("map", \.keys.map, "Key name (KEY_F1, BTN_0) or code → call:<button name or number>, answer, decline, hang_up, call_back, call_missed, acknowledge, acknowledge_all, toggle_mic_mute, toggle_speaker_mute, toggle_dnd, toggle_read_aloud or notify:<notification id>; e.g. { KEY_F1 = \"call:alle\", KEY_ESC = \"hang_up\" }, or the same as a [keys.map] table"),
             .keyMap("long_map", \.keys.longMap, "The same for a long press (long_press_ms), for a box with few keys; a key listed here fires its map action when let go, not when pressed; e.g. { KEY_F1 = \"call_back\" }"),
         ]),
@@ -283,15 +291,12 @@ extension DaemonConfig {
     ]
 }
 
-/// Problem with `calls.multicast_group` on its own, or nil ("" is fine here).
-private func multicastGroupProblem(_ text: String) -> String? {
-    if text.isEmpty { return nil }
-    let group: IPv4Endpoint
-    do { group = try IPv4Endpoint.parse(text) } catch {
-        return "\(TOMLWrite.string(text)) is not an IPv4 address and port (a.b.c.d:port): \(error.problem)"
-    }
-    if !group.isMulticast { return "\(TOMLWrite.string(text)) is not a multicast address (224...239.x.x.x)" }
-    return group.port == 0 ? "\(TOMLWrite.string(text)): port 0 cannot be sent to" : nil
+/// Problem with `calls.multicast_group` on its own, or nil (none is fine here).
+private func multicastGroupProblem(_ group: IPv4Endpoint?) -> String? {
+    guard let group else { return nil }
+    let text = TOMLWrite.string(group.description)
+    if !group.isMulticast { return "\(text) is not a multicast address (224...239.x.x.x)" }
+    return group.port == 0 ? "\(text): port 0 cannot be sent to" : nil
 }
 
 extension SchemaKey {

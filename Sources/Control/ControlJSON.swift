@@ -108,6 +108,8 @@ public enum ControlJSON {
             return encode(status)
         case .statistics(let s):
             return s.json
+        case .site(let s):
+            return s.json
         }
     }
 
@@ -297,6 +299,8 @@ public enum ControlJSON {
             return .networkLoopback(try decodeNetworkLoopback(result))
         case .statistics:
             return .statistics(try DaemonStatistics(json: result))
+        case .site:
+            return .site(try SiteOverview(json: result))
         case .history:
             var entries: [HistoryEntry] = []
             for e in try field(result, "entries", \.arrayValue, "an array") { entries.append(try historyEntry(e)) }

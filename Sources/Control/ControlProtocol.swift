@@ -67,6 +67,8 @@ public enum ControlCommand: Sendable, Equatable {
     case networkLoopbackResult
     /// The daemon's counters: audio, network, calls.
     case statistics
+    /// Every terminal's software and site document, as this one knows them (`SiteOverview`).
+    case site
 
     /// The technician's commands, which `control.technician_group` may reserve (reading a
     /// result included: it describes the room's devices and network).
@@ -93,7 +95,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .setDoNotDisturb(let on): .setDoNotDisturb(on)
         case .notify(let type): .notify(type: type)
         case .setReadAloud(let on): .setReadAloud(on)
-        case .status, .rooms, .history, .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics,
+        case .status, .rooms, .history, .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics, .site,
              .eraseHistory: nil
         }
     }
@@ -142,6 +144,7 @@ public enum ControlRequest: Sendable, Equatable {
                 o["cmd"] = "net_loopback"; o["room"] = .string(room.value); o["count"] = .integer(Int64(count))
             case .networkLoopbackResult: o["cmd"] = "net_loopback_result"
             case .statistics: o["cmd"] = "stats"
+            case .site: o["cmd"] = "site"
             }
         }
         return .object(o)
@@ -184,6 +187,7 @@ public enum ControlRequest: Sendable, Equatable {
             case "net_loopback": return .success(.command(try parseNetworkLoopback(json)))
             case "net_loopback_result": return .success(.command(.networkLoopbackResult))
             case "stats": return .success(.command(.statistics))
+            case "site": return .success(.command(.site))
             default:
                 return .failure(.init(.unknownCommand, "unknown command \"\(name.prefix(64))\""))
             }

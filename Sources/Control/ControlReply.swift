@@ -23,6 +23,7 @@ public enum ControlReply: Sendable, Equatable {
     /// net_loopback (started) and net_loopback_result.
     case networkLoopback(NetworkLoopbackStatus)
     case statistics(DaemonStatistics)
+    case site(SiteOverview)
 }
 
 /// This terminal's state (status).

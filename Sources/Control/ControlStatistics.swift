@@ -554,8 +554,13 @@ extension DaemonStatistics.Audio {
     }
 }
 
-extension DaemonStatistics {
-    /// The wire form: snake_case keys, as every other reply.
+/// A reply that is a Codable value (stats, site): on the wire in snake_case, as every other reply.
+public protocol SnakeCaseReply: Codable {
+    /// The command's name, for a violation's message.
+    static var command: String { get }
+}
+
+extension SnakeCaseReply {
     public var json: JSONValue {
         let encoder = JSONEncoder()
         encoder.keyEncodingStrategy = .convertToSnakeCase
@@ -569,12 +574,16 @@ extension DaemonStatistics {
         decoder.keyDecodingStrategy = .convertFromSnakeCase
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         do {
-            self = try decoder.decode(DaemonStatistics.self, from: Data(try json.encodedLine()))
+            self = try decoder.decode(Self.self, from: Data(try json.encodedLine()))
         } catch let DecodingError.keyNotFound(key, context) {
             let path = (context.codingPath + [key]).map { $0.intValue.map(String.init) ?? $0.stringValue }
-            throw ControlProtocolViolation("stats: \"\(path.joined(separator: "."))\" is missing")
+            throw ControlProtocolViolation("\(Self.command): \"\(path.joined(separator: "."))\" is missing")
         } catch {
-            throw ControlProtocolViolation("stats: \(error)")
+            throw ControlProtocolViolation("\(Self.command): \(error)")
         }
     }
+}
+
+extension DaemonStatistics: SnakeCaseReply {
+    public static var command: String { "stats" }
 }

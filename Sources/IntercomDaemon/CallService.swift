@@ -301,6 +301,7 @@ final class CallService: @unchecked Sendable {
             return .success(.notificationSent(sent.id, to: sent.notification.recipients))
         case .status: return .success(.status(status(e)))
         case .rooms: return .success(.rooms(directory(e)))
+        case .site: return .success(.site(siteOverview(e)))
         case .history(let limit):
             let all = history?.all() ?? []
             let notifications = history?.notifications() ?? []
@@ -403,6 +404,18 @@ final class CallService: @unchecked Sendable {
                                 participants: call.participants, connected: call.isConnected, kind: call.kind)
         }
         return s
+    }
+
+    /// What this terminal's hellos say of it from now on (at start, and after a site document is applied).
+    func announce(_ announcement: SiteAnnouncement) {
+        engine.withLock { $0.announcement = announcement }
+    }
+
+    private func siteOverview(_ e: CallEngine) -> SiteOverview {
+        let own = e.announcement ?? SiteAnnouncement(software: Software.version, site: nil, appliedAt: nil)
+        let rooms = Array(e.settings.directory.keys)
+        return SiteOverview(me: e.settings.room, own: own, directory: rooms, heard: e.announcements,
+                            online: Set(rooms.filter { e.presence(of: $0).online }))
     }
 
     private func directory(_ e: CallEngine) -> RoomDirectory {

@@ -58,8 +58,8 @@ final class CallsSide: @unchecked Sendable {
                                   mediaKeys: mediaKeys, logger: logger)
         buttonNames = config.buttons.keys.sorted()
         let k = config.keys
-        keySettings = k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounceMilliseconds: k.debounceMs,
-                                                                         longPressMilliseconds: k.longPressMs)
+        keySettings = k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounce: k.debounce,
+                                                                         longPress: k.longPress)
     }
 
     func start() throws(SystemError) {

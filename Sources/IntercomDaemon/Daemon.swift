@@ -149,6 +149,7 @@ public final class Daemon: @unchecked Sendable {
         do throws(SystemError) {
             try local.start()
             try network?.start()
+            announceSite()
             try calls?.start()
             try lights?.start()
             // The socket itself was taken while the daemon was built (a second daemon on the

@@ -1,5 +1,7 @@
+import Calls
 import Control
 import Foundation
+import Site
 import Synchronization
 
 /// SIGHUP: the configuration file is read again (with its site document, `TerminalConfiguration`). The keys whose schema entry says `.live` change
@@ -93,7 +95,15 @@ extension Daemon {
             outcome.waitingForCallEnd = sections.filter { !liveNow.contains($0) }
         }
         config = live
+        announceSite()
         return outcome
+    }
+
+    /// Tells the calls side what its hellos say of this terminal: the software and the site
+    /// document held (main thread: the keeper's gate is read here only).
+    func announceSite() {
+        calls?.service.announce(SiteAnnouncement(software: Software.version, site: site?.held?.stamp,
+                                                 appliedAt: site.map { $0.snapshot.appliedAt }))
     }
 }
 

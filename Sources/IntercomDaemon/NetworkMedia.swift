@@ -46,7 +46,7 @@ final class NetworkMedia: @unchecked Sendable {
         let socket = try UDPSocket(bind: bind, reuse: !groups.isEmpty)
         try socket.setDSCP(UInt8(n.dscp))
         // A caller with caller_voice = "multicast" sends to the group (interface, TTL, loopback as configured).
-        let callsMulticast = config.callsEnabled && config.calls.callerVoice == "multicast"
+        let callsMulticast = config.callsEnabled && config.calls.callerVoice == .multicast
         if peers.contains(where: \.isMulticast) || !groups.isEmpty || callsMulticast {
             try socket.configureMulticastSending(interface: interface, ttl: UInt8(n.multicastTtl), loopback: n.multicastLoopback)
         }

@@ -1,3 +1,5 @@
+import Posix
+
 /// Turns raw events into actions: presses of mapped keys only, each key debounced.
 ///
 /// A key with only a short action fires when it goes down, debounced on the kernel's time stamps
@@ -45,10 +47,10 @@ struct KeyFilter {
     /// When a key with a long action last came up for good: a press right after is bounce.
     private var lastRelease: [UInt16: Int64] = [:]
 
-    init(map: KeyMap, debounceMilliseconds: Int, longPressMilliseconds: Int = 800) {
+    init(map: KeyMap, debounce: Duration, longPress: Duration = KeyReaderSettings.defaultLongPress) {
         self.map = map
-        self.debounceMicroseconds = Int64(debounceMilliseconds) * 1000
-        self.longPressMicroseconds = Int64(longPressMilliseconds) * 1000
+        self.debounceMicroseconds = debounce.microseconds
+        self.longPressMicroseconds = longPress.microseconds
     }
 
     /// `arrivalMicroseconds`: when the record was read (monotonic).

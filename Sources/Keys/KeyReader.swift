@@ -9,21 +9,25 @@ public struct KeyReaderSettings: Sendable {
     public var path: String
     public var map: KeyMap
     /// A second press of the same key sooner than this is contact bounce.
-    public var debounceMilliseconds: Int
+    public var debounce: Duration
     /// A key with a long action held this long fires it (`KeyMap.long`).
-    public var longPressMilliseconds: Int
+    public var longPress: Duration
     /// Back-off between attempts to reopen a lost device: doubles from the first to the maximum.
     public var reopenFirstDelay: Double
     public var reopenMaxDelay: Double
     /// How often an open device's path is checked (removed or replaced: reopen).
     public var pathCheckInterval: Double
 
-    public init(path: String, map: KeyMap, debounceMilliseconds: Int = 50, longPressMilliseconds: Int = 800,
+    /// The defaults, here only (the configuration's `[keys]` starts from them).
+    public static let defaultDebounce = Duration.milliseconds(30)
+    public static let defaultLongPress = Duration.milliseconds(800)
+
+    public init(path: String, map: KeyMap, debounce: Duration = defaultDebounce, longPress: Duration = defaultLongPress,
                 reopenFirstDelay: Double = 0.1, reopenMaxDelay: Double = 5, pathCheckInterval: Double = 1) {
         self.path = path
         self.map = map
-        self.debounceMilliseconds = debounceMilliseconds
-        self.longPressMilliseconds = longPressMilliseconds
+        self.debounce = debounce
+        self.longPress = longPress
         self.reopenFirstDelay = reopenFirstDelay
         self.reopenMaxDelay = reopenMaxDelay
         self.pathCheckInterval = pathCheckInterval

@@ -25,8 +25,7 @@ struct KeyReaderLoop {
         self.shared = shared
         self.onPress = onPress
         self.onEvent = onEvent
-        filter = KeyFilter(map: settings.map, debounceMilliseconds: settings.debounceMilliseconds,
-                           longPressMilliseconds: settings.longPressMilliseconds)
+        filter = KeyFilter(map: settings.map, debounce: settings.debounce, longPress: settings.longPress)
         backoff = settings.reopenFirstDelay
     }
 

@@ -74,10 +74,7 @@ public struct SiteVerifier: Sendable, Equatable {
     /// A short name for the key (the first 8 bytes of its SHA-256, hex): what status shows so that
     /// an administrator can compare terminals without reading keys.
     public var fingerprint: String {
-        SHA256.hash(data: publicKey).prefix(8).map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
+        SHA256.hash(data: publicKey).prefix(8).hexDigits
     }
 
     public func isValid(signature: [UInt8], for message: [UInt8]) -> Bool {

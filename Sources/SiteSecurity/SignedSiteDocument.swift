@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Posix
 
 /// A site document as it travels between terminals and as each keeps it on disk: the document's
 /// bytes exactly as the administrator signed them, with the site they belong to, their version and
@@ -53,10 +54,7 @@ public struct SignedSiteDocument: Codable, Sendable, Equatable {
 
     /// SHA-256 of the encoded envelope, hex: names one exact document in announcements and logs.
     public static func digest(of encoded: [UInt8]) -> String {
-        SHA256.hash(data: encoded).map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
+        SHA256.hash(data: encoded).hexDigits
     }
 
     /// Reads and checks an envelope whole: size, JSON, format, site, signature. The version is the

@@ -13,7 +13,7 @@ struct IntercomCtl: ParsableCommand {
             64 usage; 69 the daemon is not reachable or did not answer in time; 76 protocol error.
             """,
         subcommands: [Call.self, Answer.self, Decline.self, Hangup.self, Leave.self, CallBack.self, CallMissed.self,
-                      Acknowledge.self, Notify.self, ReadAloud.self, Mute.self, Unmute.self, DND.self, Status.self, Stats.self, Rooms.self, History.self,
+                      Acknowledge.self, Notify.self, ReadAloud.self, Mute.self, Unmute.self, DND.self, Status.self, Stats.self, Site.self, Rooms.self, History.self,
                       EraseHistory.self, Events.self, Loopback.self])
 
     static func main() {
@@ -191,6 +191,13 @@ struct Stats: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "The daemon's counters: audio (xruns, echo canceller), network streams, calls.")
     @OptionGroup var options: GlobalOptions
     func run() throws { try Session.run(.statistics, options) }
+}
+
+struct Site: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Every terminal's software and site document version, when it applied it, and who is behind (as this terminal hears them).")
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try Session.run(.site, options) }
 }
 
 struct Rooms: ParsableCommand {

@@ -68,7 +68,25 @@ enum Render {
             return lines.sorted { $0.0 < $1.0 }.map(\.1).joined(separator: "\n")
         case .statistics(let s):
             return statistics(s)
+        case .site(let o):
+            return site(o)
         }
+    }
+
+    /// One line per terminal: software, site version and digest, when applied; who is behind.
+    static func site(_ o: SiteOverview) -> String {
+        let width = max(4, o.terminals.map(\.room.count).max() ?? 0)
+        var lines = o.terminals.enumerated().map { k, t -> String in
+            guard t.online else { return "\(pad(t.room, width))  offline" }
+            guard let software = t.software else { return "\(pad(t.room, width))  online, announces nothing (older software)" }
+            let document = t.siteVersion.map { "site version \($0) (\(t.digest ?? "-"))" } ?? "no site document"
+            let applied = t.appliedAt.map { ", applied \(timestamp($0))" } ?? ""
+            return "\(pad(t.room, width))  \(pad(software, 12))  \(document)\(applied)\(t.behind ? "  BEHIND" : "")\(k == 0 ? "  (this terminal)" : "")"
+        }
+        let behind = o.terminals.filter(\.behind).map(\.room)
+        lines.append(o.newestVersion.map { "newest site version \($0); " + (behind.isEmpty ? "no terminal is behind" : "behind: \(behind.joined(separator: ", "))") }
+                     ?? "no terminal holds a site document")
+        return lines.joined(separator: "\n")
     }
 
     static func statistics(_ s: DaemonStatistics) -> String {

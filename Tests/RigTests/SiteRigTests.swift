@@ -114,6 +114,23 @@ final class SiteRigTests: XCTestCase {
             return d.rooms.first { $0.id.value == "rooma" }?.name == "Empfang"
         }, "the new name: \(b.log)")
 
+        // Each terminal's hellos announce its software and document: A, still at version 2, is
+        // behind, as B and A itself see it (typed replies; and as intercomctl site shows it).
+        XCTAssertTrue(rooms.wait(3) {
+            guard case .success(.site(let o))? = try? rooms.control("roomb", .site) else { return false }
+            return o.terminals.first { $0.room == "rooma" }?.behind == true
+        }, "B hears that A is behind: \(b.log)")
+        guard case .success(.site(let fromA))? = try? rooms.control("rooma", .site) else { return XCTFail("A answers site") }
+        XCTAssertEqual(fromA.terminals.map(\.room), ["rooma", "roomb"])
+        XCTAssertEqual(fromA.terminals.map(\.siteVersion), [2, 3])
+        XCTAssertEqual(fromA.terminals.map(\.behind), [true, false])
+        XCTAssertEqual(fromA.terminals.map(\.software), [Software.version, Software.version])
+        XCTAssertEqual(fromA.terminals[1].digest, try b.statistics().site?.digest, "B's digest as B's own stats show it")
+        XCTAssertEqual(fromA.newestVersion, 3)
+        let shown = try Command.run(Repo.builtProgram("intercomctl"), ["site", "--socket", rooms.room("rooma").socket])
+        print("site: intercomctl site at rooma:\n\(shown)")
+        XCTAssertTrue(shown.contains("behind: rooma"), shown)
+
         // Bad documents: each refused and counted, version 3 stays in force and on disk.
         let v3 = try Data(contentsOf: URL(fileURLWithPath: folder + "/site.json"))
         let otherFolder = rooms.dir + "/thief"

@@ -171,6 +171,26 @@ final class CallEngineTests: XCTestCase {
         XCTAssertTrue(sim.engine(rb).presence(of: ra).doNotDisturb, "the restarted room's hello counts")
     }
 
+    /// Each room's directory-wide hellos carry what it announces; the others keep the newest while
+    /// it is online (a call's keepalives carry none and change nothing), and forget it once it is not.
+    func testAnnouncementsTravelInHellosAndAreKeptWhileTheRoomIsOnline() {
+        var sim = CallSim(rooms: 3, seed: 5)
+        let stamp = SiteStamp(version: 4, digest: 42, length: 900)
+        sim.engines[ra]!.announcement = SiteAnnouncement(software: "0.9.0", site: stamp, appliedAt: 1_700_000_100)
+        sim.engines[rb]!.announcement = SiteAnnouncement(software: "0.8.9", site: nil, appliedAt: nil)
+        sim.run(for: 2.5)
+        XCTAssertEqual(sim.engine(rc).announcements[ra]?.site, stamp)
+        XCTAssertEqual(sim.engine(rc).announcements[ra]?.appliedAt, 1_700_000_100)
+        XCTAssertEqual(sim.engine(rc).announcements[rb]?.software, "0.8.9")
+        XCTAssertNil(sim.engine(rc).announcements[rc], "not its own")
+        sim.command(ra, .call(button: rb.value))
+        sim.run(for: 3)
+        XCTAssertEqual(sim.engine(rb).announcements[ra]?.site, stamp, "kept through a call's keepalives")
+        sim.stop(ra)
+        sim.run(for: sim.timing(rb).offlineAfter + 1.5)
+        XCTAssertNil(sim.engine(rb).announcements[ra], "offline: nothing shown")
+    }
+
     func testSettingsProblemsNameTheKey() {
         var s = CallSim(rooms: 2).settings[ra]!
         XCTAssertEqual(s.problems(), [])

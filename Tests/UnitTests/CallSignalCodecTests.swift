@@ -22,6 +22,9 @@ let sampleEnvelopes: [Envelope] = {
         .mute(CallID(11), MuteState(microphone: true, speaker: false)),
         .mute(CallID(11), MuteState(microphone: false, speaker: true)),
         .hello(doNotDisturb: true, call: nil), .hello(doNotDisturb: false, call: CallID(12)),
+        .hello(doNotDisturb: false, call: nil, announcement: SiteAnnouncement(software: "0.9.0", site: nil, appliedAt: nil)),
+        .hello(doNotDisturb: true, call: CallID(14), announcement: SiteAnnouncement(
+            software: "0.9.0+ä", site: SiteStamp(version: 3, digest: 0xDEAD_BEEF_0BAD_F00D, length: 2048), appliedAt: 1_700_000_000.25)),
         .missedCall(MissedCallNotice(callID: CallID(13), caller: room("labor"), participants: [room("empfang"), room("x")],
                                      started: 1_700_000_000.123)),
         .ack(0xFFFF_FFFF),
@@ -37,6 +40,24 @@ final class CallSignalCodecTests: XCTestCase {
         for envelope in sampleEnvelopes {
             XCTAssertEqual(try SignalCodec.decode(SignalCodec.encode(envelope)).get(), envelope)
         }
+    }
+
+    /// A hello's announcement: bit 2 says one follows, bit 4 that it names a site document (never
+    /// without bit 2); the software name is bounded.
+    func testAHellosAnnouncementIsStrictlyRead() {
+        let long = SiteAnnouncement(software: String(repeating: "x", count: 40), site: nil, appliedAt: nil)
+        let sent = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .hello(doNotDisturb: false, call: nil, announcement: long)))
+        guard case .hello(_, _, let got)? = try? SignalCodec.decode(sent).get().message else { return XCTFail("a hello") }
+        XCTAssertEqual(got?.software.utf8.count, SiteAnnouncement.maxSoftwareBytes, "cut to the bound when sent")
+        let plain = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .hello(doNotDisturb: false, call: nil)))
+        var siteOnly = plain
+        siteOnly[11] = 4
+        XCTAssertEqual(SignalCodec.decode(siteOnly).failureValue, .reservedStateBits)
+        var tooLong = plain
+        tooLong[11] = 2
+        tooLong += [0, UInt8(SiteAnnouncement.maxSoftwareBytes + 1)] + Array(repeating: UInt8(ascii: "x"), count: SiteAnnouncement.maxSoftwareBytes + 1)
+        XCTAssertEqual(SignalCodec.decode(tooLong).failureValue, .invalidText)
+        XCTAssertNil(SiteAnnouncement(software: "x", site: nil, appliedAt: 5).appliedAt, "no site, no time")
     }
 
     func testAuthenticationTagIsCarriedAndFlagged() throws {

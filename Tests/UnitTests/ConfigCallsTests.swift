@@ -121,7 +121,7 @@ final class ConfigCallsTests: XCTestCase {
         XCTAssertEqual(control.maxClients, ControlSettings().maxClients)
 
         XCTAssertEqual(config.keys.device, "/dev/input/event3")
-        XCTAssertEqual(config.keys.debounceMs, 40)
+        XCTAssertEqual(config.keys.debounce, .milliseconds(40))
         XCTAssertEqual(config.keys.map, ["KEY_F1": "call:alle", "KEY_F2": "call:2", "KEY_ESC": "hang_up"])
         XCTAssertEqual(config.keyMap(), KeyMap([59: .callButton(.name("alle")), 60: .callButton(.index(2)), 1: .hangUp]))
 
@@ -295,6 +295,46 @@ final class ConfigCallsTests: XCTestCase {
                     key: "keys.debounce_ms", "-1 is not in range 0...1000")
     }
 
+    /// Issue 52, point 5: times, modes and addresses are typed once when read, and each default
+    /// has one source, which the configuration takes from the code that uses it.
+    func testTimesModesAndAddressesAreTypedOnceAndEachDefaultHasOneSource() throws {
+        let defaults = DaemonConfig.default
+        let timing = CallTiming()
+        XCTAssertEqual(defaults.calls.ring.seconds, timing.ringTime)
+        XCTAssertEqual(defaults.calls.answerTimeout.seconds, timing.answerTimeout)
+        XCTAssertEqual(defaults.calls.missedReminder.seconds, timing.missedReminder)
+        XCTAssertEqual(defaults.calls.notificationReminder.seconds, timing.notificationReminder)
+        XCTAssertEqual(defaults.keys.debounce, KeyReaderSettings.defaultDebounce)
+        XCTAssertEqual(defaults.keys.longPress, KeyReaderSettings.defaultLongPress)
+        // A room that sets nothing runs the engine's own times.
+        let bare = "[room]\nid = \"a\"\n[rooms.a]\naddress = \"10.0.0.1\"\n[rooms.b]\naddress = \"10.0.0.2\"\n"
+        XCTAssertEqual(try DaemonConfig.parse(bare).callSettings().timing, timing)
+
+        let text = practice.replacingOccurrences(of: "do_not_disturb = true\n", with: """
+            caller_voice = "multicast"
+            multicast_group = "239.1.2.3:5004"
+            missed_reminder_s = 90
+
+            """).replacingOccurrences(of: "media_port = 6004\n", with: "")
+        let c = try DaemonConfig.parse(text)
+        XCTAssertEqual(c.calls.callerVoice, .multicast)
+        XCTAssertEqual(c.calls.multicastGroup, IPv4Endpoint("239.1.2.3:5004"))
+        XCTAssertEqual(c.calls.ring, .milliseconds(800))
+        XCTAssertEqual(c.calls.missedReminder, .seconds(90))
+        XCTAssertEqual(c.callSettings().timing.missedReminder, 90)
+        XCTAssertEqual(c.callSettings().callerVoice, .multicast(group: IPv4Endpoint("239.1.2.3:5004")!))
+        // Written back as read: the same numbers in the same units.
+        let again = try DaemonConfig.parse(c.rendered())
+        XCTAssertEqual(again.calls.ring, c.calls.ring)
+        XCTAssertEqual(again.calls.multicastGroup, c.calls.multicastGroup)
+        XCTAssertTrue(c.rendered().contains("ring_ms = 800\n") && c.rendered().contains("missed_reminder_s = 90\n"))
+        // A malformed address is refused when read, naming its key.
+        let calls = { (line: String) in self.practice.replacingOccurrences(of: "do_not_disturb = true\n", with: line + "\n") }
+        assertIssue(calls("caller_voice = \"multicast\"\nmulticast_group = \"239.1.2:5004\""),
+                    key: "calls.multicast_group", "is not an IPv4 address and port")
+        assertIssue(calls("caller_voice = \"multicst\""), key: "calls.caller_voice", "(did you mean multicast?)")
+    }
+
     func testTonesAndTheNewKeyActionsAreReadAndBadEntriesNameTheirKey() throws {
         let tones = practice.replacingOccurrences(of: "KEY_ESC = \"hang_up\"\n", with: """
             KEY_ESC = "hang_up"
@@ -381,7 +421,7 @@ final class ConfigCallsTests: XCTestCase {
     func testLongMapGivesAKeyASecondActionAndItsErrorsNameTheirEntry() throws {
         let long = practice + "[keys.long_map]\nKEY_F1 = \"call_back\"\nBTN_0 = \"acknowledge_all\"\n"
         let config = try DaemonConfig.parse(long.replacingOccurrences(of: "debounce_ms = 40", with: "debounce_ms = 40\nlong_press_ms = 600"))
-        XCTAssertEqual(config.keys.longPressMs, 600)
+        XCTAssertEqual(config.keys.longPress, .milliseconds(600))
         XCTAssertEqual(config.keyMap().long, [59: .callBack, 0x100: .acknowledgeAll])
         XCTAssertEqual(config.keyMap()[59], .callButton(.name("alle")), "the short action stays")
         XCTAssertEqual(try DaemonConfig.parse(config.rendered()).keys, config.keys, "rendered and read back")

@@ -78,7 +78,7 @@ final class FakeControlHandler: ControlHandler {
                 return .success(.history(Array(Self.history.suffix(limit ?? Self.history.count)), notifications: []))
             case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics:
                 return .failure(.init(.unavailable, "no audio in this fake"))
-            case .answer, .decline, .callBack, .callMissed, .acknowledge, .eraseHistory, .notify, .setReadAloud:
+            case .answer, .decline, .callBack, .callMissed, .acknowledge, .eraseHistory, .notify, .setReadAloud, .site:
                 return .failure(.init(.unavailable, "no calls in this fake"))
             }
         }

@@ -21,7 +21,7 @@ final class KeyLongPressTests: XCTestCase {
     /// Feeds `events` at their times (ms) and ticks every ms up to `until`; returns the decisions with their times.
     private func run(_ events: [(Int64, UInt16, Int32)], until: Int64, debounce: Int = 30, long: Int = 800)
         -> [(ms: Int64, KeyFilter.Decision)] {
-        var f = KeyFilter(map: map, debounceMilliseconds: debounce, longPressMilliseconds: long)
+        var f = KeyFilter(map: map, debounce: .milliseconds(debounce), longPress: .milliseconds(long))
         var out: [(Int64, KeyFilter.Decision)] = []
         var pending = events[...]
         for t in 0...until {
@@ -68,7 +68,7 @@ final class KeyLongPressTests: XCTestCase {
     }
 
     func testKeysWithoutALongActionStillFireOnTheWayDown() {
-        var f = KeyFilter(map: map, debounceMilliseconds: 30, longPressMilliseconds: 800)
+        var f = KeyFilter(map: map, debounce: .milliseconds(30), longPress: .milliseconds(800))
         XCTAssertEqual(f.handle(event(plain, InputEvent.press), arrivalMicroseconds: 0), .action(.hangUp))
         XCTAssertEqual(f.handle(event(key, InputEvent.press), arrivalMicroseconds: 0), .held)
         XCTAssertNil(f.due(now: 0).first)
@@ -83,7 +83,7 @@ final class KeyLongPressTests: XCTestCase {
     }
 
     func testALostDeviceForgetsHeldKeys() {
-        var f = KeyFilter(map: map, debounceMilliseconds: 30, longPressMilliseconds: 800)
+        var f = KeyFilter(map: map, debounce: .milliseconds(30), longPress: .milliseconds(800))
         _ = f.handle(event(key, InputEvent.press), arrivalMicroseconds: 0)
         f.reset()
         XCTAssertNil(f.nextDeadline)
@@ -99,7 +99,7 @@ final class KeyLongPressTests: XCTestCase {
         let fifo = dir + "/event0"
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
         let c = KeyCollector()
-        let reader = try KeyReader(settings: KeyReaderSettings(path: fifo, map: map, debounceMilliseconds: 30, longPressMilliseconds: 300),
+        let reader = try KeyReader(settings: KeyReaderSettings(path: fifo, map: map, debounce: .milliseconds(30), longPress: .milliseconds(300)),
                                    onPress: c.onPress, onEvent: c.onEvent)
         defer { reader.stop() }
         let w = try FIFOWriter(path: fifo)

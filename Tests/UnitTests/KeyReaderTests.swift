@@ -34,7 +34,7 @@ final class KeyReaderTests: XCTestCase {
     private func start(_ collector: KeyCollector, debounceMilliseconds: Int = 50,
                        reopenFirstDelay: Double = 0.02, reopenMaxDelay: Double = 0.1,
                        pathCheckInterval: Double = 0.05) throws {
-        let settings = KeyReaderSettings(path: fifo, map: map, debounceMilliseconds: debounceMilliseconds,
+        let settings = KeyReaderSettings(path: fifo, map: map, debounce: .milliseconds(debounceMilliseconds),
                                          reopenFirstDelay: reopenFirstDelay, reopenMaxDelay: reopenMaxDelay,
                                          pathCheckInterval: pathCheckInterval)
         reader = try KeyReader(settings: settings, onPress: collector.onPress, onEvent: collector.onEvent)

@@ -80,22 +80,22 @@ final class SiteConfigTests: XCTestCase {
 
         let empfang = try joined("empfang")  // no [terminals] entry: the site's settings
         XCTAssertEqual(empfang.keys.map, ["KEY_F1": "call:alle"])
-        XCTAssertEqual(empfang.calls.ringMs, 800)
-        XCTAssertEqual(empfang.keys.debounceMs, 40)
+        XCTAssertEqual(empfang.calls.ring, .milliseconds(800))
+        XCTAssertEqual(empfang.keys.debounce, .milliseconds(40))
         XCTAssertEqual(empfang.keys.device, "/dev/input/event3", "the box's own key, from its file")
         XCTAssertEqual(empfang.rooms.count, 3)
         XCTAssertEqual(empfang.network.listenPort, 5004, "follows its room's media port")
 
         let beh1 = try joined("beh1")  // the kind's
         XCTAssertEqual(beh1.keys.map, ["KEY_F1": "call:beh1", "KEY_F2": "notify:material"], "a kind's table replaces the site's whole")
-        XCTAssertEqual(beh1.calls.ringMs, 1200)
+        XCTAssertEqual(beh1.calls.ring, .milliseconds(1200))
         XCTAssertTrue(beh1.calls.autoAnswer)
 
         let labor = try joined("labor")  // the kind's, then its own
-        XCTAssertEqual(labor.calls.ringMs, 1200)
+        XCTAssertEqual(labor.calls.ring, .milliseconds(1200))
         XCTAssertFalse(labor.calls.autoAnswer)
-        XCTAssertEqual(labor.calls.answerTimeoutMs, 20000)
-        XCTAssertEqual(labor.keys.debounceMs, 40)
+        XCTAssertEqual(labor.calls.answerTimeout, .milliseconds(20000))
+        XCTAssertEqual(labor.keys.debounce, .milliseconds(40))
         XCTAssertNoThrow(try labor.validate())
     }
 
@@ -219,7 +219,7 @@ final class SiteConvertTests: XCTestCase {
             local.room.id = original.room.id
             local.keys.device = original.keys.device
             let joined = try reread.configuration(local: local, localPresent: ["room.id", "keys.device", "site.id"], source: source)
-            XCTAssertEqual(joined.calls.ringMs, original.calls.ringMs, source)
+            XCTAssertEqual(joined.calls.ring, original.calls.ring, source)
             XCTAssertEqual(joined.keys.map, original.keys.map, source)
             XCTAssertEqual(joined.buttons, original.buttons, source)
         }
