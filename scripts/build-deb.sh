@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Debian package: scripts/build-deb.sh [--out DIR]
+# Builds the Debian package: scripts/build-deb.sh [--out DIR] [--build-path DIR]
 #
 # Release binaries with the Swift runtime linked in (the terminals have no Swift toolchain), the
 # systemd unit, the commented default configuration (a conffile), the system user (sysusers.d),
@@ -9,10 +9,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=.build-deb
+# Its own build folder by default. The test command passes the tests' (--build-path .build-tests):
+# the Swift modules compile again without -enable-testing and with the runtime linked in, but the
+# C libraries' objects (BoringSSL in swift-crypto, TOMLKit's toml++) are taken as they are, which
+# halves the package stage in CI.
+BUILD=.build-release
 while (($#)); do
     case $1 in
         --out) OUT=$2; shift 2 ;;
-        *) echo "usage: $0 [--out DIR]" >&2; exit 64 ;;
+        --build-path) BUILD=$2; shift 2 ;;
+        *) echo "usage: $0 [--out DIR] [--build-path DIR]" >&2; exit 64 ;;
     esac
 done
 
@@ -23,7 +29,6 @@ ARCH=$(dpkg --print-architecture)
 RELEASE=$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/Calls/Software.swift)
 [[ -n $RELEASE ]] || { echo "build-deb: no release number in Sources/Calls/Software.swift" >&2; exit 1; }
 VERSION="$RELEASE+$(git rev-list --count HEAD 2>/dev/null || echo 0).g$(git rev-parse --short=8 HEAD 2>/dev/null || echo unknown)"
-BUILD=.build-release
 STAGE=$OUT/stage
 DEB=$OUT/${NAME}_${VERSION}_${ARCH}.deb
 

@@ -70,7 +70,8 @@ if [[ $# -eq 0 ]]; then
     stage_done main-job
     bash scripts/bench-suite.sh --smoke --out "$PWD/.build-tests/BENCHMARKS.smoke.md"
     stage_done suite-smoke
-    # The Debian package: built, installed on this machine, its unit verified, purged again.
-    bash scripts/test-package.sh
+    # The Debian package: built, installed on this machine, its unit verified, purged again; built
+    # in the tests' folder, whose C objects it reuses (last: its Swift modules are then rebuilt).
+    INTERCOM_DEB_BUILD_PATH="$PWD/.build-tests" bash scripts/test-package.sh
     stage_done package
 fi
