@@ -141,15 +141,15 @@ public struct ControlSection: Sendable, Equatable {
 public struct KeysSection: Sendable, Equatable {
     /// Device path, e.g. /dev/input/event0; "" = no keys.
     public var device: String = ""
-    /// Presses of one key closer together than this count once (`debounce_ms`; the default is the
-    /// key reader's, there only).
-    public var debounce: Duration = KeyReaderSettings.defaultDebounce
+    /// Presses of one key closer together than this count once (`debounce_ms`; the default is
+    /// `KeyTiming`'s, there only).
+    public var debounce: Duration = KeyTiming.debounce
     /// Key name or code → action (`[keys.map]`), as `Keys.KeyMap.parse` takes them.
     public var map: [String: String] = [:]
     /// Key name or code → action on a long press (`[keys.long_map]`).
     public var longMap: [String: String] = [:]
     /// A key with a long action held this long fires it; let go sooner, its short action (`long_press_ms`).
-    public var longPress: Duration = KeyReaderSettings.defaultLongPress
+    public var longPress: Duration = KeyTiming.longPress
 
     public init() {}
 

@@ -47,7 +47,7 @@ struct KeyFilter {
     /// When a key with a long action last came up for good: a press right after is bounce.
     private var lastRelease: [UInt16: Int64] = [:]
 
-    init(map: KeyMap, debounce: Duration, longPress: Duration = KeyReaderSettings.defaultLongPress) {
+    init(map: KeyMap, debounce: Duration, longPress: Duration = KeyTiming.longPress) {
         self.map = map
         self.debounceMicroseconds = debounce.microseconds
         self.longPressMicroseconds = longPress.microseconds

@@ -18,11 +18,7 @@ public struct KeyReaderSettings: Sendable {
     /// How often an open device's path is checked (removed or replaced: reopen).
     public var pathCheckInterval: Double
 
-    /// The defaults, here only (the configuration's `[keys]` starts from them).
-    public static let defaultDebounce = Duration.milliseconds(30)
-    public static let defaultLongPress = Duration.milliseconds(800)
-
-    public init(path: String, map: KeyMap, debounce: Duration = defaultDebounce, longPress: Duration = defaultLongPress,
+    public init(path: String, map: KeyMap, debounce: Duration = KeyTiming.debounce, longPress: Duration = KeyTiming.longPress,
                 reopenFirstDelay: Double = 0.1, reopenMaxDelay: Double = 5, pathCheckInterval: Double = 1) {
         self.path = path
         self.map = map

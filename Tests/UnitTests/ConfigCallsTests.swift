@@ -304,8 +304,9 @@ final class ConfigCallsTests: XCTestCase {
         XCTAssertEqual(defaults.calls.answerTimeout.seconds, timing.answerTimeout)
         XCTAssertEqual(defaults.calls.missedReminder.seconds, timing.missedReminder)
         XCTAssertEqual(defaults.calls.notificationReminder.seconds, timing.notificationReminder)
-        XCTAssertEqual(defaults.keys.debounce, KeyReaderSettings.defaultDebounce)
-        XCTAssertEqual(defaults.keys.longPress, KeyReaderSettings.defaultLongPress)
+        XCTAssertEqual(defaults.keys.debounce, KeyTiming.debounce)
+        XCTAssertEqual(defaults.keys.longPress, KeyTiming.longPress)
+        XCTAssertEqual(KeyReaderSettings(path: "", map: KeyMap()).debounce, KeyTiming.debounce, "the key reader's own default is the same one")
         // A room that sets nothing runs the engine's own times.
         let bare = "[room]\nid = \"a\"\n[rooms.a]\naddress = \"10.0.0.1\"\n[rooms.b]\naddress = \"10.0.0.2\"\n"
         XCTAssertEqual(try DaemonConfig.parse(bare).callSettings().timing, timing)

@@ -19,7 +19,7 @@ public func controlFuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 
         precondition(reparsed.map(ControlRequest.parse) == .success(request), "an accepted request does not round-trip")
     }
     // The client side reads the daemon's replies: every decoder must refuse, never trap.
-    for command in [ControlCommand.status, .rooms, .history(limit: nil), .loopbackResult, .networkLoopbackResult, .statistics] {
+    for command in [ControlCommand.status, .rooms, .history(limit: nil), .loopbackResult, .networkLoopbackResult, .statistics, .site] {
         _ = try? ControlJSON.decodeReply(json, for: command)
     }
     return 0

@@ -7,8 +7,8 @@ set -eu
 cd "$(dirname "$0")/../.."
 src=.build-fuzz/keys-src
 rm -rf "$src"; mkdir -p "$src" .build-fuzz/keys-corpus
-for f in Sources/Calls/*.swift Sources/Posix/IPv4Endpoint.swift Sources/Keys/InputEvent.swift Sources/Keys/KeyAction.swift \
-         Sources/Keys/KeyFilter.swift Sources/Keys/KeyMap.swift; do
+for f in Sources/Calls/*.swift Sources/Posix/IPv4Endpoint.swift Sources/Posix/DurationUnits.swift Sources/Keys/InputEvent.swift \
+         Sources/Keys/KeyAction.swift Sources/Keys/KeyFilter.swift Sources/Keys/KeyTiming.swift Sources/Keys/KeyMap.swift; do
     sed -e '/^import Calls$/d' -e '/^import Posix$/d' "$f" > "$src/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
 swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -g -use-ld=lld \

@@ -13,7 +13,7 @@ public func keysFuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let rest = UnsafeRawBufferPointer(rebasing: raw.dropFirst())
     if mode & 1 == 0 {
         // The device: whole records only, as the reader hands them on.
-        var filter = KeyFilter(map: fuzzMap, debounceMilliseconds: Int(mode >> 1))
+        var filter = KeyFilter(map: fuzzMap, debounce: .milliseconds(Int(mode >> 1)))
         var offset = 0, arrival: Int64 = 1_000_000
         while offset + InputEvent.size <= rest.count {
             let event = InputEvent(decoding: UnsafeRawBufferPointer(rebasing: rest[offset..<(offset + InputEvent.size)]))
