@@ -629,7 +629,7 @@ add_leak_client() {
             die "building scripts/rig-leak.c failed (needs gcc and libasound2-dev: scripts/setup.sh)"
         mv -f "$LEAK_BIN.tmp" "$LEAK_BIN"
     fi
-    env ALSA_CONFIG_PATH="$ALSA_PATH" setsid "$LEAK_BIN" "$from" "$to" "$COUPLE_DB" "$COUPLE_MS" \
+    env ALSA_CONFIG_PATH="$ALSA_PATH" setsid "$LEAK_BIN" "$from" "$to" "$COUPLE_DB" "$COUPLE_MS" "$RIG_DIR/leak.$from.$to.count" \
         </dev/null >/dev/null 2>>"$RIG_DIR/leak.$from.$to.log" 9>&- &
     log "coupled: $from's air into $to's, -$COUPLE_DB dB, about $COUPLE_MS ms (client pid $!)"
 }

@@ -38,6 +38,15 @@ public enum Rig {
         try script("couple", "'\(a)' '\(b)' --attenuation-db \(attenuationDB) --delay-ms \(delayMs)" + (oneWay ? " --one-way" : ""))
     }
 
+    /// How often the client leaking `from`'s air into `to`'s (a wall coupled both ways) broke
+    /// the waveform since it started: trims of its capture backlog, playback underruns, capture
+    /// overruns (scripts/rig-leak.c); nil without such a client. A leak the machine held up.
+    public static func leakBreaks(_ from: String, _ to: String) -> Int? {
+        guard let dir = directory, let text = try? String(contentsOfFile: "\(dir)/leak.\(from).\(to).count", encoding: .utf8) else { return nil }
+        let counts = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        return counts.count == 3 ? counts.reduce(0, +) : nil
+    }
+
     /// Removes the coupling of two rooms (idempotent).
     public static func decouple(_ a: String, _ b: String) throws {
         try script("decouple", "'\(a)' '\(b)'")
