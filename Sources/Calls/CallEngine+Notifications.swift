@@ -11,9 +11,12 @@ extension CallEngine {
             out.append(.rejected(.notify(type: type.id), .noTargets))
             return
         }
-        let n = StaffNotification(id: NotificationID(max(1, random.next())), sender: settings.room, recipients: recipients,
-                                  type: type.id, label: type.label, text: type.text, priority: type.priority, tone: type.tone,
-                                  readAloud: type.readAloud, sent: wall(now))
+        let n = type.notification(id: NotificationID(max(1, random.next())), from: settings.room, to: recipients, sent: wall(now))
+        guard recipients.count <= SignalCodec.maxParticipants,
+              CallSettings.notificationMessage(from: settings.room, type: type, to: recipients) <= SignalCodec.maxDatagramBytes else {
+            out.append(.rejected(.notify(type: type.id), .tooManyTargets))
+            return
+        }
         let record = NotificationRecord(notification: n, direction: .outgoing)
         keepSent(record)
         firstRound[n.id] = []

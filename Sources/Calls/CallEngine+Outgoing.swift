@@ -8,7 +8,7 @@ extension CallEngine {
             if rooms.isEmpty { .noTargets }
             else if rooms.contains(settings.room) { .cannotCallSelf }
             else if let unknown = rooms.first(where: { settings.directory[$0] == nil }) { .unknownRoom(unknown) }
-            else if rooms.count > SignalCodec.maxParticipants { .tooManyTargets }
+            else if (CallSettings.largestCallMessage(from: settings.room, to: rooms, voice: settings.callerVoice) ?? .max) > SignalCodec.maxDatagramBytes { .tooManyTargets }
             // Staff in a normal call press the emergency key: that call ends, the emergency goes out.
             else if let c = call, kind != .emergency || c.kind == .emergency { .alreadyInCall }
             else { nil }

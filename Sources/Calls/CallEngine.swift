@@ -46,9 +46,19 @@ public struct CallEngine: Sendable {
     /// seconds since 1970, timers run on `now` (the daemon's monotonic clock, which NTP cannot
     /// step). The integrator sets it before each entry point; 0 when `now` is the wall clock.
     public var wallClockOffset = 0.0
-    /// What this terminal's directory-wide hellos say of its software and site (the integrator
-    /// sets it at start and whenever it applies a site document); nil: nothing.
-    public var announcement: SiteAnnouncement?
+    /// What this terminal's directory-wide hellos say of its software and site (`announce`);
+    /// nil: nothing.
+    public private(set) var announcement: SiteAnnouncement?
+
+    /// Sets what the hellos say (the integrator does at start and whenever it applies a site
+    /// document); a change goes out with hellos at the next `tick`, not a hello interval later,
+    /// so that a new site document spreads one hop per fetch.
+    public mutating func announce(_ announcement: SiteAnnouncement) {
+        guard announcement != self.announcement else { return }
+        let first = self.announcement == nil
+        self.announcement = announcement
+        if !first { nextHello = nil }
+    }
 
     /// `doNotDisturb`: the persisted switch, if any (else the settings' default). `history`: the
     /// persisted history, oldest first (missed calls to acknowledge, whom to call back). `seed`:

@@ -100,6 +100,23 @@ public struct CallSettings: Sendable, Equatable {
         self.media = media
     }
 
+    /// The larger of a call's invite to `targets` and its missed-call notice, from `room`; nil
+    /// when the list breaks the codec's other rules (reported on their own). Where the caller's
+    /// media listens does not change the size.
+    public static func largestCallMessage(from room: RoomID, to targets: [RoomID], voice: VoiceDelivery) -> Int? {
+        guard !targets.isEmpty, targets.count <= SignalCodec.maxParticipants else { return nil }
+        let call = CallID(.max)
+        let media = InviteMedia(callerMedia: IPv4Endpoint(address: .max, port: .max), voice: voice)
+        let invite = SignalMessage.invite(call, participants: targets, media: media, kind: .emergency)
+        let missed = SignalMessage.missedCall(MissedCallNotice(callID: call, caller: room, participants: targets, started: 1e12))
+        return max(SignalCodec.size(of: invite, from: room), SignalCodec.size(of: missed, from: room))
+    }
+
+    /// The size of a notification of `type` from `room` to `recipients`.
+    public static func notificationMessage(from room: RoomID, type: NotificationType, to recipients: [RoomID]) -> Int {
+        SignalCodec.size(of: .notify(type.notification(id: NotificationID(.max), from: room, to: recipients, sent: 1e12)), from: room)
+    }
+
     /// Problems, each naming its key, for the configuration loader to report; empty when valid.
     public func problems() -> [String] {
         var out: [String] = []
@@ -112,6 +129,9 @@ public struct CallSettings: Sendable, Equatable {
             for target in targets where directory[target] == nil || target == room {
                 out.append("buttons.\(name): \(target) is \(target == room ? "this room" : "not in the directory")")
             }
+            if let size = Self.largestCallMessage(from: room, to: targets, voice: callerVoice), size > SignalCodec.maxDatagramBytes {
+                out.append("buttons.\(name): a call to its \(targets.count) rooms needs \(size)-byte messages, one datagram holds \(SignalCodec.maxDatagramBytes): fewer rooms or shorter room ids")
+            }
         }
         for (id, type) in notifications.sorted(by: { $0.key < $1.key }) {
             if type.recipients.isEmpty { out.append("notifications.\(id).recipients: names no room") }
@@ -120,6 +140,12 @@ public struct CallSettings: Sendable, Equatable {
             }
             for r in type.recipients where directory[r] == nil || r == room {
                 out.append("notifications.\(id).recipients: \(r) is \(r == room ? "this room" : "not in the directory")")
+            }
+            if !type.recipients.isEmpty, type.recipients.count <= SignalCodec.maxParticipants {
+                let size = Self.notificationMessage(from: room, type: type, to: type.recipients)
+                if size > SignalCodec.maxDatagramBytes {
+                    out.append("notifications.\(id): to its \(type.recipients.count) rooms with its label and text it needs a \(size)-byte message, one datagram holds \(SignalCodec.maxDatagramBytes): fewer rooms, shorter room ids or a shorter text")
+                }
             }
         }
         if case .only(let map) = permissions {

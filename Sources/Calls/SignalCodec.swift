@@ -9,8 +9,18 @@ public enum SignalCodec {
     /// magic 2, version 1, type 1, flags 1, message id 4, sender length 1.
     public static let fixedHeaderLength = 10
     public static let tagLength = 16
-    /// Upper bound on a participant list; keeps an invite well under one Ethernet MTU.
-    public static let maxParticipants = 16
+    /// Upper bound on a participant list (a 50-room practice calls everyone with room to spare).
+    /// The binding limit is `maxDatagramBytes`: how many rooms fit depends on their ids.
+    public static let maxParticipants = 64
+    /// The largest signalling datagram before sealing: with the seal's overhead (`SignalSeal`,
+    /// 28 bytes and the sender's id) it stays within one Ethernet frame (1472 bytes of UDP
+    /// payload), so that no message to many rooms is fragmented (one lost fragment loses all).
+    public static let maxDatagramBytes = 1400
+
+    /// The size of `message` from `sender` on the wire, unsealed.
+    public static func size(of message: SignalMessage, from sender: RoomID) -> Int {
+        encode(Envelope(sender: sender, messageID: 0, message: message)).count
+    }
     /// Times travel as milliseconds since 1970; beyond this (year 33658) a Double would no longer
     /// hold them exactly, so decoding rejects them and encoding clamps.
     public static let maxMilliseconds: UInt64 = 1_000_000_000_000_000

@@ -86,6 +86,12 @@ public struct NotificationType: Sendable, Equatable {
     /// What is spoken.
     public var spokenText: String { text.isEmpty ? label : text }
 
+    /// This type as it travels from `sender` to `recipients` (nil: all of its own).
+    public func notification(id: NotificationID, from sender: RoomID, to recipients: [RoomID]? = nil, sent: Double) -> StaffNotification {
+        StaffNotification(id: id, sender: sender, recipients: recipients ?? self.recipients, type: self.id, label: label, text: text,
+                          priority: priority, tone: tone, readAloud: readAloud, sent: sent)
+    }
+
     /// Type ids follow room ids' rules (lower-case ASCII letters, digits, '-' and '_', 1-32).
     public static func isValidID(_ s: String) -> Bool { RoomID(s) != nil }
 }

@@ -96,6 +96,9 @@ extension DaemonConfig {
                 out.append((path, "reaches no room but this one"))
             } else if resolved.count > SignalCodec.maxParticipants {
                 out.append((path, "\(resolved.count) rooms; a call has at most \(SignalCodec.maxParticipants)"))
+            } else if let me = RoomID(room.id), let size = CallSettings.largestCallMessage(from: me, to: resolved.compactMap(RoomID.init), voice: voiceDelivery),
+                      size > SignalCodec.maxDatagramBytes {
+                out.append((path, "\(resolved.count) rooms need \(size)-byte call messages; one datagram holds \(SignalCodec.maxDatagramBytes): fewer rooms or shorter room ids"))
             }
             var seen: Set<String> = []
             for entry in button.rooms where !seen.insert(entry).inserted {

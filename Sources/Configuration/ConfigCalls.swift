@@ -164,6 +164,12 @@ extension DaemonConfig {
     public var callsEnabled: Bool { !room.id.isEmpty }
 
     /// The call engine's settings. Precondition: calls are on and the configuration is valid.
+    /// How a call's voice travels, as the call engine takes it.
+    var voiceDelivery: VoiceDelivery {
+        if calls.callerVoice == .multicast, let group = calls.multicastGroup { return .multicast(group: group) }
+        return .unicast
+    }
+
     public func callSettings() -> CallSettings {
         precondition(callsEnabled, "callSettings() needs [room] id")
         var directory: [RoomID: DirectoryEntry] = [:]
@@ -185,7 +191,7 @@ extension DaemonConfig {
         }
         s.autoAnswer = calls.autoAnswer
         s.doNotDisturb = calls.doNotDisturb
-        if calls.callerVoice == .multicast, let group = calls.multicastGroup { s.callerVoice = .multicast(group: group) }
+        s.callerVoice = voiceDelivery
         s.timing.ringTime = calls.ring.seconds
         s.timing.answerTimeout = calls.answerTimeout.seconds
         s.timing.missedReminder = calls.missedReminder.seconds

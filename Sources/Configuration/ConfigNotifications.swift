@@ -146,16 +146,19 @@ extension DaemonConfig {
     func notificationTypes() -> [String: NotificationType] {
         var out: [String: NotificationType] = [:]
         for (id, e) in notifications {
-            let recipients = resolveRecipients(e.recipients).compactMap(RoomID.init).filter { $0.value != room.id }
             // A site's type that reaches only this room cannot be sent from here (ofSite).
-            if recipients.isEmpty { continue }
-            let priority = NotificationPriority(rawValue: e.priority) ?? .normal
-            out[id] = NotificationType(id: id, label: e.label.isEmpty ? id : e.label,
-                                       recipients: recipients,
-                                       text: e.text, tone: NotificationTone(rawValue: e.tone), priority: priority,
-                                       readAloud: e.readAloud)
+            out[id] = notificationType(id, e)
         }
         return out
+    }
+
+    /// The entry `id` as the call engine takes it; nil when it reaches no room but this one.
+    func notificationType(_ id: String, _ e: NotificationEntry) -> NotificationType? {
+        let recipients = resolveRecipients(e.recipients).compactMap(RoomID.init).filter { $0.value != room.id }
+        if recipients.isEmpty { return nil }
+        let priority = NotificationPriority(rawValue: e.priority) ?? .normal
+        return NotificationType(id: id, label: e.label.isEmpty ? id : e.label, recipients: recipients,
+                                text: e.text, tone: NotificationTone(rawValue: e.tone), priority: priority, readAloud: e.readAloud)
     }
 
     func groupIssues(_ out: inout [PathIssue]) {
@@ -188,6 +191,12 @@ extension DaemonConfig {
             }
             if resolved.count > SignalCodec.maxParticipants {
                 out.append((path, "\(resolved.count) rooms; a notification goes to at most \(SignalCodec.maxParticipants)"))
+            } else if let me = RoomID(room.id), e.label.utf8.count <= StaffNotification.maxLabelBytes,
+                      e.text.utf8.count <= StaffNotification.maxTextBytes, let type = notificationType(id, e) {
+                let size = CallSettings.notificationMessage(from: me, type: type, to: type.recipients)
+                if size > SignalCodec.maxDatagramBytes {
+                    out.append((path, "\(resolved.count) rooms with this label and text need a \(size)-byte message; one datagram holds \(SignalCodec.maxDatagramBytes): fewer rooms, shorter room ids or a shorter text"))
+                }
             }
             if e.label.utf8.count > StaffNotification.maxLabelBytes {
                 out.append((["notifications", id, "label"], "\(e.label.utf8.count) bytes; at most \(StaffNotification.maxLabelBytes)"))

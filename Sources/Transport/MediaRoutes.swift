@@ -12,8 +12,10 @@ public struct MediaRoutes: Sendable, Equatable {
     /// SRTP: when set, what is sent is protected and only authentic packets are heard.
     public var protection: MediaProtection?
 
-    /// The bound of each list: the network thread's copies are allocated once, this large.
-    public static let maxEndpoints = 16
+    /// The bound of each list: the network thread's copies are allocated once, this large. A
+    /// call's media goes to and comes from at most its participants (`SignalCodec.maxParticipants`,
+    /// 64; Transport does not see Calls: `ConfigCallsTests` checks the two agree).
+    public static let maxEndpoints = 64
 
     public init(sendTo: [IPv4Endpoint], acceptFrom: [IPv4Endpoint]?, joinGroups: [IPv4Endpoint],
                 protection: MediaProtection? = nil) {

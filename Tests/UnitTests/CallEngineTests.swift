@@ -176,8 +176,8 @@ final class CallEngineTests: XCTestCase {
     func testAnnouncementsTravelInHellosAndAreKeptWhileTheRoomIsOnline() {
         var sim = CallSim(rooms: 3, seed: 5)
         let stamp = SiteStamp(version: 4, digest: 42, length: 900)
-        sim.engines[ra]!.announcement = SiteAnnouncement(software: "0.9.0", site: stamp, appliedAt: 1_700_000_100)
-        sim.engines[rb]!.announcement = SiteAnnouncement(software: "0.8.9", site: nil, appliedAt: nil)
+        sim.engines[ra]!.announce(SiteAnnouncement(software: "0.9.0", site: stamp, appliedAt: 1_700_000_100))
+        sim.engines[rb]!.announce(SiteAnnouncement(software: "0.8.9", site: nil, appliedAt: nil))
         sim.run(for: 2.5)
         XCTAssertEqual(sim.engine(rc).announcements[ra]?.site, stamp)
         XCTAssertEqual(sim.engine(rc).announcements[ra]?.appliedAt, 1_700_000_100)
@@ -189,6 +189,20 @@ final class CallEngineTests: XCTestCase {
         sim.stop(ra)
         sim.run(for: sim.timing(rb).offlineAfter + 1.5)
         XCTAssertNil(sim.engine(rb).announcements[ra], "offline: nothing shown")
+    }
+
+    /// A new site document is announced at once, not a hello interval later: the spread of a
+    /// change across a site goes one hop per fetch.
+    func testAChangedAnnouncementGoesOutAtTheNextTick() {
+        var sim = CallSim(rooms: 3, seed: 6)
+        sim.engines[ra]!.announce(SiteAnnouncement(software: "0.9.0", site: SiteStamp(version: 4, digest: 42, length: 900), appliedAt: 1))
+        sim.run(for: 2.5)
+        let newer = SiteStamp(version: 5, digest: 43, length: 950)
+        sim.engines[ra]!.announce(SiteAnnouncement(software: "0.9.0", site: newer, appliedAt: 2))
+        sim.run(for: 0.1)
+        XCTAssertLessThan(0.1, sim.timing(ra).helloInterval)
+        XCTAssertEqual(sim.engine(rc).announcements[ra]?.site, newer, "heard within 0.1 s")
+        XCTAssertEqual(sim.engine(rb).announcements[ra]?.site, newer)
     }
 
     func testSettingsProblemsNameTheKey() {

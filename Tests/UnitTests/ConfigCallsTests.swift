@@ -3,6 +3,7 @@ import Control
 import Foundation
 import Keys
 import Posix
+import Transport
 import Lights
 import XCTest
 
@@ -212,6 +213,38 @@ final class ConfigCallsTests: XCTestCase {
                     key: "room.id", "calls are off and [rooms], keys.device unused")
     }
 
+    /// A 50-room practice: a button and a notification type reach every room, each message in
+    /// one datagram; ids so long that the list does not fit are named at the key, with the size.
+    func testFiftyRoomsAreCalledAndNotifiedInOneDatagramAndTooLongIdsAreNamed() throws {
+        func practice(idLength: Int) -> String {
+            let ids = (1...50).map { n in "raum\(n)" + String(repeating: "x", count: max(0, idLength - 4 - String(n).count)) }
+            return "[room]\nid = \"\(ids[0])\"\n" + ids.enumerated().map { "[rooms.\($1)]\naddress = \"10.0.2.\($0 + 1)\"\n" }.joined()
+                + "[groups]\nalle = [\(ids.map { "\"\($0)\"" }.joined(separator: ", "))]\n"
+                + "[buttons.alle]\nrooms = [\"alle\"]\nkind = \"emergency\"\n"
+                + "[notifications.alarm]\nlabel = \"Alarm\"\nrecipients = [\"alle\"]\ntext = \"Alarm im ganzen Haus, bitte sofort kommen\"\n"
+        }
+        let config = try DaemonConfig.parse(practice(idLength: 12))
+        let s = config.callSettings()
+        XCTAssertEqual(s.buttons["alle"]?.rooms.count, 49)
+        XCTAssertEqual(s.notifications["alarm"]?.recipients.count, 49)
+        let me = s.room, everyone = try XCTUnwrap(s.buttons["alle"]?.rooms)
+        let call = try XCTUnwrap(CallSettings.largestCallMessage(from: me, to: everyone, voice: s.callerVoice))
+        let notification = CallSettings.notificationMessage(from: me, type: try XCTUnwrap(s.notifications["alarm"]), to: everyone)
+        print("50 rooms, ids of 12 bytes: a call's largest message \(call) bytes, the notification \(notification) (one datagram: \(SignalCodec.maxDatagramBytes))")
+        XCTAssertLessThanOrEqual(max(call, notification), SignalCodec.maxDatagramBytes)
+        // The engine sends them: a call to all 49 others is placed, not refused.
+        var engine = CallEngine(settings: s, seed: 1)
+        XCTAssertFalse(engine.handle(.call(button: "alle"), now: 0).contains { if case .rejected = $0 { true } else { false } })
+
+        // Its media: the network thread's route lists hold every participant of the largest call.
+        XCTAssertGreaterThanOrEqual(MediaRoutes.maxEndpoints, SignalCodec.maxParticipants)
+
+        // Ids of 30 bytes: 49 of them do not fit.
+        let found = issues(practice(idLength: 30))
+        XCTAssertEqual(found.map(\.key), ["buttons.alle.rooms", "notifications.alarm.recipients"], "\(found)")
+        XCTAssertTrue(found.allSatisfy { $0.problem.contains("one datagram holds \(SignalCodec.maxDatagramBytes)") }, "\(found)")
+    }
+
     func testButtonErrors() {
         assertIssue(practice.replacingOccurrences(of: "rooms = [\"beh1\", \"beh2\"]", with: "rooms = [\"beh1\", \"x\"]"),
                     key: "buttons.alle.rooms", "\"x\" is not a room in [rooms]", line: 18)
@@ -224,9 +257,9 @@ final class ConfigCallsTests: XCTestCase {
         assertIssue(practice.replacingOccurrences(of: "label = \"Alle", with: "lable = \"Alle"),
                     key: "buttons.alle.lable", "unknown key (did you mean buttons.alle.label?)")
         assertIssue(practice + "[buttons.7]\nrooms = [\"beh1\"]\n", key: "buttons.7", "not only digits")
-        let seventeen = (1...17).map { "[rooms.r\($0)]\naddress = \"10.0.1.\($0)\"\n" }.joined()
-        assertIssue(practice + seventeen + "[buttons.many]\nrooms = [\((1...17).map { "\"r\($0)\"" }.joined(separator: ", "))]\n",
-                    key: "buttons.many.rooms", "17 rooms; a call has at most 16")
+        let sixtyFive = (1...65).map { "[rooms.r\($0)]\naddress = \"10.0.1.\($0)\"\n" }.joined()
+        assertIssue(practice + sixtyFive + "[buttons.many]\nrooms = [\((1...65).map { "\"r\($0)\"" }.joined(separator: ", "))]\n",
+                    key: "buttons.many.rooms", "65 rooms; a call has at most 64")
         assertIssue(practice.replacingOccurrences(of: "name = \"Empfang\"\n", with: "name = \"Empfang\"\nmay_call = [\"beh1\"]\n"),
                     key: "buttons.alle.rooms", "\"beh2\" may not be called from here (rooms.empfang.may_call)")
         assertIssue("[button.alle]\nrooms = [\"a\"]\n", key: "button", "unknown section (did you mean [buttons]?)")
