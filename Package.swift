@@ -86,10 +86,10 @@ let package = Package(
         .target(name: "SiteSecurity", dependencies: ["Posix", .product(name: "Crypto", package: "swift-crypto")]),
         // The site as one document: which one a terminal holds and whether an offered one replaces
         // it, and how it spreads between terminals (no I/O).
-        .target(name: "Site", dependencies: ["SiteSecurity", "Calls"]),
+        .target(name: "Site", dependencies: ["SiteSecurity", "Calls", "Posix"]),
         // The administrator's tool: create a site, convert terminal files, check and sign documents.
         .executableTarget(name: "intercom-site", dependencies: [
-            "Configuration", "SiteSecurity", "Posix", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "Configuration", "Site", "SiteSecurity", "Posix", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // The daemon's configuration: TOML in, checked settings out (nothing that runs).
         .target(name: "Configuration", dependencies: [
@@ -132,7 +132,7 @@ let package = Package(
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "CAllocCounter",
-            "Jitter", "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Posix",
+            "Jitter", "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Site", "Posix",
         ]),
     ]
 )

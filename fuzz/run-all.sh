@@ -25,6 +25,6 @@ run_one() {
 run_one config &
 config=$!
 failed=0
-for target in rtp srtp signal control keys; do run_one "$target" || failed=1; done
+for target in rtp srtp signal control keys transfer; do run_one "$target" || failed=1; done
 wait "$config" || failed=1
 exit "$failed"

@@ -416,14 +416,37 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var refused: [String: Int]
         /// The last refusal's description; nil when none.
         public var lastRefusal: String?
+        public var transfers: Transfers
 
-        public init(id: String, version: UInt64, digest: String, appliedAt: Double, refused: [String: Int], lastRefusal: String?) {
+        /// Documents passed between terminals and from the administrator's tool since start.
+        public struct Transfers: Sendable, Equatable, Codable {
+            /// Fetched whole from another terminal (then judged: adopted or refused above).
+            public var fetched = 0
+            /// Fetches that brought no whole document: no connection, a timeout, a reply cut short
+            /// or not a transfer's.
+            public var fetchFailed = 0
+            /// Documents this terminal sent to another that asked.
+            public var served = 0
+            /// Documents the administrator's tool (or anyone) handed this terminal.
+            public var offered = 0
+            /// Transfers this terminal refused before any document: not a transfer's framing,
+            /// another site, too large, too slow, or too many at once.
+            public var badRequests = 0
+            /// Documents adopted but not written to `site.document` (the disk refused).
+            public var notKept = 0
+
+            public init() {}
+        }
+
+        public init(id: String, version: UInt64, digest: String, appliedAt: Double, refused: [String: Int], lastRefusal: String?,
+                    transfers: Transfers = Transfers()) {
             self.id = id
             self.version = version
             self.digest = digest
             self.appliedAt = appliedAt
             self.refused = refused
             self.lastRefusal = lastRefusal
+            self.transfers = transfers
         }
 
         public func encode(to encoder: Encoder) throws {
@@ -434,6 +457,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             try c.encode(appliedAt, forKey: .appliedAt)
             try c.encode(refused, forKey: .refused)
             try c.encode(lastRefusal, forKey: .lastRefusal)  // null, not absent
+            try c.encode(transfers, forKey: .transfers)
         }
 
         public init(from decoder: Decoder) throws {
@@ -441,10 +465,11 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.init(id: try c.decode(String.self, forKey: .id), version: try c.decode(UInt64.self, forKey: .version),
                       digest: try c.decode(String.self, forKey: .digest), appliedAt: try c.decode(Double.self, forKey: .appliedAt),
                       refused: try c.decode([String: Int].self, forKey: .refused),
-                      lastRefusal: try c.decode(String?.self, forKey: .lastRefusal))
+                      lastRefusal: try c.decode(String?.self, forKey: .lastRefusal),
+                      transfers: try c.decode(Transfers.self, forKey: .transfers))
         }
 
-        private enum CodingKeys: String, CodingKey { case id, version, digest, appliedAt, refused, lastRefusal }
+        private enum CodingKeys: String, CodingKey { case id, version, digest, appliedAt, refused, lastRefusal, transfers }
     }
 
     public var audio: Audio

@@ -78,12 +78,7 @@ public final class UnixSocket: @unchecked Sendable {
         _ = Glibc.close(descriptor)
     }
 
-    public enum IOResult: Equatable {
-        case done(Int)
-        case wouldBlock
-        case endOfStream
-        case failed(Errno)
-    }
+    public typealias IOResult = StreamIO.Result
 
     // MARK: Server side
 
@@ -202,23 +197,10 @@ public final class UnixSocket: @unchecked Sendable {
     // MARK: Both sides
 
     /// Sends without SIGPIPE; `wouldBlock` when a non-blocking socket is full or a blocking one timed out.
-    public func send(_ bytes: UnsafeRawBufferPointer) -> IOResult {
-        switch retryingInterrupts({ Glibc.send(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) }) {
-        case .success(let n): return .done(n)
-        case .failure(.resourceTemporarilyUnavailable): return .wouldBlock
-        case .failure(let code): return .failed(code)
-        }
-    }
+    public func send(_ bytes: UnsafeRawBufferPointer) -> IOResult { StreamIO.send(descriptor, bytes) }
 
     /// Receives up to `buffer.count` bytes.
-    public func receive(into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
-        switch retryingInterrupts({ recv(descriptor, buffer.baseAddress, buffer.count, 0) }) {
-        case .success(0): return .endOfStream
-        case .success(let n): return .done(n)
-        case .failure(.resourceTemporarilyUnavailable): return .wouldBlock
-        case .failure(let code): return .failed(code)
-        }
-    }
+    public func receive(into buffer: UnsafeMutableRawBufferPointer) -> IOResult { StreamIO.receive(descriptor, into: buffer) }
 
     public func shutdownWrite() { _ = shutdown(descriptor, Int32(SHUT_WR)) }
 
@@ -278,44 +260,6 @@ public final class UnixSocket: @unchecked Sendable {
 }
 
 private typealias group_struct = Glibc.group
-
-/// One `poll` over several descriptors.
-struct Poller {
-    private var fds: [pollfd] = []
-
-    mutating func reset() { fds.removeAll(keepingCapacity: true) }
-
-    /// Adds a descriptor; returns its index for `events(at:)`.
-    @discardableResult
-    mutating func add(_ descriptor: Int32, read: Bool, write: Bool) -> Int {
-        var events: Int16 = 0
-        if read { events |= Int16(POLLIN) }
-        if write { events |= Int16(POLLOUT) }
-        fds.append(pollfd(fd: descriptor, events: events, revents: 0))
-        return fds.count - 1
-    }
-
-    /// Waits up to `timeoutMs` (-1: forever). EINTR counts as a wake-up with nothing ready.
-    mutating func wait(timeoutMs: Int32) throws(ControlSocketError) {
-        let rc = fds.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), timeoutMs) }
-        if rc < 0, SystemError.currentErrno != .interrupted { throw ControlSocketError("poll", path: "") }
-        if rc < 0 { for i in fds.indices { fds[i].revents = 0 } }
-    }
-
-    struct Ready {
-        var readable: Bool
-        var writable: Bool
-        /// Hang-up or error: reading tells which (end of stream or the error).
-        var broken: Bool
-    }
-
-    func events(at index: Int) -> Ready {
-        let r = fds[index].revents
-        return Ready(readable: r & Int16(POLLIN) != 0,
-                     writable: r & Int16(POLLOUT) != 0,
-                     broken: r & (Int16(POLLHUP) | Int16(POLLERR) | Int16(POLLNVAL)) != 0)
-    }
-}
 
 /// Who owns a control socket's path: an exclusive `flock` on `<socket>.lock`, holding the owner's
 /// pid. The kernel drops the lock when its process dies, however it dies, so a crashed daemon

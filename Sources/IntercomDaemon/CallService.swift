@@ -328,7 +328,7 @@ final class CallService: @unchecked Sendable {
         case .unknownRoom(let r): ControlFailure(.invalidArgument, "no room \"\(r)\" in the directory")
         case .cannotCallSelf: ControlFailure(.invalidArgument, "a room cannot call itself")
         case .noTargets: ControlFailure(.invalidArgument, "no room to call")
-        case .tooManyTargets: ControlFailure(.invalidArgument, "too many rooms for one call")
+        case .tooManyTargets: ControlFailure(.invalidArgument, "too many rooms for one message: at most \(SignalCodec.maxParticipants), and their ids within one datagram")
         case .alreadyInCall: ControlFailure(.busy, "already in a call")
         case .noCall: ControlFailure(.notInCall, "not in a call")
         case .nothingToAnswer: ControlFailure(.notInCall, "no incoming call to answer")
@@ -408,7 +408,20 @@ final class CallService: @unchecked Sendable {
 
     /// What this terminal's hellos say of it from now on (at start, and after a site document is applied).
     func announce(_ announcement: SiteAnnouncement) {
-        engine.withLock { $0.announcement = announcement }
+        engine.withLock { $0.announce(announcement) }
+        wake.ring()  // the hellos may be due now
+    }
+
+    /// The site document each online room's hellos say it holds (nil: none, or an old terminal
+    /// that does not say).
+    func heardSites() -> [RoomID: SiteStamp?] {
+        engine.withLock { e in
+            var out: [RoomID: SiteStamp?] = [:]
+            for room in e.settings.directory.keys where room != e.settings.room && e.presence(of: room).online {
+                out[room] = e.announcements[room]?.site
+            }
+            return out
+        }
     }
 
     private func siteOverview(_ e: CallEngine) -> SiteOverview {

@@ -39,6 +39,12 @@ public final class Daemon: @unchecked Sendable {
     let reloads = ReloadHistory()
     /// The site document this terminal runs by (`[site] id`); nil without a site.
     let site: SiteKeeper?
+    /// The site version the configuration in force was joined with (main thread only).
+    var appliedSiteVersion: UInt64 = 0
+    /// With a site and calls: hands the document to other terminals and the administrator's tool
+    /// takes new ones there; fetches newer ones the others announce.
+    private var siteServer: SiteDocumentServer?
+    private var siteFollower: SiteFollower?
     private let delayEstimator: EchoDelayEstimator
     /// The device round-trip test: offered on the control socket (with calls) and by `--loopback`.
     let deviceLoopback: DeviceLoopback
@@ -51,6 +57,7 @@ public final class Daemon: @unchecked Sendable {
     public init(config: DaemonConfig, logger: Logger, site: SiteKeeper? = nil) throws {
         self.config = config
         self.site = site
+        appliedSiteVersion = site?.version ?? 0
         log = logger
         let a = config.audio
         let frame = a.framesPerPeriod
@@ -151,6 +158,7 @@ public final class Daemon: @unchecked Sendable {
             try network?.start()
             announceSite()
             try calls?.start()
+            startSiteTransfers()
             try lights?.start()
             // The socket itself was taken while the daemon was built (a second daemon on the
             // path stops there, having made nothing); this starts its thread.
@@ -180,11 +188,14 @@ public final class Daemon: @unchecked Sendable {
                 log.info("signal \(signal): stopping")
                 break
             }
+            followSite()
             if supervisor.gaveUp.isSet { code = .unavailable; break }
             if let deadline, Date() >= deadline { log.info("duration reached: stopping"); break }
         }
         notifier?.stopping(status: "stopping: ending calls")
         health?.stop()
+        siteFollower?.stopAndJoin()
+        siteServer?.stopAndJoin()
         calls?.stop()
         lights?.stop()
         control.stop()
@@ -201,6 +212,38 @@ public final class Daemon: @unchecked Sendable {
         log.info("final stats: \(StatsReporter.summary(engine, echoDelayEstimate: delayEstimator.estimate, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate))")
         if let network { log.info("final \(network.summary())") }
         return code
+    }
+
+    /// With a site and calls, the document's transfers run on the terminal's signalling port
+    /// number (TCP). Without them the terminal still runs, by the document it has; the log says why.
+    private func startSiteTransfers() {
+        guard let site, calls != nil, let own = config.rooms[config.room.id] else { return }
+        do throws(SystemError) {
+            let server = try SiteDocumentServer(port: UInt16(own.signallingPort), keeper: site, logger: log)
+            try server.start()
+            siteServer = server
+            let follower = try SiteFollower(room: config.room.id, keeper: site, logger: log)
+            try follower.start()
+            siteFollower = follower
+            log.info("site: documents handed out and taken on tcp port \(own.signallingPort)")
+        } catch {
+            log.error("site: cannot take site document transfers (\(error)); this terminal neither passes on nor fetches new versions")
+        }
+    }
+
+    /// Main loop, every tenth of a second: newer documents the others announce are fetched, and
+    /// one adopted since (fetched, or handed over by the administrator's tool) is applied.
+    private func followSite() {
+        guard let follower = siteFollower, let service = calls?.service else { return }
+        follower.step(now: MonotonicClock.seconds(), heard: service.heardSites(), directory: config.callSettings().directory)
+        guard let site, site.version != appliedSiteVersion, let path = configPath else { return }
+        let outcome = reload(from: path)
+        reloads.record(outcome)
+        if outcome.error != nil {
+            log.error("site version \(site.version): \(outcome.summary)")
+        } else {
+            log.notice("site version \(site.version) applied: \(outcome.summary)")
+        }
     }
 
     /// Under systemd: waits (up to 5 s) for the audio thread, sends READY=1 with a status line,

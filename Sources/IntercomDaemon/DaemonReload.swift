@@ -39,9 +39,9 @@ extension Daemon {
     /// `running` with the parts of `new` that a reload applies, and which keys those were.
     static func liveParts(of new: DaemonConfig, over running: DaemonConfig) -> (config: DaemonConfig, sections: [String]) {
         var (c, applied) = running.adopting(.live, from: new)
-        // Calls: only when this room and its sockets stay (the engine checks the same).
-        if running.callsEnabled, new.callsEnabled, new.room == running.room,
-           new.rooms[new.room.id] == running.rooms[running.room.id] {
+        // Calls: only when this room and its sockets stay (the engine checks the same); its
+        // name and whom it may call may change.
+        if running.callsEnabled, new.callsEnabled, new.room == running.room, ownSockets(new) == ownSockets(running) {
             var (candidate, keys) = c.adopting(.betweenCalls, from: new)
             candidate.rooms = new.rooms
             candidate.buttons = new.buttons
@@ -59,6 +59,11 @@ extension Daemon {
         return (c, applied)
     }
 
+    /// Where this room's terminal is reached: what a running terminal cannot change.
+    private static func ownSockets(_ c: DaemonConfig) -> [String]? {
+        c.rooms[c.room.id].map { [$0.address, "\($0.signallingPort)", "\($0.mediaPort)"] }
+    }
+
     /// The keys in which `new` differs from `running` beyond what a reload applies.
     static func restartNeeded(_ new: DaemonConfig, running: DaemonConfig) -> [String] {
         liveParts(of: new, over: running).config.differingKeys(from: new)
@@ -66,6 +71,8 @@ extension Daemon {
 
     /// Reads `path` again and applies what can change now (main thread).
     func reload(from path: String) -> ReloadOutcome {
+        // Tried once per version, whether or not it could be applied.
+        defer { appliedSiteVersion = site?.version ?? 0 }
         var outcome = ReloadOutcome()
         var new: DaemonConfig
         do {

@@ -6,51 +6,65 @@ import Site
 import SiteSecurity
 import Synchronization
 
-/// The site document a terminal holds: the gate that judges each offered document (main thread),
-/// the copy kept on disk, and what `stats` shows (read by the control thread).
-public final class SiteKeeper: @unchecked Sendable {
-    // @unchecked: `gate` is used from the main thread only; `shown` is behind its mutex.
-    private(set) var gate: SiteDocumentGate<SiteDocument>
+/// The site document a terminal holds: the gate that judges each offered document, the copy
+/// kept on disk, and what `stats` shows. Documents come from the file (start, reload), from
+/// another terminal (`SiteFollower`'s fetches) and from the administrator's tool
+/// (`SiteDocumentServer`), each on its own thread: one lock covers the gate and the file, so
+/// that two documents are never judged or written at once.
+public final class SiteKeeper: Sendable {
+    private struct State {
+        var gate: SiteDocumentGate<SiteDocument>
+        var shown: DaemonStatistics.Site
+    }
+    private let state: Mutex<State>
     let documentPath: String
-    private let shown: Mutex<DaemonStatistics.Site>
+    public let siteID: String
 
     init(site: String, verifier: SiteVerifier, documentPath: String) {
-        gate = TerminalConfiguration.gate(site: site, verifier: verifier)
+        siteID = site
+        state = Mutex(State(gate: TerminalConfiguration.gate(site: site, verifier: verifier),
+                            shown: DaemonStatistics.Site(id: site, version: 0, digest: "", appliedAt: 0, refused: [:], lastRefusal: nil)))
         self.documentPath = documentPath
-        shown = Mutex(DaemonStatistics.Site(id: site, version: 0, digest: "", appliedAt: 0, refused: [:], lastRefusal: nil))
     }
 
-    var siteID: String { gate.siteID }
     /// The version in force; 0 before one is.
-    public var version: UInt64 { gate.held?.version ?? 0 }
-    var held: SiteDocumentGate<SiteDocument>.Held? { gate.held }
-    var snapshot: DaemonStatistics.Site { shown.withLock { $0 } }
+    public var version: UInt64 { held?.version ?? 0 }
+    var held: SiteDocumentGate<SiteDocument>.Held? { state.withLock { $0.gate.held } }
+    var snapshot: DaemonStatistics.Site { state.withLock { $0.shown } }
 
-    /// Judges `bytes` from `source`. A refused document that was on disk is replaced there by the
+    /// Judges `bytes` from `source` (the file's path, a terminal's room id, "administrator at
+    /// a.b.c.d:port"). A document adopted from elsewhere than the file is written there, before
+    /// anything else may be judged; a refused document that was on disk is replaced there by the
     /// one held, so that a restart comes back with the last good document.
     func offer(_ bytes: [UInt8], from source: String) -> SiteDocumentGate<SiteDocument>.Decision {
-        let decision = gate.offer(bytes, from: source)
-        switch decision {
-        case .adopt(let held):
-            shown.withLock { s in
-                s.version = held.version
-                s.digest = String(held.digest.prefix(16))
-                s.appliedAt = Date().timeIntervalSince1970
+        state.withLock { s in
+            let decision = s.gate.offer(bytes, from: source)
+            switch decision {
+            case .adopt(let held):
+                s.shown.version = held.version
+                s.shown.digest = String(held.digest.prefix(16))
+                s.shown.appliedAt = Date().timeIntervalSince1970
+                if source != documentPath {
+                    do { try keep(held.encoded) } catch { s.shown.transfers.notKept += 1 }
+                }
+            case .alreadyHeld:
+                break
+            case .refuse(let reason, let describe):
+                s.shown.refused[reason.rawValue, default: 0] += 1
+                if let describe { s.shown.lastRefusal = describe }
+                if source == documentPath, let held = s.gate.held { try? keep(held.encoded) }
             }
-        case .alreadyHeld:
-            break
-        case .refuse(let reason, let describe):
-            shown.withLock { s in
-                s.refused[reason.rawValue, default: 0] += 1
-                if let describe { s.lastRefusal = describe }
-            }
-            if source == documentPath, let held = gate.held { try? keep(held.encoded) }
+            return decision
         }
-        return decision
+    }
+
+    /// Counts one transfer event (`stats`: `site.transfers`).
+    func count(_ update: (inout DaemonStatistics.Site.Transfers) -> Void) {
+        state.withLock { update(&$0.shown.transfers) }
     }
 
     /// Writes `encoded` as the kept copy, atomically (a power cut leaves the old or the new file).
-    func keep(_ encoded: [UInt8]) throws {
+    private func keep(_ encoded: [UInt8]) throws {
         try WholeFile.replace(documentPath, temporary: documentPath + ".tmp-\(getpid())", mode: 0o644, syncDirectory: true) { fd in
             try encoded.withUnsafeBytes { try WholeFile.write(fd, $0, "write \(documentPath)") }
         }

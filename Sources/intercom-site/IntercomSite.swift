@@ -2,6 +2,7 @@ import ArgumentParser
 import Configuration
 import Foundation
 import Posix
+import Site
 import SiteSecurity
 
 // The administrator's tool: creates a site (its signing key and a first document), converts the
@@ -19,7 +20,7 @@ struct IntercomSite: ParsableCommand {
             site.json (the signed document terminals take).
             Exit status: 0 done; 1 the document or a file has problems (each named on stderr); 64 usage.
             """,
-        subcommands: [Create.self, Convert.self, Check.self, Sign.self, Show.self])
+        subcommands: [Create.self, Convert.self, Check.self, Sign.self, Show.self, Publish.self])
 }
 
 /// Where a site's files live.
@@ -191,5 +192,60 @@ struct Show: ParsableCommand {
         let document: SiteDocument
         do { document = try SiteDocument.parse(String(decoding: signed.body, as: UTF8.self), source: folder.signed) } catch { fail(["\(error)"]) }
         print("site \(signed.site) \"\(document.name)\": version \(signed.version), \(document.rooms.count) rooms, signed by \(verifier.fingerprint)")
+    }
+}
+
+struct Publish: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Hand site.json to the terminals; those that take it pass it on to the rest.",
+        discussion: """
+            Each terminal checks the document whole (signature, site, version) before it takes it.
+            One terminal that takes it is enough: the others fetch it from it within seconds. Exit
+            status 0 when at least one terminal took it or already held it.
+            """)
+
+    @OptionGroup var folder: SiteFolder
+
+    @Option(name: .customLong("to"), help: "A terminal, as a.b.c.d:port (its signalling port); repeat for more. Default: every room of the document.")
+    var targets: [String] = []
+
+    @Option(help: "Seconds to wait for each terminal.")
+    var timeout: Double = 3
+
+    func run() throws {
+        let verifier: SiteVerifier
+        do { verifier = try SiteVerifier(path: folder.publicKey) } catch { fail(["\(error)"]) }
+        guard let signed = readSigned(folder, verifier: verifier) else { fail(["\(folder.signed): no such file"]) }
+        guard let bytes = try? WholeFile.read(folder.signed) else { fail(["\(folder.signed): cannot be read"]) }
+        var terminals: [(name: String, endpoint: IPv4Endpoint)] = []
+        if targets.isEmpty {
+            let document: SiteDocument
+            do { document = try SiteDocument.parse(String(decoding: signed.body, as: UTF8.self), source: folder.signed) } catch { fail(["\(error)"]) }
+            for (id, room) in document.rooms.sorted(by: { $0.key < $1.key }) {
+                guard let a = try? IPv4Endpoint.parseAddress(room.address), let port = UInt16(exactly: room.signallingPort) else {
+                    fail(["rooms.\(id).address: \(room.address) is not an IPv4 address"])
+                }
+                terminals.append((id, IPv4Endpoint(address: a, port: port)))
+            }
+        } else {
+            for t in targets {
+                do throws(IPv4ParseError) { terminals.append((t, try IPv4Endpoint.parse(t))) } catch { fail(["--to \(error)"]) }
+            }
+        }
+        var took = 0
+        for t in terminals {
+            let outcome: String
+            switch SiteTransfer.exchange(.offer(site: signed.site, document: bytes), with: t.endpoint, timeout: timeout) {
+            case .success(.adopted): outcome = "took version \(signed.version)"; took += 1
+            case .success(.alreadyHeld): outcome = "already holds version \(signed.version)"; took += 1
+            case .success(.refused(let reason)): outcome = "refused it: \(reason)"
+            case .success(.otherSite): outcome = "is not a terminal of site \(signed.site)"
+            case .success(.busy): outcome = "busy; try again"
+            case .success(let other): outcome = "answered \(other)"
+            case .failure(let error): outcome = "not reached: \(error)"
+            }
+            print("\(t.name) (\(t.endpoint)): \(outcome)")
+        }
+        if took == 0 { fail(["no terminal took version \(signed.version)"]) }
     }
 }

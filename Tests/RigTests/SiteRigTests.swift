@@ -2,12 +2,15 @@ import Calls
 import Control
 import Foundation
 import Glibc
+import Posix
+import Site
 import TestSupport
 import XCTest
 
 /// A site through real daemons and the administrator's real tool: terminals run by the signed
-/// document, a new version reaches a terminal during a call that goes on, and every kind of bad
-/// document is refused and counted while the last good one stays in force and on disk.
+/// document, a new version reaches a terminal during a call that goes on and spreads from it to
+/// the others (and to one that was off), and every kind of bad document, from the file or over a
+/// transfer, is refused and counted while the last good one stays in force and on disk.
 final class SiteRigTests: XCTestCase {
     private var tool: String {
         URL(fileURLWithPath: DaemonProcess.binary).deletingLastPathComponent().appendingPathComponent("intercom-site").path
@@ -50,9 +53,50 @@ final class SiteRigTests: XCTestCase {
         return try rooms.start(id, configPath: config)
     }
 
+    /// Signs the folder's site.toml as the next version.
+    private func sign(_ folder: String) throws {
+        let signed = try site(["sign", "--dir", folder])
+        XCTAssertEqual(signed.status, 0, signed.output)
+    }
+
+    /// Version 3: roomA renamed, a notification type added; signed.
+    private func signVersionThree(_ rooms: CallRooms, _ folder: String) throws {
+        try document(rooms, names: ["rooma": "Empfang"], extra: """
+            [notifications.material]
+            label = "Material bringen"
+            recipients = ["rooma"]
+            """).write(toFile: folder + "/site.toml", atomically: true, encoding: .utf8)
+        try sign(folder)
+    }
+
+    /// Each kind of bad document, with the reason a terminal holding `good` refuses it: signed
+    /// by another key (a thief's site of the same id, at a newer version), tampered, unsigned,
+    /// `older`, cut short, oversized.
+    private func badDocuments(_ rooms: CallRooms, good: Data, older: Data) throws -> [(String, Data)] {
+        let thief = rooms.dir + "/thief"
+        XCTAssertEqual(try site(["create", "--dir", thief, "--id", "rig-praxis", "--room", "rooma=127.0.0.1"]).status, 0)
+        try document(rooms).write(toFile: thief + "/site.toml", atomically: true, encoding: .utf8)
+        for _ in 0..<4 { try sign(thief) }  // version 5 under another key
+        var tampered = try JSONSerialization.jsonObject(with: good) as! [String: Any]
+        tampered["version"] = 9
+        var unsigned = try JSONSerialization.jsonObject(with: good) as! [String: Any]
+        unsigned["signature"] = ""
+        return [
+            ("badSignature", try Data(contentsOf: URL(fileURLWithPath: thief + "/site.json"))),
+            ("badSignature", try JSONSerialization.data(withJSONObject: tampered)),
+            ("unsigned", try JSONSerialization.data(withJSONObject: unsigned)),
+            ("older", older),
+            ("malformed", good.prefix(good.count / 2)),
+            ("oversized", Data(repeating: 32, count: 600 * 1024)),
+        ]
+    }
+
+    /// B cannot hand out documents here (the test holds its transfer port), so that A, hearing of
+    /// B's newer version and failing to fetch it, stays behind for the site overview to show.
     func testTerminalsRunByTheSignedDocumentANewVersionAppliesInACallAndBadOnesAreRefused() throws {
         let rooms = try CallRooms(["roomA", "roomB"])
         defer { rooms.stopAll() }
+        let blocker = try TCPSocket.listen(IPv4Endpoint(address: 0, port: UInt16(rooms.room("roomb").signalling)))
         let folder = rooms.dir + "/site"
 
         // The administrator creates the site and describes both rooms (version 2).
@@ -79,12 +123,7 @@ final class SiteRigTests: XCTestCase {
         let callID = rooms.status("roomb")?.call?.callID
 
         // Version 3 during the call: roomA renamed, a notification type added.
-        try document(rooms, names: ["rooma": "Empfang"], extra: """
-            [notifications.material]
-            label = "Material bringen"
-            recipients = ["rooma"]
-            """).write(toFile: folder + "/site.toml", atomically: true, encoding: .utf8)
-        XCTAssertEqual(try site(["sign", "--dir", folder]).status, 0)
+        try signVersionThree(rooms, folder)
         let v2 = try Data(contentsOf: URL(fileURLWithPath: "\(rooms.dir)/roomb-site.json"))
         try FileManager.default.removeItem(atPath: "\(rooms.dir)/roomb-site.json")
         try FileManager.default.copyItem(atPath: folder + "/site.json", toPath: "\(rooms.dir)/roomb-site.json")
@@ -130,26 +169,19 @@ final class SiteRigTests: XCTestCase {
         let shown = try Command.run(Repo.builtProgram("intercomctl"), ["site", "--socket", rooms.room("rooma").socket])
         print("site: intercomctl site at rooma:\n\(shown)")
         XCTAssertTrue(shown.contains("behind: rooma"), shown)
+        XCTAssertNotNil(a.waitForStatistics(timeout: 8) { ($0.site?.transfers.fetchFailed ?? 0) >= 1 },
+                        "A tried to fetch version 3 from B, which does not answer: \(a.log)")
+
+        // The administrator's tool hands version 3 to A itself.
+        let published = try site(["publish", "--dir", folder, "--to", "127.0.0.1:\(rooms.room("rooma").signalling)"])
+        XCTAssertEqual(published.status, 0, published.output)
+        XCTAssertTrue(published.output.contains("took version 3"), published.output)
+        XCTAssertEqual(a.waitForStatistics(timeout: 3) { $0.site?.version == 3 && $0.reload.count >= 1 }?.site?.transfers.offered, 1, a.log)
+        _ = blocker
 
         // Bad documents: each refused and counted, version 3 stays in force and on disk.
         let v3 = try Data(contentsOf: URL(fileURLWithPath: folder + "/site.json"))
-        let otherFolder = rooms.dir + "/thief"
-        XCTAssertEqual(try site(["create", "--dir", otherFolder, "--id", "rig-praxis", "--room", "rooma=127.0.0.1"]).status, 0)
-        try document(rooms).write(toFile: otherFolder + "/site.toml", atomically: true, encoding: .utf8)
-        for _ in 0..<3 { XCTAssertEqual(try site(["sign", "--dir", otherFolder]).status, 0) }  // version 4 under another key
-        var tampered = try JSONSerialization.jsonObject(with: v3) as! [String: Any]
-        tampered["version"] = 9
-        let unsigned = try JSONSerialization.jsonObject(with: v3) as! [String: Any]
-        var unsignedCopy = unsigned
-        unsignedCopy["signature"] = ""
-        let cases: [(String, Data)] = [
-            ("badSignature", try Data(contentsOf: URL(fileURLWithPath: otherFolder + "/site.json"))),
-            ("badSignature", try JSONSerialization.data(withJSONObject: tampered)),
-            ("unsigned", try JSONSerialization.data(withJSONObject: unsignedCopy)),
-            ("older", v2),
-            ("malformed", v3.prefix(v3.count / 2)),
-            ("oversized", Data(repeating: 32, count: 600 * 1024)),
-        ]
+        let cases = try badDocuments(rooms, good: v3, older: v2)
         for (n, (reason, bytes)) in cases.enumerated() {
             try bytes.write(to: URL(fileURLWithPath: "\(rooms.dir)/roomb-site.json"))
             kill(b.process.processIdentifier, SIGHUP)
@@ -167,5 +199,84 @@ final class SiteRigTests: XCTestCase {
         _ = rooms.stop("roomb")
         let again = try start(rooms, "roomb", folder: folder)
         XCTAssertEqual(try again.statistics().site?.version, 3, again.log)
+    }
+
+    /// Three terminals: A and B in a call, C off. The administrator hands version 3 to B alone;
+    /// A fetches it from B and applies it without disturbing the call; C, started later with
+    /// version 2, catches up from the others. Bad documents handed to A over a transfer are each
+    /// refused with their reason and counted, while a client that connects and says nothing
+    /// holds up nobody.
+    func testANewVersionSpreadsFromOneTerminalToTheOthersDuringACallAndOneThatWasOffCatchesUp() throws {
+        let rooms = try CallRooms(["roomA", "roomB", "roomC"])
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site"
+        XCTAssertEqual(try site(["create", "--dir", folder, "--id", "rig-praxis", "--room", "rooma=127.0.0.1"]).status, 0)
+        try document(rooms).write(toFile: folder + "/site.toml", atomically: true, encoding: .utf8)
+        try sign(folder)
+        let v2 = try Data(contentsOf: URL(fileURLWithPath: folder + "/site.json"))
+        try v2.write(to: URL(fileURLWithPath: "\(rooms.dir)/roomc-site.json"))  // C holds version 2 while it is off
+        let a = try start(rooms, "rooma", folder: folder)
+        let b = try start(rooms, "roomb", folder: folder)
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), a.log)
+        _ = try rooms.control("rooma", .call(button: "roomb"))
+        XCTAssertTrue(rooms.wait(6) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, b.log)
+        let callID = rooms.status("rooma")?.call?.callID
+
+        try signVersionThree(rooms, folder)
+        let v3 = try Data(contentsOf: URL(fileURLWithPath: folder + "/site.json"))
+        let before = try XCTUnwrap(rooms.status("rooma")?.media.first)
+        let t0 = Date()
+        let published = try site(["publish", "--dir", folder, "--to", "127.0.0.1:\(rooms.room("roomb").signalling)"])
+        XCTAssertEqual(published.status, 0, published.output)
+        XCTAssertTrue(published.output.contains("took version 3"), published.output)
+        let atA = a.waitForStatistics(timeout: 5) { $0.site?.version == 3 }
+        let spreadSeconds = Date().timeIntervalSince(t0)
+        XCTAssertEqual(atA?.site?.transfers.fetched, 1, "A fetched version 3 from B: \(a.log)")
+        XCTAssertEqual(try b.statistics().site?.transfers.served, 1, "B served it")
+        XCTAssertEqual(Set(a.waitForStatistics(timeout: 2) { $0.reload.count == 1 }?.reload.waitingForCallEnd ?? []), ["rooms", "notifications"],
+                       "A's call keeps its rules: \(a.log)")
+        Thread.sleep(forTimeInterval: 1)
+        let after = try XCTUnwrap(rooms.status("rooma")?.media.first)
+        let elapsed = Date().timeIntervalSince(t0)
+        print(String(format: "site spread: version 3 handed to B, at A %.2f s later (fetched from B); across it A received %d packets and played %d frames in %.2f s",
+                     spreadSeconds, after.received - before.received, after.played - before.played, elapsed))
+        XCTAssertEqual(rooms.status("rooma")?.call?.callID, callID, "the same call")
+        XCTAssertGreaterThan(Double(after.received - before.received), 0.9 * elapsed * 100, "A's packets came on throughout")
+        XCTAssertGreaterThan(Double(after.played - before.played), 0.9 * elapsed * 100, "A's frames played throughout")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: "\(rooms.dir)/rooma-site.json")), v3, "A kept version 3 on disk, byte for byte")
+
+        // C was off: started with version 2, it catches up from the others.
+        let t1 = Date()
+        let c = try start(rooms, "roomc", folder: folder)
+        XCTAssertEqual(c.waitForStatistics(timeout: 8) { $0.site?.version == 3 }?.site?.transfers.fetched, 1, c.log)
+        print(String(format: "site spread: C, started with version 2, held version 3 %.2f s after its start", Date().timeIntervalSince(t1)))
+
+        // Bad documents handed to A, while a client that connected and says nothing waits: each
+        // refused with its reason, counted, and version 3 stays in force and on disk.
+        var silent: TCPSocket? = try TCPSocket.connect(to: IPv4Endpoint.loopback(port: UInt16(rooms.room("rooma").signalling)), deadline: MonotonicClock.seconds() + 2)
+        let cases = try badDocuments(rooms, good: v3, older: v2)
+        let endpointA = IPv4Endpoint.loopback(port: UInt16(rooms.room("rooma").signalling))
+        for (reason, bytes) in cases {
+            let reply = SiteTransfer.exchange(.offer(site: "rig-praxis", document: Array(bytes)), with: endpointA, timeout: 3)
+            XCTAssertEqual(try reply.get(), .refused(reason), reason)
+        }
+        XCTAssertEqual(try SiteTransfer.exchange(.offer(site: "other-praxis", document: Array(v3)), with: endpointA, timeout: 3).get(), .otherSite)
+        XCTAssertEqual(try SiteTransfer.exchange(.get(site: "rig-praxis"), with: endpointA, timeout: 3).get(), .document(Array(v3)), "A hands out version 3")
+        let garbage = try TCPSocket.connect(to: endpointA, deadline: MonotonicClock.seconds() + 2)
+        try garbage.sendAll(Array("GET / HTTP/1.0\r\n\r\n".utf8), deadline: MonotonicClock.seconds() + 2)
+        garbage.shutdownWrite()
+        let answer = try garbage.receiveAll(limit: 1000, deadline: MonotonicClock.seconds() + 3)
+        guard case .success(.badRequest(let why)) = SiteTransfer.Reply.decode(answer) else { return XCTFail("not a transfer: \(answer)") }
+        print("site spread: a request that is not a transfer's: \(why)")
+        XCTAssertNotNil(silent)
+        silent = nil  // it leaves having said nothing: counted too
+        let stats = try XCTUnwrap(a.waitForStatistics(timeout: 3) { ($0.site?.transfers.badRequests ?? 0) >= 3 }?.site, a.log)
+        print("site spread: refused at A: \(stats.refused); transfers \(stats.transfers)")
+        XCTAssertEqual(stats.version, 3)
+        XCTAssertEqual(stats.refused, ["badSignature": 2, "unsigned": 1, "older": 1, "malformed": 1, "oversized": 1])
+        XCTAssertEqual(stats.transfers.offered, 6)
+        XCTAssertEqual(stats.transfers.badRequests, 3, "another site's, one not a transfer's, and the client that said nothing")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: "\(rooms.dir)/rooma-site.json")), v3, "version 3 stays on disk")
+        XCTAssertEqual(rooms.status("rooma")?.call?.callID, callID, "and the call goes on")
     }
 }
