@@ -28,8 +28,8 @@ extension DaemonConfig {
     }
 
     static let lightsSection = SchemaSection(name: "lights", comment: "Status lights (docs/calls.md): Linux LED class devices, or GPIO lines for boards without an LED driver.", keys: [
-        .string("led_dir", \.lights.ledDir, "The LED class folder; each LED named in map and not in gpio is a folder there"),
-        .string("gpio_chip", \.lights.gpioChip, "The GPIO chip of the lines in gpio: /dev/gpiochip0, gpiochip0, its label or number"),
+        .string("led_dir", \.lights.ledDir, "The LED class folder; each LED named in map and not in gpio is a folder there").reloaded(.live),
+        .string("gpio_chip", \.lights.gpioChip, "The GPIO chip of the lines in gpio: /dev/gpiochip0, gpiochip0, its label or number").reloaded(.live),
         SchemaKey(
             name: "gpio", comment: "LED name → line offset on gpio_chip, for LEDs on GPIO lines (high = lit); e.g. { green = 17, red = 27 }",
             allowed: "a table, name = line",
@@ -53,7 +53,7 @@ extension DaemonConfig {
                 let entries = c.lights.gpio.sorted { $0.key < $1.key }
                 return entries.isEmpty ? "{}" : "{ " + entries.map { "\(TOMLWrite.key($0.key)) = \($0.value)" }.joined(separator: ", ") + " }"
             },
-            adopt: { $0.lights.gpio = $1.lights.gpio }),
+            adopt: { $0.lights.gpio = $1.lights.gpio }).reloaded(.live),
         SchemaKey(
             name: "map",
             comment: "State → { led = name, pattern = steady | slow_blink | fast_blink } (pattern default steady). States: "
@@ -82,7 +82,7 @@ extension DaemonConfig {
                     "\(state.rawValue) = { led = \(TOMLWrite.string(rule.led)), pattern = \(TOMLWrite.string(rule.pattern.rawValue)) }"
                 }.joined(separator: ", ") + " }"
             },
-            adopt: { $0.lights.map = $1.lights.map }),
+            adopt: { $0.lights.map = $1.lights.map }).reloaded(.live),
     ])
 }
 

@@ -338,9 +338,20 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// Calls this room left or ended for an emergency call.
         public var brokenByEmergency: Int
         public var speech: Speech
+        /// Signalling datagrams and their bytes as on the wire (sealed), sent and received (those
+        /// refused too): the presence traffic a site costs each terminal.
+        public var datagramsSent: Int
+        public var bytesSent: Int
+        public var datagramsReceived: Int
+        public var bytesReceived: Int
 
         public init(decodeErrors: Int, duplicates: Int, retransmissions: Int, unreachable: Int, refused: Refusals,
-                    storeWrites: Int, storeFailures: Int, mediaTo: [String], brokenByEmergency: Int, speech: Speech) {
+                    storeWrites: Int, storeFailures: Int, mediaTo: [String], brokenByEmergency: Int, speech: Speech,
+                    datagramsSent: Int = 0, bytesSent: Int = 0, datagramsReceived: Int = 0, bytesReceived: Int = 0) {
+            self.datagramsSent = datagramsSent
+            self.bytesSent = bytesSent
+            self.datagramsReceived = datagramsReceived
+            self.bytesReceived = bytesReceived
             self.brokenByEmergency = brokenByEmergency
             self.speech = speech
             self.decodeErrors = decodeErrors

@@ -60,6 +60,8 @@ final class CallService: @unchecked Sendable {
     /// The network round-trip test; the calls thread hands it the reflected probes.
     let networkLoopback: NetworkLoopback
     /// Called after the engine changed something the lights may show (set once before `start`).
+    /// Signalling on the wire, for `stats`.
+    private let traffic = (sent: Counter(), sentBytes: Counter(), received: Counter(), receivedBytes: Counter())
     var onChange: @Sendable () -> Void = {}
     /// What the status lights show, for `status` (set once before `start`).
     var lightsReport: @Sendable () -> [StatusLight] = { [] }
@@ -151,6 +153,8 @@ final class CallService: @unchecked Sendable {
             _ = poll(&fds, nfds_t(fds.count), wait)
             if fds[1].revents != 0 { _ = wake.drain() }
             while let (count, from) = socket.receive(into: buffer) {
+                traffic.received.increment()
+                traffic.receivedBytes.increment(by: count)
                 guard let datagram = opened([UInt8](UnsafeRawBufferPointer(rebasing: buffer[0..<count]))) else { continue }
                 // Effects run under the lock too: their order across threads is the engine's order.
                 withEngine { e in execute(e.receive(datagram: datagram, from: from, now: Self.now())) }
@@ -319,7 +323,9 @@ final class CallService: @unchecked Sendable {
         return DaemonStatistics.Calls(decodeErrors: st.decodeErrorCount, duplicates: st.duplicates, retransmissions: st.retransmissions,
                                       unreachable: st.unreachable, refused: refused.snapshot, storeWrites: store.written,
                                       storeFailures: store.failed, mediaTo: mediaTo.withLock { $0 },
-                                      brokenByEmergency: st.callsBrokenByEmergency, speech: announcer?.statistics.snapshot ?? .none)
+                                      brokenByEmergency: st.callsBrokenByEmergency, speech: announcer?.statistics.snapshot ?? .none,
+                                      datagramsSent: traffic.sent.load, bytesSent: traffic.sentBytes.load,
+                                      datagramsReceived: traffic.received.load, bytesReceived: traffic.receivedBytes.load)
     }
 
     private static func failure(_ why: CommandRejection) -> ControlFailure {
@@ -449,6 +455,8 @@ final class CallService: @unchecked Sendable {
             case .send(_, let to, let plain):
                 let datagram = seal?.seal(plain) ?? plain
                 _ = datagram.withUnsafeBytes { socket.send($0, to: to) }
+                traffic.sent.increment()
+                traffic.sentBytes.increment(by: datagram.count)
             case .setMediaPlan(let plan):
                 var routes = MediaRoutes(sendTo: plan.sendTo, acceptFrom: plan.receiveFrom.map(\.endpoint),
                                          joinGroups: plan.joinGroups)

@@ -18,10 +18,10 @@ final class CallsSide: @unchecked Sendable {
     // @unchecked: built and started/stopped from the main thread.
     let service: CallService
     let announcer: Announcer
-    private let keySettings: KeyReaderSettings?
+    private var keySettings: KeyReaderSettings?
     /// The button names in the order `call:N` counts them: every configured button, also one a
     /// site has for this room alone, which the engine then refuses.
-    private let buttonNames: [String]
+    private var buttonNames: [String]
     private var keys: KeyReader?
     private let log: Logger
 
@@ -57,14 +57,31 @@ final class CallsSide: @unchecked Sendable {
                                   state: state, seal: seal,
                                   mediaKeys: mediaKeys, logger: logger)
         buttonNames = config.buttons.keys.sorted()
+        keySettings = Self.keySettings(config)
+    }
+
+    private static func keySettings(_ config: DaemonConfig) -> KeyReaderSettings? {
         let k = config.keys
-        keySettings = k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounce: k.debounce,
-                                                                         longPress: k.longPress)
+        return k.device.isEmpty ? nil : KeyReaderSettings(path: k.device, map: config.keyMap(), debounce: k.debounce, longPress: k.longPress)
     }
 
     func start() throws(SystemError) {
         try announcer.start()
         try service.start()
+        startKeys()
+    }
+
+    /// A reload changed the keys' map or timing, or the buttons they count (main thread): the
+    /// reader starts again with them, between two presses; a key held across it is not seen.
+    func reconfigureKeys(_ config: DaemonConfig) {
+        keys?.stop()
+        keys = nil
+        keySettings = Self.keySettings(config)
+        buttonNames = config.buttons.keys.sorted()
+        startKeys()
+    }
+
+    private func startKeys() {
         guard let keySettings else { return }
         let service = service, log = log
         let buttons = buttonNames

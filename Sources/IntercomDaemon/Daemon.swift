@@ -33,8 +33,8 @@ public final class Daemon: @unchecked Sendable {
     private let local: LocalMode
     private let network: NetworkMedia?
     let calls: CallsSide?
-    /// The status lights, when `[lights.map]` names any.
-    private let lights: TerminalLights?
+    /// The status lights, as `[lights] map` says (none while it names none).
+    let lights: TerminalLights
     /// The reloads since start, for `stats`.
     let reloads = ReloadHistory()
     /// The site document this terminal runs by (`[site] id`); nil without a site.
@@ -131,11 +131,7 @@ public final class Daemon: @unchecked Sendable {
             statistics: { statistics.read() }, loopback: loopback, audioRunning: { [engine] in engine.stats.running.isSet },
             calls: calls?.service, technicianGroup: technicianGroup, logger: logger))
         calls?.service.control = control
-        if let settings = config.lightsSettings() {
-            lights = try TerminalLights(settings: settings, engine: engine, calls: calls?.service, logger: logger)
-        } else {
-            lights = nil
-        }
+        lights = TerminalLights(engine: engine, calls: calls?.service, logger: logger)
         local = try LocalMode(farEndPath: l.farEndWav, farEndRing: farEndRing, recordPath: l.recordWav,
                               rawPath: l.recordRawWav, microphone: recorded, engine: engine, sampleRate: a.sampleRate)
     }
@@ -159,7 +155,7 @@ public final class Daemon: @unchecked Sendable {
             announceSite()
             try calls?.start()
             startSiteTransfers()
-            try lights?.start()
+            try lights.apply(config.lightsSettings())
             // The socket itself was taken while the daemon was built (a second daemon on the
             // path stops there, having made nothing); this starts its thread.
             try control.start()
@@ -197,7 +193,7 @@ public final class Daemon: @unchecked Sendable {
         siteFollower?.stopAndJoin()
         siteServer?.stopAndJoin()
         calls?.stop()
-        lights?.stop()
+        lights.stop()
         control.stop()
         supervisor.stop()
         network?.stop()
@@ -235,7 +231,7 @@ public final class Daemon: @unchecked Sendable {
     /// one adopted since (fetched, or handed over by the administrator's tool) is applied.
     private func followSite() {
         guard let follower = siteFollower, let service = calls?.service else { return }
-        follower.step(now: MonotonicClock.seconds(), heard: service.heardSites(), directory: config.callSettings().directory)
+        follower.step(now: MonotonicClock.seconds(), heard: service.heardSites(), directory: { self.config.callSettings().directory })
         guard let site, site.version != appliedSiteVersion, let path = configPath else { return }
         let outcome = reload(from: path)
         reloads.record(outcome)

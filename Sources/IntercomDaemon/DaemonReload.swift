@@ -1,6 +1,7 @@
 import Calls
 import Control
 import Foundation
+import Posix
 import Site
 import Synchronization
 
@@ -100,6 +101,12 @@ extension Daemon {
            !service.reconfigure(live.callSettings()) {
             outcome.applied = sections.filter(liveNow.contains)
             outcome.waitingForCallEnd = sections.filter { !liveNow.contains($0) }
+        }
+        if live.keys != running.keys || live.buttons.keys.sorted() != running.buttons.keys.sorted() {
+            calls?.reconfigureKeys(live)
+        }
+        if live.lightsSettings() != running.lightsSettings() {
+            do throws(SystemError) { try lights.apply(live.lightsSettings()) } catch { log.error("lights: \(error)") }
         }
         config = live
         announceSite()

@@ -25,6 +25,11 @@ final class SiteFollower: @unchecked Sendable {
     private let stop: StopSignal
     private var worker: WorkerThread?
     private var lastFailureLogged = -Double.infinity
+    /// What the hellos said at the last step, and when every peer was last fed to the spread:
+    /// a peer is fed again when its stamp changes, and all once a second (the spread forgets one
+    /// not heard for `peerSilence`), not ten times a second each.
+    private var lastHeard: [RoomID: SiteStamp?] = [:]
+    private var lastRefresh = -Double.infinity
     private let failureLogInterval = 60.0
 
     init(room: String, keeper: SiteKeeper, logger: Logger) throws(SystemError) {
@@ -58,8 +63,9 @@ final class SiteFollower: @unchecked Sendable {
 
     /// - Parameters:
     ///   - heard: what each online room's hellos say it holds.
-    ///   - directory: where each room's terminal listens (its signalling port takes transfers).
-    func step(now: Double, heard: [RoomID: SiteStamp?], directory: [RoomID: DirectoryEntry]) {
+    ///   - directory: where each room's terminal listens (its signalling port takes transfers);
+    ///     asked for only when a fetch starts.
+    func step(now: Double, heard: [RoomID: SiteStamp?], directory: () -> [RoomID: DirectoryEntry]) {
         var effects: [SiteSpread.Effect] = []
         if let done = mailbox.withLock({ m -> (peer: String, reply: Result<SiteTransfer.Reply, SiteTransferError>)? in defer { m.result = nil }; return m.result }) {
             effects += spread.handle(.fetchEnded(peer: done.peer, outcome: judge(done.reply, from: done.peer, now: now)), now: now)
@@ -69,11 +75,16 @@ final class SiteFollower: @unchecked Sendable {
         if let held = keeper.held?.stamp, spread.held.map({ $0 < held }) ?? true {
             effects += spread.handle(.holding(held), now: now)
         }
-        for (room, stamp) in heard { effects += spread.handle(.heard(peer: room.value, stamp: stamp), now: now) }
+        let refresh = now - lastRefresh >= 1
+        for (room, stamp) in heard where refresh || lastHeard[room] != .some(stamp) {
+            effects += spread.handle(.heard(peer: room.value, stamp: stamp), now: now)
+        }
+        lastHeard = heard
+        if refresh { lastRefresh = now }
         effects += spread.handle(.tick, now: now)
         // Only the fetch the spread still wants (one asked for before a `holding` may be moot).
         for case .fetch(let peer, let stamp) in effects where spread.fetching.map({ $0.peer == peer && $0.stamp == stamp }) ?? false {
-            guard let endpoint = RoomID(peer).flatMap({ directory[$0]?.signalling }) else {
+            guard let endpoint = RoomID(peer).flatMap({ directory()[$0]?.signalling }) else {
                 effects += spread.handle(.fetchEnded(peer: peer, outcome: .failed), now: now)
                 continue
             }

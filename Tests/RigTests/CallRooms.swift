@@ -28,13 +28,17 @@ final class CallRooms {
     /// calls and signalling while the audio supervisor keeps retrying, as a terminal with its
     /// USB card unplugged does. For tests about signalling at a site's size.
     let soundCards: Bool
+    /// Each daemon's `log.stats_interval_s` (1: a line a second for the tests to read).
+    let statsIntervalS: Int
 
     /// `sharing`: rooms whose terminal stands in another rig room (id → rig room), e.g. two
     /// terminals in one room for the howling test.
-    init(_ names: [String], ringMs: Int = 500, lab: NetLab? = nil, sharing: [String: String] = [:], soundCards: Bool = true) throws {
+    init(_ names: [String], ringMs: Int = 500, lab: NetLab? = nil, sharing: [String: String] = [:], soundCards: Bool = true,
+         statsIntervalS: Int = 1) throws {
         self.ringMs = ringMs
         self.lab = lab
         self.soundCards = soundCards
+        self.statsIntervalS = statsIntervalS
         dir = try Repo.scratchFolder("calls")
         rooms = try names.map { name in
             let socket = "\(try Repo.scratchFolder("calls-sock"))/\(name).sock"
@@ -77,7 +81,7 @@ final class CallRooms {
             [network]
             listen_port = \(me.media)
             [log]
-            stats_interval_s = 1
+            stats_interval_s = \(statsIntervalS)
             [room]
             id = "\(id)"
             [calls]

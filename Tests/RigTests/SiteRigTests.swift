@@ -12,59 +12,26 @@ import XCTest
 /// the others (and to one that was off), and every kind of bad document, from the file or over a
 /// transfer, is refused and counted while the last good one stays in force and on disk.
 final class SiteRigTests: XCTestCase {
-    private var tool: String {
-        URL(fileURLWithPath: DaemonProcess.binary).deletingLastPathComponent().appendingPathComponent("intercom-site").path
-    }
-
-    /// Runs `intercom-site` and returns its exit status and output (stdout and stderr).
-    private func site(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
-
-    /// The practice: both rooms with the rig's ports, a button to each, and `extra`.
+    private func site(_ arguments: [String]) throws -> (status: Int32, output: String) { try SiteKit.run(arguments) }
     private func document(_ rooms: CallRooms, names: [String: String] = [:], extra: String = "") -> String {
-        rooms.rooms.map { r in
-            "[rooms.\(r.id)]\nname = \"\(names[r.id] ?? r.rig)\"\naddress = \"\(r.address)\"\nsignalling_port = \(r.signalling)\nmedia_port = \(r.media)\n"
-                + "[buttons.\(r.id)]\nrooms = [\"\(r.id)\"]\n"
-        }.joined(separator: "\n") + "[calls]\nring_ms = \(rooms.ringMs)\n" + extra
+        SiteKit.document(rooms, names: names, extra: extra)
     }
-
-    /// Starts a room whose file has only the box's own keys and names the site.
-    private func start(_ rooms: CallRooms, _ id: String, folder: String) throws -> DaemonProcess {
-        let me = rooms.room(id)
-        let kept = "\(rooms.dir)/\(id)-site.json"
-        if !FileManager.default.fileExists(atPath: kept) { try FileManager.default.copyItem(atPath: folder + "/site.json", toPath: kept) }
-        let config = try DaemonProcess.writeRoomConfig(me.rig, extra: rooms.ownSettings(id) + """
-
-            [site]
-            id = "rig-praxis"
-            administrator_key = "\(folder)/administrator.pub"
-            document = "\(kept)"
-            """)
-        return try rooms.start(id, configPath: config)
+    private func start(_ rooms: CallRooms, _ id: String, folder: String, own: String = "") throws -> DaemonProcess {
+        try SiteKit.start(rooms, id, folder: folder, own: own)
     }
+    private func sign(_ folder: String) throws { try SiteKit.sign(folder) }
 
-    /// Signs the folder's site.toml as the next version.
-    private func sign(_ folder: String) throws {
-        let signed = try site(["sign", "--dir", folder])
-        XCTAssertEqual(signed.status, 0, signed.output)
-    }
-
-    /// Version 3: roomA renamed, a notification type added; signed.
+    /// Version 3: roomA renamed, a notification type added, KEY_3 toggles do-not-disturb, a call
+    /// lights the green LED; signed.
     private func signVersionThree(_ rooms: CallRooms, _ folder: String) throws {
         try document(rooms, names: ["rooma": "Empfang"], extra: """
             [notifications.material]
             label = "Material bringen"
             recipients = ["rooma"]
+            [keys.map]
+            KEY_3 = "toggle_dnd"
+            [lights.map]
+            in_call = { led = "green" }
             """).write(toFile: folder + "/site.toml", atomically: true, encoding: .utf8)
         try sign(folder)
     }
@@ -211,16 +178,23 @@ final class SiteRigTests: XCTestCase {
         defer { rooms.stopAll() }
         let folder = rooms.dir + "/site"
         XCTAssertEqual(try site(["create", "--dir", folder, "--id", "rig-praxis", "--room", "rooma=127.0.0.1"]).status, 0)
-        try document(rooms).write(toFile: folder + "/site.toml", atomically: true, encoding: .utf8)
+        // Version 2: KEY_3 mutes the microphone (A has keys: a FIFO stands in for its input device).
+        try document(rooms, extra: "[keys.map]\nKEY_3 = \"toggle_mic_mute\"\n").write(toFile: folder + "/site.toml", atomically: true, encoding: .utf8)
         try sign(folder)
         let v2 = try Data(contentsOf: URL(fileURLWithPath: folder + "/site.json"))
         try v2.write(to: URL(fileURLWithPath: "\(rooms.dir)/roomc-site.json"))  // C holds version 2 while it is off
-        let a = try start(rooms, "rooma", folder: folder)
+        let fifo = rooms.dir + "/rooma-keys"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let leds = rooms.dir + "/rooma-leds"
+        try TerminalLightsRigTests.makeLEDs(leds)
+        let a = try start(rooms, "rooma", folder: folder, own: "[keys]\ndevice = \"\(fifo)\"\n[lights]\nled_dir = \"\(leds)\"\n")
+        let keys = try FIFOKeyWriter(path: fifo)
         let b = try start(rooms, "roomb", folder: folder)
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), a.log)
         _ = try rooms.control("rooma", .call(button: "roomb"))
         XCTAssertTrue(rooms.wait(6) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, b.log)
         let callID = rooms.status("rooma")?.call?.callID
+        XCTAssertEqual(rooms.status("rooma")?.lights.count, 0, "version 2 lights nothing")
 
         try signVersionThree(rooms, folder)
         let v3 = try Data(contentsOf: URL(fileURLWithPath: folder + "/site.json"))
@@ -244,6 +218,15 @@ final class SiteRigTests: XCTestCase {
         XCTAssertGreaterThan(Double(after.received - before.received), 0.9 * elapsed * 100, "A's packets came on throughout")
         XCTAssertGreaterThan(Double(after.played - before.played), 0.9 * elapsed * 100, "A's frames played throughout")
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: "\(rooms.dir)/rooma-site.json")), v3, "A kept version 3 on disk, byte for byte")
+        // The keys apply at once, in the call: KEY_3 now toggles do-not-disturb, not the microphone.
+        XCTAssertTrue((try a.statistics()).reload.applied.contains("keys.map"), a.log)
+        keys.press(2 + 2)  // KEY_3
+        XCTAssertTrue(rooms.wait(3) { rooms.status("rooma")?.doNotDisturb == true }, "KEY_3 by version 3's map: \(a.log)")
+        XCTAssertEqual(rooms.status("rooma")?.mute.microphone, false, "not by version 2's")
+        // And the lights: the call lights green now.
+        XCTAssertTrue(rooms.wait(3) { rooms.status("rooma")?.lights.first { $0.led == "green" }?.state == "in_call" },
+                      "green shows the call: \(String(describing: rooms.status("rooma")?.lights))")
+        XCTAssertEqual(try String(contentsOfFile: leds + "/green/brightness", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), "255")
 
         // C was off: started with version 2, it catches up from the others.
         let t1 = Date()

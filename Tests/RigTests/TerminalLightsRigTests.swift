@@ -52,7 +52,8 @@ final class TerminalLightsRigTests: XCTestCase {
         func sequence(_ led: String) -> [String] { views.withLock { $0[led] ?? [] } }
     }
 
-    private static func makeLEDs(_ dir: String) throws {
+    /// An LED class folder with green, red (the kernel's timer trigger) and yellow.
+    static func makeLEDs(_ dir: String) throws {
         for (led, timer) in [("green", true), ("red", true), ("yellow", false)] {
             try FileManager.default.createDirectory(atPath: "\(dir)/\(led)", withIntermediateDirectories: true)
             for f in ["brightness", "trigger"] + (timer ? ["delay_on", "delay_off"] : []) {

@@ -44,7 +44,9 @@ final class ReloadTests: XCTestCase {
     }
 
     func testTheSchemaSaysWhichKeysSIGHUPApplies() {
-        XCTAssertEqual(DaemonConfig.keys(reloaded: .live), ["echo.enabled", "echo.loop_canceller", "echo.howl_guard", "mixer.speaker_gain_db", "mixer.mic_gain_db"])
+        XCTAssertEqual(DaemonConfig.keys(reloaded: .live), ["echo.enabled", "echo.loop_canceller", "echo.howl_guard", "mixer.speaker_gain_db", "mixer.mic_gain_db",
+                                                             "lights.led_dir", "lights.gpio_chip", "lights.gpio", "lights.map",
+                                                             "keys.debounce_ms", "keys.long_press_ms", "keys.map", "keys.long_map"])
         XCTAssertEqual(DaemonConfig.keys(reloaded: .betweenCalls),
                        ["calls.auto_answer", "calls.ring_ms", "calls.answer_timeout_ms", "calls.caller_voice", "calls.multicast_group",
                         "calls.missed_reminder_s", "calls.notification_reminder_s"])

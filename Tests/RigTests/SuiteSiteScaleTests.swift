@@ -1,0 +1,115 @@
+import Calls
+import Control
+import Foundation
+import Glibc
+import Posix
+import TestSupport
+import XCTest
+
+/// The suite's site figures (issue 52): a site of 5, 20 and 50 terminals on this machine, each a
+/// real intercomd on loopback with its own ports and no sound card (the audio supervisor keeps
+/// retrying, as with an unplugged USB card), so that what is measured is signalling: the
+/// presence traffic and CPU each terminal costs, a new site version handed to one terminal and
+/// applied at all, and one notification to every other room.
+final class SuiteSiteScaleTests: XCTestCase {
+    struct Figures {
+        var datagramsPerSecond: [Double], bytesPerSecond: [Double], cpuPercent: [Double]
+        /// Seconds from the publish to each terminal's applying version 3 (its `applied_at`).
+        var applied: [Double]
+        /// Seconds from the notification's sending to each recipient's receiving it.
+        var delivered: [Double]
+    }
+
+    static func median(_ v: [Double]) -> Double { v.isEmpty ? .nan : v.sorted()[v.count / 2] }
+
+    private func measure(_ n: Int, idle: Double) throws -> Figures {
+        let names = (1...n).map { String(format: "t%02d", $0) }
+        // Statistics logged every 10 s, as installed.
+        let rooms = try CallRooms(names, soundCards: false, statsIntervalS: 10)
+        defer { rooms.stopAll() }
+        let first = names[0], others = Array(names.dropFirst())
+        let all = names.map { "\"\($0)\"" }.joined(separator: ", ")
+        let types = "[groups]\nalle = [\(all)]\n[notifications.alle]\nlabel = \"Alle\"\nrecipients = [\"alle\"]\nread_aloud = false\n"
+        let folder = rooms.dir + "/site"
+        try SiteKit.create(folder, document: SiteKit.document(rooms, extra: types))
+        // Sealed signalling, as installed: one site key.
+        let key = rooms.dir + "/site.key"
+        try Data((0..<32).map { UInt8($0 * 7 & 255) }).base64EncodedString().write(toFile: key, atomically: true, encoding: .utf8)
+        chmod(key, 0o600)
+        var daemons: [String: DaemonProcess] = [:]
+        for id in names { daemons[id] = try SiteKit.start(rooms, id, folder: folder, own: "[security]\nsite_key = \"\(key)\"\n") }
+        XCTAssertTrue(rooms.waitOnline(first, others, timeout: 30), "\(first) sees all \(n - 1) others online")
+        Thread.sleep(forTimeInterval: 2)  // every terminal has heard every other's hellos
+
+        // Idle: what presence costs each terminal.
+        func traffic() -> [(datagrams: Int, bytes: Int)] {
+            names.map { id in
+                let c = (try? daemons[id]!.statistics())?.calls
+                return (c?.datagramsSent ?? 0, c?.bytesSent ?? 0)
+            }
+        }
+        let pids = names.map { daemons[$0]!.process.processIdentifier }
+        let cpu0 = pids.map { ProcessCPU.seconds(pid: $0) ?? .nan }, traffic0 = traffic(), t0 = Date()
+        Thread.sleep(forTimeInterval: idle)
+        let cpu1 = pids.map { ProcessCPU.seconds(pid: $0) ?? .nan }, traffic1 = traffic()
+        let wall = Date().timeIntervalSince(t0)
+        let datagrams = zip(traffic1, traffic0).map { Double($0.datagrams - $1.datagrams) / wall }
+        let bytes = zip(traffic1, traffic0).map { Double($0.bytes - $1.bytes) / wall }
+        let cpu = zip(cpu1, cpu0).map { ($0 - $1) / wall * 100 }
+
+        // A new version handed to the first terminal: when each applied it.
+        try SiteKit.document(rooms, names: [first: "Empfang"], extra: types).write(toFile: folder + "/site.toml", atomically: true, encoding: .utf8)
+        try SiteKit.sign(folder)
+        let published = Date().timeIntervalSince1970
+        let handed = try SiteKit.run(["publish", "--dir", folder, "--to", "127.0.0.1:\(rooms.room(first).signalling)"])
+        XCTAssertEqual(handed.status, 0, handed.output)
+        var appliedAt: [String: Double] = [:]
+        let deadline = Date().addingTimeInterval(30)
+        while appliedAt.count < n, Date() < deadline {
+            for id in names where appliedAt[id] == nil {
+                if let s = try? daemons[id]!.statistics().site, s.version == 3 { appliedAt[id] = s.appliedAt }
+            }
+            if appliedAt.count < n { Thread.sleep(forTimeInterval: 0.1) }
+        }
+        XCTAssertEqual(appliedAt.count, n, "every terminal applied version 3: missing \(Set(names).subtracting(appliedAt.keys).sorted())")
+
+        // One notification to every other room: when each received it.
+        guard case .success = try rooms.control(first, .notify(type: "alle")) else { throw RigError(description: "notify refused") }
+        var received: [String: Double] = [:]
+        let until = Date().addingTimeInterval(10)
+        while received.count < others.count, Date() < until {
+            for id in others where received[id] == nil {
+                if let r = rooms.notifications(id).last(where: { $0.notification.type == "alle" }), let at = r.received {
+                    received[id] = at - r.notification.sent
+                }
+            }
+            if received.count < others.count { Thread.sleep(forTimeInterval: 0.1) }
+        }
+        XCTAssertEqual(received.count, others.count, "every other room received the notification")
+        return Figures(datagramsPerSecond: datagrams, bytesPerSecond: bytes, cpuPercent: cpu,
+                       applied: appliedAt.values.map { $0 - published }, delivered: Array(received.values))
+    }
+
+    func testSuiteASiteOfFiveTwentyAndFiftyTerminals() throws {
+        let mode = try SuiteMode.require()
+        try Rig.require()
+        let sizes = mode.isSmoke ? [5] : [5, 20, 50]
+        let idle = mode.isSmoke ? 4.0 : 10.0
+        SuiteMode.emit("### A site of 5, 20 and 50 terminals: presence, a new version everywhere, a notification to all (loopback, no sound cards)")
+        SuiteMode.emit("")
+        SuiteMode.emit("Each terminal a real intercomd on 127.0.0.1 with its own ports and no sound card (its audio supervisor retries, as with an unplugged USB card): what is measured is signalling. Idle for \(Int(idle)) s: signalling datagrams and bytes each terminal sends (typed `calls.datagrams_sent`, `bytes_sent`, sealed with the site key as installed) and its whole CPU (utime + stime, % of one core). Then `intercom-site publish` hands version 3 to the first terminal only; each terminal's `site.applied_at` less the publish's start (which includes starting the tool). Then the first terminal's notification to all others: each recipient's `received` less `sent`. Goals (issue 52): a change everywhere within 2 s at 50 terminals; signalling CPU per terminal under 1 % of a core; traffic per terminal that grows no faster than the number of terminals.")
+        SuiteMode.emit("")
+        SuiteMode.emit("| terminals | datagrams/s sent per terminal (median) | bytes/s sent per terminal (median) | CPU per terminal, median / worst | version 3 applied: median / worst | notification received: first / last |")
+        SuiteMode.emit("|---|---|---|---|---|---|")
+        for n in sizes {
+            let f = try measure(n, idle: idle)
+            XCTAssertTrue(f.cpuPercent.allSatisfy(\.isFinite), "CPU measured for every terminal")
+            SuiteMode.emit(String(format: "| %d | %.1f | %.0f | %.2f %% / %.2f %% | %.2f s / %.2f s | %.3f s / %.3f s |", n,
+                                  Self.median(f.datagramsPerSecond), Self.median(f.bytesPerSecond),
+                                  Self.median(f.cpuPercent), f.cpuPercent.max() ?? .nan,
+                                  Self.median(f.applied), f.applied.max() ?? .nan,
+                                  f.delivered.min() ?? .nan, f.delivered.max() ?? .nan))
+        }
+        SuiteMode.emit("")
+    }
+}
