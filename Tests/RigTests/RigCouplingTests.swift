@@ -70,9 +70,11 @@ final class RigCouplingTests: XCTestCase {
             .run(clipPath: Speech.roomA(), folder: try Repo.scratchFolder("rig-coupling"), name: "one-way-leak")
         let oneWayDelayMs = try XCTUnwrap(probe.mouthToEarMs, "one way: the talker is found in the second room: \(probe.summary)")
         XCTAssertEqual(probe.xruns, 0, "the probe ran without xruns")
-        // Measured 8.6-10.4 ms for 10 in most starts and 22.6 ms in one (a CI run): with
-        // adjust_time=0 the loopback sets its latency once, at its start, and keeps what it got.
-        XCTAssertTrue((7...25).contains(oneWayDelayMs), "one way: the leak's delay \(oneWayDelayMs) ms for 10 (\(probe.summary))")
+        // Measured 8.6-10.4 ms for 10 in most starts, 22.6 ms in one CI run and 6.6 ms in another
+        // (ci22, the same in every second): with adjust_time=0 the loopback sets its latency once,
+        // at its start, and keeps what it got. What the tests after this need is a leak that comes
+        // later than the air it leaks and within what the loopback's buffers hold, as both ways.
+        XCTAssertTrue((3...30).contains(oneWayDelayMs), "one way: the leak's delay \(oneWayDelayMs) ms for 10 (\(probe.summary))")
 
         // Both ways (a client per direction: two loopbacks both ways spin PulseAudio, see
         // scripts/rig.sh): the first room hears its own noise come back from the second room two
