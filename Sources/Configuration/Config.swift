@@ -624,12 +624,15 @@ public enum Reload: Sendable, Equatable {
     case live
     /// SIGHUP applies it once no call is running (a call in progress keeps its rules).
     case betweenCalls
+    /// SIGHUP applies it once no call is running, by opening the audio devices again.
+    case reopensAudio
 
     var words: String {
         switch self {
         case .restart: "Takes effect at restart"
         case .live: "SIGHUP applies it at once"
         case .betweenCalls: "SIGHUP applies it between calls"
+        case .reopensAudio: "SIGHUP applies it between calls, opening the audio devices again"
         }
     }
 }
@@ -825,9 +828,9 @@ extension DaemonConfig {
     static let schema: [SchemaSection] = [
         SchemaSection(name: "audio", comment: "Sound devices and timing.", keys: [
             .string("capture_device", \.audio.captureDevice,
-                    "ALSA capture (microphone) device. On a real sound card use the name `arecord -L` prints, e.g. \"plughw:CARD=Device,DEV=0\" (stable across reboots, ALSA converts formats) or \"hw:0,0\" (card 0, device 0: no conversion, numbers can change). \"roomA\" is a room of the virtual test rig"),
+                    "ALSA capture (microphone) device. On a real sound card use the name `arecord -L` prints, e.g. \"plughw:CARD=Device,DEV=0\" (stable across reboots, ALSA converts formats) or \"hw:0,0\" (card 0, device 0: no conversion, numbers can change). \"roomA\" is a room of the virtual test rig").reloaded(.reopensAudio),
             .string("playback_device", \.audio.playbackDevice,
-                    "ALSA playback (loudspeaker) device, as `aplay -L` lists it"),
+                    "ALSA playback (loudspeaker) device, as `aplay -L` lists it").reloaded(.reopensAudio),
             .int("sample_rate", \.audio.sampleRate, "Sample rate in Hz",
                  Rule(allowed: "only 48000 is supported for now") { v in
                      AudioSection.supportedSampleRates.contains(v)
@@ -838,7 +841,7 @@ extension DaemonConfig {
                     .oneOf(AudioSection.supportedPeriodsMs)),
             .int("buffer_periods", \.audio.bufferPeriods,
                  "ALSA buffer length in periods: the most the speaker can have queued. What it holds beyond playback_fill_periods is a reserve for a late wake-up and costs no latency",
-                 .range(AudioSection.bufferPeriodsRange)),
+                 .range(AudioSection.bufferPeriodsRange)).reloaded(.reopensAudio),
             SchemaKey(name: "playback_fill_periods",
                       comment: "Periods the engine keeps queued in the speaker's ALSA buffer: its playback latency (2 x 10 ms = 20 ms), plus what a sound server holds beyond the buffer; the rest of the buffer is a reserve for a late wake-up. 0 keeps the whole buffer full. Fewer = less delay, but a late wake-up is heard as a dropout (counted as an xrun); two is what a sound card needs at least",
                       allowed: "0 (the whole buffer) or 1...buffer_periods",
@@ -851,9 +854,9 @@ extension DaemonConfig {
                           return valid && v > buffer ? "\(v) is more than audio.buffer_periods (\(buffer))" : nil
                       },
                       render: { String($0.audio.playbackFillPeriods) },
-                      adopt: { $0.audio.playbackFillPeriods = $1.audio.playbackFillPeriods }),
+                      adopt: { $0.audio.playbackFillPeriods = $1.audio.playbackFillPeriods }).reloaded(.reopensAudio),
             .bool("link_devices", \.audio.linkDevices,
-                  "Start capture and playback together (snd_pcm_link) when the devices allow it, so they stay in step"),
+                  "Start capture and playback together (snd_pcm_link) when the devices allow it, so they stay in step").reloaded(.reopensAudio),
         ]),
         SchemaSection(name: "realtime", comment: "Scheduling of the audio thread.", keys: [
             .int("priority", \.realtime.priority,
@@ -861,7 +864,7 @@ extension DaemonConfig {
                  Rule(allowed: "0 = normal scheduling, 1...99 = SCHED_FIFO") { v in
                      RealtimeSection.priorityRange.contains(v)
                          ? nil : "\(v) is not in range 0...99 (0 = normal scheduling, 1...99 = SCHED_FIFO)"
-                 }),
+                 }).reloaded(.reopensAudio),
             .bool("lock_memory", \.realtime.lockMemory,
                   "Lock all memory (mlockall) so the audio thread never waits for paging. Needs CAP_IPC_LOCK or a memlock limit"),
         ]),

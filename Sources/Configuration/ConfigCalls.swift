@@ -266,7 +266,7 @@ extension DaemonConfig {
                       CallsSection.missedReminderSRange).reloaded(.betweenCalls),
             .bool("read_aloud", \.calls.readAloud, "Read notifications aloud at the very first start (afterwards the room's saved switch wins; the key action toggle_read_aloud and the command read_aloud switch it)"),
             .string("state_path", \.calls.statePath, "File keeping do-not-disturb and the read-aloud switch across restarts"),
-            .string("chime_wav", \.calls.chimeWav, "48 kHz mono 16-bit WAV replacing the generated chime; \"\" = generated", .any),
+            .string("chime_wav", \.calls.chimeWav, "48 kHz mono 16-bit WAV replacing the generated chime; \"\" = generated", .any).reloaded(.live),
         ]),
         SchemaSection(name: "security", comment: "Sealed signalling and SRTP media between the terminals of a site.", keys: [
             .string("site_key", \.security.siteKey,

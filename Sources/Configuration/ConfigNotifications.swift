@@ -81,12 +81,12 @@ extension DaemonConfig {
                 Rule(allowed: "a voice name: letters, digits, - _ + /") { v in
                     !v.isEmpty && v.utf8.count <= 40 && v.unicodeScalars.allSatisfy({ $0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_+/".unicodeScalars.contains($0) })
                         ? nil : "\(TOMLWrite.string(v)) is not a voice name (e.g. \"de\", \"fr\", \"en+f3\")"
-                }),
-        .int("words_per_minute", \.speech.wordsPerMinute, "Speaking rate", .range(SpeechSection.wordsPerMinuteRange)),
-        .int("pitch", \.speech.pitch, "Base pitch, 50 = the voice's own", .range(SpeechSection.pitchRange)),
-        .double("level_db", \.speech.levelDB, "Peak level of the speech, dBFS", .range(SpeechSection.levelRange)),
-        .double("duck_db", \.speech.duckDB, "An urgent notification is read over a call with the call's voices this much softer, dB (an emergency mutes them)", .range(SpeechSection.duckRange)),
-        .bool("prepare_at_start", \.speech.prepareAtStart, "Speak the texts of the notifications this room receives into the cache at start, so the first one is read without waiting for the synthesis"),
+                }).reloaded(.live),
+        .int("words_per_minute", \.speech.wordsPerMinute, "Speaking rate", .range(SpeechSection.wordsPerMinuteRange)).reloaded(.live),
+        .int("pitch", \.speech.pitch, "Base pitch, 50 = the voice's own", .range(SpeechSection.pitchRange)).reloaded(.live),
+        .double("level_db", \.speech.levelDB, "Peak level of the speech, dBFS", .range(SpeechSection.levelRange)).reloaded(.live),
+        .double("duck_db", \.speech.duckDB, "An urgent notification is read over a call with the call's voices this much softer, dB (an emergency mutes them)", .range(SpeechSection.duckRange)).reloaded(.live),
+        .bool("prepare_at_start", \.speech.prepareAtStart, "Speak the texts of the notifications this room receives into the cache at start, so the first one is read without waiting for the synthesis").reloaded(.live),
     ])
 
     /// Reads `[groups]`: group name → room ids.

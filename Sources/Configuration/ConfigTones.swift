@@ -31,22 +31,22 @@ public struct TonesSection: Sendable, Equatable {
 
 extension DaemonConfig {
     static let tonesSection = SchemaSection(name: "tones", comment: "Tones for every call event (docs/calls.md lists them); a terminal without a screen says everything with sound.", keys: [
-        .double("level_db", \.tones.levelDB, "Peak level of the generated tones, dBFS", .range(TonesSection.levelRange)),
-        .double("in_call_db", \.tones.inCallDB, "Event tones during a call are this much softer, dB", .range(TonesSection.inCallRange)),
+        .double("level_db", \.tones.levelDB, "Peak level of the generated tones, dBFS", .range(TonesSection.levelRange)).reloaded(.live),
+        .double("in_call_db", \.tones.inCallDB, "Event tones during a call are this much softer, dB", .range(TonesSection.inCallRange)).reloaded(.live),
         .int("ring_period_ms", \.tones.ringPeriodMs, "The chime of a call waiting to be answered by hand (auto_answer off) and the caller's ringback repeat every this many ms",
-             .range(TonesSection.ringPeriodMsRange)),
+             .range(TonesSection.ringPeriodMsRange)).reloaded(.live),
         .soundTable("wav", \.tones.wav, "Sound → 48 kHz mono (or multi-channel) WAV file played instead of the generated tone, e.g. { busy = \"/etc/intercomd/busy.wav\" }",
                     allowed: "a table, sound = \"path\"", render: TOMLWrite.string) { item throws(ValueProblem) in
             let path = try TOMLRead.string(item)
             guard !path.isEmpty else { throw ValueProblem("is empty: leave the sound out to keep the generated tone") }
             return path
-        },
+        }.reloaded(.live),
         .soundTable("gain_db", \.tones.gainDB, "Sound → gain in dB (-40...20) added to its level, e.g. { missed_call = 6 }",
                     allowed: "a table, sound = dB", render: formatNumber) { item throws(ValueProblem) in
             let dB = try TOMLRead.double(item)
             guard TonesSection.gainRange.contains(dB) else { throw ValueProblem("\(formatNumber(dB)) is not in range -40...20") }
             return dB
-        },
+        }.reloaded(.live),
     ])
 }
 

@@ -6,6 +6,9 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
     public struct Audio: Sendable, Equatable, Codable {
         /// The audio thread runs a session now.
         public var running: Bool
+        /// The devices in force: open, or being tried (ALSA names).
+        public var captureDevice: String
+        public var playbackDevice: String
         public var frames: Int
         public var xruns: Int
         public var captureXruns: Int
@@ -54,7 +57,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// Times the loop canceller engaged since the daemon started; nil without one.
         public var loopEngagements: Int?
 
-        public init(running: Bool, frames: Int, xruns: Int, captureXruns: Int, playbackXruns: Int, sessions: Int,
+        public init(running: Bool, captureDevice: String, playbackDevice: String, frames: Int, xruns: Int, captureXruns: Int, playbackXruns: Int, sessions: Int,
                     captureGapFrames: Int, staleCaptureFrames: Int, captureDelayMs: Double, micDrops: Int,
                     microphoneClippedSamples: Int, speakerClippedSamples: Int,
                     echoReturnLossEnhancementDB: Double, echoDelayMs: Double?,
@@ -63,6 +66,8 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
                     loopEngaged: Bool? = nil, loopEngagements: Int? = nil, echoGatedFrames: Int = 0,
                     playbackDelayMs: Double = 0, echoChainDelayMs: Double = 0) {
             self.running = running
+            self.captureDevice = captureDevice
+            self.playbackDevice = playbackDevice
             self.frames = frames
             self.xruns = xruns
             self.captureXruns = captureXruns
@@ -375,20 +380,32 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var applied: [String]
         public var waitingForCallEnd: [String]
         public var restartNeeded: [String]
+        /// Audio settings waiting for no call to run, to open the devices again with them (empty
+        /// once they are in force).
+        public var audioWaiting: [String]
+        /// Times the audio devices were opened again for a reload's settings.
+        public var audioReopens: Int
+        /// Of the last valid reload: settings that could not be put in force, with the reason
+        /// ("tones: cannot read /etc/intercomd/busy.wav ...").
+        public var notApplied: [String]
         /// Why the last refused reload was refused; nil when none was.
         public var lastError: String?
 
         public init(count: Int, failed: Int, applied: [String], waitingForCallEnd: [String], restartNeeded: [String],
-                    lastError: String?) {
+                    audioWaiting: [String], audioReopens: Int, notApplied: [String], lastError: String?) {
             self.count = count
             self.failed = failed
             self.applied = applied
             self.waitingForCallEnd = waitingForCallEnd
             self.restartNeeded = restartNeeded
+            self.audioWaiting = audioWaiting
+            self.audioReopens = audioReopens
+            self.notApplied = notApplied
             self.lastError = lastError
         }
 
-        public static let none = Reload(count: 0, failed: 0, applied: [], waitingForCallEnd: [], restartNeeded: [], lastError: nil)
+        public static let none = Reload(count: 0, failed: 0, applied: [], waitingForCallEnd: [], restartNeeded: [],
+                                        audioWaiting: [], audioReopens: 0, notApplied: [], lastError: nil)
 
         public func encode(to encoder: Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
@@ -397,6 +414,9 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             try c.encode(applied, forKey: .applied)
             try c.encode(waitingForCallEnd, forKey: .waitingForCallEnd)
             try c.encode(restartNeeded, forKey: .restartNeeded)
+            try c.encode(audioWaiting, forKey: .audioWaiting)
+            try c.encode(audioReopens, forKey: .audioReopens)
+            try c.encode(notApplied, forKey: .notApplied)
             try c.encode(lastError, forKey: .lastError)  // null, not absent
         }
 
@@ -406,10 +426,15 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
                       applied: try c.decode([String].self, forKey: .applied),
                       waitingForCallEnd: try c.decode([String].self, forKey: .waitingForCallEnd),
                       restartNeeded: try c.decode([String].self, forKey: .restartNeeded),
+                      audioWaiting: try c.decode([String].self, forKey: .audioWaiting),
+                      audioReopens: try c.decode(Int.self, forKey: .audioReopens),
+                      notApplied: try c.decode([String].self, forKey: .notApplied),
                       lastError: try c.decode(String?.self, forKey: .lastError))
         }
 
-        private enum CodingKeys: String, CodingKey { case count, failed, applied, waitingForCallEnd, restartNeeded, lastError }
+        private enum CodingKeys: String, CodingKey {
+            case count, failed, applied, waitingForCallEnd, restartNeeded, audioWaiting, audioReopens, notApplied, lastError
+        }
     }
 
     /// The site document this terminal runs by (docs/site.md).
@@ -526,6 +551,8 @@ extension DaemonStatistics.Audio {
     public func encode(to encoder: Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(running, forKey: .running)
+        try c.encode(captureDevice, forKey: .captureDevice)
+        try c.encode(playbackDevice, forKey: .playbackDevice)
         try c.encode(frames, forKey: .frames)
         try c.encode(xruns, forKey: .xruns)
         try c.encode(captureXruns, forKey: .captureXruns)
@@ -556,7 +583,8 @@ extension DaemonStatistics.Audio {
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(running: try c.decode(Bool.self, forKey: .running), frames: try c.decode(Int.self, forKey: .frames),
+        self.init(running: try c.decode(Bool.self, forKey: .running), captureDevice: try c.decode(String.self, forKey: .captureDevice),
+                  playbackDevice: try c.decode(String.self, forKey: .playbackDevice), frames: try c.decode(Int.self, forKey: .frames),
                   xruns: try c.decode(Int.self, forKey: .xruns), captureXruns: try c.decode(Int.self, forKey: .captureXruns),
                   playbackXruns: try c.decode(Int.self, forKey: .playbackXruns), sessions: try c.decode(Int.self, forKey: .sessions),
                   captureGapFrames: try c.decode(Int.self, forKey: .captureGapFrames),
@@ -581,7 +609,8 @@ extension DaemonStatistics.Audio {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case running, frames, xruns, captureXruns, playbackXruns, sessions, captureGapFrames, staleCaptureFrames, captureDelayMs, micDrops
+        case running, captureDevice, playbackDevice, frames, xruns, captureXruns, playbackXruns, sessions, captureGapFrames, staleCaptureFrames
+        case captureDelayMs, micDrops
         case microphoneClippedSamples, speakerClippedSamples
         case echoReturnLossEnhancementDB = "erleDb"
         case echoDelayMs, echoCancellerResets, echoCancellerRealignments, echoReferenceMoves, echoGatedFrames, processMaxMs, howls, playbackDelayMs, echoChainDelayMs

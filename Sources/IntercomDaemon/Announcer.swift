@@ -18,13 +18,20 @@ import Synchronization
 final class Announcer: @unchecked Sendable {
     // @unchecked: `thread` is set and joined by the main thread; the rest is immutable or behind locks/atomics.
     private let player: ClipPlayer
-    private let tones: [NotificationTone: [Int16]]
-    /// nil: espeak-ng could not start (logged): tones only.
-    private let cache: SpeechCache?
+    /// The notification tones and the in-call gain, as the last reload left them.
+    private let sounds: TerminalSounds
+    /// How texts are spoken; a reload replaces it (`apply`).
+    private struct Voice: Sendable {
+        var section: SpeechSection
+        /// nil: espeak-ng could not start (logged): tones only.
+        var cache: SpeechCache?
+        var duckGain: Double { pow(10, section.duckDB / 20) }
+    }
+    private let voice: Mutex<Voice>
+    /// Texts to speak into the cache before waiting again (at start, and after a reload).
+    private let toPrepare = Mutex<[String]>([])
     /// The call's voices (the network streams' mixer inputs), ducked or muted while speaking.
     private let callInputs: [MixerInput]
-    private let inCallGain: Double
-    private let duckGain: Double
     /// What waits, what plays, and whether that was cut for an emergency (to be played again).
     private struct Line {
         var queue: [Announcement] = []
@@ -40,28 +47,53 @@ final class Announcer: @unchecked Sendable {
     private let stopRequest = Flag(false)
     private var thread: WorkerThread?
     private let log: Logger
-    private let prepare: [String]
     private let sampleRate: Double
     let statistics = AnnouncerStatistics()
 
     /// `prepare`: texts spoken into the cache at start.
     init(sounds: TerminalSounds, speech: SpeechSection, sampleRate: Int, callInputs: [MixerInput], prepare: [String], logger: Logger) {
         player = sounds.announcements
-        tones = sounds.notificationTones
-        inCallGain = sounds.inCallGain
-        duckGain = pow(10, speech.duckDB / 20)
+        self.sounds = sounds
         self.sampleRate = Double(sampleRate)
         self.callInputs = callInputs
-        self.prepare = prepare
         log = logger
         wake = try! Doorbell()
+        var cache: SpeechCache?
         do {
-            cache = try SpeechCache(voice: SpeechVoice(name: speech.voice, wordsPerMinute: speech.wordsPerMinute, pitch: speech.pitch),
-                                    sampleRate: sampleRate, peakDBFS: speech.levelDB)
+            cache = try Self.cache(speech, sampleRate: sampleRate)
         } catch {
             logger.error("speech: \(error); notifications sound their tones but are not read aloud")
-            cache = nil
         }
+        voice = Mutex(Voice(section: speech, cache: cache))
+        toPrepare.withLock { $0 = prepare }
+    }
+
+    private static func cache(_ speech: SpeechSection, sampleRate: Int) throws(SpeechError) -> SpeechCache {
+        try SpeechCache(voice: SpeechVoice(name: speech.voice, wordsPerMinute: speech.wordsPerMinute, pitch: speech.pitch),
+                        sampleRate: sampleRate, peakDBFS: speech.levelDB)
+    }
+
+    /// A reload's `[speech]` and the texts this terminal reads (main thread): a new voice, rate,
+    /// pitch or level starts a new cache, from the next text on; `prepare` is spoken into the
+    /// cache on the speech thread. A voice espeak-ng refuses changes nothing of `[speech]` and is returned.
+    func apply(_ speech: SpeechSection, prepare: [String]) -> SpeechError? {
+        let held = voice.withLock { $0 }
+        var next = held
+        next.section = speech
+        var refusal: SpeechError?
+        let spoken = { (s: SpeechSection) in [s.voice, "\(s.wordsPerMinute)", "\(s.pitch)", "\(s.levelDB)"] }
+        if spoken(speech) != spoken(held.section) || held.cache == nil {
+            do throws(SpeechError) {
+                next.cache = try Self.cache(speech, sampleRate: Int(sampleRate))
+            } catch {
+                refusal = error
+                next = held
+            }
+        }
+        voice.withLock { $0 = next }
+        toPrepare.withLock { $0 = prepare }
+        wake.ring()
+        return refusal
     }
 
     func start() throws(SystemError) {
@@ -78,6 +110,12 @@ final class Announcer: @unchecked Sendable {
 
     /// The announcements waiting, in the order they will play.
     var waiting: [Announcement] { line.withLock { $0.queue } }
+
+    /// Nothing plays or waits.
+    var isQuiet: Bool { line.withLock { $0.playing == nil && $0.queue.isEmpty } && player.queued == 0 }
+
+    /// The `[speech]` in force.
+    var speech: SpeechSection { voice.withLock { $0.section } }
 
     /// Queues an announcement (calls thread; returns at once).
     func announce(_ a: Announcement) {
@@ -113,12 +151,8 @@ final class Announcer: @unchecked Sendable {
     }
 
     private func run() {
-        if let cache {
-            for text in prepare where !stopRequest.isSet {
-                do { _ = try cache.clip(text) } catch { log.error("speech: \"\(text.prefix(40))\": \(error)") }
-            }
-        }
         while !stopRequest.isSet {
+            prepareTexts()
             _ = wake.wait(seconds: 1)
             _ = wake.drain()
             while !stopRequest.isSet, let next = line.withLock({ l -> Announcement? in
@@ -141,19 +175,32 @@ final class Announcer: @unchecked Sendable {
         }
     }
 
+    /// Speaks the texts waiting to be prepared into the cache; an announcement queued meanwhile
+    /// goes first (the rest are prepared after it).
+    private func prepareTexts() {
+        guard let cache = voice.withLock({ $0.cache }) else { return }
+        while !stopRequest.isSet, line.withLock({ $0.queue.isEmpty }),
+              let text = toPrepare.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+            guard !cache.contains(text) else { continue }
+            do { _ = try cache.clip(text) } catch { log.error("speech: \"\(text.prefix(40))\": \(error)") }
+        }
+    }
+
     private func play(_ a: Announcement) {
         // Cut short (acknowledged, an emergency, stopping): the channel drops what was fed of it.
         // Flushed from here, after the last sample fed, so that the next clip is kept whole.
         defer { if abort.isSet { player.flush() } }
         let saved = callInputs.map(\.gain.load)
+        let (cache, duckGain) = voice.withLock { ($0.cache, $0.duckGain) }
+        let sounding = sounds.current
         switch a.level {
         case .overCall: for input in callInputs { input.gain.store(input.gain.load * duckGain) }
         case .callMuted: for input in callInputs { input.gain.store(0) }
         case .normal, .toneOnlyQuiet: break
         }
         defer { for (input, g) in zip(callInputs, saved) { input.gain.store(g) } }
-        var tone = tones[a.tone] ?? []
-        if a.level == .toneOnlyQuiet { tone = tone.map { Int16((Double($0) * inCallGain).rounded()) } }
+        var tone = sounding.notificationTones[a.tone] ?? []
+        if a.level == .toneOnlyQuiet { tone = tone.map { Int16((Double($0) * sounding.inCallGain).rounded()) } }
         let rate = sampleRate
         let ahead = Double(player.queued) / rate
         let toneStart = MonotonicClock.seconds() + ahead

@@ -4,11 +4,15 @@ import Foundation
 import Logging
 import Posix
 import RealTime
+import Synchronization
 
 /// Keeps the audio engine running: opens the devices, runs a session on a real-time thread,
 /// and when a device cannot be opened or fails, logs it by name and tries again with back-off.
+/// `reopen` ends the session and opens the devices again with new settings (a reload, once no
+/// call runs).
 public final class AudioSupervisor: @unchecked Sendable {
-    // @unchecked: mutable state is touched only by the supervisor thread; `stop` uses a StopSignal.
+    // @unchecked: mutable state is touched only by the supervisor thread; `stop` uses a StopSignal,
+    // the settings a lock.
     public struct Retry: Sendable {
         public var enabled: Bool
         public var initialMilliseconds: Int
@@ -21,8 +25,21 @@ public final class AudioSupervisor: @unchecked Sendable {
     }
 
     public let engine: AudioEngine
-    public let settings: DeviceSettings
-    public let priority: Int32
+    /// The devices and the audio thread's priority the next session opens with (and the running
+    /// one was opened with, unless a reopen is on its way).
+    public struct Opening: Sendable, Equatable {
+        public var devices: DeviceSettings
+        public var priority: Int32
+        public init(devices: DeviceSettings, priority: Int32) {
+            self.devices = devices
+            self.priority = priority
+        }
+    }
+    private let opening: Mutex<Opening>
+    /// Set by `reopen` until the supervisor thread has ended the session for it.
+    private let reopening = Flag(false)
+    /// Sessions ended to open the devices again with new settings.
+    public let reopens = Counter()
     public let retry: Retry
     /// Set when the supervisor gave up (retry disabled); the daemon exits non-zero.
     public let gaveUp = Flag(false)
@@ -34,14 +51,23 @@ public final class AudioSupervisor: @unchecked Sendable {
     public init(engine: AudioEngine, settings: DeviceSettings, priority: Int32, retry: Retry, logger: Logger) throws(SystemError) {
         stopping = try StopSignal()
         self.engine = engine
-        self.settings = settings
-        self.priority = priority
+        opening = Mutex(Opening(devices: settings, priority: priority))
         self.retry = retry
         log = logger
     }
 
     public func start() throws(SystemError) {
         thread = try WorkerThread.start(name: "audio-supervisor") { [self] in supervise() }
+    }
+
+    public var settings: Opening { opening.withLock { $0 } }
+
+    /// Ends the running session (at its next period) and opens the devices again with `new`,
+    /// at once, or at the next attempt while a device is being retried (any thread).
+    public func reopen(with new: Opening) {
+        opening.withLock { $0 = new }
+        reopening.set(true)
+        engine.stopRequest.set(true)
     }
 
     /// Ends the running session and the retry loop; returns when both are done.
@@ -56,8 +82,11 @@ public final class AudioSupervisor: @unchecked Sendable {
         var backoff = retry.initialMilliseconds
         while !stopping.isSet {
             let devices: AudioDevices
+            // Cleared before the settings are read: a reopen asked for after this is seen.
+            reopening.set(false)
+            let now = settings
             do {
-                devices = try AudioDevices(settings)
+                devices = try AudioDevices(now.devices)
             } catch {
                 guard retry.enabled else {
                     log.critical("cannot open audio devices: \(error); retry is disabled, giving up")
@@ -71,8 +100,12 @@ public final class AudioSupervisor: @unchecked Sendable {
             }
             logOpened(devices)
             let started = Date()
-            let end = runSession(devices)
+            let end = runSession(devices, priority: now.priority)
             switch end {
+            case .stopped where reopening.isSet && !stopping.isSet:
+                reopens.increment()
+                backoff = retry.initialMilliseconds
+                log.notice("audio devices closed to be opened again with new settings")
             case .stopped:
                 log.info("audio stopped")
                 return
@@ -86,11 +119,12 @@ public final class AudioSupervisor: @unchecked Sendable {
         }
     }
 
-    private func runSession(_ devices: AudioDevices) -> SessionEnd {
+    private func runSession(_ devices: AudioDevices, priority: Int32) -> SessionEnd {
         final class Box: @unchecked Sendable { var end = SessionEnd.stopped }  // written before join, read after
         let box = Box()
         let engine = engine
-        engine.stopRequest.set(stopping.isSet)
+        // A reopen asked for since the settings were read ends this session at once.
+        engine.stopRequest.set(stopping.isSet || reopening.isSet)
         let rt = WorkerThread(name: "intercom-audio") { box.end = engine.run(devices: devices) }
         do {
             try rt.start(priority: priority)

@@ -345,6 +345,12 @@ final class CallService: @unchecked Sendable {
         }
     }
 
+    /// No call rings or runs, no tone sounds and no notification is being read or waits to be:
+    /// the audio devices may be opened again without anyone hearing it.
+    var isQuiet: Bool {
+        engine.withLock { $0.call == nil } && announcer?.isQuiet != false && sounds.isQuiet
+    }
+
     /// One line for a person: the call, or idle with who is reachable (systemd's STATUS=).
     func summaryLine() -> String {
         engine.withLock { e in

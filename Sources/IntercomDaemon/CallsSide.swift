@@ -12,12 +12,13 @@ import Transport
 
 /// Everything calls add to the daemon when `[room] id` is set: the history and state files, the
 /// calls thread (`CallService`) and the key reader. Media goes through the network side's routes;
-/// the tones are `TerminalSounds`, fixed mixer inputs made before the mixer exists. The control socket is the
+/// the tones are `TerminalSounds`, fixed mixer inputs made before the mixer exists (a reload swaps their sounds). The control socket is the
 /// daemon's (`DaemonControl` hands calls commands to the service).
 final class CallsSide: @unchecked Sendable {
     // @unchecked: built and started/stopped from the main thread.
     let service: CallService
     let announcer: Announcer
+    private let sounds: TerminalSounds
     private var keySettings: KeyReaderSettings?
     /// The button names in the order `call:N` counts them: every configured button, also one a
     /// site has for this room alone, which the engine then refuses.
@@ -28,6 +29,7 @@ final class CallsSide: @unchecked Sendable {
     init(config: DaemonConfig, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, sounds: TerminalSounds,
          callInputs: [MixerInput], logger: Logger) throws {
         log = logger
+        self.sounds = sounds
         let settings = config.callSettings()
         let texts = config.speech.prepareAtStart ? config.textsReadHere() : []
         announcer = Announcer(sounds: sounds, speech: config.speech, sampleRate: config.audio.sampleRate, callInputs: callInputs,
@@ -79,6 +81,19 @@ final class CallsSide: @unchecked Sendable {
         keySettings = Self.keySettings(config)
         buttonNames = config.buttons.keys.sorted()
         startKeys()
+    }
+
+    /// A reload changed the tones, the chime, `[speech]` or the texts read here (main thread):
+    /// they sound so from the next tone and text on; a call goes on. Returns what could not be
+    /// applied and stays as it was (a WAV file not read, a voice espeak-ng refuses).
+    func reconfigureSounds(_ config: DaemonConfig, tones: Bool, speech: Bool) -> (tones: String?, speech: String?) {
+        var problems: (tones: String?, speech: String?) = (nil, nil)
+        if tones {
+            do { try sounds.apply(config) } catch { problems.tones = "\(error)" }
+        }
+        let texts = config.speech.prepareAtStart ? config.textsReadHere() : []
+        if let refusal = announcer.apply(speech ? config.speech : announcer.speech, prepare: texts) { problems.speech = "\(refusal)" }
+        return problems
     }
 
     private func startKeys() {

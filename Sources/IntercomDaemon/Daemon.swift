@@ -39,6 +39,14 @@ public final class Daemon: @unchecked Sendable {
     let reloads = ReloadHistory()
     /// The site document this terminal runs by (`[site] id`); nil without a site.
     let site: SiteKeeper?
+    /// Audio settings a reload read that wait for no call to run, to open the devices again with
+    /// them (main thread only; `reopenAudioWhenQuiet`).
+    var pendingAudio: PendingAudio?
+    struct PendingAudio {
+        var audio: AudioSection
+        var realtime: RealtimeSection
+        var keys: [String]
+    }
     /// The site version the configuration in force was joined with (main thread only).
     var appliedSiteVersion: UInt64 = 0
     /// With a site and calls: hands the document to other terminals and the administrator's tool
@@ -82,11 +90,8 @@ public final class Daemon: @unchecked Sendable {
                              recordRaw: config.local.recordRawWav != nil, microphoneReady: network?.doorbell,
                              maxCaptureBacklogMs: network == nil ? nil : AudioEngine.liveCaptureBacklogMs,
                              loopback: loopback.probe)
-        let devices = DeviceSettings(captureDevice: a.captureDevice, playbackDevice: a.playbackDevice,
-                                     sampleRate: a.sampleRate, periodFrames: frame,
-                                     bufferPeriods: a.bufferPeriods, fillPeriods: a.playbackQueuePeriods, link: a.linkDevices)
         supervisor = try AudioSupervisor(
-            engine: engine, settings: devices, priority: Int32(config.realtime.priority),
+            engine: engine, settings: Self.deviceSettings(config), priority: Int32(config.realtime.priority),
             retry: .init(enabled: config.retry.enabled, initialMilliseconds: config.retry.initialMs,
                          maxMilliseconds: config.retry.maxMs),
             logger: logger)
@@ -107,8 +112,9 @@ public final class Daemon: @unchecked Sendable {
             let processingMs = config.echo.enabled && microphoneChain.canceller.delaysAFrame ? a.periodMs : 0
             let jitter = config.jitter
             let lookaheadMs = Double(network?.encoderLookahead ?? 0) * 1000 / Double(a.sampleRate)
-            calls?.service.terminalTiming = { [engine] in
-                TerminalTiming(periodMs: a.periodMs, bufferPeriods: a.bufferPeriods, fillPeriods: a.playbackQueuePeriods,
+            calls?.service.terminalTiming = { [engine, supervisor] in
+                let devices = supervisor.settings.devices
+                return TerminalTiming(periodMs: a.periodMs, bufferPeriods: devices.bufferPeriods, fillPeriods: devices.fillPeriods ?? devices.bufferPeriods,
                                processingDelayMs: processingMs,
                                codecLookaheadMs: lookaheadMs, jitterMinMs: jitter.minDelayMs, jitterMaxMs: jitter.maxDelayMs,
                                xruns: engine.stats.xruns, processMaxMs: Double(engine.stats.processNanosMax.load) / 1e6)
@@ -125,7 +131,7 @@ public final class Daemon: @unchecked Sendable {
                     key: "control.technician_group", problem: "\(config.control.technicianGroup): \(error.reason)")])
             }
         }
-        let statistics = StatisticsSource(engine: engine, echoDelay: delayEstimator.estimate, sampleRate: a.sampleRate,
+        let statistics = StatisticsSource(engine: engine, supervisor: supervisor, echoDelay: delayEstimator.estimate, sampleRate: a.sampleRate,
                                           network: network, calls: calls?.service, reloads: reloads, site: site)
         control = try ControlServer(settings: config.controlSettings(), handler: DaemonControl(
             statistics: { statistics.read() }, loopback: loopback, audioRunning: { [engine] in engine.stats.running.isSet },
@@ -185,6 +191,7 @@ public final class Daemon: @unchecked Sendable {
                 break
             }
             followSite()
+            reopenAudioWhenQuiet()
             if supervisor.gaveUp.isSet { code = .unavailable; break }
             if let deadline, Date() >= deadline { log.info("duration reached: stopping"); break }
         }
@@ -259,9 +266,29 @@ public final class Daemon: @unchecked Sendable {
         return health
     }
 
+    static func deviceSettings(_ config: DaemonConfig) -> DeviceSettings {
+        let a = config.audio
+        return DeviceSettings(captureDevice: a.captureDevice, playbackDevice: a.playbackDevice, sampleRate: a.sampleRate,
+                              periodFrames: a.framesPerPeriod, bufferPeriods: a.bufferPeriods, fillPeriods: a.playbackQueuePeriods,
+                              link: a.linkDevices)
+    }
+
+    /// Main loop: audio settings a reload left waiting are put in force once no call runs and
+    /// nothing is being read aloud, by opening the devices again (a pause of a few periods).
+    private func reopenAudioWhenQuiet() {
+        guard let pending = pendingAudio, calls?.service.isQuiet ?? true, deviceLoopback.currentStatus.state != .running else { return }
+        pendingAudio = nil
+        config.audio = pending.audio
+        config.realtime = pending.realtime
+        supervisor.reopen(with: .init(devices: Self.deviceSettings(config), priority: Int32(config.realtime.priority)))
+        reloads.audioReopened()
+        log.notice("audio devices opened again for \(pending.keys.joined(separator: ", "))")
+    }
+
     /// What `systemctl status` shows: the audio, then the calls.
     func statusLine() -> String {
-        let audio = engine.stats.running.isSet ? "audio running, \(engine.stats.xruns) xruns" : "audio device unavailable, retrying"
+        var audio = engine.stats.running.isSet ? "audio running, \(engine.stats.xruns) xruns" : "audio device unavailable, retrying"
+        if let pending = pendingAudio { audio += "; audio devices open again after the call for " + pending.keys.joined(separator: ", ") }
         let room = config.callsEnabled ? "room \(config.room.id): " : ""
         return room + (calls?.service.summaryLine() ?? "no calls configured") + "; " + audio
     }

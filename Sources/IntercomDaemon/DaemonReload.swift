@@ -6,10 +6,10 @@ import Site
 import Synchronization
 
 /// SIGHUP: the configuration file is read again (with its site document, `TerminalConfiguration`). The keys whose schema entry says `.live` change
-/// now (gains, echo switches), those that say `.betweenCalls` and the room directory and buttons
-/// when no call runs (a call in progress keeps its rules). Everything else is named as waiting for
-/// a restart, because it would mean reopening devices or sockets mid-call. A file with problems
-/// changes nothing.
+/// now (gains, echo switches, keys, lights, tones, speech), those that say `.betweenCalls` and the
+/// room directory and buttons when no call runs (a call in progress keeps its rules), those that
+/// say `.reopensAudio` by opening the audio devices again once no call runs. Everything else is
+/// named as waiting for a restart (the frame size, sockets). A file with problems changes nothing.
 extension Daemon {
     public struct ReloadOutcome: Sendable, Equatable {
         /// Keys ("mixer.mic_gain_db") and tables ("rooms") whose changes were applied.
@@ -18,9 +18,14 @@ extension Daemon {
         public var needRestart: [String] = []
         /// Calls settings (keys and tables) that wait for the running call to end.
         public var waitingForCallEnd: [String] = []
+        /// Audio settings that open the devices again once no call runs (at once when none does).
+        public var audioWaiting: [String] = []
         public var deferredUntilIdle: Bool { !waitingForCallEnd.isEmpty }
         /// The problems if the file could not be used (nothing was changed then).
         public var error: String?
+        /// Settings the file names that could not be put in force (a WAV file not read, a
+        /// voice espeak-ng refuses), each with its reason; the ones held stay.
+        public var notApplied: [String] = []
         /// Why the site document on disk was refused (the one held stays in force, and is
         /// written back there).
         public var siteRefusal: String?
@@ -28,10 +33,14 @@ extension Daemon {
         public var summary: String {
             if let error { return "reload failed, configuration unchanged: \(error)" }
             var parts = [applied.isEmpty ? "nothing to apply" : "applied " + applied.joined(separator: ", ")]
+            if !audioWaiting.isEmpty {
+                parts.append("the audio devices open again once no call runs, for " + audioWaiting.joined(separator: ", "))
+            }
             if deferredUntilIdle {
                 parts.append("call settings wait for the running call to end: " + waitingForCallEnd.joined(separator: ", "))
             }
             if !needRestart.isEmpty { parts.append("restart needed for " + needRestart.joined(separator: ", ")) }
+            if !notApplied.isEmpty { parts.append("not applied: " + notApplied.joined(separator: "; ")) }
             if let siteRefusal { parts.append(siteRefusal + "; the site document held stays") }
             return "reloaded: " + parts.joined(separator: "; ")
         }
@@ -65,9 +74,10 @@ extension Daemon {
         c.rooms[c.room.id].map { [$0.address, "\($0.signallingPort)", "\($0.mediaPort)"] }
     }
 
-    /// The keys in which `new` differs from `running` beyond what a reload applies.
+    /// The keys in which `new` differs from `running` beyond what a reload applies (now, between
+    /// calls, or by opening the audio devices again).
     static func restartNeeded(_ new: DaemonConfig, running: DaemonConfig) -> [String] {
-        liveParts(of: new, over: running).config.differingKeys(from: new)
+        liveParts(of: new, over: running).config.adopting(.reopensAudio, from: new).config.differingKeys(from: new)
     }
 
     /// Reads `path` again and applies what can change now (main thread).
@@ -87,9 +97,8 @@ extension Daemon {
         // Local mode's settings come from the command line as often as from the file.
         new.local = config.local
         let running = config
-        let (live, sections) = Self.liveParts(of: new, over: running)
+        var (live, sections) = Self.liveParts(of: new, over: running)
         outcome.applied = sections
-        outcome.needRestart = live.differingKeys(from: new)
         let liveNow = running.adopting(.live, from: new).1
         let chain = engine.microphoneChain
         chain.gain.gain.store(decibelsToGain(live.mixer.micGainDb))
@@ -105,9 +114,33 @@ extension Daemon {
         if live.keys != running.keys || live.buttons.keys.sorted() != running.buttons.keys.sorted() {
             calls?.reconfigureKeys(live)
         }
+        // Tones and speech: from the next tone and text on; what could not be read stays as it was.
+        let tonesChanged = live.tones != running.tones || live.calls.chimeWav != running.calls.chimeWav
+        let speechChanged = live.speech != running.speech
+        if let calls, tonesChanged || speechChanged || live.textsReadHere() != running.textsReadHere() {
+            let problems = calls.reconfigureSounds(live, tones: tonesChanged, speech: speechChanged)
+            if let problem = problems.tones {
+                live.tones = running.tones
+                live.calls.chimeWav = running.calls.chimeWav
+                outcome.notApplied.append("tones: \(problem)")
+            }
+            if let problem = problems.speech {
+                live.speech = running.speech
+                outcome.notApplied.append("speech: \(problem)")
+            }
+            outcome.applied.removeAll { key in
+                (problems.tones != nil && (key.hasPrefix("tones.") || key == "calls.chime_wav")) || (problems.speech != nil && key.hasPrefix("speech."))
+            }
+        }
         if live.lightsSettings() != running.lightsSettings() {
             do throws(SystemError) { try lights.apply(live.lightsSettings()) } catch { log.error("lights: \(error)") }
         }
+        // The audio devices: opened again once no call runs (`reopenAudioWhenQuiet`); a later
+        // reload that changes them back leaves nothing waiting.
+        let (withAudio, audioKeys) = live.adopting(.reopensAudio, from: new)
+        pendingAudio = audioKeys.isEmpty ? nil : PendingAudio(audio: withAudio.audio, realtime: withAudio.realtime, keys: audioKeys)
+        outcome.needRestart = Self.restartNeeded(new, running: running)
+        outcome.audioWaiting = audioKeys
         config = live
         announceSite()
         return outcome
@@ -135,7 +168,17 @@ final class ReloadHistory: Sendable {
                 r.applied = outcome.applied
                 r.waitingForCallEnd = outcome.waitingForCallEnd
                 r.restartNeeded = outcome.needRestart
+                r.audioWaiting = outcome.audioWaiting
+                r.notApplied = outcome.notApplied
             }
+        }
+    }
+
+    /// The devices were opened again for the audio settings waiting.
+    func audioReopened() {
+        state.withLock { r in
+            r.audioWaiting = []
+            r.audioReopens += 1
         }
     }
 

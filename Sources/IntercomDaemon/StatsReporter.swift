@@ -64,6 +64,7 @@ final class StatsReporter: @unchecked Sendable {
 /// Reads the daemon's counters for `stats` (from the same atomics as the statistics log).
 struct StatisticsSource: Sendable {
     let engine: AudioEngine
+    let supervisor: AudioSupervisor
     let echoDelay: Counter
     let sampleRate: Int
     let network: NetworkMedia?
@@ -74,8 +75,9 @@ struct StatisticsSource: Sendable {
     func read() -> DaemonStatistics {
         let s = engine.stats
         let delay = echoDelay.load
+        let devices = supervisor.settings.devices
         let audio = DaemonStatistics.Audio(
-            running: s.running.isSet, frames: s.frames.load, xruns: s.xruns, captureXruns: s.captureXruns.load,
+            running: s.running.isSet, captureDevice: devices.captureDevice, playbackDevice: devices.playbackDevice, frames: s.frames.load, xruns: s.xruns, captureXruns: s.captureXruns.load,
             playbackXruns: s.playbackXruns.load, sessions: s.sessions.load, captureGapFrames: s.captureGapFrames.load,
             staleCaptureFrames: s.staleCaptureFrames.load,
             captureDelayMs: Double(s.captureDelayFrames.load) * 1000 / Double(sampleRate), micDrops: s.micDrops.load, microphoneClippedSamples: engine.microphoneChain.gain.clippedSamples.load,

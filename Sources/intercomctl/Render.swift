@@ -92,7 +92,7 @@ enum Render {
     static func statistics(_ s: DaemonStatistics) -> String {
         let a = s.audio
         var lines = [
-            "audio           \(a.running ? "running" : "not running"), \(a.frames) frames, \(a.sessions) sessions",
+            "audio           \(a.running ? "running" : "not running"), \(a.frames) frames, \(a.sessions) sessions; capture \(a.captureDevice), playback \(a.playbackDevice)",
             "xruns           \(a.xruns) (capture \(a.captureXruns), playback \(a.playbackXruns)); capture lost: \(a.captureGapFrames) frames (\(a.staleCaptureFrames) stale), capture delay \(String(format: "%.1f", a.captureDelayMs)) ms",
             String(format: "echo canceller  ERLE %.1f dB, echo delay %@, %d resets, %d realignments", a.echoReturnLossEnhancementDB,
                    a.echoDelayMs.map { String(format: "%.1f ms", $0) } ?? "unmeasured", a.echoCancellerResets, a.echoCancellerRealignments),
@@ -136,7 +136,10 @@ enum Render {
             reload += "; last applied: \(r.applied.isEmpty ? "nothing" : r.applied.joined(separator: ", "))"
             if !r.waitingForCallEnd.isEmpty { reload += "; waiting for the call to end: " + r.waitingForCallEnd.joined(separator: ", ") }
             if !r.restartNeeded.isEmpty { reload += "; restart needed: " + r.restartNeeded.joined(separator: ", ") }
+            if !r.notApplied.isEmpty { reload += "; not applied: " + r.notApplied.joined(separator: "; ") }
         }
+        if !r.audioWaiting.isEmpty { reload += "; audio devices open again once no call runs, for " + r.audioWaiting.joined(separator: ", ") }
+        if r.audioReopens > 0 { reload += "; audio devices opened again \(r.audioReopens) times" }
         if let e = r.lastError { reload += "; last refused: \(e)" }
         lines.append("configuration   " + reload)
         return lines.joined(separator: "\n")

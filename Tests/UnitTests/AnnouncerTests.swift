@@ -71,8 +71,8 @@ final class AnnouncerTests: XCTestCase {
         Thread.sleep(forTimeInterval: 9)
         let recording = drain.stop()
 
-        let reminderTone = try XCTUnwrap(sounds.notificationTones[.reminder])
-        let alarmTone = try XCTUnwrap(sounds.notificationTones[.alarm])
+        let reminderTone = try XCTUnwrap(sounds.current.notificationTones[.reminder])
+        let alarmTone = try XCTUnwrap(sounds.current.notificationTones[.alarm])
         let reminders = plays(of: reminderTone, in: recording, frame: frame)
         let alarms = plays(of: alarmTone, in: recording, frame: frame)
         print("announcer: reminder tone at \(reminders.map { String(format: "%.2f", $0) }) s, alarm tone at \(alarms.map { String(format: "%.2f", $0) }) s (alarm announced at \(alarmAt) s)")

@@ -96,7 +96,7 @@ final class ControlProtocolTests: XCTestCase {
     }
 
     static let statistics = DaemonStatistics(
-        audio: .init(running: true, frames: 12_345, xruns: 2, captureXruns: 1, playbackXruns: 1, sessions: 3, captureGapFrames: 7, staleCaptureFrames: 3, captureDelayMs: 1.5,
+        audio: .init(running: true, captureDevice: "roomA", playbackDevice: "roomA", frames: 12_345, xruns: 2, captureXruns: 1, playbackXruns: 1, sessions: 3, captureGapFrames: 7, staleCaptureFrames: 3, captureDelayMs: 1.5,
                      micDrops: 0, microphoneClippedSamples: 12, speakerClippedSamples: 3, echoReturnLossEnhancementDB: 21.5, echoDelayMs: nil, echoCancellerResets: 2,
                      echoCancellerRealignments: 1, echoReferenceMoves: 2, processMaxMs: 0.75, howls: 0),
         network: .init(ssrc: 0x1234_5678, opus: .init(application: "voip", bitrate: 64000, fec: true, dtx: false, lookaheadMs: 6.5),
@@ -111,7 +111,7 @@ final class ControlProtocolTests: XCTestCase {
                      storeWrites: 5, storeFailures: 0, mediaTo: ["239.255.0.1:5004"], brokenByEmergency: 1,
                      speech: .init(announcements: 3, spoken: 2, cached: 1, failures: 0, lastSynthesisMs: 41.5, lastGapMs: 0)),
         reload: .init(count: 2, failed: 1, applied: ["buttons"], waitingForCallEnd: [], restartNeeded: ["audio.period_ms"],
-                      lastError: "mixer.mic_gain_db: 99 is above 24"))
+                      audioWaiting: ["audio.capture_device"], audioReopens: 1, notApplied: ["speech: no voice xx"], lastError: "mixer.mic_gain_db: 99 is above 24"))
 
     /// `stats` is typed on the wire: every counter is required, so a daemon that leaves one out
     /// is a protocol error, never a silent 0; an unmeasured echo delay is null, not absent.

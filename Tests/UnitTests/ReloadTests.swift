@@ -45,8 +45,14 @@ final class ReloadTests: XCTestCase {
 
     func testTheSchemaSaysWhichKeysSIGHUPApplies() {
         XCTAssertEqual(DaemonConfig.keys(reloaded: .live), ["echo.enabled", "echo.loop_canceller", "echo.howl_guard", "mixer.speaker_gain_db", "mixer.mic_gain_db",
-                                                             "lights.led_dir", "lights.gpio_chip", "lights.gpio", "lights.map",
-                                                             "keys.debounce_ms", "keys.long_press_ms", "keys.map", "keys.long_map"])
+                                                             "lights.led_dir", "lights.gpio_chip", "lights.gpio", "lights.map", "calls.chime_wav",
+                                                             "keys.debounce_ms", "keys.long_press_ms", "keys.map", "keys.long_map",
+                                                             "tones.level_db", "tones.in_call_db", "tones.ring_period_ms", "tones.wav", "tones.gain_db",
+                                                             "speech.voice", "speech.words_per_minute", "speech.pitch", "speech.level_db", "speech.duck_db",
+                                                             "speech.prepare_at_start"])
+        XCTAssertEqual(DaemonConfig.keys(reloaded: .reopensAudio),
+                       ["audio.capture_device", "audio.playback_device", "audio.buffer_periods", "audio.playback_fill_periods",
+                        "audio.link_devices", "realtime.priority"])
         XCTAssertEqual(DaemonConfig.keys(reloaded: .betweenCalls),
                        ["calls.auto_answer", "calls.ring_ms", "calls.answer_timeout_ms", "calls.caller_voice", "calls.multicast_group",
                         "calls.missed_reminder_s", "calls.notification_reminder_s"])
@@ -87,6 +93,28 @@ final class ReloadTests: XCTestCase {
         XCTAssertEqual(sections, [])
         XCTAssertEqual(live, running, "nothing applied")
         XCTAssertEqual(Daemon.restartNeeded(new, running: running), ["audio.period_ms", "jitter.min_delay_ms", "rooms"])
+    }
+
+    /// New devices are not applied with the live parts nor named for a restart: the daemon opens
+    /// the devices again with them once no call runs (`reopenAudioWhenQuiet`, LiveSoundsRigTests).
+    func testNewAudioDevicesWaitToBeOpenedAgainAndAreNoRestart() throws {
+        let running = try config()
+        let new = try config("""
+            [audio]
+            capture_device = "plughw:CARD=USB,DEV=0"
+            buffer_periods = 6
+            [realtime]
+            priority = 40
+            [tones]
+            level_db = -20
+            """)
+        let (live, sections) = Daemon.liveParts(of: new, over: running)
+        XCTAssertEqual(sections, ["tones.level_db"])
+        XCTAssertEqual(live.audio, running.audio, "the devices are not taken with the live parts")
+        XCTAssertEqual(Daemon.restartNeeded(new, running: running), [])
+        let (reopened, keys) = live.adopting(.reopensAudio, from: new)
+        XCTAssertEqual(keys, ["audio.capture_device", "audio.buffer_periods", "realtime.priority"])
+        XCTAssertEqual(reopened, new)
     }
 
     func testAnEngineTakesNewSettingsOnlyBetweenCalls() throws {

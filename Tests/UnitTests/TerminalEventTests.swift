@@ -243,6 +243,35 @@ final class TerminalEventTests: XCTestCase {
         XCTAssertFalse(player.readFrame(into: frame, count: 480))
     }
 
+    /// A reload swaps the sounds while one plays: it goes on in its new form from the same place;
+    /// a set offered twice before a frame is read is taken once, the newer.
+    func testTonePlayerReplacesItsSoundsWhilePlaying() {
+        let player = TonePlayer(sounds: [[Int16](repeating: 1000, count: 1000), [Int16](repeating: 5, count: 10)])
+        let frame = UnsafeMutablePointer<Int16>.allocate(capacity: 480)
+        defer { frame.deallocate() }
+        player.play(0, loop: true)
+        XCTAssertTrue(player.readFrame(into: frame, count: 480))
+        XCTAssertEqual(frame[479], 1000)
+        player.replace(sounds: [[Int16](repeating: 2000, count: 1000), [Int16](repeating: 6, count: 10)])
+        player.replace(sounds: [[Int16](repeating: 3000, count: 1000), [Int16](repeating: 7, count: 10)])
+        XCTAssertTrue(player.readFrame(into: frame, count: 480))
+        XCTAssertEqual(frame[0], 3000, "the newer set, from the same place")
+        XCTAssertEqual(player.replaced.load, 1)
+        XCTAssertTrue(player.readFrame(into: frame, count: 480))
+        XCTAssertEqual(frame[39], 3000)
+        XCTAssertEqual(frame[40], 3000, "looped across its end")
+        // Shorter than where it stood: a sound played once ends there.
+        player.play(0)
+        XCTAssertTrue(player.readFrame(into: frame, count: 480))
+        player.replace(sounds: [[Int16](repeating: 4000, count: 200), [Int16](repeating: 8, count: 10)])
+        XCTAssertFalse(player.readFrame(into: frame, count: 480), "past the new sound's end")
+        player.play(1)
+        XCTAssertTrue(player.readFrame(into: frame, count: 480))
+        XCTAssertEqual(frame[9], 8)
+        XCTAssertEqual(frame[10], 0)
+        XCTAssertEqual(player.replaced.load, 2)
+    }
+
     /// The audio thread's side allocates nothing while requests come and go.
     func testTonePlayerReadsWithoutAllocating() {
         let player = TonePlayer(sounds: Cue.allCases.map { Tones.render($0.notes.map { ($0.hz, $0.ms) }) })
@@ -255,14 +284,21 @@ final class TerminalEventTests: XCTestCase {
             for k in 0..<3000 {
                 if k % 50 == 0 { player.play(k / 50 % player.soundCount, loop: k % 100 == 0, gain: k % 150 == 0 ? 0.25 : 1) }
                 _ = player.readFrame(into: frame, count: 480)
+                if k % 20 == 0 { usleep(100) }  // room for the replacements below
             }
             box.count = AllocationCounter.count - before
             frame.deallocate()
         }
         AllocationCounter.arm()
         thread.start()
-        while !thread.isFinished { usleep(1000) }
+        // Reloads on another thread meanwhile: the sets are made and freed here, never there.
+        let other = Cue.allCases.map { Tones.render($0.notes.map { ($0.hz, $0.ms) }, peakDBFS: -30) }
+        while !thread.isFinished {
+            player.replace(sounds: other)
+            usleep(1000)
+        }
         AllocationCounter.disarm()
         XCTAssertEqual(box.count, 0, "allocations: \(AllocationCounter.callers)")
+        XCTAssertGreaterThan(player.replaced.load, 10, "sets were taken while it played")
     }
 }
