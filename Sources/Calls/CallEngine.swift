@@ -94,6 +94,12 @@ public struct CallEngine: Sendable {
         presenceTable.rooms.compactMapValues { $0.presence.online ? $0.announcement : nil }
     }
 
+    /// What `room`'s newest hello said, while it is online (one lookup: `announcements` builds
+    /// the whole table).
+    public func announcement(of room: RoomID) -> SiteAnnouncement? {
+        presenceTable.rooms[room].flatMap { $0.presence.online ? $0.announcement : nil }
+    }
+
     /// Messages waiting for a room to come back online.
     public var pendingDeferred: Int { deferred.count }
 

@@ -376,7 +376,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var count: Int
         public var failed: Int
         /// Of the last valid reload: the keys applied at once, those that wait for the running call
-        /// to end, and those that need a restart (schema names, "section.key").
+        /// to end (empty once it has), and those that need a restart (schema names, "section.key").
         public var applied: [String]
         public var waitingForCallEnd: [String]
         public var restartNeeded: [String]

@@ -194,6 +194,9 @@ final class CallService: @unchecked Sendable {
         return taken
     }
 
+    /// Settings a reload gave wait for the running call to end.
+    var hasPendingSettings: Bool { pendingSettings.withLock { $0 != nil } }
+
     @discardableResult
     private func takePendingSettings() -> Bool {
         guard let new = pendingSettings.withLock({ $0 }) else { return false }
@@ -430,7 +433,7 @@ final class CallService: @unchecked Sendable {
         engine.withLock { e in
             var out: [RoomID: SiteStamp?] = [:]
             for room in e.settings.directory.keys where room != e.settings.room && e.presence(of: room).online {
-                out[room] = e.announcements[room]?.site
+                out[room] = e.announcement(of: room)?.site
             }
             return out
         }

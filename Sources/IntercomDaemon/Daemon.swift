@@ -192,6 +192,7 @@ public final class Daemon: @unchecked Sendable {
             }
             followSite()
             reopenAudioWhenQuiet()
+            if let service = calls?.service, !service.hasPendingSettings { reloads.callSettingsTaken() }
             if supervisor.gaveUp.isSet { code = .unavailable; break }
             if let deadline, Date() >= deadline { log.info("duration reached: stopping"); break }
         }

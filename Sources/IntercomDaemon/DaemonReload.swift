@@ -174,6 +174,11 @@ final class ReloadHistory: Sendable {
         }
     }
 
+    /// The call ended and the calls side took the settings that waited for it.
+    func callSettingsTaken() {
+        state.withLock { r in if !r.waitingForCallEnd.isEmpty { r.waitingForCallEnd = [] } }
+    }
+
     /// The devices were opened again for the audio settings waiting.
     func audioReopened() {
         state.withLock { r in

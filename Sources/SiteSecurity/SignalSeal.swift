@@ -37,13 +37,14 @@ public final class SignalSeal: Sendable {
     private struct State {
         var lastCounter: UInt64 = 0
         var windows: [String: ReplayWindow] = [:]
-        var keys: [String: [UInt8]] = [:]
+        // Made once per room: a SymmetricKey per datagram would copy and wipe the key each time.
+        var keys: [String: RoomKey] = [:]
         var known: Set<String>
     }
 
     private let siteKey: SiteKey
     private let room: String
-    private let myKey: [UInt8]
+    private let myKey: RoomKey
     private let clock: @Sendable () -> UInt64
     private let freshness: UInt64
     private let state: Mutex<State>
@@ -57,7 +58,7 @@ public final class SignalSeal: Sendable {
                 freshness: UInt64 = SignalSeal.defaultFreshness) {
         self.siteKey = siteKey
         self.room = room
-        myKey = siteKey.derive("signalling v1 from \(room)")
+        myKey = RoomKey(siteKey.derive("signalling v1 from \(room)"))
         self.clock = clock
         self.freshness = freshness
         state = Mutex(State(known: knownRooms))
@@ -79,7 +80,7 @@ public final class SignalSeal: Sendable {
         }
         let header = Self.header(sender: room, counter: counter)
         // swift-crypto only throws here for a nonce of the wrong size, which this one is not.
-        let box = try! ChaChaPoly.seal(plaintext, using: SymmetricKey(data: myKey), nonce: Self.nonce(counter), authenticating: header)
+        let box = try! ChaChaPoly.seal(plaintext, using: myKey.key, nonce: Self.nonce(counter), authenticating: header)
         return header + [UInt8](box.ciphertext) + [UInt8](box.tag)
     }
 
@@ -90,14 +91,14 @@ public final class SignalSeal: Sendable {
         let n = Int(datagram[3])
         let headerLength = 4 + n + 8
         guard n > 0, datagram.count >= headerLength + 16,
-              let sender = String(bytes: datagram[4..<(4 + n)], encoding: .utf8) else { return .failure(.malformed) }
+              let sender = String(validating: datagram[4..<(4 + n)], as: UTF8.self) else { return .failure(.malformed) }
         var counter: UInt64 = 0
         for b in datagram[(4 + n)..<headerLength] { counter = counter << 8 | UInt64(b) }
 
-        let key: [UInt8]? = state.withLock { s in
+        let key: RoomKey? = state.withLock { s in
             guard s.known.contains(sender), sender != room else { return nil }
             if let k = s.keys[sender] { return k }
-            let k = siteKey.derive("signalling v1 from \(sender)")
+            let k = RoomKey(siteKey.derive("signalling v1 from \(sender)"))
             s.keys[sender] = k
             return k
         }
@@ -107,7 +108,7 @@ public final class SignalSeal: Sendable {
             let box = try ChaChaPoly.SealedBox(nonce: Self.nonce(counter),
                                                ciphertext: datagram[headerLength..<(datagram.count - 16)],
                                                tag: datagram[(datagram.count - 16)...])
-            plaintext = try ChaChaPoly.open(box, using: SymmetricKey(data: key), authenticating: datagram[0..<headerLength])
+            plaintext = try ChaChaPoly.open(box, using: key.key, authenticating: datagram[0..<headerLength])
         } catch {
             return .failure(.authentication)
         }
@@ -122,6 +123,13 @@ public final class SignalSeal: Sendable {
         }
         if let verdict { return .failure(verdict) }
         return .success((sender, [UInt8](plaintext)))
+    }
+
+    /// One room's signalling key. @unchecked: a SymmetricKey is never changed after it is made,
+    /// only read, by any thread (swift-crypto does not mark it Sendable).
+    struct RoomKey: @unchecked Sendable {
+        let key: SymmetricKey
+        init(_ bytes: [UInt8]) { key = SymmetricKey(data: bytes) }
     }
 
     static func header(sender: String, counter: UInt64) -> [UInt8] {

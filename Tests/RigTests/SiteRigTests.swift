@@ -119,6 +119,7 @@ final class SiteRigTests: XCTestCase {
             guard case .success(.rooms(let d))? = try? rooms.control("roomb", .rooms) else { return false }
             return d.rooms.first { $0.id.value == "rooma" }?.name == "Empfang"
         }, "the new name: \(b.log)")
+        XCTAssertNotNil(b.waitForStatistics(timeout: 2) { $0.reload.waitingForCallEnd.isEmpty }, "stats no longer say they wait: \(b.log)")
 
         // Each terminal's hellos announce its software and document: A, still at version 2, is
         // behind, as B and A itself see it (typed replies; and as intercomctl site shows it).

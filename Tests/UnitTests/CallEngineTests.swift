@@ -183,12 +183,14 @@ final class CallEngineTests: XCTestCase {
         XCTAssertEqual(sim.engine(rc).announcements[ra]?.appliedAt, 1_700_000_100)
         XCTAssertEqual(sim.engine(rc).announcements[rb]?.software, "0.8.9")
         XCTAssertNil(sim.engine(rc).announcements[rc], "not its own")
+        for room in [ra, rb, rc] { XCTAssertEqual(sim.engine(rc).announcement(of: room), sim.engine(rc).announcements[room], "one room's, looked up") }
         sim.command(ra, .call(button: rb.value))
         sim.run(for: 3)
         XCTAssertEqual(sim.engine(rb).announcements[ra]?.site, stamp, "kept through a call's keepalives")
         sim.stop(ra)
         sim.run(for: sim.timing(rb).offlineAfter + 1.5)
         XCTAssertNil(sim.engine(rb).announcements[ra], "offline: nothing shown")
+        XCTAssertNil(sim.engine(rb).announcement(of: ra))
     }
 
     /// A new site document is announced at once, not a hello interval later: the spread of a
