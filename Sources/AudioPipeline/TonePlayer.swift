@@ -21,7 +21,7 @@ public final class TonePlayer: FrameSource, @unchecked Sendable {
     /// The set the audio thread let go, to be freed (0 = none). Only the audio thread makes it
     /// non-zero, and only when it is zero, so one slot is enough.
     private let retired = Atomic<Int>(0)
-    /// Sets the audio thread has taken (for tests and the statistics).
+    /// Sets the audio thread has taken (read by tests: that a new set was taken mid-tone).
     public let replaced = Counter()
     public let soundCount: Int
     /// The newest request: sequence << 32 | gain (Q15, 16 bits) << 16 | loop << 15 | sound + 1

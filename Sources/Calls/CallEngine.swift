@@ -100,6 +100,9 @@ public struct CallEngine: Sendable {
         presenceTable.rooms[room].flatMap { $0.presence.online ? $0.announcement : nil }
     }
 
+    /// Moves whenever a hello names another site document than that room's hello before.
+    public var siteChanges: UInt64 { presenceTable.siteChanges }
+
     /// Messages waiting for a room to come back online.
     public var pendingDeferred: Int { deferred.count }
 

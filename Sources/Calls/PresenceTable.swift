@@ -13,6 +13,9 @@ struct RoomPresence: Sendable {
 
 struct PresenceTable: Sendable {
     private(set) var rooms: [RoomID: RoomPresence] = [:]
+    /// Hellos that named another site document than the room's hello before: who follows the
+    /// site looks again when this moves.
+    private(set) var siteChanges: UInt64 = 0
 
     subscript(room: RoomID) -> RoomPresence { rooms[room] ?? RoomPresence() }
 
@@ -44,7 +47,10 @@ struct PresenceTable: Sendable {
         r.lastHelloID = id
         r.lastHeard = now
         r.call = call
-        if let announcement { r.announcement = announcement }
+        if let announcement {
+            if r.announcement?.site != announcement.site { siteChanges &+= 1 }
+            r.announcement = announcement
+        }
         r.presence = Presence(online: true, doNotDisturb: doNotDisturb, inCall: call != nil)
         rooms[room] = r
         return (r.presence == before ? nil : r.presence, false)

@@ -234,7 +234,7 @@ public enum SignalCodec {
                     site = SiteStamp(version: version, digest: digest, length: length)
                     let ms = try r.uint64()
                     guard ms <= maxMilliseconds else { throw .invalidTime }
-                    appliedAt = Double(ms) / 1000
+                    appliedAt = ms == 0 ? nil : Double(ms) / 1000  // 0: held, not yet applied
                 }
                 announcement = SiteAnnouncement(software: software, site: site, appliedAt: appliedAt)
             }

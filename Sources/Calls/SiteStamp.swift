@@ -28,7 +28,8 @@ public struct SiteAnnouncement: Sendable, Equatable, Hashable {
     public var software: String
     /// The site document held; nil: none (a terminal without a site).
     public var site: SiteStamp?
-    /// When `site` was applied, seconds since 1970 (carried in milliseconds); nil with no site.
+    /// When `site` was applied, seconds since 1970 (carried in milliseconds, 0 for nil); nil with
+    /// no site, or while the document held waits to be applied.
     public var appliedAt: Double?
 
     public init(software: String, site: SiteStamp?, appliedAt: Double?) {

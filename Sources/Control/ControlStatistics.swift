@@ -445,14 +445,63 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// The first 16 hex digits of the signed document's SHA-256: the same on every terminal
         /// that holds this version.
         public var digest: String
-        /// When this version was applied, Unix time in seconds.
-        public var appliedAt: Double
+        /// When this version was applied, Unix time in seconds; nil while it waits to be (kept
+        /// moments ago, or its configuration could not be used: `reload.last_error`).
+        public var appliedAt: Double?
         /// Documents refused since start, by reason (oversized, truncated, malformed, unknownFormat,
         /// otherSite, unsigned, badSignature, older, conflicting, unreadable).
         public var refused: [String: Int]
         /// The last refusal's description; nil when none.
         public var lastRefusal: String?
         public var transfers: Transfers
+        /// How the newest version this terminal heard of or holds came; nil: none since start.
+        public var arrival: Arrival?
+
+        /// Each step of a version's way here, Unix time in seconds (nil: not taken, e.g. no fetch
+        /// for a document the administrator's tool handed over): what the spread costs per hop.
+        public struct Arrival: Sendable, Equatable, Codable {
+            public var version: UInt64
+            /// The room it was fetched from, the administrator's tool ("a transfer from a.b.c.d"),
+            /// or the file; nil before any fetch.
+            public var from: String?
+            /// When a hello first said another terminal holds it.
+            public var heard: Double?
+            /// When the last fetch of it started.
+            public var fetchStarted: Double?
+            /// When that fetch had the whole document in hand, before its check.
+            public var received: Double?
+            /// When it was judged whole and written to disk.
+            public var kept: Double?
+
+            public init(version: UInt64, from: String? = nil, heard: Double? = nil, fetchStarted: Double? = nil, received: Double? = nil,
+                        kept: Double? = nil) {
+                self.version = version
+                self.from = from
+                self.heard = heard
+                self.fetchStarted = fetchStarted
+                self.received = received
+                self.kept = kept
+            }
+
+            public func encode(to encoder: Encoder) throws {
+                var c = encoder.container(keyedBy: CodingKeys.self)
+                try c.encode(version, forKey: .version)
+                try c.encode(from, forKey: .from)
+                try c.encode(heard, forKey: .heard)
+                try c.encode(fetchStarted, forKey: .fetchStarted)
+                try c.encode(received, forKey: .received)
+                try c.encode(kept, forKey: .kept)
+            }
+
+            public init(from decoder: Decoder) throws {
+                let c = try decoder.container(keyedBy: CodingKeys.self)
+                self.init(version: try c.decode(UInt64.self, forKey: .version), from: try c.decode(String?.self, forKey: .from),
+                          heard: try c.decode(Double?.self, forKey: .heard), fetchStarted: try c.decode(Double?.self, forKey: .fetchStarted),
+                          received: try c.decode(Double?.self, forKey: .received), kept: try c.decode(Double?.self, forKey: .kept))
+            }
+
+            private enum CodingKeys: String, CodingKey { case version, from, heard, fetchStarted, received, kept }
+        }
 
         /// Documents passed between terminals and from the administrator's tool since start.
         public struct Transfers: Sendable, Equatable, Codable {
@@ -461,21 +510,26 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             /// Fetches that brought no whole document: no connection, a timeout, a reply cut short
             /// or not a transfer's.
             public var fetchFailed = 0
+            /// Fetches the peer answered `busy` (as many transfers under way as it takes): asked
+            /// again shortly, or another holder.
+            public var fetchBusy = 0
             /// Documents this terminal sent to another that asked.
             public var served = 0
             /// Documents the administrator's tool (or anyone) handed this terminal.
             public var offered = 0
             /// Transfers this terminal refused before any document: not a transfer's framing,
-            /// another site, too large, too slow, or too many at once.
+            /// another site, too large, or too slow.
             public var badRequests = 0
+            /// Transfers answered `busy`: more under way at once than it takes.
+            public var answeredBusy = 0
             /// Documents adopted but not written to `site.document` (the disk refused).
             public var notKept = 0
 
             public init() {}
         }
 
-        public init(id: String, version: UInt64, digest: String, appliedAt: Double, refused: [String: Int], lastRefusal: String?,
-                    transfers: Transfers = Transfers()) {
+        public init(id: String, version: UInt64, digest: String, appliedAt: Double?, refused: [String: Int], lastRefusal: String?,
+                    transfers: Transfers = Transfers(), arrival: Arrival? = nil) {
             self.id = id
             self.version = version
             self.digest = digest
@@ -483,6 +537,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.refused = refused
             self.lastRefusal = lastRefusal
             self.transfers = transfers
+            self.arrival = arrival
         }
 
         public func encode(to encoder: Encoder) throws {
@@ -494,18 +549,20 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             try c.encode(refused, forKey: .refused)
             try c.encode(lastRefusal, forKey: .lastRefusal)  // null, not absent
             try c.encode(transfers, forKey: .transfers)
+            try c.encode(arrival, forKey: .arrival)
         }
 
         public init(from decoder: Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             self.init(id: try c.decode(String.self, forKey: .id), version: try c.decode(UInt64.self, forKey: .version),
-                      digest: try c.decode(String.self, forKey: .digest), appliedAt: try c.decode(Double.self, forKey: .appliedAt),
+                      digest: try c.decode(String.self, forKey: .digest), appliedAt: try c.decode(Double?.self, forKey: .appliedAt),
                       refused: try c.decode([String: Int].self, forKey: .refused),
                       lastRefusal: try c.decode(String?.self, forKey: .lastRefusal),
-                      transfers: try c.decode(Transfers.self, forKey: .transfers))
+                      transfers: try c.decode(Transfers.self, forKey: .transfers),
+                      arrival: try c.decode(Arrival?.self, forKey: .arrival))
         }
 
-        private enum CodingKeys: String, CodingKey { case id, version, digest, appliedAt, refused, lastRefusal, transfers }
+        private enum CodingKeys: String, CodingKey { case id, version, digest, appliedAt, refused, lastRefusal, transfers, arrival }
     }
 
     public var audio: Audio

@@ -31,6 +31,9 @@ final class CallService: @unchecked Sendable {
     private let engine: Mutex<CallEngine>
     private let socket: UDPSocket
     private let wake: Doorbell
+    /// Rung when a hello names another site document than that room's before (`SiteFollower`
+    /// waits on it, so that a new version is fetched at once, not at its next look).
+    let siteHeard: Doorbell
     private let routes: NetworkLoop
     private let microphone: MicrophoneGain
     private let mixer: Mixer
@@ -80,6 +83,7 @@ final class CallService: @unchecked Sendable {
         networkLoopback = NetworkLoopback(logger: logger)
         socket = try UDPSocket(bind: signalling)
         wake = try Doorbell()
+        siteHeard = try Doorbell()
         self.routes = routes
         self.microphone = microphone
         self.mixer = mixer
@@ -141,6 +145,7 @@ final class CallService: @unchecked Sendable {
     // MARK: the calls thread
 
     private func run() {
+        var siteChanges: UInt64 = 0
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
         defer { buffer.deallocate() }
         var fds = [pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0),
@@ -152,7 +157,9 @@ final class CallService: @unchecked Sendable {
             for i in fds.indices { fds[i].revents = 0 }
             _ = poll(&fds, nfds_t(fds.count), wait)
             if fds[1].revents != 0 { _ = wake.drain() }
+            var received = false
             while let (count, from) = socket.receive(into: buffer) {
+                received = true
                 traffic.received.increment()
                 traffic.receivedBytes.increment(by: count)
                 guard let datagram = opened([UInt8](UnsafeRawBufferPointer(rebasing: buffer[0..<count]))) else { continue }
@@ -160,6 +167,13 @@ final class CallService: @unchecked Sendable {
                 withEngine { e in execute(e.receive(datagram: datagram, from: from, now: Self.now())) }
             }
             withEngine { e in execute(e.tick(now: Self.now())) }
+            if received {
+                let changes = engine.withLock { $0.siteChanges }
+                if changes != siteChanges {
+                    siteChanges = changes
+                    siteHeard.ring()
+                }
+            }
             takePendingSettings()
             pruneHistoryDaily()
         }

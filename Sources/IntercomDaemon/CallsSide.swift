@@ -86,13 +86,14 @@ final class CallsSide: @unchecked Sendable {
     /// A reload changed the tones, the chime, `[speech]` or the texts read here (main thread):
     /// they sound so from the next tone and text on; a call goes on. Returns what could not be
     /// applied and stays as it was (a WAV file not read, a voice espeak-ng refuses).
-    func reconfigureSounds(_ config: DaemonConfig, tones: Bool, speech: Bool) -> (tones: String?, speech: String?) {
+    func reconfigureSounds(_ config: DaemonConfig, tones: Bool) -> (tones: String?, speech: String?) {
         var problems: (tones: String?, speech: String?) = (nil, nil)
         if tones {
             do { try sounds.apply(config) } catch { problems.tones = "\(error)" }
         }
         let texts = config.speech.prepareAtStart ? config.textsReadHere() : []
-        if let refusal = announcer.apply(speech ? config.speech : announcer.speech, prepare: texts) { problems.speech = "\(refusal)" }
+        // The same voice keeps its cache: only new texts are synthesized.
+        if let refusal = announcer.apply(config.speech, prepare: texts) { problems.speech = "\(refusal)" }
         return problems
     }
 

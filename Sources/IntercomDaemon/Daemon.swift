@@ -66,6 +66,7 @@ public final class Daemon: @unchecked Sendable {
         self.config = config
         self.site = site
         appliedSiteVersion = site?.version ?? 0
+        site?.applied(appliedSiteVersion)
         log = logger
         let a = config.audio
         let frame = a.framesPerPeriod
@@ -221,12 +222,13 @@ public final class Daemon: @unchecked Sendable {
     /// With a site and calls, the document's transfers run on the terminal's signalling port
     /// number (TCP). Without them the terminal still runs, by the document it has; the log says why.
     private func startSiteTransfers() {
-        guard let site, calls != nil, let own = config.rooms[config.room.id] else { return }
+        guard let site, let service = calls?.service, let own = config.rooms[config.room.id] else { return }
         do throws(SystemError) {
-            let server = try SiteDocumentServer(port: UInt16(own.signallingPort), keeper: site, logger: log)
+            let server = try SiteDocumentServer(port: UInt16(own.signallingPort), keeper: site, logger: log,
+                                                onAdopted: { service.siteHeard.ring() })
             try server.start()
             siteServer = server
-            let follower = try SiteFollower(room: config.room.id, keeper: site, logger: log)
+            let follower = try SiteFollower(room: config.room.id, keeper: site, calls: service, logger: log)
             try follower.start()
             siteFollower = follower
             log.info("site: documents handed out and taken on tcp port \(own.signallingPort)")
@@ -235,11 +237,9 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// Main loop, every tenth of a second: newer documents the others announce are fetched, and
-    /// one adopted since (fetched, or handed over by the administrator's tool) is applied.
+    /// Main loop, every tenth of a second: a document adopted since (fetched by the follower, or
+    /// handed over by the administrator's tool) is applied.
     private func followSite() {
-        guard let follower = siteFollower, let service = calls?.service else { return }
-        follower.step(now: MonotonicClock.seconds(), heard: service.heardSites(), directory: { self.config.callSettings().directory })
         guard let site, site.version != appliedSiteVersion, let path = configPath else { return }
         let outcome = reload(from: path)
         reloads.record(outcome)

@@ -82,17 +82,26 @@ extension Daemon {
 
     /// Reads `path` again and applies what can change now (main thread).
     func reload(from path: String) -> ReloadOutcome {
-        // Tried once per version, whether or not it could be applied.
-        defer { appliedSiteVersion = site?.version ?? 0 }
         var outcome = ReloadOutcome()
         var new: DaemonConfig
+        let version: UInt64
         do {
             let loaded = try TerminalConfiguration.load(path: path, keeper: site)
             new = loaded.config
+            version = loaded.siteVersion
             outcome.siteRefusal = loaded.refusal
         } catch {
             outcome.error = "\(error)"
+            // Tried once per version: the main loop does not try this one again.
+            appliedSiteVersion = site?.version ?? 0
             return outcome
+        }
+        // The version joined in (a newer one kept meanwhile is applied at the next look); the
+        // hellos say when.
+        defer {
+            appliedSiteVersion = version
+            site?.applied(version)
+            announceSite()
         }
         // Local mode's settings come from the command line as often as from the file.
         new.local = config.local
@@ -118,7 +127,7 @@ extension Daemon {
         let tonesChanged = live.tones != running.tones || live.calls.chimeWav != running.calls.chimeWav
         let speechChanged = live.speech != running.speech
         if let calls, tonesChanged || speechChanged || live.textsReadHere() != running.textsReadHere() {
-            let problems = calls.reconfigureSounds(live, tones: tonesChanged, speech: speechChanged)
+            let problems = calls.reconfigureSounds(live, tones: tonesChanged)
             if let problem = problems.tones {
                 live.tones = running.tones
                 live.calls.chimeWav = running.calls.chimeWav
@@ -142,15 +151,14 @@ extension Daemon {
         outcome.needRestart = Self.restartNeeded(new, running: running)
         outcome.audioWaiting = audioKeys
         config = live
-        announceSite()
         return outcome
     }
 
     /// Tells the calls side what its hellos say of this terminal: the software and the site
-    /// document held (main thread: the keeper's gate is read here only).
+    /// document held, with when it was applied.
     func announceSite() {
-        calls?.service.announce(SiteAnnouncement(software: Software.version, site: site?.held?.stamp,
-                                                 appliedAt: site.map { $0.snapshot.appliedAt }))
+        guard let service = calls?.service else { return }
+        if let site { site.announce(to: service) } else { service.announce(SiteAnnouncement(software: Software.version, site: nil, appliedAt: nil)) }
     }
 }
 

@@ -26,8 +26,15 @@ final class SiteDocumentServer: @unchecked Sendable {
         var input: [UInt8] = []
         var output: [UInt8] = []
         var written = 0
-        /// The reply is written (or the client left): closed.
-        var done: Bool { !output.isEmpty && written == output.count }
+        /// Answered before its request was read (`busy`): the request is read and dropped until
+        /// the client closes, since a socket closed with unread data resets the connection, and
+        /// the reset throws the answer away before the client reads it.
+        var draining = false
+        var drained = 0
+        var clientClosed = false
+        var replied: Bool { !output.isEmpty && written == output.count }
+        /// The reply is written (and, draining, the client has closed): closed.
+        var done: Bool { replied && (!draining || clientClosed) }
         init(socket: TCPSocket, peer: IPv4Endpoint, deadline: Double) {
             self.socket = socket
             self.peer = peer
@@ -44,10 +51,16 @@ final class SiteDocumentServer: @unchecked Sendable {
     private var connections: [Connection] = []
     private var lastLogged = -Double.infinity
     private var unlogged = 0
+    /// Called when a document handed over is adopted (the follower announces it at once).
+    private let onAdopted: @Sendable () -> Void
 
-    init(port: UInt16, keeper: SiteKeeper, settings: Settings = Settings(), logger: Logger) throws(SystemError) {
-        listener = try TCPSocket.listen(IPv4Endpoint(address: 0, port: port))
+    init(port: UInt16, keeper: SiteKeeper, settings: Settings = Settings(), logger: Logger,
+         onAdopted: @escaping @Sendable () -> Void = {}) throws(SystemError) {
+        // A site's terminals hear of a new version at once and connect together: a full backlog
+        // drops their SYNs, and each waits a second for its retransmission.
+        listener = try TCPSocket.listen(IPv4Endpoint(address: 0, port: port), backlog: 128)
         self.keeper = keeper
+        self.onAdopted = onAdopted
         self.settings = settings
         log = logger
         stop = try StopSignal()
@@ -72,7 +85,7 @@ final class SiteDocumentServer: @unchecked Sendable {
             poller.reset()
             poller.add(stop.bell.descriptor, read: true, write: false)
             let listening = poller.add(listener.descriptor, read: true, write: false)
-            for c in connections { poller.add(c.socket.descriptor, read: c.output.isEmpty, write: !c.output.isEmpty) }
+            for c in connections { poller.add(c.socket.descriptor, read: c.output.isEmpty || c.replied, write: !c.output.isEmpty && !c.replied) }
             do {
                 try poller.wait(timeoutMs: connections.isEmpty ? -1 : 100)
             } catch {
@@ -84,7 +97,8 @@ final class SiteDocumentServer: @unchecked Sendable {
             for (i, c) in polled.enumerated() {
                 let ready = poller.events(at: listening + 1 + i)
                 if c.output.isEmpty, ready.readable || ready.broken { read(c, into: &chunk) }
-                if !c.output.isEmpty { write(c) }
+                if !c.output.isEmpty, !c.replied { write(c) }
+                if c.draining, c.replied, ready.readable || ready.broken { drain(c, into: &chunk) }
             }
             if poller.events(at: listening).readable { acceptAll(now: now) }
             for c in connections where now >= c.deadline && !c.done {
@@ -106,7 +120,10 @@ final class SiteDocumentServer: @unchecked Sendable {
             let c = Connection(socket: accepted.socket, peer: accepted.peer, deadline: now + settings.transferTimeout)
             connections.append(c)
             if connections.count > settings.connections {
-                refuse(c, "more than \(settings.connections) transfers at once")
+                // Counted, not logged: when a site's terminals all hear of a version at once,
+                // this is the spread at work (the asker tries again shortly, or another holder).
+                keeper.count { $0.answeredBusy += 1 }
+                c.draining = true
                 answer(c, .busy)
             }
         }
@@ -134,6 +151,22 @@ final class SiteDocumentServer: @unchecked Sendable {
         }
     }
 
+    /// Reads and drops what a client answered `busy` still sends, until it closes (bounded by
+    /// the transfer's deadline and size).
+    private func drain(_ c: Connection, into chunk: inout [UInt8]) {
+        while true {
+            switch chunk.withUnsafeMutableBytes({ c.socket.receive(into: $0) }) {
+            case .done(let n):
+                c.drained += n
+                if c.drained > SiteTransfer.maximumBytes { c.clientClosed = true; return }
+            case .wouldBlock: return
+            case .endOfStream, .failed:
+                c.clientClosed = true
+                return
+            }
+        }
+    }
+
     private func reply(to request: SiteTransfer.Request, from peer: IPv4Endpoint) -> SiteTransfer.Reply {
         guard request.site == keeper.siteID else {
             keeper.count { $0.badRequests += 1 }
@@ -147,7 +180,9 @@ final class SiteDocumentServer: @unchecked Sendable {
         case .offer(_, let document):
             keeper.count { $0.offered += 1 }
             switch keeper.offer(document, from: "a transfer from \(peer.host)") {
-            case .adopt: return .adopted
+            case .adopt:
+                onAdopted()
+                return .adopted
             case .alreadyHeld: return .alreadyHeld
             case .refuse(let reason, let describe):
                 if let describe { log.warning("\(describe)") }

@@ -3,25 +3,19 @@ import Foundation
 import Logging
 import Posix
 import Site
-import Synchronization
 
-/// Keeps this terminal's site document as new as the newest any terminal announces. The daemon's
-/// main loop calls `step` every tenth of a second: what the hellos said goes into `SiteSpread`,
-/// which says whom to ask; the fetch itself runs on a thread of its own (a peer that does not
-/// answer holds up nothing else), and what comes is judged whole by the `SiteKeeper`. Applying an
-/// adopted document is the daemon's (`Daemon.applySiteIfNew`).
+/// Keeps this terminal's site document as new as the newest any terminal announces, on a thread
+/// of its own: when a hello names another document (`CallService.siteHeard`), and every tenth of
+/// a second, what the hellos said goes into `SiteSpread`, which says
+/// whom to ask; the fetch runs here (a peer that does not answer holds up nothing else), what
+/// comes is judged whole and kept by the `SiteKeeper`, and the hellos say so at once, before the
+/// daemon applies it (`Daemon.followSite`): the next hop does not wait for this one's apply.
 final class SiteFollower: @unchecked Sendable {
-    // @unchecked: `spread`, `current` and the log limiter belong to the main thread; the worker
-    // shares only `mailbox`.
-    private struct Mailbox {
-        var job: (peer: String, endpoint: IPv4Endpoint)?
-        var result: (peer: String, reply: Result<SiteTransfer.Reply, SiteTransferError>)?
-    }
-
+    // @unchecked: everything but `stop` and `worker` belongs to the worker thread.
     private var spread: SiteSpread
     private let keeper: SiteKeeper
+    private let calls: CallService
     private let log: Logger
-    private let mailbox = Mutex(Mailbox())
     private let stop: StopSignal
     private var worker: WorkerThread?
     private var lastFailureLogged = -Double.infinity
@@ -31,24 +25,25 @@ final class SiteFollower: @unchecked Sendable {
     private var lastHeard: [RoomID: SiteStamp?] = [:]
     private var lastRefresh = -Double.infinity
     private let failureLogInterval = 60.0
+    private let interval = 0.1
 
-    init(room: String, keeper: SiteKeeper, logger: Logger) throws(SystemError) {
+    init(room: String, keeper: SiteKeeper, calls: CallService, logger: Logger) throws(SystemError) {
         spread = SiteSpread(me: room, holding: keeper.held?.stamp)
         self.keeper = keeper
+        self.calls = calls
         log = logger
         stop = try StopSignal()
     }
 
     func start() throws(SystemError) {
-        let timeout = spread.settings.fetchTimeout, site = keeper.siteID
         let t = WorkerThread(name: "site-fetch") { [self] in
             while !stop.isSet {
-                _ = stop.bell.wait(seconds: nil)
-                stop.bell.drain()
-                guard let job = mailbox.withLock({ m -> (peer: String, endpoint: IPv4Endpoint)? in defer { m.job = nil }; return m.job }) else { continue }
-                // The stop bell ends a fetch at once: the daemon stops within its 100 ms.
-                let reply = SiteTransfer.exchange(.get(site: site), with: job.endpoint, timeout: timeout, cancel: stop.bell.descriptor)
-                mailbox.withLock { $0.result = (job.peer, reply) }
+                // A hello naming another document, or one handed over, rings at once; the tenth of
+                // a second is for retries and timeouts, only while there are any (an idle site
+                // costs no wake-ups).
+                calls.siteHeard.wait(seconds: spread.awaitsTicks ? interval : nil)
+                guard !stop.isSet else { break }
+                step(now: MonotonicClock.seconds())
             }
         }
         try t.start()
@@ -57,44 +52,57 @@ final class SiteFollower: @unchecked Sendable {
 
     func stopAndJoin() {
         stop.set()
+        calls.siteHeard.ring()
         worker?.join()
         worker = nil
     }
 
-    /// - Parameters:
-    ///   - heard: what each online room's hellos say it holds.
-    ///   - directory: where each room's terminal listens (its signalling port takes transfers);
-    ///     asked for only when a fetch starts.
-    func step(now: Double, heard: [RoomID: SiteStamp?], directory: () -> [RoomID: DirectoryEntry]) {
-        var effects: [SiteSpread.Effect] = []
-        if let done = mailbox.withLock({ m -> (peer: String, reply: Result<SiteTransfer.Reply, SiteTransferError>)? in defer { m.result = nil }; return m.result }) {
-            effects += spread.handle(.fetchEnded(peer: done.peer, outcome: judge(done.reply, from: done.peer, now: now)), now: now)
-        }
-        // What the keeper holds now (fetched just above, or handed over by the administrator's
-        // tool), before anything heard could make the spread fetch it again.
-        if let held = keeper.held?.stamp, spread.held.map({ $0 < held }) ?? true {
-            effects += spread.handle(.holding(held), now: now)
-        }
+    private func step(now: Double) {
+        // What the keeper holds now (handed over by the administrator's tool meanwhile), before
+        // anything heard could make the spread fetch it again.
+        var effects = takeHeld(now: now)
+        let heard = calls.heardSites()
         let refresh = now - lastRefresh >= 1
         for (room, stamp) in heard where refresh || lastHeard[room] != .some(stamp) {
+            if let stamp, keeper.held.map({ $0.stamp < stamp }) ?? true { keeper.heardOf(stamp.version, from: room.value) }
             effects += spread.handle(.heard(peer: room.value, stamp: stamp), now: now)
         }
         lastHeard = heard
         if refresh { lastRefresh = now }
         effects += spread.handle(.tick, now: now)
-        // Only the fetch the spread still wants (one asked for before a `holding` may be moot).
-        for case .fetch(let peer, let stamp) in effects where spread.fetching.map({ $0.peer == peer && $0.stamp == stamp }) ?? false {
-            guard let endpoint = RoomID(peer).flatMap({ directory()[$0]?.signalling }) else {
-                effects += spread.handle(.fetchEnded(peer: peer, outcome: .failed), now: now)
-                continue
-            }
-            log.info("site: \(peer) holds version \(stamp.version), this terminal \(keeper.version): fetching it from \(endpoint)")
-            mailbox.withLock { $0.job = (peer, endpoint) }
-            stop.bell.ring()
+        // Only the fetch the spread still wants (one asked for before a `holding` may be moot);
+        // its end may start the next at once.
+        while let (peer, stamp) = effects.lazy.compactMap({ e -> (String, SiteStamp)? in
+            guard case .fetch(let p, let s) = e, self.spread.fetching.map({ $0.peer == p && $0.stamp == s }) ?? false else { return nil }
+            return (p, s)
+        }).first, !stop.isSet {
+            let outcome = fetch(stamp, from: peer)
+            let now = MonotonicClock.seconds()
+            effects = takeHeld(now: now) + spread.handle(.fetchEnded(peer: peer, outcome: outcome), now: now)
         }
     }
 
-    private func judge(_ reply: Result<SiteTransfer.Reply, SiteTransferError>, from peer: String, now: Double) -> SiteSpread.FetchOutcome {
+    /// A document the keeper adopted since the last look (fetched here, or handed over by the
+    /// administrator's tool): the spread learns of it, and the hellos say it now, so that the others
+    /// may fetch it from here while the daemon applies it.
+    private func takeHeld(now: Double) -> [SiteSpread.Effect] {
+        guard let held = keeper.held?.stamp, spread.held.map({ $0 < held }) ?? true else { return [] }
+        keeper.announce(to: calls)
+        return spread.handle(.holding(held), now: now)
+    }
+
+    private func fetch(_ stamp: SiteStamp, from peer: String) -> SiteSpread.FetchOutcome {
+        guard let endpoint = RoomID(peer).flatMap({ calls.settings.directory[$0]?.signalling }) else { return .failed }
+        log.info("site: \(peer) holds version \(stamp.version), this terminal \(keeper.version): fetching it from \(endpoint)")
+        keeper.fetching(stamp.version, from: peer)
+        // The stop bell ends a fetch at once: the daemon stops within its 100 ms.
+        let reply = SiteTransfer.exchange(.get(site: keeper.siteID), with: endpoint, timeout: spread.settings.fetchTimeout,
+                                          cancel: stop.bell.descriptor)
+        if case .success(.document) = reply { keeper.received(stamp.version) }
+        return judge(reply, from: peer)
+    }
+
+    private func judge(_ reply: Result<SiteTransfer.Reply, SiteTransferError>, from peer: String) -> SiteSpread.FetchOutcome {
         let failure: String
         switch reply {
         case .success(.document(let bytes)):
@@ -109,10 +117,14 @@ final class SiteFollower: @unchecked Sendable {
                 if let describe { log.warning("\(describe)") }
                 return .refused
             }
+        case .success(.busy):
+            keeper.count { $0.fetchBusy += 1 }
+            return .busy
         case .success(let other): failure = "answered \(other)"
         case .failure(let error): failure = error.description
         }
         keeper.count { $0.fetchFailed += 1 }
+        let now = MonotonicClock.seconds()
         if now - lastFailureLogged >= failureLogInterval {
             log.warning("site: fetching the site document from \(peer) failed: \(failure) (tried again, or another terminal; logged at most once a minute)")
             lastFailureLogged = now

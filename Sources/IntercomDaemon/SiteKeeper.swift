@@ -1,3 +1,4 @@
+import Calls
 import Configuration
 import Control
 import Foundation
@@ -20,10 +21,10 @@ public final class SiteKeeper: Sendable {
     let documentPath: String
     public let siteID: String
 
-    init(site: String, verifier: SiteVerifier, documentPath: String) {
+    init(site: String, room: String, verifier: SiteVerifier, documentPath: String) {
         siteID = site
-        state = Mutex(State(gate: TerminalConfiguration.gate(site: site, verifier: verifier),
-                            shown: DaemonStatistics.Site(id: site, version: 0, digest: "", appliedAt: 0, refused: [:], lastRefusal: nil)))
+        state = Mutex(State(gate: TerminalConfiguration.gate(site: site, room: room, verifier: verifier),
+                            shown: DaemonStatistics.Site(id: site, version: 0, digest: "", appliedAt: nil, refused: [:], lastRefusal: nil)))
         self.documentPath = documentPath
     }
 
@@ -43,10 +44,13 @@ public final class SiteKeeper: Sendable {
             case .adopt(let held):
                 s.shown.version = held.version
                 s.shown.digest = String(held.digest.prefix(16))
-                s.shown.appliedAt = Date().timeIntervalSince1970
+                s.shown.appliedAt = nil
                 if source != documentPath {
                     do { try keep(held.encoded) } catch { s.shown.transfers.notKept += 1 }
                 }
+                if s.shown.arrival?.version != held.version { s.shown.arrival = .init(version: held.version) }
+                s.shown.arrival?.from = source
+                s.shown.arrival?.kept = Date().timeIntervalSince1970
             case .alreadyHeld:
                 break
             case .refuse(let reason, let describe):
@@ -55,6 +59,48 @@ public final class SiteKeeper: Sendable {
                 if source == documentPath, let held = s.gate.held { try? keep(held.encoded) }
             }
             return decision
+        }
+    }
+
+    /// A hello said another terminal holds `version`, newer than the one held (`stats`:
+    /// `site.arrival`, the first time only).
+    func heardOf(_ version: UInt64, from room: String) {
+        state.withLock { s in
+            guard version > s.shown.version, (s.shown.arrival?.version ?? 0) < version else { return }
+            s.shown.arrival = .init(version: version, from: room, heard: Date().timeIntervalSince1970)
+        }
+    }
+
+    /// A fetch of `version` from `room` starts (the last one is the one that brought it).
+    func fetching(_ version: UInt64, from room: String) {
+        state.withLock { s in
+            if s.shown.arrival?.version != version { s.shown.arrival = .init(version: version) }
+            s.shown.arrival?.from = room
+            s.shown.arrival?.fetchStarted = Date().timeIntervalSince1970
+        }
+    }
+
+    /// The fetch of `version` brought a whole document (its check follows).
+    func received(_ version: UInt64) {
+        state.withLock { s in
+            if s.shown.arrival?.version == version { s.shown.arrival?.received = Date().timeIntervalSince1970 }
+        }
+    }
+
+    /// The daemon put `version` in force (at start, or after adopting it).
+    func applied(_ version: UInt64) {
+        state.withLock { s in
+            if version > 0, s.shown.version == version, s.shown.appliedAt == nil { s.shown.appliedAt = Date().timeIntervalSince1970 }
+        }
+    }
+
+    /// Tells the calls side what this terminal's hellos say of it: the software and the document
+    /// held, with when it was applied (nil while it waits to be). Under the keeper's lock, so that
+    /// the follower's word (kept) and the daemon's (applied) reach the hellos in the order they
+    /// happened.
+    func announce(to calls: CallService) {
+        state.withLock { s in
+            calls.announce(SiteAnnouncement(software: Software.version, site: s.gate.held?.stamp, appliedAt: s.shown.appliedAt))
         }
     }
 

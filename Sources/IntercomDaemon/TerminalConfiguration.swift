@@ -12,6 +12,9 @@ public struct TerminalConfiguration: Sendable {
     public let site: SiteKeeper?
     /// Why the document on disk was refused, when it was and an older one stays in force.
     public let refusal: String?
+    /// The site version `config` was joined with (0: no site). The keeper may hold a newer one
+    /// by now: its follower and server take documents on their own threads.
+    public var siteVersion: UInt64 = 0
 
     /// Reads the terminal's file at `path` and, with a site, its document, offered to `keeper`
     /// (the running terminal's, on a reload; nil at start).
@@ -25,7 +28,7 @@ public struct TerminalConfiguration: Sendable {
         }
         guard !local.site.id.isEmpty else {
             if keeper != nil { throw problem("site.id", "was set when the terminal started: leaving a site needs a restart") }
-            return TerminalConfiguration(config: local, site: nil, refusal: nil)
+            return TerminalConfiguration(config: local, site: nil, refusal: nil, siteVersion: 0)
         }
         let site: SiteKeeper
         if let keeper {
@@ -36,7 +39,7 @@ public struct TerminalConfiguration: Sendable {
         } else {
             let verifier: SiteVerifier
             do { verifier = try SiteVerifier(path: local.site.administratorKey) } catch { throw problem("site.administrator_key", error.description) }
-            site = SiteKeeper(site: local.site.id, verifier: verifier, documentPath: local.site.document)
+            site = SiteKeeper(site: local.site.id, room: local.room.id, verifier: verifier, documentPath: local.site.document)
         }
         let stored: [UInt8]?
         do { stored = try WholeFile.read(local.site.document) } catch { throw problem("site.document", "\(local.site.document): \(error.cannotText)") }
@@ -51,14 +54,14 @@ public struct TerminalConfiguration: Sendable {
         }
         let config = try held.site.configuration(local: local, localPresent: present,
                                                  source: "\(path) with site \(local.site.id) version \(held.version)")
-        return TerminalConfiguration(config: config, site: site, refusal: refusal)
+        return TerminalConfiguration(config: config, site: site, refusal: refusal, siteVersion: held.version)
     }
 
-    /// A gate for `site` that reads a verified body as a `SiteDocument`.
-    static func gate(site: String, verifier: SiteVerifier) -> SiteDocumentGate<SiteDocument> {
+    /// A gate for `site` that reads a verified body as a `SiteDocument` that holds for `room`.
+    static func gate(site: String, room: String, verifier: SiteVerifier) -> SiteDocumentGate<SiteDocument> {
         SiteDocumentGate(siteID: site, verifier: verifier) { body in
             guard let text = String(validating: body, as: UTF8.self) else { return .failure(SiteReadError("the document is not UTF-8 text")) }
-            do { return .success(try SiteDocument.parse(text, source: "site document")) } catch { return .failure(SiteReadError("\(error)")) }
+            do { return .success(try SiteDocument.parse(text, source: "site document", checking: [room])) } catch { return .failure(SiteReadError("\(error)")) }
         }
     }
 }

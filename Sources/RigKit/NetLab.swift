@@ -19,6 +19,8 @@ public final class NetLab: @unchecked Sendable {
     public let hosts: [Host]
     private let hub: String
     private var closed = false
+    /// Kernel limits raised while the lab stands, with the values to put back.
+    private var raised: [(path: String, before: String)] = []
 
     /// One host per name, addresses 10.77.0.11, .12, ... in order.
     public init(hosts names: [String]) throws {
@@ -30,6 +32,7 @@ public final class NetLab: @unchecked Sendable {
             Host(name: name, namespace: "\(tag)-\(i)", address: "10.77.0.\(11 + i)")
         }
         do {
+            try raiseNeighbourLimits()
             try Self.ip(["netns", "add", hub])
             try Self.ip(["-n", hub, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])
             try Self.ip(["-n", hub, "link", "set", "br0", "up"])
@@ -66,6 +69,24 @@ public final class NetLab: @unchecked Sendable {
         closed = true
         for h in hosts { try? Self.ip(["netns", "del", h.namespace]) }
         try? Self.ip(["netns", "del", hub])
+        for r in raised.reversed() { try? r.before.write(toFile: r.path, atomically: false, encoding: .utf8) }
+    }
+
+    /// The kernel keeps one ARP table for all namespaces, and its limits are global
+    /// (net.ipv4.neigh.default.gc_thresh2 and 3, 512 and 1024 by default): a LAN of n hosts that
+    /// all talk to each other fills n(n − 1) entries, past those from about 32 hosts, and the
+    /// kernel then refuses new neighbours ("neighbor table overflow": a host not yet known cannot
+    /// be reached). Where each terminal is a machine of its own, each has a table of its own; a lab
+    /// that large raises the limits while it stands.
+    private func raiseNeighbourLimits() throws {
+        let needed = hosts.count * hosts.count + 256
+        for (name, value) in [("gc_thresh2", needed), ("gc_thresh3", 2 * needed)] {
+            let path = "/proc/sys/net/ipv4/neigh/default/\(name)"
+            let before = try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard let now = Int(before), now < value else { continue }
+            try "\(value)".write(toFile: path, atomically: false, encoding: .utf8)
+            raised.append((path, before))
+        }
     }
 
     deinit { close() }

@@ -11,11 +11,17 @@ enum SiteKit {
         URL(fileURLWithPath: DaemonProcess.binary).deletingLastPathComponent().appendingPathComponent("intercom-site").path
     }
 
-    /// Runs `intercom-site` and returns its exit status and output (stdout and stderr).
-    static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    /// Runs `intercom-site` (in `host`'s network namespace, if given) and returns its exit status
+    /// and output (stdout and stderr).
+    static func run(_ arguments: [String], in host: NetLab.Host? = nil) throws -> (status: Int32, output: String) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
+        if let host {
+            process.executableURL = URL(fileURLWithPath: NetLab.ipPath)
+            process.arguments = ["netns", "exec", host.namespace, tool] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: tool)
+            process.arguments = arguments
+        }
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe

@@ -232,8 +232,17 @@ final class SiteRigTests: XCTestCase {
         // C was off: started with version 2, it catches up from the others.
         let t1 = Date()
         let c = try start(rooms, "roomc", folder: folder)
-        XCTAssertEqual(c.waitForStatistics(timeout: 8) { $0.site?.version == 3 }?.site?.transfers.fetched, 1, c.log)
+        let atC = try XCTUnwrap(c.waitForStatistics(timeout: 8) { $0.site?.version == 3 && $0.site?.appliedAt != nil }?.site, c.log)
+        XCTAssertEqual(atC.transfers.fetched, 1, c.log)
         print(String(format: "site spread: C, started with version 2, held version 3 %.2f s after its start", Date().timeIntervalSince(t1)))
+        // Its way here, step by step: heard of in a hello, fetched from a terminal, kept, applied.
+        let way = try XCTUnwrap(atC.arrival, "C says how version 3 came")
+        print("site spread: C's version 3: \(way), applied at \(atC.appliedAt ?? .nan)")
+        XCTAssertEqual(way.version, 3)
+        XCTAssertTrue(["rooma", "roomb"].contains(way.from ?? ""), "from a terminal: \(String(describing: way.from))")
+        let steps = [way.heard, way.fetchStarted, way.kept, atC.appliedAt].compactMap { $0 }
+        XCTAssertEqual(steps.count, 4, "every step timed: \(way)")
+        XCTAssertEqual(steps, steps.sorted(), "in order: \(way)")
 
         // Bad documents handed to A, while a client that connected and says nothing waits: each
         // refused with its reason, counted, and version 3 stays in force and on disk.
@@ -261,6 +270,17 @@ final class SiteRigTests: XCTestCase {
         XCTAssertEqual(stats.transfers.offered, 6)
         XCTAssertEqual(stats.transfers.badRequests, 3, "another site's, one not a transfer's, and the client that said nothing")
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: "\(rooms.dir)/rooma-site.json")), v3, "version 3 stays on disk")
+
+        // Eight clients that say nothing hold every transfer A takes at once: the ninth is
+        // answered busy, counted as such, and asks again once they are dropped.
+        var holding: [TCPSocket] = try (0..<8).map { _ in try TCPSocket.connect(to: endpointA, deadline: MonotonicClock.seconds() + 2) }
+        // (A's server accepts in the order they connected: the ninth comes after them.)
+        XCTAssertEqual(try SiteTransfer.exchange(.get(site: "rig-praxis"), with: endpointA, timeout: 3).get(), .busy)
+        XCTAssertEqual(try XCTUnwrap(a.statistics().site).transfers.answeredBusy, 1)
+        XCTAssertEqual(holding.count, 8)
+        holding.removeAll()
+        XCTAssertTrue(rooms.wait(3) { (try? SiteTransfer.exchange(.get(site: "rig-praxis"), with: endpointA, timeout: 1).get()) == .document(Array(v3)) },
+                      "served again once they left")
         XCTAssertEqual(rooms.status("rooma")?.call?.callID, callID, "and the call goes on")
     }
 }

@@ -7,15 +7,23 @@ import TestSupport
 import XCTest
 
 /// The suite's site figures (issue 52): a site of 5, 20 and 50 terminals on this machine, each a
-/// real intercomd on loopback with its own ports and no sound card (the audio supervisor keeps
-/// retrying, as with an unplugged USB card), so that what is measured is signalling: the
+/// real intercomd in a network namespace of its own (one LAN, the ports as installed) and no
+/// sound card (the audio supervisor keeps retrying, as with an unplugged USB card), so that what
+/// is measured is signalling: the
 /// presence traffic and CPU each terminal costs, a new site version handed to one terminal and
 /// applied at all, and one notification to every other room.
 final class SuiteSiteScaleTests: XCTestCase {
     struct Figures {
         var datagramsPerSecond: [Double], bytesPerSecond: [Double], cpuPercent: [Double]
-        /// Seconds from the publish to each terminal's applying version 3 (its `applied_at`).
-        var applied: [Double]
+        /// Seconds from the publish to each terminal's keeping version 3 (`site.arrival.kept`) and
+        /// applying it (`site.applied_at`).
+        var kept: [Double], applied: [Double]
+        /// Per terminal that fetched it: seconds from a hello naming it to the fetch's start, from
+        /// there to kept, and from kept to applied.
+        var heardToFetch: [Double], fetchToReceived: [Double], receivedToKept: [Double], keptToApplied: [Double]
+        /// The most fetches in a row from the administrator's tool to a terminal; fetches answered
+        /// busy and failed, over all terminals.
+        var hops: Int, busy: Int, failed: Int
         /// Seconds from the notification's sending to each recipient's receiving it.
         var delivered: [Double]
     }
@@ -24,8 +32,12 @@ final class SuiteSiteScaleTests: XCTestCase {
 
     private func measure(_ n: Int, idle: Double) throws -> Figures {
         let names = (1...n).map { String(format: "t%02d", $0) }
+        // Each terminal a host of its own on one LAN, with the ports as installed; the
+        // administrator's machine one more.
+        let lab = try NetLab(hosts: names + ["admin"])
+        defer { lab.close() }
         // Statistics logged every 10 s, as installed.
-        let rooms = try CallRooms(names, soundCards: false, statsIntervalS: 10)
+        let rooms = try CallRooms(names, lab: lab, soundCards: false, statsIntervalS: 10)
         defer { rooms.stopAll() }
         let first = names[0], others = Array(names.dropFirst())
         let all = names.map { "\"\($0)\"" }.joined(separator: ", ")
@@ -61,18 +73,23 @@ final class SuiteSiteScaleTests: XCTestCase {
         try SiteKit.document(rooms, names: [first: "Empfang"], extra: types).write(toFile: folder + "/site.toml", atomically: true, encoding: .utf8)
         try SiteKit.sign(folder)
         let published = Date().timeIntervalSince1970
-        let handed = try SiteKit.run(["publish", "--dir", folder, "--to", "127.0.0.1:\(rooms.room(first).signalling)"])
+        let handed = try SiteKit.run(["publish", "--dir", folder, "--to", "\(rooms.room(first).address):\(rooms.room(first).signalling)"],
+                                     in: lab.host("admin"))
         XCTAssertEqual(handed.status, 0, handed.output)
-        var appliedAt: [String: Double] = [:]
+        var arrived: [String: DaemonStatistics.Site] = [:]
         let deadline = Date().addingTimeInterval(30)
-        while appliedAt.count < n, Date() < deadline {
-            for id in names where appliedAt[id] == nil {
-                if let s = try? daemons[id]!.statistics().site, s.version == 3 { appliedAt[id] = s.appliedAt }
+        while arrived.count < n, Date() < deadline {
+            for id in names where arrived[id] == nil {
+                if let s = try? daemons[id]!.statistics().site, s.version == 3, s.appliedAt != nil { arrived[id] = s }
             }
-            if appliedAt.count < n { Thread.sleep(forTimeInterval: 0.1) }
+            if arrived.count < n { Thread.sleep(forTimeInterval: 0.1) }
         }
-        XCTAssertEqual(appliedAt.count, n, "every terminal applied version 3: missing \(Set(names).subtracting(appliedAt.keys).sorted())")
-
+        XCTAssertEqual(arrived.count, n, "every terminal applied version 3: missing \(Set(names).subtracting(arrived.keys).sorted())")
+        let fetched = arrived.values.compactMap { s in s.arrival.flatMap { a in a.fetchStarted.map { (a, $0) } } }
+        func depth(_ id: String, _ seen: Int = 0) -> Int {
+            guard seen < n, let from = arrived[id]?.arrival?.from, names.contains(from) else { return 1 }
+            return 1 + depth(from, seen + 1)
+        }
         // One notification to every other room: when each received it.
         guard case .success = try rooms.control(first, .notify(type: "alle")) else { throw RigError(description: "notify refused") }
         var received: [String: Double] = [:]
@@ -86,8 +103,17 @@ final class SuiteSiteScaleTests: XCTestCase {
             if received.count < others.count { Thread.sleep(forTimeInterval: 0.1) }
         }
         XCTAssertEqual(received.count, others.count, "every other room received the notification")
+        let transfers = names.compactMap { (try? daemons[$0]!.statistics().site)?.transfers }
         return Figures(datagramsPerSecond: datagrams, bytesPerSecond: bytes, cpuPercent: cpu,
-                       applied: appliedAt.values.map { $0 - published }, delivered: Array(received.values))
+                       kept: arrived.values.compactMap { $0.arrival?.kept.map { $0 - published } },
+                       applied: arrived.values.compactMap { $0.appliedAt.map { $0 - published } },
+                       heardToFetch: fetched.compactMap { a, start in a.heard.map { start - $0 } },
+                       fetchToReceived: fetched.compactMap { a, start in a.received.map { $0 - start } },
+                       receivedToKept: fetched.compactMap { a, _ in a.received.flatMap { r in a.kept.map { $0 - r } } },
+                       keptToApplied: arrived.values.compactMap { s in s.arrival?.kept.flatMap { k in s.appliedAt.map { $0 - k } } },
+                       hops: names.map { depth($0) }.max() ?? 0,
+                       busy: transfers.map(\.fetchBusy).reduce(0, +), failed: transfers.map(\.fetchFailed).reduce(0, +),
+                       delivered: Array(received.values))
     }
 
     func testSuiteASiteOfFiveTwentyAndFiftyTerminals() throws {
@@ -95,21 +121,32 @@ final class SuiteSiteScaleTests: XCTestCase {
         try Rig.require()
         let sizes = mode.isSmoke ? [5] : [5, 20, 50]
         let idle = mode.isSmoke ? 4.0 : 10.0
-        SuiteMode.emit("### A site of 5, 20 and 50 terminals: presence, a new version everywhere, a notification to all (loopback, no sound cards)")
+        SuiteMode.emit("### A site of 5, 20 and 50 terminals: presence, a new version everywhere, a notification to all (network namespaces, no sound cards)")
         SuiteMode.emit("")
-        SuiteMode.emit("Each terminal a real intercomd on 127.0.0.1 with its own ports and no sound card (its audio supervisor retries, as with an unplugged USB card): what is measured is signalling. Idle for \(Int(idle)) s: signalling datagrams and bytes each terminal sends (typed `calls.datagrams_sent`, `bytes_sent`, sealed with the site key as installed) and its whole CPU (utime + stime, % of one core). Then `intercom-site publish` hands version 3 to the first terminal only; each terminal's `site.applied_at` less the publish's start (which includes starting the tool). Then the first terminal's notification to all others: each recipient's `received` less `sent`. Goals (issue 52): a change everywhere within 2 s at 50 terminals; signalling CPU per terminal under 1 % of a core; traffic per terminal that grows no faster than the number of terminals.")
+        SuiteMode.emit("Each terminal a real intercomd in a network namespace of its own (one LAN through a bridge, the ports as installed) and no sound card (its audio supervisor retries, as with an unplugged USB card): what is measured is signalling. Idle for \(Int(idle)) s: signalling datagrams and bytes each terminal sends (typed `calls.datagrams_sent`, `bytes_sent`, sealed with the site key as installed) and its whole CPU (utime + stime, % of one core). Then `intercom-site publish` hands version 3 to the first terminal only; each terminal's `site.arrival.kept` (checked and on disk: it can pass it on) and `site.applied_at` (in force) less the publish's start (which includes starting the tool). Then the first terminal's notification to all others: each recipient's `received` less `sent`. Goals (issue 52): a change everywhere within 2 s at 50 terminals; signalling CPU per terminal under 1 % of a core; traffic per terminal that grows no faster than the number of terminals.")
         SuiteMode.emit("")
-        SuiteMode.emit("| terminals | datagrams/s sent per terminal (median) | bytes/s sent per terminal (median) | CPU per terminal, median / worst | version 3 applied: median / worst | notification received: first / last |")
-        SuiteMode.emit("|---|---|---|---|---|---|")
+        SuiteMode.emit("| terminals | datagrams/s sent per terminal (median) | bytes/s sent per terminal (median) | CPU per terminal, median / worst | version 3 kept: median / worst | version 3 applied: median / worst | notification received: first / last |")
+        SuiteMode.emit("|---|---|---|---|---|---|---|")
+        var steps: [String] = []
         for n in sizes {
             let f = try measure(n, idle: idle)
+            steps.append(String(format: "| %d | %d | %.3f s / %.3f s | %.3f s / %.3f s | %.3f s / %.3f s | %.3f s / %.3f s | %d / %d |", n, f.hops,
+                                Self.median(f.heardToFetch), f.heardToFetch.max() ?? .nan, Self.median(f.fetchToReceived), f.fetchToReceived.max() ?? .nan,
+                                Self.median(f.receivedToKept), f.receivedToKept.max() ?? .nan,
+                                Self.median(f.keptToApplied), f.keptToApplied.max() ?? .nan, f.busy, f.failed))
             XCTAssertTrue(f.cpuPercent.allSatisfy(\.isFinite), "CPU measured for every terminal")
-            SuiteMode.emit(String(format: "| %d | %.1f | %.0f | %.2f %% / %.2f %% | %.2f s / %.2f s | %.3f s / %.3f s |", n,
+            SuiteMode.emit(String(format: "| %d | %.1f | %.0f | %.2f %% / %.2f %% | %.2f s / %.2f s | %.2f s / %.2f s | %.3f s / %.3f s |", n,
                                   Self.median(f.datagramsPerSecond), Self.median(f.bytesPerSecond),
                                   Self.median(f.cpuPercent), f.cpuPercent.max() ?? .nan,
-                                  Self.median(f.applied), f.applied.max() ?? .nan,
+                                  Self.median(f.kept), f.kept.max() ?? .nan, Self.median(f.applied), f.applied.max() ?? .nan,
                                   f.delivered.min() ?? .nan, f.delivered.max() ?? .nan))
         }
+        SuiteMode.emit("")
+        SuiteMode.emit("The way of version 3, per terminal that fetched it (typed `site.arrival`, `site.applied_at`): hops, the most fetches in a row from the publish to a terminal; from a hello naming it to the start of the fetch that brought it (a fetch answered busy is tried again a quarter second later, or at another holder), from there to the whole document in hand (the transfer), from there to kept (the check and the write with fsync), and from kept to applied (the daemon's main loop, every 100 ms, and the reload); fetches answered busy and failed, over all terminals.")
+        SuiteMode.emit("")
+        SuiteMode.emit("| terminals | hops | hello → fetch: median / worst | transfer: median / worst | check and keep: median / worst | kept → applied: median / worst | busy / failed |")
+        SuiteMode.emit("|---|---|---|---|---|---|---|")
+        for line in steps { SuiteMode.emit(line) }
         SuiteMode.emit("")
     }
 }

@@ -199,12 +199,19 @@ final class CallEngineTests: XCTestCase {
         var sim = CallSim(rooms: 3, seed: 6)
         sim.engines[ra]!.announce(SiteAnnouncement(software: "0.9.0", site: SiteStamp(version: 4, digest: 42, length: 900), appliedAt: 1))
         sim.run(for: 2.5)
+        let changes = sim.engine(rc).siteChanges
         let newer = SiteStamp(version: 5, digest: 43, length: 950)
-        sim.engines[ra]!.announce(SiteAnnouncement(software: "0.9.0", site: newer, appliedAt: 2))
+        sim.engines[ra]!.announce(SiteAnnouncement(software: "0.9.0", site: newer, appliedAt: nil))
         sim.run(for: 0.1)
         XCTAssertLessThan(0.1, sim.timing(ra).helloInterval)
         XCTAssertEqual(sim.engine(rc).announcements[ra]?.site, newer, "heard within 0.1 s")
         XCTAssertEqual(sim.engine(rb).announcements[ra]?.site, newer)
+        XCTAssertEqual(sim.engine(rc).siteChanges, changes + 1, "the follower is told once")
+        // Applied: the hellos say when; the document named is the same, so nobody is told again.
+        sim.engines[ra]!.announce(SiteAnnouncement(software: "0.9.0", site: newer, appliedAt: 2))
+        sim.run(for: 2.5)
+        XCTAssertEqual(sim.engine(rc).announcements[ra]?.appliedAt, 2)
+        XCTAssertEqual(sim.engine(rc).siteChanges, changes + 1)
     }
 
     func testSettingsProblemsNameTheKey() {

@@ -1,3 +1,4 @@
+import Foundation
 import Calls
 import Control
 import SignalTools
@@ -111,7 +112,29 @@ final class ControlProtocolTests: XCTestCase {
                      storeWrites: 5, storeFailures: 0, mediaTo: ["239.255.0.1:5004"], brokenByEmergency: 1,
                      speech: .init(announcements: 3, spoken: 2, cached: 1, failures: 0, lastSynthesisMs: 41.5, lastGapMs: 0)),
         reload: .init(count: 2, failed: 1, applied: ["buttons"], waitingForCallEnd: [], restartNeeded: ["audio.period_ms"],
-                      audioWaiting: ["audio.capture_device"], audioReopens: 1, notApplied: ["speech: no voice xx"], lastError: "mixer.mic_gain_db: 99 is above 24"))
+                      audioWaiting: ["audio.capture_device"], audioReopens: 1, notApplied: ["speech: no voice xx"], lastError: "mixer.mic_gain_db: 99 is above 24"),
+        site: {
+            var transfers = DaemonStatistics.Site.Transfers()
+            transfers.fetched = 2
+            transfers.fetchBusy = 1
+            transfers.served = 4
+            return .init(id: "praxis", version: 3, digest: "4c1f0a9e2b7d3c11", appliedAt: 1_764_400_000.5, refused: ["older": 1],
+                         lastRefusal: "site document from empfang refused: older", transfers: transfers,
+                         arrival: .init(version: 3, from: "empfang", heard: 1_764_400_000.125, fetchStarted: 1_764_400_000.25,
+                                        received: 1_764_400_000.3125, kept: 1_764_400_000.375))
+        }())
+
+    /// The control fuzzer's seed for `stats` replies is this value's encoding, so that it starts
+    /// from a reply the decoder takes whole (`INTERCOM_WRITE_SEEDS=1` writes it again).
+    func testTheFuzzersStatisticsSeedIsTodaysReply() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("fuzz/control/seed-stats.json").path
+        let line = try ControlJSON.encode(.statistics(Self.statistics)).encodedLine()
+        if ProcessInfo.processInfo.environment["INTERCOM_WRITE_SEEDS"] == "1" { try Data(line).write(to: URL(fileURLWithPath: path)) }
+        let seed = try XCTUnwrap(FileManager.default.contents(atPath: path), path)
+        XCTAssertEqual(try ControlJSON.decodeReply(JSONValue.parse(Array(seed)), for: .statistics), .statistics(Self.statistics),
+                       "\(path) is not today's stats reply: INTERCOM_WRITE_SEEDS=1 writes it again")
+    }
 
     /// `stats` is typed on the wire: every counter is required, so a daemon that leaves one out
     /// is a protocol error, never a silent 0; an unmeasured echo delay is null, not absent.
@@ -130,6 +153,8 @@ final class ControlProtocolTests: XCTestCase {
         XCTAssertEqual(json["network"]?["opus"]?["lookahead_ms"], .number(6.5))
         XCTAssertEqual(json["network"]?["srtp"]?["replayed"], 1)
         XCTAssertEqual(json["reload"]?["restart_needed"]?.arrayValue?.first, "audio.period_ms")
+        XCTAssertEqual(json["site"]?["transfers"]?["fetch_busy"], 1)
+        XCTAssertEqual(json["site"]?["arrival"]?["fetch_started"], .number(1_764_400_000.25))
         XCTAssertEqual(try ControlJSON.decodeReply(json, for: .statistics), .statistics(Self.statistics), "round trip")
         var noError = Self.statistics
         noError.reload = .none

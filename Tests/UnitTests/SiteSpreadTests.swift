@@ -7,7 +7,9 @@ import XCTest
 
 /// Site documents spreading between terminals, simulated: each terminal a `SiteSpread` and a real
 /// `SiteDocumentGate` (real signatures), hellos every second to every room over a lossy network,
-/// fetches that take time and sometimes fail. Seeded: every run is the same.
+/// fetches that take time and sometimes fail, a holder that serves 8 at once and answers the rest
+/// `busy`, and each terminal looking at what its hellos said every tenth of a second, as the
+/// daemon's follower does. Seeded: every run is the same.
 final class SiteSpreadTests: XCTestCase {
     static let admin = try! AdministratorKey(seed: Array(repeating: 9, count: 32))
     static let site = "sim-praxis"
@@ -21,6 +23,9 @@ final class SiteSpreadTests: XCTestCase {
         var gate: SiteDocumentGate<String>
         var on = true
         var nextHello: Double
+        /// When the follower looks next, and what the hellos said since (as the calls side keeps it).
+        var nextStep: Double
+        var heard: [String: SiteStamp?] = [:]
         var appliedAt: [UInt64: Double] = [:]
     }
 
@@ -30,6 +35,7 @@ final class SiteSpreadTests: XCTestCase {
         var to: String
         var due: Double
         var fails: Bool
+        var busy = false
     }
 
     struct Sim {
@@ -43,6 +49,10 @@ final class SiteSpreadTests: XCTestCase {
         var fetchFailure: Double
         var datagrams = 0
         var fetchCount = 0
+        var busyCount = 0
+        /// Transfers a terminal serves at once (`SiteDocumentServer.Settings.connections`).
+        let capacity = 8
+        let followerInterval = 0.1
 
         init(count: Int, seed: UInt64, loss: Double = 0.05, fetchFailure: Double = 0.1) {
             rng = SplitMix64(seed: seed)
@@ -55,7 +65,7 @@ final class SiteSpreadTests: XCTestCase {
                 }
                 guard case .adopt(let held) = gate.offer(SiteSpreadTests.document(1), from: "disk") else { fatalError() }
                 terminals[id] = Terminal(spread: SiteSpread(me: id, holding: held.stamp), gate: gate,
-                                         nextHello: Double(rng.next() % 1000) / 1000)
+                                         nextHello: Double(rng.next() % 1000) / 1000, nextStep: Double(rng.next() % 100) / 1000)
             }
         }
 
@@ -79,7 +89,10 @@ final class SiteSpreadTests: XCTestCase {
                 case .announce: sendHellos(from: id)
                 case .fetch(let peer, _):
                     fetchCount += 1
-                    fetches.append(Fetch(from: peer, to: id, due: now + 0.005 + 0.02 * random(), fails: random() < fetchFailure))
+                    let busy = fetches.filter { $0.from == peer && !$0.busy }.count >= capacity
+                    if busy { busyCount += 1 }
+                    fetches.append(Fetch(from: peer, to: id, due: now + (busy ? 0.001 : 0.005 + 0.02 * random()),
+                                         fails: !busy && random() < fetchFailure, busy: busy))
                 }
             }
         }
@@ -102,14 +115,14 @@ final class SiteSpreadTests: XCTestCase {
                 }
                 let due = hellos.filter { $0.due <= now }
                 hellos.removeAll { $0.due <= now }
-                for h in due where terminals[h.to]!.on {
-                    apply(h.to, terminals[h.to]!.spread.handle(.heard(peer: h.from, stamp: h.stamp), now: now))
-                }
+                for h in due where terminals[h.to]!.on { terminals[h.to]!.heard[h.from] = .some(h.stamp) }
                 let ended = fetches.filter { $0.due <= now }
                 fetches.removeAll { $0.due <= now }
                 for f in ended where terminals[f.to]!.on {
                     var outcome = SiteSpread.FetchOutcome.failed
-                    if !f.fails, terminals[f.from]!.on, let bytes = terminals[f.from]!.gate.held?.encoded {
+                    if f.busy {
+                        outcome = .busy
+                    } else if !f.fails, terminals[f.from]!.on, let bytes = terminals[f.from]!.gate.held?.encoded {
                         switch offer(f.to, bytes, from: f.from, length: bytes.count) {
                         case .adopt: outcome = .adopted
                         case .alreadyHeld: outcome = .adopted
@@ -118,7 +131,15 @@ final class SiteSpreadTests: XCTestCase {
                     }
                     apply(f.to, terminals[f.to]!.spread.handle(.fetchEnded(peer: f.from, outcome: outcome), now: now))
                 }
-                for id in ids where terminals[id]!.on { apply(id, terminals[id]!.spread.handle(.tick, now: now)) }
+                for id in ids where terminals[id]!.on && now >= terminals[id]!.nextStep {
+                    terminals[id]!.nextStep += followerInterval
+                    let heard = terminals[id]!.heard
+                    terminals[id]!.heard = [:]
+                    for (peer, stamp) in heard.sorted(by: { $0.key < $1.key }) {
+                        apply(id, terminals[id]!.spread.handle(.heard(peer: peer, stamp: stamp), now: now))
+                    }
+                    apply(id, terminals[id]!.spread.handle(.tick, now: now))
+                }
             }
         }
 
@@ -137,7 +158,7 @@ final class SiteSpreadTests: XCTestCase {
             XCTAssertEqual(sim.holding(2).count, count, "\(count) terminals")
             let times = sim.ids.compactMap { sim.terminals[$0]!.appliedAt[2] }.map { $0 - published }.sorted()
             let worst = times.last ?? .infinity
-            print("site spread, \(count) terminals: applied everywhere after median \(String(format: "%.3f", times[times.count / 2])) s, worst \(String(format: "%.3f", worst)) s; \(sim.fetchCount - (count - 1)) fetches beyond one each")
+            print("site spread, \(count) terminals: applied everywhere after median \(String(format: "%.3f", times[times.count / 2])) s, worst \(String(format: "%.3f", worst)) s; \(sim.fetchCount - (count - 1)) fetches beyond one each, \(sim.busyCount) answered busy")
             XCTAssertLessThan(worst, 2, "\(count) terminals: everywhere within 2 s")
             XCTAssertTrue(sim.ids.allSatisfy { sim.terminals[$0]!.spread.behind(now: sim.now).isEmpty }, "nobody behind")
         }
@@ -182,5 +203,37 @@ final class SiteSpreadTests: XCTestCase {
             XCTAssertEqual(sim.terminals[id]!.gate.held?.version, 1, id)
             XCTAssertEqual(sim.terminals[id]!.gate.refusals[.badSignature], 1, "\(id): fetched once, refused, not again")
         }
+    }
+
+    /// A holder that answers `busy` is there and answering, only full: asked again after a
+    /// quarter of a second, where one that failed waits 2 s.
+    func testABusyHolderIsAskedAgainSoonAFailedOneLater() {
+        let v2 = SiteStamp(version: 2, digest: 2, length: 10)
+        for (outcome, wait) in [(SiteSpread.FetchOutcome.busy, 0.25), (.failed, 2.0)] {
+            var spread = SiteSpread(me: "t09", holding: SiteStamp(version: 1, digest: 1, length: 10))
+            XCTAssertEqual(spread.handle(.heard(peer: "t01", stamp: v2), now: 0), [], "a fetch starts at the tick")
+            XCTAssertEqual(spread.handle(.tick, now: 0), [.fetch(peer: "t01", stamp: v2)])
+            XCTAssertEqual(spread.handle(.fetchEnded(peer: "t01", outcome: outcome), now: 0.01), [])
+            XCTAssertEqual(spread.handle(.tick, now: 0.01 + wait - 0.001), [], "\(outcome): not before \(wait) s")
+            XCTAssertEqual(spread.handle(.tick, now: 0.01 + wait), [.fetch(peer: "t01", stamp: v2)], "\(outcome): again after \(wait) s")
+        }
+    }
+
+    /// 42 terminals hear at once that 8 hold a new version: their asking spreads over the 8 (by a
+    /// hash of each one's name), not 42 at the first after them in name order.
+    func testTerminalsThatHearAtOnceSpreadTheirAskingOverTheHolders() {
+        let v2 = SiteStamp(version: 2, digest: 2, length: 10)
+        let holders = (1...8).map { String(format: "t%02d", $0) }
+        var asked: [String: Int] = [:]
+        for n in 9...50 {
+            var spread = SiteSpread(me: String(format: "t%02d", n), holding: SiteStamp(version: 1, digest: 1, length: 10))
+            for h in holders { _ = spread.handle(.heard(peer: h, stamp: v2), now: 0) }
+            _ = spread.handle(.tick, now: 0)
+            guard let f = spread.fetching else { return XCTFail("t\(n) fetches") }
+            asked[f.peer, default: 0] += 1
+        }
+        XCTAssertEqual(asked.values.reduce(0, +), 42)
+        XCTAssertGreaterThanOrEqual(asked.count, 7, "nearly every holder is asked: \(asked)")
+        XCTAssertLessThanOrEqual(asked.values.max() ?? 0, 12, "none by more than 12 of 42: \(asked)")
     }
 }

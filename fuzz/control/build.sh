@@ -26,7 +26,7 @@ if [ "${1:-}" = run ]; then
     printf '{"id":2,"cmd":"net_loopback","room":"labor","count":20}' > .build-fuzz/control-corpus/seed-net
     printf '{"id":3,"cmd":"mute","target":"mic"}' > .build-fuzz/control-corpus/seed-mute
     printf '{"room":"k","name":"K","dnd":false,"mute":{"microphone":false,"speaker":true},"call":null,"media":[]}' > .build-fuzz/control-corpus/seed-status
-    printf '{"audio":{"running":true,"frames":9,"xruns":0,"capture_xruns":0,"playback_xruns":0,"sessions":1,"capture_gap_frames":0,"mic_drops":0,"erle_db":1.5,"echo_delay_ms":null,"echo_canceller_resets":0,"echo_canceller_realignments":0,"process_max_ms":0.2,"howls":null},"network":null,"calls":null,"reload":{"count":0,"failed":0,"applied":[],"waiting_for_call_end":[],"restart_needed":[],"last_error":null}}' > .build-fuzz/control-corpus/seed-stats
+    cp fuzz/control/seed-stats.json .build-fuzz/control-corpus/seed-stats  # today's reply: ControlProtocolTests keeps it so
     printf '{"terminals":[{"room":"a","online":true,"software":"0.9.0","site_version":3,"digest":"00000000000000ab","applied_at":1.5,"behind":false},{"room":"b","online":false,"behind":false}],"newest_version":3}' > .build-fuzz/control-corpus/seed-site
     exec .build-fuzz/control-fuzzer -max_len=4096 "$@" .build-fuzz/control-corpus
 fi
