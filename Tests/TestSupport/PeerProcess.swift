@@ -62,4 +62,20 @@ public enum ProcessCPU {
         guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
+
+    /// Seconds of CPU each of the process's threads has used so far, summed by thread name
+    /// (`/proc/<pid>/task/*/stat`); empty when it is gone.
+    public static func threadSeconds(pid: Int32) -> [String: Double] {
+        var out: [String: Double] = [:]
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        for tid in tasks {
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/stat", encoding: .utf8),
+                  let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")") else { continue }
+            let name = String(text[text.index(after: open)..<close])
+            let fields = text[text.index(after: close)...].split(separator: " ")
+            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
+            out[name, default: 0] += (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        }
+        return out
+    }
 }
