@@ -35,9 +35,10 @@ public final class AudioSupervisor: @unchecked Sendable {
             self.priority = priority
         }
     }
-    private let opening: Mutex<Opening>
-    /// Set by `reopen` until the supervisor thread has ended the session for it.
-    private let reopening = Flag(false)
+    /// The settings with their generation: each `reopen` makes a new one.
+    private let opening: Mutex<(settings: Opening, generation: Int)>
+    /// The last generation whose devices were tried (opened, or failed to open).
+    private let tried = Atomic<Int>(0)
     /// Sessions ended to open the devices again with new settings.
     public let reopens = Counter()
     public let retry: Retry
@@ -51,7 +52,7 @@ public final class AudioSupervisor: @unchecked Sendable {
     public init(engine: AudioEngine, settings: DeviceSettings, priority: Int32, retry: Retry, logger: Logger) throws(SystemError) {
         stopping = try StopSignal()
         self.engine = engine
-        opening = Mutex(Opening(devices: settings, priority: priority))
+        opening = Mutex((Opening(devices: settings, priority: priority), 0))
         self.retry = retry
         log = logger
     }
@@ -60,15 +61,27 @@ public final class AudioSupervisor: @unchecked Sendable {
         thread = try WorkerThread.start(name: "audio-supervisor") { [self] in supervise() }
     }
 
-    public var settings: Opening { opening.withLock { $0 } }
+    public var settings: Opening { opening.withLock { $0.settings } }
 
-    /// Ends the running session (at its next period) and opens the devices again with `new`,
-    /// at once, or at the next attempt while a device is being retried (any thread).
-    public func reopen(with new: Opening) {
-        opening.withLock { $0 = new }
-        reopening.set(true)
+    /// Ends the running session (at its next period), or the wait between attempts while a
+    /// device is being retried, and opens the devices with `new` (any thread). Returns the
+    /// generation `hasTried` answers for.
+    @discardableResult
+    public func reopen(with new: Opening) -> Int {
+        let generation = opening.withLock { o in
+            o = (new, o.generation + 1)
+            return o.generation
+        }
         engine.stopRequest.set(true)
+        stopping.bell.ring()
+        return generation
     }
+
+    /// Whether the devices were tried with the settings of `generation` (or later ones): the
+    /// session that ran before them has ended, and `audio.running` says how the opening went.
+    public func hasTried(_ generation: Int) -> Bool { tried.load(ordering: .acquiring) >= generation }
+
+    private var generation: Int { opening.withLock { $0.generation } }
 
     /// Ends the running session and the retry loop; returns when both are done.
     public func stop() {
@@ -82,27 +95,27 @@ public final class AudioSupervisor: @unchecked Sendable {
         var backoff = retry.initialMilliseconds
         while !stopping.isSet {
             let devices: AudioDevices
-            // Cleared before the settings are read: a reopen asked for after this is seen.
-            reopening.set(false)
-            let now = settings
+            let (now, generation) = opening.withLock { $0 }
             do {
                 devices = try AudioDevices(now.devices)
             } catch {
+                tried.store(generation, ordering: .releasing)
                 guard retry.enabled else {
                     log.critical("cannot open audio devices: \(error); retry is disabled, giving up")
                     gaveUp.set(true)
                     return
                 }
                 log.error("cannot open audio devices: \(error); retrying in \(backoff) ms")
-                if wait(milliseconds: backoff) { return }
+                if wait(milliseconds: backoff, unlessNewerThan: generation) { return }
                 backoff = min(backoff * 2, retry.maxMilliseconds)
                 continue
             }
+            tried.store(generation, ordering: .releasing)
             logOpened(devices)
             let started = Date()
-            let end = runSession(devices, priority: now.priority)
+            let end = runSession(devices, priority: now.priority, generation: generation)
             switch end {
-            case .stopped where reopening.isSet && !stopping.isSet:
+            case .stopped where self.generation != generation && !stopping.isSet:
                 reopens.increment()
                 backoff = retry.initialMilliseconds
                 log.notice("audio devices closed to be opened again with new settings")
@@ -113,18 +126,18 @@ public final class AudioSupervisor: @unchecked Sendable {
                 // A session that ran a while resets the back-off: this is a new fault, not the old one.
                 if Date().timeIntervalSince(started) > 10 { backoff = retry.initialMilliseconds }
                 log.error("audio failed: \(end); reopening in \(backoff) ms")
-                if wait(milliseconds: backoff) { return }
+                if wait(milliseconds: backoff, unlessNewerThan: generation) { return }
                 backoff = min(backoff * 2, retry.maxMilliseconds)
             }
         }
     }
 
-    private func runSession(_ devices: AudioDevices, priority: Int32) -> SessionEnd {
+    private func runSession(_ devices: AudioDevices, priority: Int32, generation: Int) -> SessionEnd {
         final class Box: @unchecked Sendable { var end = SessionEnd.stopped }  // written before join, read after
         let box = Box()
         let engine = engine
         // A reopen asked for since the settings were read ends this session at once.
-        engine.stopRequest.set(stopping.isSet || reopening.isSet)
+        engine.stopRequest.set(stopping.isSet || self.generation != generation)
         let rt = WorkerThread(name: "intercom-audio") { box.end = engine.run(devices: devices) }
         do {
             try rt.start(priority: priority)
@@ -150,9 +163,15 @@ public final class AudioSupervisor: @unchecked Sendable {
             """)
     }
 
-    /// Sleeps unless stopped first; returns true when stopping.
-    private func wait(milliseconds: Int) -> Bool {
-        stopping.bell.wait(seconds: Double(milliseconds) / 1000)
+    /// Sleeps until the back-off ends, a stop, or settings newer than `generation` (a ring left
+    /// from a reopen already taken sleeps on); returns true when stopping.
+    private func wait(milliseconds: Int, unlessNewerThan generation: Int) -> Bool {
+        let until = MonotonicClock.seconds() + Double(milliseconds) / 1000
+        while !stopping.isSet, self.generation == generation {
+            let left = until - MonotonicClock.seconds()
+            if left <= 0 { break }
+            stopping.bell.wait(seconds: left)
+        }
         return stopping.isSet
     }
 }

@@ -47,6 +47,9 @@ public final class Daemon: @unchecked Sendable {
         var realtime: RealtimeSection
         var keys: [String]
     }
+    /// The supervisor's generation of the devices asked for, and the keys that waited for them
+    /// (main thread only).
+    var reopening: (generation: Int, keys: [String])?
     /// The site version the configuration in force was joined with (main thread only).
     var appliedSiteVersion: UInt64 = 0
     /// With a site and calls: hands the document to other terminals and the administrator's tool
@@ -276,14 +279,19 @@ public final class Daemon: @unchecked Sendable {
 
     /// Main loop: audio settings a reload left waiting are put in force once no call runs and
     /// nothing is being read aloud, by opening the devices again (a pause of a few periods).
+    /// Stats say so once the supervisor has tried the new devices (the old session has ended).
     private func reopenAudioWhenQuiet() {
+        if let (generation, keys) = reopening, supervisor.hasTried(generation) {
+            reopening = nil
+            reloads.audioReopened(waiting: pendingAudio?.keys ?? [])
+            log.notice("audio devices opened again for \(keys.joined(separator: ", "))")
+        }
         guard let pending = pendingAudio, calls?.service.isQuiet ?? true, deviceLoopback.currentStatus.state != .running else { return }
         pendingAudio = nil
         config.audio = pending.audio
         config.realtime = pending.realtime
-        supervisor.reopen(with: .init(devices: Self.deviceSettings(config), priority: Int32(config.realtime.priority)))
-        reloads.audioReopened()
-        log.notice("audio devices opened again for \(pending.keys.joined(separator: ", "))")
+        let generation = supervisor.reopen(with: .init(devices: Self.deviceSettings(config), priority: Int32(config.realtime.priority)))
+        reopening = (generation, pending.keys)
     }
 
     /// What `systemctl status` shows: the audio, then the calls.

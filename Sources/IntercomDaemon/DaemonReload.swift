@@ -187,10 +187,11 @@ final class ReloadHistory: Sendable {
         state.withLock { r in if !r.waitingForCallEnd.isEmpty { r.waitingForCallEnd = [] } }
     }
 
-    /// The devices were opened again for the audio settings waiting.
-    func audioReopened() {
+    /// The devices were opened again for the audio settings that waited; `waiting` are those a
+    /// later reload left waiting.
+    func audioReopened(waiting: [String]) {
         state.withLock { r in
-            r.audioWaiting = []
+            r.audioWaiting = waiting
             r.audioReopens += 1
         }
     }

@@ -127,4 +127,29 @@ final class LiveSoundsRigTests: XCTestCase {
         print(String(format: "live sounds: the dnd_on tone %.1f dB after gain_db -20 in a call; devices roomB → roomC after the call, %d sessions",
                      dB, reopened?.audio.sessions ?? -1))
     }
+    /// A reload that names devices which open, on a terminal whose devices did not and that is
+    /// waiting out a long back-off, opens them at once: nobody waits half a minute after fixing
+    /// a typo in the device name.
+    func testNewDevicesReplaceOnesThatDoNotOpenAtOnceNotAfterTheBackOff() throws {
+        try Rig.require()
+        let path = try DaemonProcess.writeRoomConfig("roomB", extra: "[retry]\ninitial_ms = 30000\nmax_ms = 60000")
+        let good = try String(contentsOfFile: path, encoding: .utf8)
+        try good.replacingOccurrences(of: "\"roomB\"", with: "\"nosuchcard\"").write(toFile: path, atomically: true, encoding: .utf8)
+        let d = try DaemonProcess(arguments: ["--config", path], name: "intercomd-reopen")
+        defer { _ = d.terminate() }
+        let failing = d.waitForStatistics(timeout: 10) { $0.audio.captureDevice == "nosuchcard" }
+        XCTAssertEqual(failing?.audio.running, false, d.log)
+        XCTAssertEqual(failing?.audio.sessions, 0, d.log)
+        Thread.sleep(forTimeInterval: 0.5)  // well into the first back-off of 30 s
+        try good.write(toFile: path, atomically: true, encoding: .utf8)
+        let asked = Date()
+        kill(d.process.processIdentifier, SIGHUP)
+        let running = d.waitForStatistics(timeout: 5) { $0.reload.audioReopens == 1 && $0.audio.running }
+        let took = Date().timeIntervalSince(asked)
+        XCTAssertNotNil(running, "the new devices open before the back-off ends: \(d.log)")
+        XCTAssertEqual(running?.audio.captureDevice, "roomB")
+        XCTAssertEqual(running?.audio.sessions, 1)
+        XCTAssertEqual(running?.reload.audioWaiting, [])
+        print(String(format: "reopen during back-off: running %.2f s after the reload (back-off 30 s)", took))
+    }
 }
