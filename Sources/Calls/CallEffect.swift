@@ -62,6 +62,9 @@ public enum CommandRejection: Sendable, Equatable {
 public enum CallEffect: Sendable, Equatable {
     /// Send `datagram` (already encoded) to the room's signalling address.
     case send(to: RoomID, address: IPv4Endpoint, datagram: [UInt8])
+    /// Send this hello (already encoded, one message id) to each address: sealed once, for
+    /// every room, since it says the same to all.
+    case hello(to: [IPv4Endpoint], datagram: [UInt8])
     /// Replace the media configuration with this one.
     case setMediaPlan(MediaPlan)
     /// What the ring channel plays from now on (replacing what it played).

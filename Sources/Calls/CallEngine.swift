@@ -124,19 +124,21 @@ public struct CallEngine: Sendable {
     /// The next time `tick` has something to do; the integrator may sleep until then (or until a
     /// datagram or command arrives).
     public var nextDeadline: Double? {
+        // A running minimum, not an array: the calls thread asks before each wait.
         let t = settings.timing
-        var times: [Double] = [nextHello ?? -.infinity]
-        if let d = outbox.nextDeadline(timing: t) { times.append(d) }
-        for (_, r) in presenceTable.rooms where r.presence.online { times.append(r.lastHeard + t.offlineAfter) }
+        var first = nextHello ?? -.infinity
+        func consider(_ time: Double?) { if let time, time < first { first = time } }
+        consider(outbox.nextDeadline(timing: t))
+        for (_, r) in presenceTable.rooms where r.presence.online { consider(r.lastHeard + t.offlineAfter) }
         if let call {
-            if let ring = call.ringDeadline { times.append(ring) }
-            if !call.isConnected || call.role == .caller { times.append(call.started + t.answerTimeout) }
-            times += call.lastHeard.values.map { $0 + t.peerSilenceTimeout }
-            times.append(nextKeepalive ?? -.infinity)
+            consider(call.ringDeadline)
+            if !call.isConnected || call.role == .caller { consider(call.started + t.answerTimeout) }
+            for heard in call.lastHeard.values { consider(heard + t.peerSilenceTimeout) }
+            consider(nextKeepalive ?? -.infinity)
         }
-        if let reminder = nextReminder { times.append(reminder - wallClockOffset) }
-        if let reminder = nextNotificationReminder { times.append(reminder - wallClockOffset) }
-        return times.min()
+        consider(nextReminder.map { $0 - wallClockOffset })
+        consider(nextNotificationReminder.map { $0 - wallClockOffset })
+        return first
     }
 
     // MARK: entry points
@@ -302,9 +304,12 @@ public struct CallEngine: Sendable {
 
     mutating func sendHellos(now: Double) {
         nextHello = now + settings.timing.helloInterval
-        for room in settings.directory.keys.sorted() where room != settings.room {
-            send(.hello(doNotDisturb: doNotDisturb, call: call?.id, announcement: announcement), to: room, now: now)
-        }
+        let to = settings.directory.keys.sorted().filter { $0 != settings.room }.compactMap { settings.directory[$0]?.signalling }
+        guard !to.isEmpty else { return }
+        let id = nextMessageID
+        nextMessageID &+= 1
+        let hello = SignalMessage.hello(doNotDisturb: doNotDisturb, call: call?.id, announcement: announcement)
+        out.append(.hello(to: to, datagram: SignalCodec.encode(Envelope(sender: settings.room, messageID: id, message: hello))))
     }
 
     /// In a call, a hello to the rooms on the other side every `callKeepalive` (the caller's

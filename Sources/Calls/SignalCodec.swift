@@ -13,7 +13,7 @@ public enum SignalCodec {
     /// The binding limit is `maxDatagramBytes`: how many rooms fit depends on their ids.
     public static let maxParticipants = 64
     /// The largest signalling datagram before sealing: with the seal's overhead (`SignalSeal`,
-    /// 28 bytes and the sender's id) it stays within one Ethernet frame (1472 bytes of UDP
+    /// 29 bytes and the sender's id) it stays within one Ethernet frame (1472 bytes of UDP
     /// payload), so that no message to many rooms is fragmented (one lost fragment loses all).
     public static let maxDatagramBytes = 1400
 

@@ -287,9 +287,11 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var replay: Int
         public var stale: Int
         public var senderMismatch: Int
+        /// Sealed for every room but not a hello.
+        public var notForEveryone: Int
 
         public init(notSealed: Int, malformed: Int, unknownSender: Int, authentication: Int, replay: Int, stale: Int,
-                    senderMismatch: Int) {
+                    senderMismatch: Int, notForEveryone: Int) {
             self.notSealed = notSealed
             self.malformed = malformed
             self.unknownSender = unknownSender
@@ -297,9 +299,10 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.replay = replay
             self.stale = stale
             self.senderMismatch = senderMismatch
+            self.notForEveryone = notForEveryone
         }
 
-        public var total: Int { notSealed + malformed + unknownSender + authentication + replay + stale + senderMismatch }
+        public var total: Int { notSealed + malformed + unknownSender + authentication + replay + stale + senderMismatch + notForEveryone }
     }
 
     /// Notifications played here: tones, texts read aloud and how fast they were ready.

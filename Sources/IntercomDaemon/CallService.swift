@@ -162,9 +162,13 @@ final class CallService: @unchecked Sendable {
                 received = true
                 traffic.received.increment()
                 traffic.receivedBytes.increment(by: count)
-                guard let datagram = opened([UInt8](UnsafeRawBufferPointer(rebasing: buffer[0..<count]))) else { continue }
+                let datagram = [UInt8](UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                 // Effects run under the lock too: their order across threads is the engine's order.
-                withEngine { e in execute(e.receive(datagram: datagram, from: from, now: Self.now())) }
+                if seal == nil {
+                    withEngine { e in execute(e.receive(datagram: datagram, from: from, now: Self.now())) }
+                } else if let envelope = opened(datagram) {
+                    withEngine { e in execute(e.receive(envelope, from: from, now: Self.now())) }
+                }
             }
             withEngine { e in execute(e.tick(now: Self.now())) }
             if received {
@@ -179,23 +183,27 @@ final class CallService: @unchecked Sendable {
         }
     }
 
-    /// The datagram as the engine may see it: opened, when there is a site key; nil if refused
-    /// (counted). A refused datagram never reaches the engine: it cannot ring, open audio or
-    /// change a call.
-    private func opened(_ datagram: [UInt8]) -> [UInt8]? {
-        guard let seal else { return datagram }
+    /// A sealed datagram opened and decoded, as the engine may see it; nil if refused (counted).
+    /// A refused datagram never reaches the engine: it cannot ring, open audio or change a call.
+    private func opened(_ datagram: [UInt8]) -> Envelope? {
+        guard let seal else { return nil }
         switch seal.open(datagram) {
         case .failure(let why):
             refused.count(why)
             return nil
-        case .success(let (sender, plaintext)):
+        case .success(let (sender, plaintext, forEveryRoom)):
             // The engine checks the sender against the source address; the seal vouches for the
             // sender it named, so the two must agree.
             guard case .success(let envelope) = SignalCodec.decode(plaintext), envelope.sender.value == sender else {
                 refused.senderMismatch.increment()
                 return nil
             }
-            return plaintext
+            // Only a hello says the same to every room; anything else names its room in the seal.
+            if forEveryRoom, case .hello = envelope.message {} else if forEveryRoom {
+                refused.notForEveryone.increment()
+                return nil
+            }
+            return envelope
         }
     }
 
@@ -471,15 +479,22 @@ final class CallService: @unchecked Sendable {
 
     // MARK: effects
 
+    private func transmit(_ datagram: [UInt8], to addresses: [IPv4Endpoint]) {
+        datagram.withUnsafeBytes { bytes in
+            for address in addresses { _ = socket.send(bytes, to: address) }
+        }
+        traffic.sent.increment(by: addresses.count)
+        traffic.sentBytes.increment(by: datagram.count * addresses.count)
+    }
+
     private func execute(_ effects: [CallEffect]) {
         defer { if !effects.isEmpty { onChange() } }
         for effect in effects {
             switch effect {
-            case .send(_, let to, let plain):
-                let datagram = seal?.seal(plain) ?? plain
-                _ = datagram.withUnsafeBytes { socket.send($0, to: to) }
-                traffic.sent.increment()
-                traffic.sentBytes.increment(by: datagram.count)
+            case .send(let room, let to, let plain):
+                transmit(seal?.seal(plain, for: .room(room.value)) ?? plain, to: [to])
+            case .hello(let to, let plain):
+                transmit(seal?.seal(plain, for: .everyRoom) ?? plain, to: to)
             case .setMediaPlan(let plan):
                 var routes = MediaRoutes(sendTo: plan.sendTo, acceptFrom: plan.receiveFrom.map(\.endpoint),
                                          joinGroups: plan.joinGroups)

@@ -11,6 +11,7 @@ final class SealRefusals: Sendable {
     let replay = Counter()
     let stale = Counter()
     let senderMismatch = Counter()
+    let notForEveryone = Counter()
 
     func count(_ failure: SignalSeal.Failure) {
         switch failure {
@@ -26,15 +27,15 @@ final class SealRefusals: Sendable {
     var snapshot: DaemonStatistics.Refusals {
         DaemonStatistics.Refusals(notSealed: notSealed.load, malformed: malformed.load, unknownSender: unknownSender.load,
                                   authentication: authentication.load, replay: replay.load, stale: stale.load,
-                                  senderMismatch: senderMismatch.load)
+                                  senderMismatch: senderMismatch.load, notForEveryone: notForEveryone.load)
     }
 
     var total: Int {
-        [notSealed, malformed, unknownSender, authentication, replay, stale, senderMismatch].map(\.load).reduce(0, +)
+        [notSealed, malformed, unknownSender, authentication, replay, stale, senderMismatch, notForEveryone].map(\.load).reduce(0, +)
     }
 
     var summary: String {
         "not_sealed=\(notSealed.load) malformed=\(malformed.load) unknown_sender=\(unknownSender.load) "
-            + "authentication=\(authentication.load) replay=\(replay.load) stale=\(stale.load) sender_mismatch=\(senderMismatch.load)"
+            + "authentication=\(authentication.load) replay=\(replay.load) stale=\(stale.load) sender_mismatch=\(senderMismatch.load) not_for_everyone=\(notForEveryone.load)"
     }
 }

@@ -5,11 +5,14 @@ import Synchronization
 /// Authenticated encryption of signalling datagrams (ChaCha20-Poly1305, swift-crypto) with replay
 /// protection, keyed from the site key.
 ///
-/// Wire: "IS", version 1, sender length n, the sender's room id (n bytes), a counter (8 bytes, big
-/// endian), the sealed datagram, the tag (16). The header is authenticated data. Each sender has
-/// its own key (derived from the site key and its room id), so two senders' counters never make
-/// the same nonce under one key. The counter is the wall clock in microseconds, at least one more
-/// than the last: it keeps rising across a restart without being stored.
+/// Wire: "IS", version 2, the scope (0: for one room, 1: for every room), sender length n, the
+/// sender's room id (n bytes), a counter (8 bytes, big endian), the sealed datagram, the tag (16).
+/// Authenticated with it: the header and, for one room, that room's id (not sent: the receiver
+/// puts its own), so a datagram taken on its way to one room does not open at another. Only
+/// hellos are sealed for every room (one seal for all, and a hello is the same for all). Each
+/// sender has its own key (derived from the site key and its room id), so two senders' counters
+/// never make the same nonce under one key. The counter is the wall clock in microseconds, at
+/// least one more than the last: it keeps rising across a restart without being stored.
 ///
 /// A receiver keeps a replay window per sender. A sender it has not heard since its own start
 /// must be within `freshness` of its clock: after a restart, an old datagram replayed is refused
@@ -21,7 +24,7 @@ public final class SignalSeal: Sendable {
         case malformed
         /// The claimed sender is not in the directory: refused before any cryptography.
         case unknownSender
-        /// Wrong key, or changed on the way.
+        /// Wrong key, changed on the way, or sealed for another room.
         case authentication
         /// A counter already seen, or too old for the window.
         case replay
@@ -30,8 +33,15 @@ public final class SignalSeal: Sendable {
     }
 
     public static let magic: (UInt8, UInt8) = (0x49, 0x53)  // "IS"
-    public static let version: UInt8 = 1
-    public static let overhead = 4 + 8 + 16  // plus the sender's id
+    public static let version: UInt8 = 2
+    public static let overhead = 5 + 8 + 16  // plus the sender's id
+
+    /// Whom a datagram is sealed for.
+    public enum Recipient: Sendable, Equatable {
+        case room(String)
+        /// Every room of the site: hellos only.
+        case everyRoom
+    }
     public static let defaultFreshness: UInt64 = 60_000_000
 
     private struct State {
@@ -44,6 +54,8 @@ public final class SignalSeal: Sendable {
 
     private let siteKey: SiteKey
     private let room: String
+    /// This room's id as authenticated data: what is sealed for it names it.
+    private let roomID: [UInt8]
     private let myKey: RoomKey
     private let clock: @Sendable () -> UInt64
     private let freshness: UInt64
@@ -58,6 +70,7 @@ public final class SignalSeal: Sendable {
                 freshness: UInt64 = SignalSeal.defaultFreshness) {
         self.siteKey = siteKey
         self.room = room
+        roomID = Array(room.utf8)
         myKey = RoomKey(siteKey.derive("signalling v1 from \(room)"))
         self.clock = clock
         self.freshness = freshness
@@ -73,27 +86,31 @@ public final class SignalSeal: Sendable {
         }
     }
 
-    public func seal(_ plaintext: [UInt8]) -> [UInt8] {
+    public func seal(_ plaintext: [UInt8], for recipient: Recipient) -> [UInt8] {
         let counter = state.withLock { s in
             s.lastCounter = max(s.lastCounter + 1, clock())
             return s.lastCounter
         }
-        let header = Self.header(sender: room, counter: counter)
+        let header = Self.header(sender: room, counter: counter, everyRoom: recipient == .everyRoom)
+        var authenticated = header
+        if case .room(let id) = recipient { authenticated += Array(id.utf8) }
         // swift-crypto only throws here for a nonce of the wrong size, which this one is not.
-        let box = try! ChaChaPoly.seal(plaintext, using: myKey.key, nonce: Self.nonce(counter), authenticating: header)
+        let box = try! ChaChaPoly.seal(plaintext, using: myKey.key, nonce: Self.nonce(counter), authenticating: authenticated)
         return header + [UInt8](box.ciphertext) + [UInt8](box.tag)
     }
 
-    /// The sender's room id and the datagram it sealed, or why it is refused.
-    public func open(_ datagram: [UInt8]) -> Result<(sender: String, plaintext: [UInt8]), Failure> {
-        guard datagram.count >= 4, datagram[0] == Self.magic.0, datagram[1] == Self.magic.1 else { return .failure(.notSealed) }
-        guard datagram[2] == Self.version else { return .failure(.malformed) }
-        let n = Int(datagram[3])
-        let headerLength = 4 + n + 8
+    /// The sender's room id, the datagram it sealed and whether it was sealed for every room, or
+    /// why it is refused.
+    public func open(_ datagram: [UInt8]) -> Result<(sender: String, plaintext: [UInt8], forEveryRoom: Bool), Failure> {
+        guard datagram.count >= 5, datagram[0] == Self.magic.0, datagram[1] == Self.magic.1 else { return .failure(.notSealed) }
+        guard datagram[2] == Self.version, datagram[3] <= 1 else { return .failure(.malformed) }
+        let everyRoom = datagram[3] == 1
+        let n = Int(datagram[4])
+        let headerLength = 5 + n + 8
         guard n > 0, datagram.count >= headerLength + 16,
-              let sender = String(validating: datagram[4..<(4 + n)], as: UTF8.self) else { return .failure(.malformed) }
+              let sender = String(validating: datagram[5..<(5 + n)], as: UTF8.self) else { return .failure(.malformed) }
         var counter: UInt64 = 0
-        for b in datagram[(4 + n)..<headerLength] { counter = counter << 8 | UInt64(b) }
+        for b in datagram[(5 + n)..<headerLength] { counter = counter << 8 | UInt64(b) }
 
         let key: RoomKey? = state.withLock { s in
             guard s.known.contains(sender), sender != room else { return nil }
@@ -103,12 +120,14 @@ public final class SignalSeal: Sendable {
             return k
         }
         guard let key else { return .failure(.unknownSender) }
+        var authenticated = Array(datagram[0..<headerLength])
+        if !everyRoom { authenticated += roomID }
         let plaintext: Data
         do {
             let box = try ChaChaPoly.SealedBox(nonce: Self.nonce(counter),
                                                ciphertext: datagram[headerLength..<(datagram.count - 16)],
                                                tag: datagram[(datagram.count - 16)...])
-            plaintext = try ChaChaPoly.open(box, using: key.key, authenticating: datagram[0..<headerLength])
+            plaintext = try ChaChaPoly.open(box, using: key.key, authenticating: authenticated)
         } catch {
             return .failure(.authentication)
         }
@@ -122,7 +141,7 @@ public final class SignalSeal: Sendable {
             return nil
         }
         if let verdict { return .failure(verdict) }
-        return .success((sender, [UInt8](plaintext)))
+        return .success((sender, [UInt8](plaintext), everyRoom))
     }
 
     /// One room's signalling key. @unchecked: a SymmetricKey is never changed after it is made,
@@ -132,9 +151,9 @@ public final class SignalSeal: Sendable {
         init(_ bytes: [UInt8]) { key = SymmetricKey(data: bytes) }
     }
 
-    static func header(sender: String, counter: UInt64) -> [UInt8] {
+    static func header(sender: String, counter: UInt64, everyRoom: Bool) -> [UInt8] {
         let id = Array(sender.utf8)
-        var h: [UInt8] = [magic.0, magic.1, version, UInt8(id.count)] + id
+        var h: [UInt8] = [magic.0, magic.1, version, everyRoom ? 1 : 0, UInt8(id.count)] + id
         for shift in stride(from: 56, through: 0, by: -8) { h.append(UInt8(truncatingIfNeeded: counter >> UInt64(shift))) }
         return h
     }

@@ -1,6 +1,8 @@
 import Calls
 import Control
 import Foundation
+import Posix
+import RealTime
 import TestSupport
 import XCTest
 
@@ -76,5 +78,53 @@ final class SealedSignallingTests: XCTestCase {
         XCTAssertGreaterThan(calls.refused.replay, 0, "the copies are counted as replays: \(calls)")
         XCTAssertEqual(calls.duplicates, 0, "none reached the engine's own duplicate check: \(calls)")
         print("sealed signalling: B refused \(calls.refused.replay) replayed copies; \(calls)")
+    }
+    /// Someone on the network copies every datagram A sends B to C as well: C, with the site's
+    /// key, opens A's hellos (sealed for every room; the copy of one C already had is a replay)
+    /// but not what A sealed for B: A's call to B does not ring at C, and the copies are counted
+    /// as failing authentication. B and A call as ever.
+    func testADatagramSealedForOneRoomAndCopiedToAnotherIsRefusedThere() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB", "roomC"])
+        defer { rooms.stopAll() }
+        let site = try keyFile(7, in: rooms.dir)
+        let tap = try UDPSocket(bind: .loopback(port: 0))
+        let copying = Flag(false)
+        let b = IPv4Endpoint.loopback(port: UInt16(rooms.room("roomb").signalling))
+        let c = IPv4Endpoint.loopback(port: UInt16(rooms.room("roomc").signalling))
+        let tapThread = Thread {
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
+            defer { buffer.deallocate() }
+            var fd = pollfd(fd: tap.descriptor, events: Int16(POLLIN), revents: 0)
+            while !copying.isSet {
+                guard poll(&fd, 1, 100) > 0 else { continue }
+                while let (n, _) = tap.receive(into: buffer) {
+                    let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+                    _ = tap.send(bytes, to: b)
+                    _ = tap.send(bytes, to: c)
+                }
+            }
+        }
+        tapThread.start()
+        defer { copying.set(true) }
+        let key = "[security]\nsite_key = \"\(site)\""
+        try rooms.start("rooma", extra: key, signallingVia: ["roomb": Int(tap.local.port)])
+        try rooms.start("roomb", extra: key)
+        let roomC = try rooms.start("roomc", extra: key)
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc"]), "A sees B and C")
+        XCTAssertTrue(rooms.waitOnline("roomb", ["rooma"]), "B hears A's hellos through the tap")
+        let before = try XCTUnwrap(roomC.statistics().calls?.refused)
+        _ = try rooms.control("rooma", .call(button: "roomb"))
+        XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "A's call to B connects")
+        XCTAssertTrue(rooms.isIdle("roomc"), "C does not ring with A's call to B")
+        _ = try rooms.control("rooma", .hangUp)
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") && rooms.isIdle("roomb") })
+        XCTAssertTrue(rooms.history("roomc").isEmpty, "nothing of A's call to B reached C's history: \(rooms.history("roomc"))")
+        let after = try XCTUnwrap(roomC.statistics().calls?.refused)
+        XCTAssertGreaterThanOrEqual(after.authentication - before.authentication, 2,
+                                    "the invite and the hang-up sealed for B fail at C: \(after)")
+        XCTAssertGreaterThan(after.replay, 0, "A's hellos came to C twice, the copy refused as a replay: \(after)")
+        XCTAssertEqual(after.notForEveryone, 0)
+        print("sealed signalling: C refused \(after.authentication - before.authentication) datagrams sealed for B (authentication), \(after.replay) copies of A's hellos (replay)")
     }
 }

@@ -112,17 +112,22 @@ struct CallSim {
         apply(engines[room]!.receive(datagram: bytes, from: from, now: now), at: room)
     }
 
+    /// One datagram on the simulated network: lost, duplicated and late as `conditions` say.
+    mutating func transmit(_ bytes: [UInt8], from room: RoomID, to address: IPv4Endpoint) {
+        let copies = rng.nextUnit() < conditions.duplication ? 2 : 1
+        for _ in 0..<copies where rng.nextUnit() >= conditions.loss {
+            sent += 1
+            let due = now + conditions.latency + rng.nextUnit() * conditions.jitter
+            inFlight.append(Datagram(from: settings[room]!.directory[room]!.signalling, to: address,
+                                     bytes: bytes, due: due, order: sent))
+        }
+    }
+
     mutating func apply(_ effects: [CallEffect], at room: RoomID) {
         for effect in effects {
             switch effect {
-            case .send(_, let address, let bytes):
-                let copies = rng.nextUnit() < conditions.duplication ? 2 : 1
-                for _ in 0..<copies where rng.nextUnit() >= conditions.loss {
-                    sent += 1
-                    let due = now + conditions.latency + rng.nextUnit() * conditions.jitter
-                    inFlight.append(Datagram(from: settings[room]!.directory[room]!.signalling, to: address,
-                                             bytes: bytes, due: due, order: sent))
-                }
+            case .send(_, let address, let bytes): transmit(bytes, from: room, to: address)
+            case .hello(let addresses, let bytes): for address in addresses { transmit(bytes, from: room, to: address) }
             case .setMediaPlan(let p):
                 plan[room] = p
                 planLog[room, default: []].append((now, p))
