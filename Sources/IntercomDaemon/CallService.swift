@@ -157,9 +157,7 @@ final class CallService: @unchecked Sendable {
             for i in fds.indices { fds[i].revents = 0 }
             _ = poll(&fds, nfds_t(fds.count), wait)
             if fds[1].revents != 0 { _ = wake.drain() }
-            var received = false
             while let (count, from) = socket.receive(into: buffer) {
-                received = true
                 traffic.received.increment()
                 traffic.receivedBytes.increment(by: count)
                 let datagram = [UInt8](UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
@@ -170,13 +168,13 @@ final class CallService: @unchecked Sendable {
                     withEngine { e in execute(e.receive(envelope, from: from, now: Self.now())) }
                 }
             }
-            withEngine { e in execute(e.tick(now: Self.now())) }
-            if received {
-                let changes = engine.withLock { $0.siteChanges }
-                if changes != siteChanges {
-                    siteChanges = changes
-                    siteHeard.ring()
-                }
+            let changes = withEngine { e in
+                execute(e.tick(now: Self.now()))
+                return e.siteChanges
+            }
+            if changes != siteChanges {
+                siteChanges = changes
+                siteHeard.ring()
             }
             takePendingSettings()
             pruneHistoryDaily()

@@ -87,8 +87,9 @@ final class SiteFollower: @unchecked Sendable {
     /// may fetch it from here while the daemon applies it.
     private func takeHeld(now: Double) -> [SiteSpread.Effect] {
         guard let held = keeper.held?.stamp, spread.held.map({ $0 < held }) ?? true else { return [] }
-        keeper.announce(to: calls)
-        return spread.handle(.holding(held), now: now)
+        let effects = spread.handle(.holding(held), now: now)
+        for case .announce in effects { keeper.announce(to: calls) }
+        return effects
     }
 
     private func fetch(_ stamp: SiteStamp, from peer: String) -> SiteSpread.FetchOutcome {
