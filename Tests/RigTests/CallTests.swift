@@ -97,8 +97,8 @@ final class CallTests: XCTestCase {
                 c.check(q[i].stoi >= Self.minSTOI, "A is heard in \(who): \(q[i])")
             }
             c.check(q[3].stoi >= Self.minSTOI, "B is heard in A: \(q[3])")
-            c.check(q[4].stoi < Self.maxSTOIOfOthers, "B is not heard in C: \(q[4])")
-            // What leaks is A's residual echo: far below B in A's room, or C would hear B.
+            // B is not heard in C: what leaks is A's residual echo, far below B in A's room. Its
+            // level decides; STOI, blind to level, reads its shape (0.39-0.60 at -87 dBFS).
             c.check(q[4].levelDb < q[3].levelDb - Self.minLeakAttenuationDB,
                     "B reaches C \(Self.minLeakAttenuationDB) dB below B in A's room: \(q[4].levelDb) against \(q[3].levelDb) dBFS")
 
