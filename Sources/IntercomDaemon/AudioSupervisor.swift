@@ -39,8 +39,6 @@ public final class AudioSupervisor: @unchecked Sendable {
     private let opening: Mutex<(settings: Opening, generation: Int)>
     /// The last generation whose devices were tried (opened, or failed to open).
     private let tried = Atomic<Int>(0)
-    /// Sessions ended to open the devices again with new settings.
-    public let reopens = Counter()
     public let retry: Retry
     /// Set when the supervisor gave up (retry disabled); the daemon exits non-zero.
     public let gaveUp = Flag(false)
@@ -81,7 +79,8 @@ public final class AudioSupervisor: @unchecked Sendable {
     /// session that ran before them has ended, and `audio.running` says how the opening went.
     public func hasTried(_ generation: Int) -> Bool { tried.load(ordering: .acquiring) >= generation }
 
-    private var generation: Int { opening.withLock { $0.generation } }
+    /// The generation of the newest settings asked for (a session's own may be older).
+    private var latestGeneration: Int { opening.withLock { $0.generation } }
 
     /// Ends the running session and the retry loop; returns when both are done.
     public func stop() {
@@ -115,8 +114,7 @@ public final class AudioSupervisor: @unchecked Sendable {
             let started = Date()
             let end = runSession(devices, priority: now.priority, generation: generation)
             switch end {
-            case .stopped where self.generation != generation && !stopping.isSet:
-                reopens.increment()
+            case .stopped where latestGeneration != generation && !stopping.isSet:
                 backoff = retry.initialMilliseconds
                 log.notice("audio devices closed to be opened again with new settings")
             case .stopped:
@@ -137,7 +135,7 @@ public final class AudioSupervisor: @unchecked Sendable {
         let box = Box()
         let engine = engine
         // A reopen asked for since the settings were read ends this session at once.
-        engine.stopRequest.set(stopping.isSet || self.generation != generation)
+        engine.stopRequest.set(stopping.isSet || latestGeneration != generation)
         let rt = WorkerThread(name: "intercom-audio") { box.end = engine.run(devices: devices) }
         do {
             try rt.start(priority: priority)
@@ -167,7 +165,7 @@ public final class AudioSupervisor: @unchecked Sendable {
     /// from a reopen already taken sleeps on); returns true when stopping.
     private func wait(milliseconds: Int, unlessNewerThan generation: Int) -> Bool {
         let until = MonotonicClock.seconds() + Double(milliseconds) / 1000
-        while !stopping.isSet, self.generation == generation {
+        while !stopping.isSet, latestGeneration == generation {
             let left = until - MonotonicClock.seconds()
             if left <= 0 { break }
             stopping.bell.wait(seconds: left)

@@ -197,9 +197,11 @@ final class CallService: @unchecked Sendable {
                 return nil
             }
             // Only a hello says the same to every room; anything else names its room in the seal.
-            if forEveryRoom, case .hello = envelope.message {} else if forEveryRoom {
-                refused.notForEveryone.increment()
-                return nil
+            if forEveryRoom {
+                guard case .hello = envelope.message else {
+                    refused.notForEveryone.increment()
+                    return nil
+                }
             }
             return envelope
         }
