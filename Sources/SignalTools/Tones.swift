@@ -92,6 +92,41 @@ public enum Tones {
         return notes
     }
 
+    /// Where the tone `notes` (hz 0 = a pause) occurs in `heard`: the start times, in seconds. As
+    /// the frequencies-only form, except that a note heard in pieces counts as the note when its
+    /// pieces together are no longer than it (+ 40 ms, the analysis window's smear): a machine that
+    /// held the speaker's sound server up puts an underrun's silence inside a note and the rest of
+    /// the note after it (a CI run's alarm: 2240 Hz heard as 110 ms, 70 ms of zeros, 70 ms). Two
+    /// notes of one frequency meant apart (a bell's strokes) add up to more than one and stay two.
+    /// Occurrences do not overlap.
+    public static func occurrences(of notes: [(hz: Double, ms: Double)], in heard: [HeardNote],
+                                   toleranceHz: Double = 20) -> [Double] {
+        let pattern = notes.filter { $0.hz > 0 }
+        guard !pattern.isEmpty else { return [] }
+        let maxGap = 0.15, smear = 0.04
+        var found: [Double] = []
+        var i = 0
+        while i < heard.count {
+            var k = i, end: Double? = nil, matched = true
+            for note in pattern {
+                guard k < heard.count, abs(heard[k].hz - note.hz) <= toleranceHz,
+                      end.map({ heard[k].start - $0 < maxGap }) ?? true else { matched = false; break }
+                var length = heard[k].duration, last = heard[k].start + heard[k].duration
+                k += 1
+                while k < heard.count, abs(heard[k].hz - note.hz) <= toleranceHz, heard[k].start - last < maxGap,
+                      length + heard[k].duration <= note.ms / 1000 + smear {
+                    length += heard[k].duration
+                    last = heard[k].start + heard[k].duration
+                    k += 1
+                }
+                end = last
+            }
+            // A tone does not overlap itself: the next one starts after this one's last piece.
+            if matched { found.append(heard[i].start); i = k } else { i += 1 }
+        }
+        return found
+    }
+
     /// Where the sequence of frequencies `pattern` (pauses left out) occurs in `heard` as
     /// consecutive notes, each within `toleranceHz`: the start times, in seconds.
     public static func occurrences(of pattern: [Double], in heard: [HeardNote], toleranceHz: Double = 20) -> [Double] {

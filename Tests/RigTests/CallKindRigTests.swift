@@ -51,7 +51,7 @@ final class CallKindRigTests: XCTestCase {
             XCTAssertEqual(rooms.status("roomb")?.doNotDisturb, true, "do-not-disturb stays on for the rest")
             Thread.sleep(forTimeInterval: 0.6)
             earC.stop()
-            let tones = Tones.occurrences(of: Cue.emergencyCall.notes.filter { $0.hz > 0 }.map(\.hz),
+            let tones = Tones.occurrences(of: Cue.emergencyCall.notes.map { ($0.hz, $0.ms) },
                                           in: Tones.notes(in: try WAVAudio.read(path: earC.path).samples))
             XCTAssertEqual(tones.count, 1, "C hears the emergency tone once")
 

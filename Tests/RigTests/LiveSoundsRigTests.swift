@@ -18,7 +18,7 @@ final class LiveSoundsRigTests: XCTestCase {
     private static func heard(_ path: String) throws -> Set<String> {
         let notes = Tones.notes(in: try WAVAudio.read(path: path).samples)
         return Set(Cue.allCases.filter { c in
-            !Tones.occurrences(of: c.notes.filter { $0.hz > 0 }.map(\.hz), in: notes).isEmpty
+            !Tones.occurrences(of: c.notes.map { ($0.hz, $0.ms) }, in: notes).isEmpty
         }.map(\.rawValue))
     }
 

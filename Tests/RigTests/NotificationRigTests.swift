@@ -32,7 +32,7 @@ final class NotificationRigTests: XCTestCase {
     }
 
     private static func toneStarts(_ tone: NotificationTone, in recording: [Int16]) -> [Double] {
-        Tones.occurrences(of: tone.notes.filter { $0.hz > 0 }.map(\.hz), in: Tones.notes(in: recording))
+        Tones.occurrences(of: tone.notes.map { ($0.hz, $0.ms) }, in: Tones.notes(in: recording))
     }
 
     func testNotificationsAreHeardAcknowledgedRemindedHeldAndKept() throws {

@@ -87,7 +87,7 @@ final class SuiteNotificationTests: XCTestCase {
     /// then the first sample above -40 dBFS near their start), and where the tone ends.
     static func tone(_ tone: NotificationTone, in tap: SpeakerTap, from: Int) -> (start: Int, end: Int)? {
         let x = tap.recording(from: from)
-        guard let at = Tones.occurrences(of: tone.notes.filter { $0.hz > 0 }.map(\.hz), in: Tones.notes(in: x)).first else { return nil }
+        guard let at = Tones.occurrences(of: tone.notes.map { ($0.hz, $0.ms) }, in: Tones.notes(in: x)).first else { return nil }
         let rough = Int(at * 48000)
         let lo = max(0, rough - 2400), hi = min(x.count, rough + 2400)
         guard lo < hi, let first = x[lo..<hi].firstIndex(where: { abs(Int32($0)) > 328 }) else { return nil }

@@ -224,6 +224,47 @@ final class TerminalEventTests: XCTestCase {
         }
     }
 
+    /// A note heard in pieces, 70 ms of an underrun's zeros inside it (a CI run's alarm), is still
+    /// that note: every notification tone and cue is found once, with or without the hole in its
+    /// longest note, and no other is. The CI run's case (the alarm's second note heard as 110 ms,
+    /// 70 ms of zeros, 70 ms) is missed by the frequencies-only form and found by this one.
+    func testATonePlayedWithAnUnderrunInsideANoteIsStillThatTone() {
+        let alarm = NotificationTone.alarm.notes.map { (hz: $0.hz, ms: $0.ms) }
+        let x = Tones.render(alarm, peakDBFS: -15)
+        let cut = Int((alarm[0].ms + 110) / 1000 * 48000)
+        let ci = Tones.notes(in: [Int16](repeating: 0, count: 4800) + Array(x[..<cut])
+                             + [Int16](repeating: 0, count: 3360) + Array(x[cut...]) + [Int16](repeating: 0, count: 4800))
+        XCTAssertEqual(Tones.occurrences(of: alarm.map(\.hz), in: ci), [], "frequencies only: \(ci)")
+        XCTAssertEqual(Tones.occurrences(of: alarm, in: ci).count, 1, "with the notes' lengths: \(ci)")
+
+        let sounds: [(String, [(hz: Double, ms: Double)])] =
+            NotificationTone.allCases.map { ($0.rawValue, $0.notes.map { ($0.hz, $0.ms) }) }
+            + Cue.allCases.map { ($0.rawValue, $0.notes.map { ($0.hz, $0.ms) }) }
+        let pad = [Int16](repeating: 0, count: 4800)
+        for (name, notes) in sounds {
+            let x = Tones.render(notes, peakDBFS: -15)
+            // The longest note's start and length in samples; the hole goes 60 % into it.
+            var at = 0, longest = (start: 0, count: 0)
+            for note in notes {
+                let n = Int((note.ms / 1000 * 48000).rounded())
+                if note.hz > 0 && n > longest.count { longest = (at, n) }
+                at += n
+            }
+            let cut = longest.start + longest.count * 6 / 10
+            let holed = Array(x[..<cut]) + [Int16](repeating: 0, count: 3360) + Array(x[cut...])
+            for (label, signal) in [("whole", x), ("with a hole", holed)] {
+                let heard = Tones.notes(in: pad + signal + pad)
+                for (other, otherNotes) in sounds {
+                    let found = Tones.occurrences(of: otherNotes, in: heard)
+                    XCTAssertEqual(found.count, other == name ? 1 : 0, "\(other) in \(name), \(label): \(heard)")
+                    if other == name, let start = found.first {
+                        XCTAssertEqual(start, 0.1, accuracy: 0.03, "\(name), \(label)")
+                    }
+                }
+            }
+        }
+    }
+
     func testTonePlayerPlaysOnceLoopsStopsAndScales() {
         let a = [Int16](repeating: 1000, count: 700)
         let player = TonePlayer(sounds: [a, [Int16](repeating: -2000, count: 300)])
