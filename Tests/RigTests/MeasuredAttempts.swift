@@ -43,7 +43,8 @@ final class Checks {
 extension XCTestCase {
     /// Runs a measurement up to `attempts` (5) times; it passes when one attempt passes all checks.
     /// Only an attempt the machine provably spoiled is repeated: one in which a daemon or the probe
-    /// counted xruns, or the rig broke a precondition it reports (`rigFault`). Each repeat is
+    /// counted xruns, the machine itself stopped for a frame or more (`MachineStalls`: real-time
+    /// watchers on every core woke that late), or the rig broke a precondition it reports (`rigFault`). Each repeat is
     /// recorded with its cause (`Retries`). Any other failure fails at once, and so does the last
     /// attempt whatever spoiled it: a measurement is never turned into a skip.
     /// `daemonXrunsExpected`: the test provokes them itself; then only the probe's spoil an attempt.
@@ -51,12 +52,16 @@ extension XCTestCase {
                             _ body: (Checks) throws -> [DaemonProcess]) throws {
         for attempt in 1...attempts {
             let checks = Checks()
-            let daemons = try body(checks)
+            let watch = MachineStalls()
+            let daemons: [DaemonProcess]
+            do { daemons = try body(checks) } catch { _ = watch.stop(); throw error }
+            let stalls = watch.stop()
             if checks.failures.isEmpty && checks.rigFaults.isEmpty { return }
             // A daemon that could not be asked (nil) proves nothing about the machine.
             let xruns = daemons.map(\.finalXruns)
-            let spoiled = (!daemonXrunsExpected && xruns.contains { ($0 ?? 0) > 0 }) || checks.probeXruns > 0 || !checks.rigFaults.isEmpty
-            let why = "xruns per daemon \(xruns.map { $0.map(String.init) ?? "unknown" }), probe \(checks.probeXruns)"
+            let spoiled = (!daemonXrunsExpected && xruns.contains { ($0 ?? 0) > 0 }) || checks.probeXruns > 0
+                || !checks.rigFaults.isEmpty || stalls.proves
+            let why = "xruns per daemon \(xruns.map { $0.map(String.init) ?? "unknown" }), probe \(checks.probeXruns), \(stalls)"
                 + checks.rigFaults.map { ", \($0)" }.joined()
             if spoiled && attempt < attempts {
                 Retries.record(name, attempt: attempt, cause: why, failures: checks.failures)
