@@ -31,7 +31,7 @@ summary() {
     echo "test.sh: stages: ${TIMES[*]:-none}; total $SECONDS s" >&2
     local n
     n=$(wc -l <"$INTERCOM_RETRY_LOG" 2>/dev/null || echo 0)
-    echo "test.sh: $n measurement attempts repeated (only for xruns or a rig fault the attempt proved)" >&2
+    echo "test.sh: $n measurement attempts repeated (only for xruns, a machine that stopped or a rig fault the attempt proved)" >&2
     sed 's/^/test.sh:   retry: /' "$INTERCOM_RETRY_LOG" >&2 2>/dev/null || true
     # CI shows only the end of the output: repeat each failure's XCTest line here.
     if [[ -s "$TEST_LOG" ]]; then
