@@ -31,6 +31,12 @@ public struct ChimeSettings: Sendable, Equatable {
 
     /// The octave partial (2×) that gives each tone its bell colour, relative to the fundamental.
     public static let overtoneLevel = 0.2
+
+    /// The chime as a listener's analysis hears it, note by note (`Tones.matches`): the first tone
+    /// until the second enters, then the second until the end.
+    public var heardNotes: [(hz: Double, ms: Double)] {
+        [(firstHz, secondStart * 1000), (firstHz * interval, (duration - secondStart) * 1000)]
+    }
 }
 
 public enum Chime {

@@ -92,8 +92,9 @@ public enum Tones {
         return notes
     }
 
-    /// Where the tone `notes` (hz 0 = a pause) occurs in `heard`: the start times, in seconds. As
-    /// the frequencies-only form, except that a note heard in pieces counts as the note when its
+    /// Where the tone `notes` (hz 0 = a pause) occurs in `heard`: the start times, in seconds. Its
+    /// notes are consecutive (each starts within 150 ms of the previous one's end), each within
+    /// `toleranceHz`; a note heard in pieces counts as the note when its
     /// pieces together are no longer than it (+ 40 ms, the analysis window's smear): a machine that
     /// held the speaker's sound server up puts an underrun's silence inside a note and the rest of
     /// the note after it (a CI run's alarm: 2240 Hz heard as 110 ms, 70 ms of zeros, 70 ms). Two
@@ -101,10 +102,23 @@ public enum Tones {
     /// Occurrences do not overlap.
     public static func occurrences(of notes: [(hz: Double, ms: Double)], in heard: [HeardNote],
                                    toleranceHz: Double = 20) -> [Double] {
+        matches(of: notes, in: heard, toleranceHz: toleranceHz).map(\.start)
+    }
+
+    /// One occurrence of a tone: from its first piece's start to its last piece's end, seconds.
+    public struct Match: Sendable, Equatable {
+        public let start: Double
+        public let end: Double
+    }
+
+    /// The occurrences `occurrences(of:in:)` finds, each with where it ends: a ringback's length
+    /// is told by its span, holes included.
+    public static func matches(of notes: [(hz: Double, ms: Double)], in heard: [HeardNote],
+                               toleranceHz: Double = 20) -> [Match] {
         let pattern = notes.filter { $0.hz > 0 }
         guard !pattern.isEmpty else { return [] }
         let maxGap = 0.15, smear = 0.04
-        var found: [Double] = []
+        var found: [Match] = []
         var i = 0
         while i < heard.count {
             var k = i, end: Double? = nil, matched = true
@@ -122,22 +136,7 @@ public enum Tones {
                 end = last
             }
             // A tone does not overlap itself: the next one starts after this one's last piece.
-            if matched { found.append(heard[i].start); i = k } else { i += 1 }
-        }
-        return found
-    }
-
-    /// Where the sequence of frequencies `pattern` (pauses left out) occurs in `heard` as
-    /// consecutive notes, each within `toleranceHz`: the start times, in seconds.
-    public static func occurrences(of pattern: [Double], in heard: [HeardNote], toleranceHz: Double = 20) -> [Double] {
-        guard !pattern.isEmpty, heard.count >= pattern.count else { return [] }
-        var found: [Double] = []
-        for i in 0...(heard.count - pattern.count) {
-            let run = heard[i..<(i + pattern.count)]
-            guard zip(run, pattern).allSatisfy({ abs($0.hz - $1) <= toleranceHz }) else { continue }
-            // Consecutive: each note starts within 150 ms of the previous one's end.
-            let gaps = zip(run.dropFirst(), run).map { $0.start - ($1.start + $1.duration) }
-            if gaps.allSatisfy({ $0 < 0.15 }) { found.append(run.first!.start) }
+            if matched, let end { found.append(Match(start: heard[i].start, end: end)); i = k } else { i += 1 }
         }
         return found
     }

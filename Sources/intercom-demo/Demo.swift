@@ -288,19 +288,18 @@ final class Demo {
             return Tones.notes(in: samples)
         }
         func at(_ mark: String) -> Double? { marks[mark].map { $0.timeIntervalSince(terminals.recordingStart) } }
-        func first(_ pattern: [Double], in heard: [Tones.HeardNote], after: Double?) -> Double? {
-            guard let after else { return nil }
-            return Tones.occurrences(of: pattern.filter { $0 > 0 }, in: heard).first { $0 >= after - 0.2 }
-        }
         // With the notes' lengths: a note the machine put a hole in is still heard as that note.
-        func first(_ notes: [Note], in heard: [Tones.HeardNote], after: Double?) -> Double? {
+        func first(_ notes: [(hz: Double, ms: Double)], in heard: [Tones.HeardNote], after: Double?) -> Double? {
             guard let after else { return nil }
-            return Tones.occurrences(of: notes.map { ($0.hz, $0.ms) }, in: heard).first { $0 >= after - 0.2 }
+            return Tones.occurrences(of: notes, in: heard).first { $0 >= after - 0.2 }
+        }
+        func first(_ notes: [Note], in heard: [Tones.HeardNote], after: Double?) -> Double? {
+            first(notes.map { ($0.hz, $0.ms) }, in: heard, after: after)
         }
         func said(_ t: Double?) -> String { t.map { String(format: "at %.1f s", $0) } ?? "not heard" }
         let atB = notes(b), atL = notes(l)
         if marks["call"] != nil {
-            let chime = first([ChimeSettings().firstHz, ChimeSettings().firstHz * ChimeSettings().interval], in: atB, after: at("call"))
+            let chime = first(ChimeSettings().heardNotes, in: atB, after: at("call"))
             report.step("Behandlung 1's speaker: the chime before the call opened", chime != nil && chime! <= (at("answered") ?? 0) + 0.3,
                         "chime \(said(chime)), the call opened \(said(at("answered")))")
         }

@@ -1,6 +1,7 @@
 import Calls
 import Control
 import Foundation
+import Jitter
 import TestSupport
 import XCTest
 
@@ -11,10 +12,15 @@ final class ResilienceTests: XCTestCase {
 
     /// The four rooms started on a fresh lab, A seeing the others online.
     private func startFour(_ extraHosts: [String] = []) throws -> (NetLab, CallRooms) {
-        let lab = try NetLab(hosts: Self.four + extraHosts)
-        let rooms = try CallRooms(Self.four, lab: lab)
-        for id in Self.four.map({ $0.lowercased() }) { try rooms.start(id) }
-        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc", "roomd"]), "A sees B, C and D online")
+        try start(Self.four, extraHosts)
+    }
+
+    private func start(_ names: [String], _ extraHosts: [String] = []) throws -> (NetLab, CallRooms) {
+        let lab = try NetLab(hosts: names + extraHosts)
+        let rooms = try CallRooms(names, lab: lab)
+        let ids = names.map { $0.lowercased() }
+        for id in ids { try rooms.start(id) }
+        XCTAssertTrue(rooms.waitOnline(ids[0], Array(ids.dropFirst())), "\(ids[0]) sees \(ids.dropFirst().joined(separator: ", ")) online")
         return (lab, rooms)
     }
 
@@ -128,7 +134,10 @@ final class ResilienceTests: XCTestCase {
     func testFloodOfForgedAndGarbagePacketsDuringACallIsCountedAndChangesNothing() throws {
         try Rig.require()
         try measureWithRetries("flood during a call") { c in
-            let (lab, rooms) = try startFour(["attacker"])
+            // Only the two rooms in the call: every other daemon on the rig's two cores is load
+            // that makes the sound server late, flood or not (A → B STOI 0.76-0.93 with four rooms
+            // and no flood on a CI machine, 0.94 with two).
+            let (lab, rooms) = try start(["roomA", "roomB"], ["attacker"])
             defer { lab.close() }
             defer { rooms.stopAll() }
             let a = rooms.daemons["rooma"]!, b = rooms.daemons["roomb"]!
@@ -160,12 +169,18 @@ final class ResilienceTests: XCTestCase {
                 """
             let (ip, args) = lab.command("attacker", "/usr/bin/python3", ["-c", script])
             let floodOut = Pipe()
+            let trace = StreamTrace(b)
             let flood = try Command.start(ip, args, stdout: floodOut.fileHandleForWriting)
             let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A"))
             flood.waitUntilExit()
             try? floodOut.fileHandleForWriting.close()
             let floodText = String(decoding: floodOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             let rssAfter = Self.residentKB(b.process.processIdentifier)
+            let readings = trace.stop(), story = trace.story()
+            // B's sound server not asking for sound (typed, `readerHeldUp`): the machine, not the
+            // flood, which never reaches B's audio thread. Packets held back are not counted so:
+            // a flood that slowed B's network thread would hold them back too.
+            let heldUp = (readings.last?.stream.readerHeldUp ?? 0) - (readings.first?.stream.readerHeldUp ?? 0)
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath)])
             c.check(rooms.isConnected("rooma") && rooms.isConnected("roomb"), "the call is still up after the flood")
             c.check(rooms.participant(rooms.status("rooma"), "roomb") == .connected, "A still shows B connected")
@@ -174,8 +189,11 @@ final class ResilienceTests: XCTestCase {
             guard let stats = c.require(b.finalNetwork, "B answered stats with network counters before it stopped"),
                   let calls = c.require(b.finalStatistics?.calls, "B answered stats with calls counters") else { return [a, b] }
             let decodeErrors = calls.decodeErrors
-            print("resilience: flood: \(floodText.trimmingCharacters(in: .whitespacesAndNewlines)); B: \(stats.summary); calls: \(calls); RSS \(rssBefore) → \(rssAfter) kB; A → B \(q[0])")
-            c.check(q[0].stoi >= CallTests.minSTOI, "B hears A through the flood: \(q[0])")
+            print("resilience: flood: \(floodText.trimmingCharacters(in: .whitespacesAndNewlines)); B: \(stats.summary); calls: \(calls); RSS \(rssBefore) → \(rssAfter) kB; A → B \(q[0]); B's stream from A: \(story)")
+            if q[0].stoi < CallTests.minSTOI && heldUp > 0 {
+                c.rigFault("the machine held B's reads up \(heldUp) times by more than \(JitterBuffer.heldUpFrames) frames")
+            }
+            c.check(q[0].stoi >= CallTests.minSTOI, "B hears A through the flood: \(q[0]); B's stream from A: \(story)")
             // Datagrams from a source no call routes are dropped before parsing (`not_routed`).
             let droppedMedia = stats.malformed + stats.notRouted
             c.check(droppedMedia >= 1500, "B counts the forged and garbage media datagrams: \(droppedMedia) of 15,000")
