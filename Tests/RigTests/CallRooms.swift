@@ -149,6 +149,18 @@ final class CallRooms {
         }
     }
 
+    /// What the rig did to each room's streams so far (typed stats): reads the sound server held
+    /// up, packets the sender's held back, frames the jitter buffer dropped and inserted.
+    func streamHealth() -> String {
+        daemons.keys.sorted().map { id in
+            guard let s = try? daemons[id]?.statistics() else { return "\(id): no stats" }
+            let streams = s.network?.streams ?? []
+            let sum = { (f: (DaemonStatistics.Stream) -> Int) in streams.map(f).reduce(0, +) }
+            return "\(id): xruns \(s.audio.xruns), \(streams.count) streams: reads held up \(sum(\.readerHeldUp)), "
+                + "held back \(sum(\.arrivalStalls)), dropped \(sum(\.dropped)), inserted \(sum(\.inserted))"
+        }.joined(separator: "; ")
+    }
+
     func isConnected(_ id: String) -> Bool { status(id)?.call?.connected == true }
     func isIdle(_ id: String) -> Bool { status(id).map { $0.call == nil } ?? false }
 

@@ -164,8 +164,10 @@ final class HowlingTests: XCTestCase {
                                    off.sentPeaks[0], off.sentPeaks[1], sentClipped))
             c.check(on.statistics.allSatisfy { $0.loopRemovedDB != nil }, "both terminals run a loop canceller")
             print("howling, \(placement.rawValue): loop canceller engagements A, B (typed stats): \(on.statistics.map { $0.loopEngagements ?? -1 })")
-            // A's microphone hears the loop in both placements (B's only in one room).
-            c.check((a.loopEngagements ?? 0) >= 1, "A's loop canceller engaged on the loop (typed `loop_engagements`: \(a.loopEngagements ?? -1))")
+            // Through the door only A's microphone hears the loop; in one room both do, and the
+            // first canceller to engage breaks it for the other (B alone engaged in 2 CI runs).
+            let engaged = placement == .oneRoom ? on.statistics.map { $0.loopEngagements ?? 0 }.max() ?? 0 : a.loopEngagements ?? 0
+            c.check(engaged >= 1, "\(placement == .oneRoom ? "a" : "A's") loop canceller engaged on the loop (typed `loop_engagements` A, B: \(on.statistics.map { $0.loopEngagements ?? -1 }))")
             c.check(off.statistics.allSatisfy { $0.loopEngagements == 0 }, "bypassed (switched off), no loop canceller engages: \(off.statistics.map { $0.loopEngagements ?? -1 })")
             c.check(on.sentPeaks.allSatisfy { $0 <= ceiling + 0.1 },
                     String(format: "with them what is sent stays bounded by the guard's ceiling (%.1f dBFS): A %.2f, B %.2f dBFS", ceiling, on.sentPeaks[0], on.sentPeaks[1]))
