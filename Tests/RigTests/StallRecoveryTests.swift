@@ -154,10 +154,8 @@ final class SuiteStallRecoveryTests: XCTestCase {
         let count = mode.isSmoke ? 1 : 7
         SuiteMode.emit("### Live again after a 1 s stall (rig, a sender frozen with SIGSTOP)")
         SuiteMode.emit("")
-        SuiteMode.emit("Room A in a call with room B, frozen for 1 s \(count) time\(count == 1 ? "" : "s") (about 2 s apart); from SIGCONT to A's first typed stats reply with its capture device read empty and a packet sent since (polled every 5 ms, the poll's own time included). Goal: 100 ms. Lower is better. A freeze during which the machine stopped (real-time watchers on every core woken a frame late) is shown and left out of the median.")
-        SuiteMode.emit("")
-        SuiteMode.emit("| stall | live again after | capture lost (stale) | sent in the next second | the machine | goal |")
-        SuiteMode.emit("|---|---|---|---|---|---|")
+        SuiteMode.emitTable(intro: "Room A in a call with room B, frozen for 1 s \(count) time\(count == 1 ? "" : "s") (about 2 s apart); from SIGCONT to A's first typed stats reply with its capture device read empty and a packet sent since (polled every 5 ms, the poll's own time included). Goal: 100 ms. Lower is better. A freeze during which the machine stopped (real-time watchers on every core woken a frame late) is shown and left out of the median.",
+                            columns: ["stall", "live again after", "capture lost (stale)", "sent in the next second", "the machine", "goal"])
         let portA = try FreePort.udp(), portB = try FreePort.udp()
         let a = try startRoom("roomA", listen: portA, peers: ["127.0.0.1:\(portB)"])
         let b = try startRoom("roomB", listen: portB, peers: ["127.0.0.1:\(portA)"])

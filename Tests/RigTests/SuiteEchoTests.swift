@@ -45,10 +45,8 @@ final class SuiteEchoTests: XCTestCase {
         func cell(_ v: Double??) -> String { (v ?? nil).map { String(format: "%.1f dB", $0) } ?? "pause" }
         SuiteMode.emit("### Echo: ERLE over time on the rig (intercomd in local mode, far-end speech, raw vs processed microphone per 1 s)")
         SuiteMode.emit("")
-        SuiteMode.emit("Echo return loss enhancement: how much quieter the far end's echo is after the canceller. Higher is better; goal ≥ 20 dB once converged (the audio core issue), reached within the first seconds. The bypassed run shows what the measure reads without cancellation (≈ 0 dB).")
-        SuiteMode.emit("")
-        SuiteMode.emit("| second | canceller on | bypassed |")
-        SuiteMode.emit("|---|---|---|")
+        SuiteMode.emitTable(intro: "Echo return loss enhancement: how much quieter the far end's echo is after the canceller. Higher is better; goal ≥ 20 dB once converged (the audio core issue), reached within the first seconds. The bypassed run shows what the measure reads without cancellation (≈ 0 dB).",
+                            columns: ["second", "canceller on", "bypassed"])
         for s in 0..<on.count {
             SuiteMode.emit("| \(s + 1) | \(cell(on[s])) | \(s < off.count ? cell(off[s]) : "") |")
         }

@@ -96,10 +96,8 @@ final class SuiteFanOutTests: XCTestCase {
         let seconds = mode.isSmoke ? 3.0 : 6.0
         SuiteMode.emit("### 1:n: the caller's CPU and bytes on the wire, unicast against multicast (rig, loopback)")
         SuiteMode.emit("")
-        SuiteMode.emit("One intercomd sends its microphone (speech playing in its room, DTX off) to n receivers for \(Int(seconds)) s: n unicast streams, or one multicast stream that n sockets join. The receivers are counting sockets (the caller's side is what is measured; 16 daemons do not fit two cores). CPU: the whole daemon (audio, echo canceller, encoder, network thread), % of one core; bytes: RTP + UDP/IP headers. Lower is better. Goal: multicast bytes per second independent of n; unicast grows linearly with n, CPU only slightly (one encode, n sends).")
-        SuiteMode.emit("")
-        SuiteMode.emit("| n | unicast: CPU | unicast: kB/s | multicast: CPU | multicast: kB/s | packets per receiver, unicast / multicast |")
-        SuiteMode.emit("|---|---|---|---|---|---|")
+        SuiteMode.emitTable(intro: "One intercomd sends its microphone (speech playing in its room, DTX off) to n receivers for \(Int(seconds)) s: n unicast streams, or one multicast stream that n sockets join. The receivers are counting sockets (the caller's side is what is measured; 16 daemons do not fit two cores). CPU: the whole daemon (audio, echo canceller, encoder, network thread), % of one core; bytes: RTP + UDP/IP headers. Lower is better. Goal: multicast bytes per second independent of n; unicast grows linearly with n, CPU only slightly (one encode, n sends).",
+                            columns: ["n", "unicast: CPU", "unicast: kB/s", "multicast: CPU", "multicast: kB/s", "packets per receiver, unicast / multicast"])
         for n in sizes {
             let u = try measure(n: n, multicast: false, seconds: seconds)
             let m = try measure(n: n, multicast: true, seconds: seconds)

@@ -35,10 +35,8 @@ final class SuiteSpeechQualityTests: XCTestCase {
         if mode.isSmoke { conditions = [conditions[1]] }
         SuiteMode.emit("### Speech quality through loss: room A → room B (rig, impairment relay, seeded)")
         SuiteMode.emit("")
-        SuiteMode.emit("Speech played into room A's air, recorded from room B's speaker, compared with the clip: PESQ wide band (MOS-LQO 1-4.5; the `pesq` package, ITU-T P.862.2) and STOI (0-1), natural recorded speech (alsa-utils' voice, about 14 s) and synthetic speech (espeak-ng, about 5 s), one after the other through the same pair of daemons at their defaults. Higher is better. Goals (issue 17): PESQ-WB ≥ 3.9 without loss (the codec alone measures 4.49 with this natural clip offline: the stage table) and ≥ 3.3 at 5 % bursty loss with FEC, natural speech; FEC should beat no FEC at every loss. Besides the codec, the rig path has the jitter buffer (it stretches time where it drops or inserts a frame, which PESQ charges) and two sound-server passes. Loss as the relay measured it.")
-        SuiteMode.emit("")
-        SuiteMode.emit("| loss | FEC | loss measured | PESQ-WB natural | PESQ-WB synthetic | STOI natural | STOI synthetic | mouth to ear at the start | FEC recoveries / concealed frames at B |")
-        SuiteMode.emit("|---|---|---|---|---|---|---|---|---|")
+        SuiteMode.emitTable(intro: "Speech played into room A's air, recorded from room B's speaker, compared with the clip: PESQ wide band (MOS-LQO 1-4.5; the `pesq` package, ITU-T P.862.2) and STOI (0-1), natural recorded speech (alsa-utils' voice, about 14 s) and synthetic speech (espeak-ng, about 5 s), one after the other through the same pair of daemons at their defaults. Higher is better. Goals (issue 17): PESQ-WB ≥ 3.9 without loss (the codec alone measures 4.49 with this natural clip offline: the stage table) and ≥ 3.3 at 5 % bursty loss with FEC, natural speech; FEC should beat no FEC at every loss. Besides the codec, the rig path has the jitter buffer (it stretches time where it drops or inserts a frame, which PESQ charges) and two sound-server passes. Loss as the relay measured it.",
+                            columns: ["loss", "FEC", "loss measured", "PESQ-WB natural", "PESQ-WB synthetic", "STOI natural", "STOI synthetic", "mouth to ear at the start", "FEC recoveries / concealed frames at B"])
         var burstyWithFEC: [(loss: Double, pesq: Double)] = []
         for (i, condition) in conditions.enumerated() {
             var row: String?

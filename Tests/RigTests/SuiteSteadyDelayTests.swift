@@ -39,10 +39,8 @@ final class SuiteSteadyDelayTests: XCTestCase {
         let count = mode.isSmoke ? 1 : 7
         SuiteMode.emit("### Steady delay while someone talks (rig, natural speech, both ways at the defaults)")
         SuiteMode.emit("")
-        SuiteMode.emit("Room A's air to room B's speaker, \(count) talk\(count == 1 ? "" : "s") of about 14 s, a fresh pair of daemons each. The delays of the clip's half-second pieces (quality.py) may spread by 2 ms beyond what the path made the delay move (B's target's range, the sender's timeline shift, a frame per underrun; none on a clean path), and B's jitter buffer drops no frame and inserts none unless the path grew (issue 18). Lower spread is better. A talk the machine spoiled is shown with what spoiled it and left out of the median: xruns, B's reads held up or A's packets held back by more than \(JitterBuffer.heldUpFrames) frames (typed `reader_held_up`, `arrival_stalls`), real-time watchers on every core woken a frame late.")
-        SuiteMode.emit("")
-        SuiteMode.emit("| talk | spread of the pieces' delays | allowed | STOI piecewise / aligned once | B's buffer: dropped / inserted | the machine | goal |")
-        SuiteMode.emit("|---|---|---|---|---|---|---|")
+        SuiteMode.emitTable(intro: "Room A's air to room B's speaker, \(count) talk\(count == 1 ? "" : "s") of about 14 s, a fresh pair of daemons each. The delays of the clip's half-second pieces (quality.py) may spread by 2 ms beyond what the path made the delay move (B's target's range, the sender's timeline shift, a frame per underrun; none on a clean path), and B's jitter buffer drops no frame and inserts none unless the path grew (issue 18). Lower spread is better. A talk the machine spoiled is shown with what spoiled it and left out of the median: xruns, B's reads held up or A's packets held back by more than \(JitterBuffer.heldUpFrames) frames (typed `reader_held_up`, `arrival_stalls`), real-time watchers on every core woken a frame late.",
+                            columns: ["talk", "spread of the pieces' delays", "allowed", "STOI piecewise / aligned once", "B's buffer: dropped / inserted", "the machine", "goal"])
         var talks: [Talk] = []
         for n in 1...count {
             guard let talk = try measureOneTalk(clip: clip) else {

@@ -15,6 +15,14 @@ public struct SuiteMode: Sendable {
         }
     }
 
+    /// A paragraph saying what is measured, a blank line, and the head of the table that follows.
+    public static func emitTable(intro: String, columns: [String]) {
+        emit(intro)
+        emit("")
+        emit("| " + columns.joined(separator: " | ") + " |")
+        emit("|" + String(repeating: "---|", count: columns.count))
+    }
+
     /// One line of the section this test writes into BENCHMARKS.md.
     public static func emit(_ line: String) {
         print("SUITE|" + line)

@@ -15,10 +15,8 @@ final class SuiteDriftTests: XCTestCase {
         let startMinute = minutes > 2 ? 1 : 0
         SuiteMode.emit("### Clock drift, ±200 ppm for \(minutes) minutes (simulated clocks; real jitter buffer, drift corrector, packet trace of `DriftTraceTests`)")
         SuiteMode.emit("")
-        SuiteMode.emit("The delay a listener hears should be the same at the end as at the start: growth means the buffer fills (a fast sender) and will drop audio; shrinkage means it drains and will insert. Goal: delay at the end within one frame (10 ms) of the start, with no more drops or inserts than the same trace without drift.")
-        SuiteMode.emit("")
-        SuiteMode.emit("| sender clock | correction | delay heard, minute \(startMinute + 1) (median) | minute \(minutes) (median) | change | buffer drops / inserts |")
-        SuiteMode.emit("|---|---|---|---|---|---|")
+        SuiteMode.emitTable(intro: "The delay a listener hears should be the same at the end as at the start: growth means the buffer fills (a fast sender) and will drop audio; shrinkage means it drains and will insert. Goal: delay at the end within one frame (10 ms) of the start, with no more drops or inserts than the same trace without drift.",
+                            columns: ["sender clock", "correction", "delay heard, minute \(startMinute + 1) (median)", "minute \(minutes) (median)", "change", "buffer drops / inserts"])
         for (ppm, corrected) in [(0.0, true), (200.0, true), (-200.0, true), (200.0, false), (-200.0, false)] {
             var sim = DriftSimulation(ppm: ppm, profile: DriftTraceTests.profile, frames: frames)
             sim.drift.enabled = corrected
