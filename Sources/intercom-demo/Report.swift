@@ -9,7 +9,7 @@ final class Report {
     }
 
     private(set) var rows: [Row] = []
-    /// Measurements taken again because the machine spoiled them (xruns), with the cause.
+    /// Measurements taken again because the machine spoiled them (xruns, a stopped core), with the cause.
     private(set) var repeats: [String] = []
     let started = Date()
 
@@ -41,7 +41,7 @@ final class Report {
         }
         let failed = rows.filter { !$0.passed }.count
         out += "\n\(rows.count - failed) steps ok, \(failed) failed"
-        out += repeats.isEmpty ? "" : "; \(repeats.count) measurement(s) repeated for xruns"
+        out += repeats.isEmpty ? "" : "; \(repeats.count) measurement(s) repeated for xruns or a stopped core"
         return out + String(format: " (%.0f s)\n", Date().timeIntervalSince(started))
     }
 }

@@ -16,7 +16,7 @@ final class CallTests: XCTestCase {
     /// in all 11 attempts of the 1:3 call on 2026-11-30, also in those without an xrun or a
     /// machine stop), and STOI read 0.67-0.99 for the same call: the rig's cost, not the call's
     /// (`streamHealth` prints it). Speech heard, not its quality, is what these tests ask.
-    static let minSTOIManyRooms = 0.70
+    static let minSTOIManyRooms = Quality.minSTOIManyRooms
     static let maxSTOIOfOthers = 0.60
     /// How far below the talker in the caller's room a callee may hear another callee (the
     /// caller's residual echo): 16 dB without the residual echo gate, 32-60 dB with it on the
