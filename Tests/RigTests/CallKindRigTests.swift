@@ -53,7 +53,8 @@ final class CallKindRigTests: XCTestCase {
             earC.stop()
             let tones = Tones.occurrences(of: Cue.emergencyCall.notes.map { ($0.hz, $0.ms) },
                                           in: Tones.notes(in: try WAVAudio.read(path: earC.path).samples))
-            XCTAssertEqual(tones.count, 1, "C hears the emergency tone once")
+            // Heard through the rig, so a measurement: a spoiled attempt (xruns) is repeated.
+            c.check(tones.count == 1, "C hears the emergency tone once: \(tones.count) times in \(earC.path)")
 
             let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A"))
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath)])
