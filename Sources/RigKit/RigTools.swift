@@ -62,9 +62,11 @@ public enum FreePort {
 /// clip, and each 0.5 s piece on its own, since a jitter buffer may move its delay mid-talk) and
 /// computes STOI (pystoi) and wide-band PESQ (pesq).
 public struct Quality: Decodable, Sendable, CustomStringConvertible {
-    /// Speech heard where three or more rooms share the rig's one sound server: it holds their
-    /// reads up there (typed `reader_held_up` on every stream, in every attempt), and the same call
-    /// read STOI 0.67-0.99 (`CallTests`). With two rooms speech quality is asked for: 0.80.
+    /// Speech heard where three or more rooms share the rig's one sound server. There it holds
+    /// every stream's reads up (typed `reader_held_up`: 3-13 per stream and call, 26-80 frames
+    /// dropped, in all 11 attempts of the 1:3 call on 2026-11-30, also in those without an xrun
+    /// or a machine stop), and STOI read 0.67-0.99 for the same call: the rig's cost, not the
+    /// call's (`CallRooms.streamHealth` prints it). With two rooms speech quality is asked for: 0.80.
     public static let minSTOIManyRooms = 0.70
 
     /// Where the whole clip best matches the recording, ms.

@@ -59,7 +59,7 @@ final class CallKindRigTests: XCTestCase {
             let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A"))
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath)])
             print("emergency call: A → B (do-not-disturb) \(q[0].stoi), opened after \(Int(opened * 1000)) ms")
-            c.check(q[0].stoi >= CallTests.minSTOIManyRooms, "A is heard in B: \(q[0])")
+            c.check(q[0].stoi >= Quality.minSTOIManyRooms, "A is heard in B: \(q[0])")
 
             XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
             XCTAssertTrue(rooms.wait(3) { ["rooma", "roomb", "roomc"].allSatisfy(rooms.isIdle) })
@@ -102,8 +102,8 @@ final class CallKindRigTests: XCTestCase {
             let ba = try c.probed(TalkerProbe(mouth: "roomB", ear: "roomA").run(clipPath: Speech.roomB(), folder: rooms.dir, name: "roomA-B"))
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath), (ab.clipPath, earC.path), (ba.clipPath, ba.recordingPath)])
             print("announcement over multicast: A → B \(q[0].stoi), A → C \(q[1].stoi), B → A \(q[2].stoi)")
-            c.check(q[0].stoi >= CallTests.minSTOIManyRooms, "A is heard in B: \(q[0])")
-            c.check(q[1].stoi >= CallTests.minSTOIManyRooms, "A is heard in C: \(q[1])")
+            c.check(q[0].stoi >= Quality.minSTOIManyRooms, "A is heard in B: \(q[0])")
+            c.check(q[1].stoi >= Quality.minSTOIManyRooms, "A is heard in C: \(q[1])")
             XCTAssertLessThan(q[2].stoi, CallTests.maxSTOIOfOthers, "B is not heard in A: \(q[2])")
             XCTAssertEqual(rooms.status("rooma")?.media, [], "A plays no stream")
 

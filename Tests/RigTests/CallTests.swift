@@ -11,16 +11,10 @@ import XCTest
 final class CallTests: XCTestCase {
     /// Speech quality, asserted where two rooms share the rig's sound server.
     static let minSTOI = 0.80
-    /// Who hears whom where three or more rooms share it. There the sound server holds every
-    /// stream's reads up (typed `readerHeldUp`: 3-13 per stream and call, 26-80 frames dropped,
-    /// in all 11 attempts of the 1:3 call on 2026-11-30, also in those without an xrun or a
-    /// machine stop), and STOI read 0.67-0.99 for the same call: the rig's cost, not the call's
-    /// (`streamHealth` prints it). Speech heard, not its quality, is what these tests ask.
-    static let minSTOIManyRooms = Quality.minSTOIManyRooms
     static let maxSTOIOfOthers = 0.60
     /// How far below the talker in the caller's room a callee may hear another callee (the
     /// caller's residual echo): 16 dB without the residual echo gate, 32-60 dB with it on the
-    /// four-room rig (as above); a stream forwarded by mistake would be 0 dB.
+    /// four-room rig (`Quality.minSTOIManyRooms`); a stream forwarded by mistake would be 0 dB.
     static let minLeakAttenuationDB = 30.0
 
     private func heard(_ r: TalkerProbe.Result) throws -> Quality {
@@ -103,9 +97,9 @@ final class CallTests: XCTestCase {
                                          (ba.clipPath, ba.recordingPath), (ba.clipPath, earC2.path)])
             print("calls 1:3: A → B \(q[0].stoi), A → C \(q[1].stoi), A → D \(q[2].stoi), B → A \(q[3].stoi), B → C \(q[4].stoi); \(health)")
             for (i, who) in ["B", "C", "D"].enumerated() {
-                c.check(q[i].stoi >= Self.minSTOIManyRooms, "A is heard in \(who): \(q[i])")
+                c.check(q[i].stoi >= Quality.minSTOIManyRooms, "A is heard in \(who): \(q[i])")
             }
-            c.check(q[3].stoi >= Self.minSTOIManyRooms, "B is heard in A: \(q[3])")
+            c.check(q[3].stoi >= Quality.minSTOIManyRooms, "B is heard in A: \(q[3])")
             // B is not heard in C: what leaks is A's residual echo, far below B in A's room. Its
             // level decides; STOI, blind to level, reads its shape (0.39-0.60 at -87 dBFS).
             c.check(q[4].levelDb < q[3].levelDb - Self.minLeakAttenuationDB,

@@ -54,7 +54,7 @@ final class ResilienceTests: XCTestCase {
             let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A"))
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath)])
             print("resilience: A → B after C was killed: \(q[0])")
-            c.check(q[0].stoi >= CallTests.minSTOIManyRooms, "B still hears A: \(q[0])")
+            c.check(q[0].stoi >= Quality.minSTOIManyRooms, "B still hears A: \(q[0])")
             XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
             return ["rooma", "roomb", "roomd"].map { rooms.daemons[$0]! }
         }
@@ -122,7 +122,7 @@ final class ResilienceTests: XCTestCase {
             guard let xruns = c.require(a.finalXruns, "A answered stats before it stopped") else { return others }
             print("resilience: xrun storm: A counted \(xruns) xruns; afterwards A → B \(q[0])")
             c.check(xruns >= 1, "the stalls are counted as xruns: \(xruns)")
-            c.check(q[0].stoi >= CallTests.minSTOIManyRooms, "B hears A after the storm: \(q[0])")
+            c.check(q[0].stoi >= Quality.minSTOIManyRooms, "B hears A after the storm: \(q[0])")
             return others
         }
     }
@@ -301,7 +301,7 @@ final class ResilienceTests: XCTestCase {
                          answered ? "yes" : "no", latency * 1000, rssBefore, rssAfter, q[0].description))
             c.check(answered && latency < 1, "a well-behaved client is answered after the abuse")
             c.check(rssAfter - rssBefore < 16_384, "B's memory stays bounded: \(rssBefore) → \(rssAfter) kB")
-            c.check(q[0].stoi >= CallTests.minSTOIManyRooms, "B hears A through the abuse: \(q[0])")
+            c.check(q[0].stoi >= Quality.minSTOIManyRooms, "B hears A through the abuse: \(q[0])")
             c.check(rooms.isConnected("roomb"), "the call is still up")
             return [a, b]
         }
