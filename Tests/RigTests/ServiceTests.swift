@@ -79,6 +79,10 @@ final class ServiceTests: XCTestCase {
         XCTAssertTrue(b.log.contains("audio thread"), "ready comes after the audio thread started")
         XCTAssertTrue(notify.statuses.first?.contains("room roomb: idle") == true, "\(notify.statuses)")
         XCTAssertTrue(notify.statuses.first?.contains("audio running") == true, "\(notify.statuses)")
+        // Counted once the audio thread makes progress: ready comes when it started, and a new
+        // stream of the rig's sound server may take a second to move (2 pings in 2 s under
+        // emulated host stalls, scripts/host-stalls.sh, counted from ready).
+        XCTAssertNotNil(b.waitForStatistics(timeout: 5) { $0.audio.frames >= 50 }, "the audio thread makes progress: \(b.log)")
         let t0 = Date().timeIntervalSince1970
         Thread.sleep(forTimeInterval: 2)
         let pings = notify.count("WATCHDOG=1", since: t0)

@@ -69,3 +69,50 @@ enum SiteKit {
         XCTAssertEqual(signed.status, 0, signed.output)
     }
 }
+
+/// A daemon's audio across a window in which something else happens to it (a reload, a new site
+/// version arriving), from its typed statistics before and after: what its room heard of the call.
+struct AudioAcross: CustomStringConvertible {
+    let seconds: Double
+    /// Periods the audio thread ran, and device sessions it started, in the window.
+    let periods: Int, sessions: Int
+    /// Of the call's stream: packets taken in, and frames played from packets, concealed, dropped.
+    let received: Int, played: Int, concealed: Int, dropped: Int
+    let sameStream: Bool
+    let xruns: Int
+    let stalls: MachineStalls.Reading
+
+    static func measure(_ daemon: DaemonProcess, during body: () throws -> Void) throws -> AudioAcross {
+        let before = try daemon.statistics()
+        let watch = MachineStalls()
+        let t0 = Date()
+        try body()
+        let after = try daemon.statistics()
+        let seconds = Date().timeIntervalSince(t0)
+        let stalls = watch.stop()
+        let b = before.network?.streams.first, a = after.network?.streams.first
+        return AudioAcross(seconds: seconds, periods: after.audio.frames - before.audio.frames,
+                           sessions: after.audio.sessions - before.audio.sessions,
+                           received: (a?.received ?? 0) - (b?.received ?? 0), played: (a?.played ?? 0) - (b?.played ?? 0),
+                           concealed: (a?.concealed ?? 0) - (b?.concealed ?? 0), dropped: (a?.dropped ?? 0) - (b?.dropped ?? 0),
+                           sameStream: a != nil && a?.ssrc == b?.ssrc, xruns: after.audio.xruns - before.audio.xruns, stalls: stalls)
+    }
+
+    var description: String {
+        String(format: "in %.2f s: %d periods run, %d packets received, %d frames played, %d concealed, %d dropped; %d device sessions started, %d xruns; %@",
+               seconds, periods, received, played, concealed, dropped, sessions, xruns, stalls.description)
+    }
+}
+
+extension AudioAcross {
+    /// The call went on: the same devices and stream, its packets on time (the network thread),
+    /// and a frame from a packet for every period the audio thread ran, played or dropped to
+    /// shrink the delay (not concealed). Periods lost to a stopped machine lose their frames with
+    /// them, so this holds on a machine that stalls and fails when the call itself stopped.
+    func assertUndisturbed(_ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(sessions, 0, "\(what): the devices were not opened again: \(self)", file: file, line: line)
+        XCTAssertTrue(sameStream, "\(what): the same stream throughout: \(self)", file: file, line: line)
+        XCTAssertGreaterThan(Double(received), 0.9 * seconds * 100, "\(what): packets came on throughout: \(self)", file: file, line: line)
+        XCTAssertGreaterThan(Double(played + dropped), 0.9 * Double(periods), "\(what): every period had the call's audio: \(self)", file: file, line: line)
+    }
+}
