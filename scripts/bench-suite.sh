@@ -82,7 +82,13 @@ step "mouth-to-ear delay on the rig"
 
 step "rig measurements (Suite… tests): echo, drift, speech quality, 1:n, howling, notifications, a site of 5-50 terminals"
 INTERCOM_SUITE=$MODE "${RIG[@]}" swift test "${BUILD[@]}" --skip-build --disable-swift-testing --filter 'Suite' \
-    >"$WORK/suite.log" 2>&1 || { tail -40 "$WORK/suite.log" >&2; echo "bench-suite: a suite measurement failed" >&2; exit 1; }
+    >"$WORK/suite.log" 2>&1 || {
+        tail -40 "$WORK/suite.log" >&2
+        # The failures themselves, wherever they are in the log (CI shows only its end).
+        grep -E ": error: |' failed \(" "$WORK/suite.log" | sed 's/^/bench-suite: failure: /' >&2 || true
+        echo "bench-suite: a suite measurement failed" >&2
+        exit 1
+    }
 sed -n 's/^SUITE|//p' "$WORK/suite.log" >"$WORK/50-suite.md"
 
 {

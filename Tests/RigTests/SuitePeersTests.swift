@@ -82,7 +82,8 @@ final class SuitePeersTests: XCTestCase {
                     c.check(q.pesqWb != nil, "\(name): PESQ measured: \(q)")
                     if contender.isIntercomd {
                         c.check(r.mouthToEarMs != nil, "\(name): the clip is found in room B: \(r.summary)")
-                        c.check(q.stoi >= 0.9, "\(name): intelligible in room B (STOI \(q.stoi) ≥ 0.9): \(q)")
+                        // The rig tests' bar for two rooms (one source); the figures table gives the STOI itself.
+                        c.check(q.stoi >= CallTests.minSTOI, "\(name): intelligible in room B (STOI \(q.stoi) ≥ \(CallTests.minSTOI)): \(q)")
                     }
                     print(String(format: "suite peers: %@: mouth-to-ear %@ over the clip, %@, CPU %@ %% (%@)", name,
                                  r.delayRangeMs.map { String(format: "%.1f-%.1f ms", $0.lowerBound, $0.upperBound) } ?? "not found",
