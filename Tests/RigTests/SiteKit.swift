@@ -102,9 +102,7 @@ struct AudioAcross: CustomStringConvertible {
         String(format: "in %.2f s: %d periods run, %d packets received, %d frames played, %d concealed, %d dropped; %d device sessions started, %d xruns; %@",
                seconds, periods, received, played, concealed, dropped, sessions, xruns, stalls.description)
     }
-}
 
-extension AudioAcross {
     /// The call went on: the same devices and stream, its packets on time (the network thread),
     /// and a frame from a packet for every period the audio thread ran, played or dropped to
     /// shrink the delay (not concealed). Periods lost to a stopped machine lose their frames with
