@@ -93,7 +93,7 @@ let package = Package(
         ]),
         // The daemon's configuration: TOML in, checked settings out (nothing that runs).
         .target(name: "Configuration", dependencies: [
-            "Calls", "Control", "Keys", "Lights", "Posix",
+            "Calls", "Control", "Keys", "Lights", "Posix", "SiteSecurity",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),

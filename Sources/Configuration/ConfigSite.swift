@@ -12,6 +12,8 @@ public struct SiteSection: Sendable, Equatable {
     public var administratorKey: String = "/etc/intercomd/administrator.pub"
     /// Where the last good site document is kept (written atomically).
     public var document: String = "/var/lib/intercomd/site.json"
+    /// This terminal's own key (docs/identity.md): made on its first start, mode 0600.
+    public var identityKey: String = "/var/lib/intercomd/terminal.key"
 
     public init() {}
 
@@ -49,5 +51,6 @@ extension DaemonConfig {
                 Rule(allowed: "\"\" or 1-64 of a-z, 0-9, - and _") { $0.isEmpty ? nil : SiteSection.idProblem($0) }),
         .string("administrator_key", \.site.administratorKey, "The administrator's public key file (intercom-site creates it): a site document is applied only when this key signed it. Not secret, but writable by root only"),
         .string("document", \.site.document, "Where the last good site document is kept, so that the terminal starts with it"),
+        .string("identity_key", \.site.identityKey, "This terminal's own key (docs/identity.md), made on its first start with mode 0600 and never sent: the site document approves the terminal by its public half. Keep it with the box; a new key needs a new approval"),
     ])
 }

@@ -32,6 +32,8 @@ public struct SiteDocument: Sendable, Equatable {
     var shared = Layer()
     var kinds: [String: Layer] = [:]
     var terminals: [String: Terminal] = [:]
+    /// Which terminal each room has, and the keys revoked (`[enrolment]`, docs/identity.md).
+    public var enrolment = SiteEnrolment()
 
     /// A document with only `rooms` (a new site's first).
     public init(name: String = "", rooms: [String: RoomEntry] = [:]) {
@@ -71,7 +73,7 @@ public struct SiteDocument: Sendable, Equatable {
                 report(["site"], "expected a table ([site] with name), got \(TOMLRead.describe(site))")
             }
         }
-        DaemonConfig.readSections(root, at: [], skipping: ["site", "kinds", "terminals"], into: &document.shared.config,
+        DaemonConfig.readSections(root, at: [], skipping: ["site", "kinds", "terminals", "enrolment"], into: &document.shared.config,
                                   present: &document.shared.present, report: report) { section, key in
             DaemonConfig.isSiteWide(section, key) ? nil : ownSetting
         }
@@ -118,6 +120,9 @@ public struct SiteDocument: Sendable, Equatable {
             } else {
                 report(["terminals"], "expected one table per room's terminal ([terminals.<room>]), got \(TOMLRead.describe(terminals))")
             }
+        }
+        if let enrolment = root["enrolment"] {
+            document.enrolment = SiteEnrolment.read(enrolment, rooms: Set(document.rooms.keys), report: report)
         }
         if document.rooms.isEmpty { report(["rooms"], "is required: a site has at least one room") }
         try DaemonConfig.throwIfAny(issues, source: source)

@@ -20,6 +20,7 @@ extension SiteDocument {
             if let kind = terminal.kind { out += "kind = \(TOMLWrite.string(kind))\n" }
             out += Self.renderedKeys(of: terminal.layer, under: ["terminals", room])
         }
+        if enrolment != SiteEnrolment() { out += enrolment.rendered() }
         return out
     }
 

@@ -459,6 +459,28 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var transfers: Transfers
         /// How the newest version this terminal heard of or holds came; nil: none since start.
         public var arrival: Arrival?
+        /// This terminal's key and what the document in force says of it; nil from a daemon
+        /// without a site.
+        public var terminal: Terminal?
+
+        /// A terminal's standing in its site (docs/identity.md).
+        public struct Terminal: Sendable, Equatable, Codable {
+            /// The fingerprint of its public key (never the key file's contents).
+            public var key: String
+            /// "pending" (no document approves it yet), "approved" or "revoked".
+            public var standing: String
+            /// The room the document approves it for.
+            public var room: String?
+            /// While pending: the code the installer reads to the administrator.
+            public var enrolmentCode: String?
+
+            public init(key: String, standing: String, room: String?, enrolmentCode: String?) {
+                self.key = key
+                self.standing = standing
+                self.room = room
+                self.enrolmentCode = enrolmentCode
+            }
+        }
 
         /// Each step of a version's way here, Unix time in seconds (nil: not taken, e.g. no fetch
         /// for a document the administrator's tool handed over): what the spread costs per hop.
@@ -532,7 +554,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         }
 
         public init(id: String, version: UInt64, digest: String, appliedAt: Double?, refused: [String: Int], lastRefusal: String?,
-                    transfers: Transfers = Transfers(), arrival: Arrival? = nil) {
+                    transfers: Transfers = Transfers(), arrival: Arrival? = nil, terminal: Terminal? = nil) {
             self.id = id
             self.version = version
             self.digest = digest
@@ -541,6 +563,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.lastRefusal = lastRefusal
             self.transfers = transfers
             self.arrival = arrival
+            self.terminal = terminal
         }
 
         public func encode(to encoder: Encoder) throws {
@@ -553,6 +576,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             try c.encode(lastRefusal, forKey: .lastRefusal)  // null, not absent
             try c.encode(transfers, forKey: .transfers)
             try c.encode(arrival, forKey: .arrival)
+            try c.encode(terminal, forKey: .terminal)
         }
 
         public init(from decoder: Decoder) throws {
@@ -562,10 +586,11 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
                       refused: try c.decode([String: Int].self, forKey: .refused),
                       lastRefusal: try c.decode(String?.self, forKey: .lastRefusal),
                       transfers: try c.decode(Transfers.self, forKey: .transfers),
-                      arrival: try c.decode(Arrival?.self, forKey: .arrival))
+                      arrival: try c.decode(Arrival?.self, forKey: .arrival),
+                      terminal: try c.decodeIfPresent(Terminal.self, forKey: .terminal))  // absent from daemons before it
         }
 
-        private enum CodingKeys: String, CodingKey { case id, version, digest, appliedAt, refused, lastRefusal, transfers, arrival }
+        private enum CodingKeys: String, CodingKey { case id, version, digest, appliedAt, refused, lastRefusal, transfers, arrival, terminal }
     }
 
     public var audio: Audio

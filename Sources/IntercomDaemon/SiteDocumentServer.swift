@@ -188,6 +188,8 @@ final class SiteDocumentServer: @unchecked Sendable {
                 if let describe { log.warning("\(describe)") }
                 return .refused(reason.rawValue)
             }
+        case .enrolment:
+            return .enrolment(keeper.enrolmentRequest)
         }
     }
 

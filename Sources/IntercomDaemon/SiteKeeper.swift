@@ -20,18 +20,38 @@ public final class SiteKeeper: Sendable {
     private let state: Mutex<State>
     let documentPath: String
     public let siteID: String
+    /// This terminal's public key, and its request to be enrolled (signed at start): what the
+    /// administrator's tool fetches (`SiteDocumentServer`), whatever the document says of it.
+    let identity: PublicIdentity
+    let enrolmentRequest: [UInt8]
 
-    init(site: String, room: String, verifier: SiteVerifier, documentPath: String) {
+    init(site: String, room: String, verifier: SiteVerifier, documentPath: String, identity: TerminalIdentity) {
         siteID = site
         state = Mutex(State(gate: TerminalConfiguration.gate(site: site, room: room, verifier: verifier),
                             shown: DaemonStatistics.Site(id: site, version: 0, digest: "", appliedAt: nil, refused: [:], lastRefusal: nil)))
         self.documentPath = documentPath
+        self.identity = identity.publicIdentity
+        enrolmentRequest = EnrolmentRequest(site: site, room: room, software: Software.version, signedWith: identity).encoded()
+    }
+
+    /// What the document in force says of this terminal's key (docs/identity.md).
+    var standing: Enrolment.Standing {
+        let enrolment = held?.site.enrolment ?? SiteEnrolment()
+        return Enrolment.standing(of: identity, approved: enrolment.approved, revoked: enrolment.revoked)
     }
 
     /// The version in force; 0 before one is.
     public var version: UInt64 { held?.version ?? 0 }
     var held: SiteDocumentGate<SiteDocument>.Held? { state.withLock { $0.gate.held } }
-    var snapshot: DaemonStatistics.Site { state.withLock { $0.shown } }
+    var snapshot: DaemonStatistics.Site {
+        var shown = state.withLock { $0.shown }
+        shown.terminal = switch standing {
+        case .pending: .init(key: identity.fingerprint, standing: "pending", room: nil, enrolmentCode: identity.enrolmentCode(site: siteID).description)
+        case .approved(let room): .init(key: identity.fingerprint, standing: "approved", room: room, enrolmentCode: nil)
+        case .revoked: .init(key: identity.fingerprint, standing: "revoked", room: nil, enrolmentCode: nil)
+        }
+        return shown
+    }
 
     /// Judges `bytes` from `source` (the file's path, a terminal's room id, "administrator at
     /// a.b.c.d:port"). A document adopted from elsewhere than the file is written there, before

@@ -19,9 +19,12 @@ public struct TerminalConfiguration: Sendable {
     /// Reads the terminal's file at `path` and, with a site, its document, offered to `keeper`
     /// (the running terminal's, on a reload; nil at start).
     /// - Throws: `ConfigError` naming the key: a problem of the file, `site.administrator_key`,
+    ///   `site.identity_key` (a key file that cannot be read or made),
     ///   `site.document` (missing, or refused with no good document held), `site.id` changed on a
     ///   reload, or a rule the joined settings break.
-    public static func load(path: String, keeper: SiteKeeper? = nil) throws -> TerminalConfiguration {
+    /// - Parameter creatingIdentity: false for a check: a terminal key that is not there yet is
+    ///   not made (one that is there must still be readable).
+    public static func load(path: String, keeper: SiteKeeper? = nil, creatingIdentity: Bool = true) throws -> TerminalConfiguration {
         let (local, present) = try DaemonConfig.loadTerminalFile(path: path)
         func problem(_ key: String, _ text: String) -> ConfigError {
             ConfigError(source: path, issues: [ConfigIssue(key: key, problem: text)])
@@ -39,7 +42,12 @@ public struct TerminalConfiguration: Sendable {
         } else {
             let verifier: SiteVerifier
             do { verifier = try SiteVerifier(path: local.site.administratorKey) } catch { throw problem("site.administrator_key", error.description) }
-            site = SiteKeeper(site: local.site.id, room: local.room.id, verifier: verifier, documentPath: local.site.document)
+            let identity: TerminalIdentity
+            do throws(SiteKeyError) {
+                identity = creatingIdentity ? try TerminalIdentity.loadOrCreate(path: local.site.identityKey).identity
+                    : try TerminalIdentity.loadIfPresent(path: local.site.identityKey) ?? TerminalIdentity()
+            } catch { throw problem("site.identity_key", error.description) }
+            site = SiteKeeper(site: local.site.id, room: local.room.id, verifier: verifier, documentPath: local.site.document, identity: identity)
         }
         let stored: [UInt8]?
         do { stored = try WholeFile.read(local.site.document) } catch { throw problem("site.document", "\(local.site.document): \(error.cannotText)") }

@@ -5,10 +5,12 @@ import SiteSecurity
 /// holds (`get`); the administrator's tool hands a terminal a new one (`offer`). Nothing here is
 /// trusted: whatever document comes is judged whole by the receiver's `SiteDocumentGate`.
 ///
-/// Request: "ICSD", format 1, op (1 get, 2 offer), the site id (a length byte and 1-64 bytes);
-/// an offer then carries the document (a 4-byte big-endian length and its bytes).
-/// Reply: "ICSD", format 1, a status byte; `document` then carries the document as an offer
-/// does, `refused` and `badRequest` a reason (a length byte and UTF-8).
+/// Request: "ICSD", format 1, op (1 get, 2 offer, 3 enrolment), the site id (a length byte and
+/// 1-64 bytes); an offer then carries the document (a 4-byte big-endian length and its bytes).
+/// Reply: "ICSD", format 1, a status byte; `document` and `enrolment` then carry their bytes as an
+/// offer does, `refused` and `badRequest` a reason (a length byte and UTF-8).
+/// `enrolment` asks a terminal for its signed enrolment request (docs/identity.md): what the
+/// administrator's tool fetches from a pending box.
 public enum SiteTransfer {
     public static let magic: [UInt8] = Array("ICSD".utf8)
     public static let format: UInt8 = 1
@@ -22,10 +24,11 @@ public enum SiteTransfer {
     public enum Request: Sendable, Equatable {
         case get(site: String)
         case offer(site: String, document: [UInt8])
+        case enrolment(site: String)
 
         public var site: String {
             switch self {
-            case .get(let s), .offer(let s, _): s
+            case .get(let s), .offer(let s, _), .enrolment(let s): s
             }
         }
 
@@ -39,6 +42,9 @@ public enum SiteTransfer {
                 out.append(2)
                 SiteTransfer.appendShort(site, to: &out)
                 SiteTransfer.appendLong(document, to: &out)
+            case .enrolment(let site):
+                out.append(3)
+                SiteTransfer.appendShort(site, to: &out)
             }
             return out
         }
@@ -54,6 +60,8 @@ public enum SiteTransfer {
         case badRequest(String)
         /// The server has as many transfers under way as it takes: try another terminal, or later.
         case busy
+        /// The terminal's signed enrolment request (`EnrolmentRequest`, JSON).
+        case enrolment([UInt8])
 
         public func encoded() -> [UInt8] {
             var out = SiteTransfer.magic + [SiteTransfer.format]
@@ -72,6 +80,9 @@ public enum SiteTransfer {
                 out.append(6)
                 SiteTransfer.appendShort(reason, to: &out)
             case .busy: out.append(7)
+            case .enrolment(let request):
+                out.append(8)
+                SiteTransfer.appendLong(request, to: &out)
             }
             return out
         }
@@ -87,10 +98,10 @@ public enum SiteTransfer {
             let reply: Reply
             let status = r.byte()
             switch status {
-            case 0:
+            case 0, 8:
                 switch r.long() {
-                case .complete(let d): reply = .document(d)
-                case .incomplete: return .failure(SiteTransferError("the document in the reply is cut short"))
+                case .complete(let d): reply = status == 0 ? .document(d) : .enrolment(d)
+                case .incomplete: return .failure(SiteTransferError("the \(status == 0 ? "document" : "request") in the reply is cut short"))
                 case .malformed(let why): return .failure(SiteTransferError(why))
                 }
             case 1: reply = .noDocument
@@ -126,7 +137,7 @@ public enum SiteTransfer {
         case .complete: break
         }
         guard let op = r.byte() else { return .incomplete }
-        guard op == 1 || op == 2 else { return .malformed("unknown request \(op)") }
+        guard (1...3).contains(op) else { return .malformed("unknown request \(op)") }
         let site: String
         switch r.short() {
         case .incomplete: return .incomplete
@@ -134,7 +145,7 @@ public enum SiteTransfer {
         case .complete(let s): site = s
         }
         guard (1...64).contains(site.utf8.count) else { return .malformed("a site id of \(site.utf8.count) bytes") }
-        var request = Request.get(site: site)
+        var request = op == 3 ? Request.enrolment(site: site) : Request.get(site: site)
         if op == 2 {
             switch r.long() {
             case .incomplete: return .incomplete

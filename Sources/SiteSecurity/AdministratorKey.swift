@@ -10,12 +10,10 @@ public struct AdministratorKey: Sendable {
     let seed: [UInt8]
 
     /// A new key from the system's randomness.
-    public init() {
-        seed = [UInt8](Curve25519.Signing.PrivateKey().rawRepresentation)
-    }
+    public init() { seed = Ed25519.newSeed() }
 
     public init(seed: [UInt8]) throws(SiteKeyError) {
-        guard seed.count == 32, (try? Curve25519.Signing.PrivateKey(rawRepresentation: seed)) != nil else {
+        guard Ed25519.isSeed(seed) else {
             throw SiteKeyError("an administrator key is 32 bytes; this one has \(seed.count)")
         }
         self.seed = seed
@@ -34,17 +32,10 @@ public struct AdministratorKey: Sendable {
     }
 
     /// What terminals check signatures with.
-    public var verifier: SiteVerifier {
-        let key = try! Curve25519.Signing.PrivateKey(rawRepresentation: seed)  // checked in init
-        return try! SiteVerifier(publicKey: [UInt8](key.publicKey.rawRepresentation))
-    }
+    public var verifier: SiteVerifier { try! SiteVerifier(publicKey: Ed25519.publicKey(seed: seed)) }  // a checked seed
 
     /// An Ed25519 signature of `message`.
-    public func sign(_ message: [UInt8]) -> [UInt8] {
-        let key = try! Curve25519.Signing.PrivateKey(rawRepresentation: seed)  // checked in init
-        // Signing only fails for a malformed key, which init refused.
-        return [UInt8](try! key.signature(for: message))
-    }
+    public func sign(_ message: [UInt8]) -> [UInt8] { Ed25519.sign(message, seed: seed) }
 }
 
 /// The administrator's public key, as each terminal holds it: it accepts a site document only
@@ -53,7 +44,7 @@ public struct SiteVerifier: Sendable, Equatable {
     public let publicKey: [UInt8]
 
     public init(publicKey: [UInt8]) throws(SiteKeyError) {
-        guard publicKey.count == 32, (try? Curve25519.Signing.PublicKey(rawRepresentation: publicKey)) != nil else {
+        guard Ed25519.isPublicKey(publicKey) else {
             throw SiteKeyError("an administrator public key is 32 bytes; this one has \(publicKey.count)")
         }
         self.publicKey = publicKey
@@ -73,13 +64,10 @@ public struct SiteVerifier: Sendable, Equatable {
 
     /// A short name for the key (the first 8 bytes of its SHA-256, hex): what status shows so that
     /// an administrator can compare terminals without reading keys.
-    public var fingerprint: String {
-        SHA256.hash(data: publicKey).prefix(8).hexDigits
-    }
+    public var fingerprint: String { Ed25519.fingerprint(publicKey) }
 
     public func isValid(signature: [UInt8], for message: [UInt8]) -> Bool {
-        guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: publicKey) else { return false }
-        return key.isValidSignature(signature, for: message)
+        Ed25519.isValid(signature, for: message, publicKey: publicKey)
     }
 }
 

@@ -17,10 +17,20 @@ struct IntercomSite: ParsableCommand {
         discussion: """
             A site folder holds administrator.key (the signing key, mode 0600: keep it on this machine),
             administrator.pub (copy it to every terminal), site.toml (the document you edit) and
-            site.json (the signed document terminals take).
+            site.json (the signed document terminals take), and enrolment.toml (which terminal each
+            room has, kept by approve and revoke, signed with site.toml: docs/identity.md).
             Exit status: 0 done; 1 the document or a file has problems (each named on stderr); 64 usage.
             """,
-        subcommands: [Create.self, Convert.self, Check.self, Sign.self, Show.self, Publish.self])
+        subcommands: [Create.self, Convert.self, Check.self, Sign.self, Show.self, Publish.self, Pending.self, Approve.self, Revoke.self])
+}
+
+/// Which terminals a command asks, and how long it waits for each.
+struct TerminalTargets: ParsableArguments {
+    @Option(name: .customLong("to"), help: "A terminal, as a.b.c.d:port (its signalling port); repeat for more. Default: every room of the document.")
+    var targets: [String] = []
+
+    @Option(help: "Seconds to wait for each terminal.")
+    var timeout: Double = 3
 }
 
 /// Where a site's files live.
@@ -32,6 +42,14 @@ struct SiteFolder: ParsableArguments {
     var publicKey: String { dir + "/administrator.pub" }
     var document: String { dir + "/site.toml" }
     var signed: String { dir + "/site.json" }
+    var enrolment: String { dir + "/enrolment.toml" }
+
+    /// What is signed: site.toml, then enrolment.toml when there is one.
+    func documentText() -> String {
+        let text = readText(document)
+        guard FileManager.default.fileExists(atPath: enrolment) else { return text }
+        return text + "\n" + readText(enrolment)
+    }
 }
 
 /// Prints `lines` to stderr and exits 1.
@@ -68,7 +86,7 @@ func writeText(_ text: String, to path: String) throws {
 
 /// Checks `site.toml` and signs it as the version after `previous` (or 1).
 func signDocument(_ folder: SiteFolder, site: String, key: AdministratorKey, previous: SignedSiteDocument?) throws -> SignedSiteDocument {
-    let text = readText(folder.document)
+    let text = folder.documentText()
     do { _ = try SiteDocument.parse(text, source: folder.document) } catch { fail(["\(error)"]) }
     let version = (previous?.version ?? 0) + 1
     let signed = SignedSiteDocument(site: site, version: version, body: Array(text.utf8), signedWith: key)
@@ -206,36 +224,19 @@ struct Publish: ParsableCommand {
 
     @OptionGroup var folder: SiteFolder
 
-    @Option(name: .customLong("to"), help: "A terminal, as a.b.c.d:port (its signalling port); repeat for more. Default: every room of the document.")
-    var targets: [String] = []
-
-    @Option(help: "Seconds to wait for each terminal.")
-    var timeout: Double = 3
+    @OptionGroup var terminals: TerminalTargets
 
     func run() throws {
         let verifier: SiteVerifier
         do { verifier = try SiteVerifier(path: folder.publicKey) } catch { fail(["\(error)"]) }
         guard let signed = readSigned(folder, verifier: verifier) else { fail(["\(folder.signed): no such file"]) }
         guard let bytes = try? WholeFile.read(folder.signed) else { fail(["\(folder.signed): cannot be read"]) }
-        var terminals: [(name: String, endpoint: IPv4Endpoint)] = []
-        if targets.isEmpty {
-            let document: SiteDocument
-            do { document = try SiteDocument.parse(String(decoding: signed.body, as: UTF8.self), source: folder.signed) } catch { fail(["\(error)"]) }
-            for (id, room) in document.rooms.sorted(by: { $0.key < $1.key }) {
-                guard let a = try? IPv4Endpoint.parseAddress(room.address), let port = UInt16(exactly: room.signallingPort) else {
-                    fail(["rooms.\(id).address: \(room.address) is not an IPv4 address"])
-                }
-                terminals.append((id, IPv4Endpoint(address: a, port: port)))
-            }
-        } else {
-            for t in targets {
-                do throws(IPv4ParseError) { terminals.append((t, try IPv4Endpoint.parse(t))) } catch { fail(["--to \(error)"]) }
-            }
-        }
+        let document: SiteDocument
+        do { document = try SiteDocument.parse(String(decoding: signed.body, as: UTF8.self), source: folder.signed) } catch { fail(["\(error)"]) }
         var took = 0
-        for t in terminals {
+        for t in terminalEndpoints(terminals.targets, document: document) {
             let outcome: String
-            switch SiteTransfer.exchange(.offer(site: signed.site, document: bytes), with: t.endpoint, timeout: timeout) {
+            switch SiteTransfer.exchange(.offer(site: signed.site, document: bytes), with: t.endpoint, timeout: terminals.timeout) {
             case .success(.adopted): outcome = "took version \(signed.version)"; took += 1
             case .success(.alreadyHeld): outcome = "already holds version \(signed.version)"; took += 1
             case .success(.refused(let reason)): outcome = "refused it: \(reason)"
@@ -247,5 +248,182 @@ struct Publish: ParsableCommand {
             print("\(t.name) (\(t.endpoint)): \(outcome)")
         }
         if took == 0 { fail(["no terminal took version \(signed.version)"]) }
+    }
+}
+
+/// The terminals to ask: those given with --to, or every room's address in the document.
+func terminalEndpoints(_ targets: [String], document: SiteDocument) -> [(name: String, endpoint: IPv4Endpoint)] {
+    var terminals: [(name: String, endpoint: IPv4Endpoint)] = []
+    if targets.isEmpty {
+        for (id, room) in document.rooms.sorted(by: { $0.key < $1.key }) {
+            guard let a = try? IPv4Endpoint.parseAddress(room.address), let port = UInt16(exactly: room.signallingPort) else {
+                fail(["rooms.\(id).address: \(room.address) is not an IPv4 address"])
+            }
+            terminals.append((id, IPv4Endpoint(address: a, port: port)))
+        }
+    } else {
+        for t in targets {
+            do throws(IPv4ParseError) { terminals.append((t, try IPv4Endpoint.parse(t))) } catch { fail(["--to \(error)"]) }
+        }
+    }
+    return terminals
+}
+
+/// The folder's site as the enrolment tools need it: its id (from the signed document), the
+/// document as it would be signed now, and the enrolment decisions it holds.
+struct EnrolmentFolder {
+    let folder: SiteFolder
+    let site: String
+    let document: SiteDocument
+
+    init(_ folder: SiteFolder) {
+        self.folder = folder
+        let verifier: SiteVerifier
+        do { verifier = try SiteVerifier(path: folder.publicKey) } catch { fail(["\(error)"]) }
+        guard let signed = readSigned(folder, verifier: verifier) else {
+            fail(["\(folder.signed): no signed document yet; `intercom-site create` makes the first"])
+        }
+        site = signed.site
+        do { document = try SiteDocument.parse(folder.documentText(), source: folder.document) } catch { fail(["\(error)"]) }
+    }
+
+    var enrolment: Enrolment {
+        let e = document.enrolment
+        return Enrolment(site: site, rooms: Set(document.rooms.keys), approved: e.approved, revoked: e.revoked, retired: e.retired)
+    }
+
+    /// Each terminal's request, or why there is none.
+    func requests(from terminals: TerminalTargets) -> [(name: String, endpoint: IPv4Endpoint, request: Result<(request: EnrolmentRequest, identity: PublicIdentity), SiteTransferError>)] {
+        terminalEndpoints(terminals.targets, document: document).map { t in
+            let result: Result<(request: EnrolmentRequest, identity: PublicIdentity), SiteTransferError>
+            switch SiteTransfer.exchange(.enrolment(site: site), with: t.endpoint, timeout: terminals.timeout) {
+            case .success(.enrolment(let bytes)):
+                result = EnrolmentRequest.open(bytes, site: site).mapError { SiteTransferError("its request was refused: \($0.rawValue)") }
+            case .success(.otherSite): result = .failure(SiteTransferError("is not a terminal of site \(site)"))
+            case .success(let other): result = .failure(SiteTransferError("answered \(other)"))
+            case .failure(let error): result = .failure(SiteTransferError("not reached: \(error)"))
+            }
+            return (t.name, t.endpoint, result)
+        }
+    }
+
+    /// Writes the decisions to enrolment.toml; `sign` puts them in the next version.
+    func write(_ enrolment: Enrolment) throws {
+        let section = SiteEnrolment(approved: enrolment.approved, revoked: enrolment.revoked, retired: enrolment.retired)
+        try writeText("# Which terminal each room has (docs/identity.md). Kept by `intercom-site approve` and `revoke`;\n"
+                      + "# `intercom-site sign` signs it with site.toml. Do not edit.\n" + section.rendered(), to: folder.enrolment)
+    }
+}
+
+struct Pending: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Ask the terminals which key each has and whether the document approves it.",
+        discussion: """
+            Prints each terminal's key (its fingerprint), the room it was set up for and its standing.
+            The enrolment code is not printed: read it at the terminal (`intercomctl stats` prints it
+            there), so that only the box in the room can be approved.
+            """)
+
+    @OptionGroup var folder: SiteFolder
+
+    @OptionGroup var terminals: TerminalTargets
+
+    func run() throws {
+        let site = EnrolmentFolder(folder)
+        let enrolment = site.enrolment
+        for t in site.requests(from: terminals) {
+            switch t.request {
+            case .success(let r):
+                let standing = switch Enrolment.standing(of: r.identity, approved: enrolment.approved, revoked: enrolment.revoked) {
+                case .pending: "pending"
+                case .approved(let room): "approved for \(room)"
+                case .revoked: "REVOKED"
+                }
+                let room = r.request.room.isEmpty ? "no room" : "room \(r.request.room)"
+                print("\(t.name) (\(t.endpoint)): terminal \(r.identity), set up for \(room), software \(r.request.software): \(standing)")
+            case .failure(let why):
+                print("\(t.name) (\(t.endpoint)): \(why)")
+            }
+        }
+    }
+}
+
+struct Approve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Approve the terminal whose enrolment code was read at it, for a room (into enrolment.toml).",
+        discussion: """
+            Asks the terminals (--to, or every room's address) for their requests and approves the one
+            whose key has the code. Refused when no terminal or two have it. Then `sign` and
+            `publish` put the approval in force.
+            """)
+
+    @OptionGroup var folder: SiteFolder
+
+    @Option(help: "The room the terminal serves.")
+    var room: String
+
+    @Option(help: "The enrolment code read at the terminal (12 digits; spaces and dashes are ignored).")
+    var code: String
+
+    @OptionGroup var terminals: TerminalTargets
+
+    func run() throws {
+        guard let typed = EnrolmentCode(typed: code) else { throw ValidationError("--code: \(EnrolmentCode.digits) digits, e.g. \"482 193 775 020\"") }
+        let site = EnrolmentFolder(folder)
+        var enrolment = site.enrolment
+        for t in site.requests(from: terminals) {
+            switch t.request {
+            case .success(let r): _ = enrolment.apply(.heard(r.request, r.identity))
+            case .failure(let why): print("\(t.name) (\(t.endpoint)): \(why)")
+            }
+        }
+        switch enrolment.apply(.approve(room: room, code: typed)) {
+        case .approved(let identity, let room, let replaced, let movedFrom):
+            try site.write(enrolment)
+            print("approved terminal \(identity) for \(room)" + (replaced.map { ", replacing terminal \($0)" } ?? "")
+                  + (movedFrom.map { ", moved from \($0)" } ?? "") + "; `intercom-site sign` and `publish` put it in force")
+        case .alreadyApproved(let room):
+            print("that terminal is already approved for \(room)")
+        case .refused(let reason):
+            fail(["not approved: \(reason.rawValue) (\(Self.explain(reason)))"])
+        case let other:
+            fail(["not approved: \(other)"])
+        }
+    }
+
+    static func explain(_ reason: EnrolmentRefusal) -> String {
+        switch reason {
+        case .noRequest: "no terminal with that code answered; is it on, and was it asked (--to)?"
+        case .wrongCode: "no terminal that answered has that code; read it again at the terminal"
+        case .ambiguous: "two terminals have that code: one of them made its key to match. Approve nothing; check the network"
+        case .revokedIdentity: "that terminal is revoked; reset it to make a new key"
+        case .unknownRoom: "not a room of the document"
+        default: reason.rawValue
+        }
+    }
+}
+
+struct Revoke: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Revoke a room's terminal (a lost or stolen box): its key is never approved again.",
+        discussion: "Then `sign` and `publish`: every terminal refuses the revoked one as soon as it applies the version.")
+
+    @OptionGroup var folder: SiteFolder
+
+    @Option(help: "The room whose terminal is revoked.")
+    var room: String
+
+    func run() throws {
+        let site = EnrolmentFolder(folder)
+        var enrolment = site.enrolment
+        switch enrolment.apply(.revoke(room: room)) {
+        case .revoked(let identity, let room):
+            try site.write(enrolment)
+            print("revoked terminal \(identity) of \(room); `intercom-site sign` and `publish` put it in force")
+        case .refused(let reason):
+            fail(["not revoked: \(reason.rawValue)" + (reason == .notApproved ? " (\(room) has no approved terminal)" : "")])
+        case let other:
+            fail(["not revoked: \(other)"])
+        }
     }
 }

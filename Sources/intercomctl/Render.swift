@@ -142,6 +142,14 @@ enum Render {
         if r.audioReopens > 0 { reload += "; audio devices opened again \(r.audioReopens) times" }
         if let e = r.lastError { reload += "; last refused: \(e)" }
         lines.append("configuration   " + reload)
+        if let site = s.site {
+            var line = "site            \(site.id) version \(site.version)"
+            if let t = site.terminal {
+                line += "; this terminal \(t.key): \(t.standing)" + (t.room.map { " for \($0)" } ?? "")
+                if let code = t.enrolmentCode { line += ", enrolment code \(code)" }
+            }
+            lines.append(line)
+        }
         return lines.joined(separator: "\n")
     }
 

@@ -55,7 +55,7 @@ struct Intercomd: ParsableCommand {
         var cfg: DaemonConfig
         let loaded: TerminalConfiguration
         do {
-            loaded = try TerminalConfiguration.load(path: config)
+            loaded = try TerminalConfiguration.load(path: config, creatingIdentity: !checkConfig)
             cfg = loaded.config
         } catch {
             FileHandle.standardError.write(Data("intercomd: invalid configuration\n\(error)\n".utf8))

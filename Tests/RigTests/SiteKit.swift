@@ -59,6 +59,7 @@ enum SiteKit {
             id = "\(siteID)"
             administrator_key = "\(folder)/administrator.pub"
             document = "\(kept)"
+            identity_key = "\(rooms.dir)/\(id)-terminal.key"
             """)
         return try rooms.start(id, configPath: config)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import SiteSecurity
 import XCTest
 
 @testable import Configuration
@@ -160,6 +161,44 @@ final class SiteConfigTests: XCTestCase {
         XCTAssertEqual(joinedFound["keys.map.KEY_F2"].map { $0.contains("for room beh1") && $0.contains("no [buttons.nobody]") }, true,
                        "\(joinedFound)")
         XCTAssertEqual(problems("[site]\nname = \"leer\"\n")["rooms"].map { $0.contains("at least one room") }, true)
+    }
+
+    func testTheEnrolmentSectionReadsBackAsRenderedAndNamesEachBadEntry() throws {
+        let a = TerminalIdentity().publicIdentity, b = TerminalIdentity().publicIdentity, c = TerminalIdentity().publicIdentity
+        var site = try SiteDocument.parse(document)
+        site.enrolment = SiteEnrolment(approved: ["empfang": a, "labor": b], revoked: [c])
+        let back = try SiteDocument.parse(site.rendered())
+        XCTAssertEqual(back.enrolment, site.enrolment)
+        XCTAssertEqual(try SiteDocument.parse(document + site.enrolment.rendered()).enrolment, site.enrolment,
+                       "the section appended to an administrator's text (enrolment.toml after site.toml) reads the same")
+
+        func problems(_ section: String) -> [String: String] {
+            do {
+                _ = try SiteDocument.parse(document + section)
+                return [:]
+            } catch let error as ConfigError {
+                return Dictionary(error.issues.map { ($0.key, $0.problem) }, uniquingKeysWith: { a, _ in a })
+            } catch {
+                return ["": "\(error)"]
+            }
+        }
+        let found = problems("""
+
+            [enrolment]
+            revoked = ["\(c.text)", "bm90IGEga2V5"]
+            colour = "blue"
+            [enrolment.approved]
+            empfang = "\(a.text)"
+            beh1 = "\(a.text)"
+            labor = "\(c.text)"
+            keller = "\(b.text)"
+
+            """)
+        XCTAssertEqual(found["enrolment.revoked"].map { $0.contains("32 bytes") }, true, "\(found)")
+        XCTAssertEqual(found["enrolment.colour"].map { $0.contains("unknown key") }, true, "\(found)")
+        XCTAssertEqual(found["enrolment.approved.empfang"].map { $0.contains("approved for beh1 too") }, true, "\(found)")
+        XCTAssertEqual(found["enrolment.approved.labor"].map { $0.contains("is revoked") }, true, "\(found)")
+        XCTAssertEqual(found["enrolment.approved.keller"].map { $0.contains("not a room") }, true, "\(found)")
     }
 
     func testTheDefaultConfigurationDocumentsTheSiteSection() throws {

@@ -9,7 +9,8 @@ final class SiteTransferTests: XCTestCase {
     private let document = Array("{\"format\":1}".utf8) + [UInt8](repeating: 7, count: 3000)
 
     func testRequestsAndRepliesReadBackAsWritten() {
-        for request in [SiteTransfer.Request.get(site: "praxis"), .offer(site: "praxis-am-markt", document: document), .offer(site: "p", document: [])] {
+        for request in [SiteTransfer.Request.get(site: "praxis"), .offer(site: "praxis-am-markt", document: document), .offer(site: "p", document: []),
+                        .enrolment(site: "praxis")] {
             let bytes = request.encoded()
             guard case .complete(let read) = SiteTransfer.parseRequest(bytes) else { return XCTFail("\(request)") }
             XCTAssertEqual(read, request)
@@ -18,7 +19,7 @@ final class SiteTransferTests: XCTestCase {
             }
         }
         let replies: [SiteTransfer.Reply] = [.document(document), .noDocument, .otherSite, .adopted, .alreadyHeld, .refused("older"),
-                                             .badRequest("not a site document transfer"), .busy]
+                                             .badRequest("not a site document transfer"), .busy, .enrolment(Array("{\"format\":1}".utf8))]
         for reply in replies {
             XCTAssertEqual(try SiteTransfer.Reply.decode(reply.encoded()).get(), reply)
         }

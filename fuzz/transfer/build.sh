@@ -14,8 +14,10 @@ swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -g -use-ld=ll
 echo "built .build-fuzz/transfer-fuzzer"
 if [ "${1:-}" = run ]; then
     shift
-    # Seeds: a get, an offer of a small document, a refusal.
+    # Seeds: a get, an offer of a small document, a refusal, an enrolment request and its reply.
     printf 'ICSD\001\001\006praxis' > .build-fuzz/transfer-corpus/seed-get
+    printf 'ICSD\001\003\006praxis' > .build-fuzz/transfer-corpus/seed-enrolment
+    printf 'ICSD\001\010\000\000\000\002{}' > .build-fuzz/transfer-corpus/seed-enrolment-reply
     printf 'ICSD\001\002\001p\000\000\000\003abc' > .build-fuzz/transfer-corpus/seed-offer
     printf 'ICSD\001\005\005older' > .build-fuzz/transfer-corpus/seed-refused
     exec .build-fuzz/transfer-fuzzer -max_len=4096 "$@" .build-fuzz/transfer-corpus
