@@ -158,11 +158,7 @@ public final class SignalSeal: Sendable {
         return h
     }
 
-    static func nonce(_ counter: UInt64) -> ChaChaPoly.Nonce {
-        var bytes = [UInt8](repeating: 0, count: 12)
-        for i in 0..<8 { bytes[4 + i] = UInt8(truncatingIfNeeded: counter >> UInt64(56 - 8 * i)) }
-        return try! ChaChaPoly.Nonce(data: bytes)
-    }
+    static func nonce(_ counter: UInt64) -> ChaChaPoly.Nonce { TerminalSeal.nonce(counter) }
 
     public static let wallClockMicroseconds: @Sendable () -> UInt64 = {
         var t = timespec()
