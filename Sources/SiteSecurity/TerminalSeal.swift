@@ -127,8 +127,11 @@ public final class TerminalSeal: Sendable {
         }
         let known: Result<Bool, Failure> = state.withLock { s in
             guard a.room != room, let identity = s.directory[a.room] else { return .failure(.unknownSender) }
+            guard let peer = s.peers[a.room], peer.identity == identity else { return .success(false) }
             // The session we hold already: nothing to change, nothing to check.
-            return .success(s.peers[a.room]?.identity == identity && s.peers[a.room]?.current?.key == a.sessionKey)
+            if peer.current?.key == a.sessionKey { return .success(true) }
+            // Refused before the signature is checked: replaying old announcements costs us nothing.
+            return peer.newest < a.order ? .success(false) : .failure(.older)
         }
         switch known {
         case .failure(let f): return .failure(f)
