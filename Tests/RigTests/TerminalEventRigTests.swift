@@ -8,7 +8,7 @@ import XCTest
 
 /// A terminal with keys and no screen, through real daemons on the rig: every event's tone is
 /// heard at the right terminal (found in its speaker's recording by its notes, and the others'
-/// absent; a caller's tones are not sent to the callee, not even faintly); calls are answered and declined by command, key and intercomctl with auto-answer
+/// absent); calls are answered and declined by command, key and intercomctl with auto-answer
 /// off; a ring timeout gives a missed call that is reminded, survives a restart, is called back
 /// and acknowledged; the history is pruned by age.
 final class TerminalEventRigTests: XCTestCase {
@@ -224,13 +224,8 @@ final class TerminalEventRigTests: XCTestCase {
                       "acknowledged"],
             "roomc": ["ringback", "chime", "connected", "declined", "call_ended"],
         ]
-        // A's tones while it talks with B are echo to A's canceller, not sent: none of their
-        // notes reaches B's speaker, even 20 dB under what `heard` listens for.
-        let aInCall = [Cue.participantLeft, .microphoneMuted, .microphoneUnmuted].flatMap { $0.notes.map(\.hz) }
-        let bNotes = Tones.notes(in: try WAVAudio.read(path: "\(rooms.dir)/roomb-speaker.wav").samples, floorDBFS: -75)
-        let leaked = bNotes.filter { n in aInCall.contains { abs($0 - n.hz) <= 20 } }
-        XCTAssertEqual(leaked, [], "A's in-call tones reached B's speaker")
-
+        // That none of A's in-call tones reaches B even faintly is an acoustic bar on A's echo
+        // canceller: InCallToneRigTests measures it, with the machine's stops taken into account.
         for (id, r) in recorders {
             let got = try Self.heard(r.path)
             print("terminal tones: \(id) heard \(got.sorted().joined(separator: ", "))")
