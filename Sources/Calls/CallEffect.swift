@@ -13,6 +13,17 @@ public struct MediaPeer: Hashable, Sendable {
     }
 }
 
+/// A remote room's signalling socket, with the room: what is sealed for one terminal needs to
+/// know which.
+public struct SignallingPeer: Hashable, Sendable {
+    public var room: RoomID
+    public var address: IPv4Endpoint
+    public init(room: RoomID, address: IPv4Endpoint) {
+        self.room = room
+        self.address = address
+    }
+}
+
 /// Where this room's microphone goes and whose voice it plays. Idle (all empty) outside a call.
 /// The caller hears every connected callee; a callee hears the caller only, so callees never
 /// hear each other.
@@ -62,9 +73,9 @@ public enum CommandRejection: Sendable, Equatable {
 public enum CallEffect: Sendable, Equatable {
     /// Send `datagram` (already encoded) to the room's signalling address.
     case send(to: RoomID, address: IPv4Endpoint, datagram: [UInt8])
-    /// Send this hello (already encoded, one message id) to each address: sealed once, for
-    /// every room, since it says the same to all.
-    case hello(to: [IPv4Endpoint], datagram: [UInt8])
+    /// Send this hello (already encoded, one message id) to each room: it says the same to all
+    /// (under the site key one seal serves all; under terminal keys each is sealed for its room).
+    case hello(to: [SignallingPeer], datagram: [UInt8])
     /// Replace the media configuration with this one.
     case setMediaPlan(MediaPlan)
     /// What the ring channel plays from now on (replacing what it played).

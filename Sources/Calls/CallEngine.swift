@@ -304,7 +304,9 @@ public struct CallEngine: Sendable {
 
     mutating func sendHellos(now: Double) {
         nextHello = now + settings.timing.helloInterval
-        let to = settings.directory.keys.sorted().filter { $0 != settings.room }.compactMap { settings.directory[$0]?.signalling }
+        let to = settings.directory.keys.sorted().filter { $0 != settings.room }.compactMap { room in
+            settings.directory[room].map { SignallingPeer(room: room, address: $0.signalling) }
+        }
         guard !to.isEmpty else { return }
         let id = nextMessageID
         nextMessageID &+= 1

@@ -13,6 +13,23 @@ public struct SiteStamp: Sendable, Equatable, Hashable, Comparable {
         self.length = length
     }
 
+    /// Its 20 bytes as a session announcement carries it (big endian: version, digest, length).
+    public var bytes: [UInt8] {
+        var out: [UInt8] = []
+        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: version >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: digest >> UInt64(shift))) }
+        for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: length >> UInt32(shift))) }
+        return out
+    }
+
+    /// The stamp in those 20 bytes; nil for another length or version 0 (none).
+    public init?(bytes: [UInt8]) {
+        guard bytes.count == 20 else { return nil }
+        func be(_ range: Range<Int>) -> UInt64 { bytes[range].reduce(0) { $0 << 8 | UInt64($1) } }
+        guard be(0..<8) != 0 else { return nil }
+        self.init(version: be(0..<8), digest: be(8..<16), length: UInt32(be(16..<20)))
+    }
+
     /// Newer version first; of one version, the greater digest (as `SiteDocumentGate` keeps it).
     public static func < (a: SiteStamp, b: SiteStamp) -> Bool {
         (a.version, a.digest) < (b.version, b.digest)

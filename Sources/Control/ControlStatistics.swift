@@ -289,9 +289,18 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var senderMismatch: Int
         /// Sealed for every room but not a hello.
         public var notForEveryone: Int
+        /// Under terminal keys (docs/identity.md): sealed under a session of the sender's or
+        /// ours that is gone; an announcement not signed by the key the document approves for
+        /// its room; one older than the newest taken from that terminal.
+        public var unknownSession: Int
+        public var badSignature: Int
+        public var older: Int
 
         public init(notSealed: Int, malformed: Int, unknownSender: Int, authentication: Int, replay: Int, stale: Int,
-                    senderMismatch: Int, notForEveryone: Int) {
+                    senderMismatch: Int, notForEveryone: Int, unknownSession: Int = 0, badSignature: Int = 0, older: Int = 0) {
+            self.unknownSession = unknownSession
+            self.badSignature = badSignature
+            self.older = older
             self.notSealed = notSealed
             self.malformed = malformed
             self.unknownSender = unknownSender
@@ -302,7 +311,10 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.notForEveryone = notForEveryone
         }
 
-        public var total: Int { notSealed + malformed + unknownSender + authentication + replay + stale + senderMismatch + notForEveryone }
+        public var total: Int {
+            notSealed + malformed + unknownSender + authentication + replay + stale + senderMismatch + notForEveryone
+                + unknownSession + badSignature + older
+        }
     }
 
     /// Notifications played here: tones, texts read aloud and how fast they were ready.
@@ -352,10 +364,18 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var bytesSent: Int
         public var datagramsReceived: Int
         public var bytesReceived: Int
+        /// How signalling is sealed now.
+        public var protection: SignalProtectionMode
+        /// Sends held back under terminal keys because the room's session was not heard yet
+        /// (the engine's retransmission tries again).
+        public var awaitingSession: Int
 
         public init(decodeErrors: Int, duplicates: Int, retransmissions: Int, unreachable: Int, refused: Refusals,
                     storeWrites: Int, storeFailures: Int, mediaTo: [String], brokenByEmergency: Int, speech: Speech,
-                    datagramsSent: Int = 0, bytesSent: Int = 0, datagramsReceived: Int = 0, bytesReceived: Int = 0) {
+                    datagramsSent: Int = 0, bytesSent: Int = 0, datagramsReceived: Int = 0, bytesReceived: Int = 0,
+                    protection: SignalProtectionMode = .clear, awaitingSession: Int = 0) {
+            self.protection = protection
+            self.awaitingSession = awaitingSession
             self.datagramsSent = datagramsSent
             self.bytesSent = bytesSent
             self.datagramsReceived = datagramsReceived
@@ -736,4 +756,14 @@ extension SnakeCaseReply {
 
 extension DaemonStatistics: SnakeCaseReply {
     public static var command: String { "stats" }
+}
+
+/// How a terminal's signalling is sealed (docs/identity.md).
+public enum SignalProtectionMode: String, Sendable, Equatable, Codable {
+    /// Neither a site key nor approved terminal keys: nothing is sealed.
+    case clear
+    /// The one site key (`[security] site_key`), until the site document approves terminal keys.
+    case siteKey = "site_key"
+    /// Per pair of terminals, from the keys the site document approves.
+    case terminalKeys = "terminal_keys"
 }

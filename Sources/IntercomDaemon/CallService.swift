@@ -45,13 +45,16 @@ final class CallService: @unchecked Sendable {
     /// Writes history and state to disk; no lock of ours is held while it waits for the disk.
     private let storeWriter: StoreWriter
     private let log: Logger
-    /// Seals what is sent and opens what arrives (nil: no site key, signalling in the clear).
-    private let seal: SignalSeal?
+    /// Seals what is sent and opens what arrives: per pair of terminals, under the site key, or
+    /// in the clear (`SignalProtection`).
+    let protection: SignalProtection
     /// SRTP sessions for each call's media (nil: no site key, media in the clear).
     private let mediaKeys: MediaKeys?
-    /// Datagrams refused before the call engine saw them, by `SignalSeal.Failure`, and sealed ones
-    /// whose inner sender was not the one the seal named.
-    let refused = SealRefusals()
+    /// Datagrams refused before the call engine saw them, by reason.
+    var refused: SealRefusals { protection.refused }
+    /// The site document each room's session announcements say it holds: heard also where its
+    /// hellos cannot be opened (docs/identity.md), so that a document is fetched across a switch.
+    private let siteHints = Mutex<[RoomID: SiteStamp]>([:])
     /// Where the voice goes now, as last posted to the network thread (for `stats`).
     private let mediaTo = Mutex<[String]>([])
     private let stopRequest = Flag(false)
@@ -75,10 +78,10 @@ final class CallService: @unchecked Sendable {
     }
 
     init(settings: CallSettings, signalling: IPv4Endpoint, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, sounds: TerminalSounds,
-         announcer: Announcer? = nil, history: HistoryStore?, state: StateStore<TerminalState>?, seal: SignalSeal? = nil,
-         mediaKeys: MediaKeys? = nil, logger: Logger) throws {
+         announcer: Announcer? = nil, history: HistoryStore?, state: StateStore<TerminalState>?, siteSeal: SignalSeal? = nil,
+         terminal: SignalProtection.Terminal? = nil, mediaKeys: MediaKeys? = nil, logger: Logger) throws {
         self.announcer = announcer
-        self.seal = seal
+        protection = SignalProtection(room: settings.room, siteSeal: siteSeal, terminal: terminal)
         self.mediaKeys = mediaKeys
         networkLoopback = NetworkLoopback(logger: logger)
         socket = try UDPSocket(bind: signalling)
@@ -151,7 +154,7 @@ final class CallService: @unchecked Sendable {
         var fds = [pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0)]
         while !stopRequest.isSet {
-            let deadline = engine.withLock { $0.nextDeadline }
+            let deadline = [engine.withLock { $0.nextDeadline }, protection.nextDeadline].compactMap { $0 }.min()
             // Clamped as a Double first: a deadline already due may be -infinity.
             let wait = Int32(max(0, min(1000, ((deadline ?? .infinity) - Self.now()) * 1000)).rounded(.up))
             for i in fds.indices { fds[i].revents = 0 }
@@ -162,12 +165,21 @@ final class CallService: @unchecked Sendable {
                 traffic.receivedBytes.increment(by: count)
                 let datagram = [UInt8](UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                 // Effects run under the lock too: their order across threads is the engine's order.
-                if seal == nil {
+                switch protection.receive(datagram) {
+                case .clear(let datagram):
                     withEngine { e in execute(e.receive(datagram: datagram, from: from, now: Self.now())) }
-                } else if let envelope = opened(datagram) {
+                case .envelope(let envelope):
                     withEngine { e in execute(e.receive(envelope, from: from, now: Self.now())) }
+                case .announcement(let room, let answer, let site):
+                    if let answer, let address = settings.directory[room]?.signalling { transmit(answer, to: [address]) }
+                    if let site { hint(room, holds: site) }
+                case .siteHint(let room, let site):
+                    if let site { hint(room, holds: site) }
+                case .refused:
+                    break
                 }
             }
+            if let rotated = protection.tick(now: Self.now()) { announceToAll(rotated) }
             let changes = withEngine { e in
                 execute(e.tick(now: Self.now()))
                 return e.siteChanges
@@ -181,30 +193,30 @@ final class CallService: @unchecked Sendable {
         }
     }
 
-    /// A sealed datagram opened and decoded, as the engine may see it; nil if refused (counted).
-    /// A refused datagram never reaches the engine: it cannot ring, open audio or change a call.
-    private func opened(_ datagram: [UInt8]) -> Envelope? {
-        guard let seal else { return nil }
-        switch seal.open(datagram) {
-        case .failure(let why):
-            refused.count(why)
-            return nil
-        case .success(let (sender, plaintext, forEveryRoom)):
-            // The engine checks the sender against the source address; the seal vouches for the
-            // sender it named, so the two must agree.
-            guard case .success(let envelope) = SignalCodec.decode(plaintext), envelope.sender.value == sender else {
-                refused.senderMismatch.increment()
-                return nil
-            }
-            // Only a hello says the same to every room; anything else names its room in the seal.
-            if forEveryRoom {
-                guard case .hello = envelope.message else {
-                    refused.notForEveryone.increment()
-                    return nil
-                }
-            }
-            return envelope
+    /// A room's announcement named the document it holds: the site follower hears of it.
+    private func hint(_ room: RoomID, holds site: SiteStamp) {
+        let settings = settings
+        guard room != settings.room, settings.directory[room] != nil else { return }
+        let changed = siteHints.withLock { hints in
+            defer { hints[room] = site }
+            return hints[room] != site
         }
+        if changed { siteHeard.ring() }
+    }
+
+    /// Our session announcement to every other room in the directory (terminal keys).
+    private func announceToAll(_ announcement: [UInt8]) {
+        let settings = settings
+        transmit(announcement, to: settings.directory.filter { $0.key != settings.room }.map(\.value.signalling))
+    }
+
+    /// The site document in force approves these rooms' terminals (empty: none): signalling is
+    /// sealed per pair of terminals from now on, or goes back to the site key.
+    func use(terminalKeys: [String: PublicIdentity]) {
+        let before = protection.mode
+        if let announcement = protection.use(terminalKeys: terminalKeys, now: Self.now()) { announceToAll(announcement) }
+        if protection.mode != before { log.notice("calls: signalling sealed by \(protection.mode.rawValue) from now on") }
+        wake.ring()
     }
 
     /// New settings from a reload: taken now if idle, else when the call ends. Returns true if taken now.
@@ -225,7 +237,7 @@ final class CallService: @unchecked Sendable {
         let taken = engine.withLock { $0.reconfigure(new) }
         guard taken else { return false }
         pendingSettings.withLock { if $0 == new { $0 = nil } }
-        seal?.setKnownRooms(Set(new.directory.keys.map(\.value)))
+        protection.setKnownRooms(Set(new.directory.keys.map(\.value)))
         log.info("calls: reloaded settings in force: \(new.directory.count) rooms, \(new.buttons.count) buttons, auto-answer \(new.autoAnswer ? "on" : "off")")
         return true
     }
@@ -350,7 +362,8 @@ final class CallService: @unchecked Sendable {
                                       storeFailures: store.failed, mediaTo: mediaTo.withLock { $0 },
                                       brokenByEmergency: st.callsBrokenByEmergency, speech: announcer?.statistics.snapshot ?? .none,
                                       datagramsSent: traffic.sent.load, bytesSent: traffic.sentBytes.load,
-                                      datagramsReceived: traffic.received.load, bytesReceived: traffic.receivedBytes.load)
+                                      datagramsReceived: traffic.received.load, bytesReceived: traffic.receivedBytes.load,
+                                      protection: protection.mode, awaitingSession: protection.awaitingSession.load)
     }
 
     private static func failure(_ why: CommandRejection) -> ControlFailure {
@@ -446,16 +459,23 @@ final class CallService: @unchecked Sendable {
     /// What this terminal's hellos say of it from now on (at start, and after a site document is applied).
     func announce(_ announcement: SiteAnnouncement) {
         engine.withLock { $0.announce(announcement) }
+        protection.holds(announcement.site)
         wake.ring()  // the hellos may be due now
     }
 
     /// The site document each online room's hellos say it holds (nil: none, or an old terminal
     /// that does not say).
     func heardSites() -> [RoomID: SiteStamp?] {
-        engine.withLock { e in
+        let hints = siteHints.withLock { $0 }
+        return engine.withLock { e in
             var out: [RoomID: SiteStamp?] = [:]
             for room in e.settings.directory.keys where room != e.settings.room && e.presence(of: room).online {
                 out[room] = e.announcement(of: room)?.site
+            }
+            // A room heard only by its announcements, or whose announcement names a newer one.
+            for (room, hint) in hints where e.settings.directory[room] != nil {
+                if let heard = out[room] ?? nil, hint <= heard { continue }
+                out[room] = hint
             }
             return out
         }
@@ -492,9 +512,9 @@ final class CallService: @unchecked Sendable {
         for effect in effects {
             switch effect {
             case .send(let room, let to, let plain):
-                transmit(seal?.seal(plain, for: .room(room.value)) ?? plain, to: [to])
+                if let sealed = protection.seal(plain, for: room) { transmit(sealed, to: [to]) }
             case .hello(let to, let plain):
-                transmit(seal?.seal(plain, for: .everyRoom) ?? plain, to: to)
+                for (datagram, addresses) in protection.hello(plain, to: to) { transmit(datagram, to: addresses) }
             case .setMediaPlan(let plan):
                 var routes = MediaRoutes(sendTo: plan.sendTo, acceptFrom: plan.receiveFrom.map(\.endpoint),
                                          joinGroups: plan.joinGroups)

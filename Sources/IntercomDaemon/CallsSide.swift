@@ -27,7 +27,7 @@ final class CallsSide: @unchecked Sendable {
     private let log: Logger
 
     init(config: DaemonConfig, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, sounds: TerminalSounds,
-         callInputs: [MixerInput], logger: Logger) throws {
+         callInputs: [MixerInput], site: SiteKeeper?, logger: Logger) throws {
         log = logger
         self.sounds = sounds
         let settings = config.callSettings()
@@ -51,15 +51,20 @@ final class CallsSide: @unchecked Sendable {
             } catch {
                 throw ConfigError(source: "configuration", issues: [ConfigIssue(key: "security.site_key", problem: error.description)])
             }
+        } else if site?.terminalKeys.isEmpty ?? true {
+            logger.warning("calls: no site key (security.site_key) and no terminal keys approved: signalling and media are neither encrypted nor authenticated")
         } else {
-            logger.warning("calls: no site key (security.site_key): signalling and media are neither encrypted nor authenticated")
+            logger.warning("calls: no site key (security.site_key): signalling is sealed by terminal keys, media is not encrypted yet")
         }
         service = try CallService(settings: settings, signalling: IPv4Endpoint(address: 0, port: port), routes: routes,
                                   microphone: microphone, mixer: mixer, sounds: sounds, announcer: announcer, history: history,
-                                  state: state, seal: seal,
+                                  state: state, siteSeal: seal,
+                                  terminal: site.map { SignalProtection.Terminal(identity: $0.terminal, boot: $0.boot) },
                                   mediaKeys: mediaKeys, logger: logger)
         buttonNames = config.buttons.keys.sorted()
         keySettings = Self.keySettings(config)
+        // Before the calls thread starts: its first hellos are sealed as the document says.
+        service.use(terminalKeys: site?.terminalKeys ?? [:])
     }
 
     private static func keySettings(_ config: DaemonConfig) -> KeyReaderSettings? {

@@ -111,7 +111,7 @@ public final class Daemon: @unchecked Sendable {
         }
         if let sounds, let loop = network?.loop {
             calls = try CallsSide(config: config, routes: loop, microphone: microphoneChain.gain, mixer: mixer, sounds: sounds,
-                                  callInputs: network?.mixerInputs ?? [], logger: logger)
+                                  callInputs: network?.mixerInputs ?? [], site: site, logger: logger)
             calls?.service.mediaStreams = { [network] in network?.mediaStreams() ?? [] }
             let processingMs = config.echo.enabled && microphoneChain.canceller.delaysAFrame ? a.periodMs : 0
             let jitter = config.jitter

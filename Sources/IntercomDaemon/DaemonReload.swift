@@ -120,6 +120,8 @@ extension Daemon {
             outcome.applied = sections.filter(liveNow.contains)
             outcome.waitingForCallEnd = sections.filter { !liveNow.contains($0) }
         }
+        // Approvals and revocations hold at once, in a call too: a revoked terminal is heard no more.
+        if let site, let service = calls?.service { service.use(terminalKeys: site.terminalKeys) }
         if live.keys != running.keys || live.buttons.keys.sorted() != running.buttons.keys.sorted() {
             calls?.reconfigureKeys(live)
         }

@@ -12,6 +12,9 @@ final class SealRefusals: Sendable {
     let stale = Counter()
     let senderMismatch = Counter()
     let notForEveryone = Counter()
+    let unknownSession = Counter()
+    let badSignature = Counter()
+    let older = Counter()
 
     func count(_ failure: SignalSeal.Failure) {
         switch failure {
@@ -24,18 +27,32 @@ final class SealRefusals: Sendable {
         }
     }
 
+    func count(_ failure: TerminalSeal.Failure) {
+        switch failure {
+        case .notSealed: notSealed.increment()
+        case .malformed: malformed.increment()
+        case .unknownSender: unknownSender.increment()
+        case .unknownSession: unknownSession.increment()
+        case .authentication: authentication.increment()
+        case .replay: replay.increment()
+        case .badSignature: badSignature.increment()
+        case .older: older.increment()
+        }
+    }
+
     var snapshot: DaemonStatistics.Refusals {
         DaemonStatistics.Refusals(notSealed: notSealed.load, malformed: malformed.load, unknownSender: unknownSender.load,
                                   authentication: authentication.load, replay: replay.load, stale: stale.load,
-                                  senderMismatch: senderMismatch.load, notForEveryone: notForEveryone.load)
+                                  senderMismatch: senderMismatch.load, notForEveryone: notForEveryone.load,
+                                  unknownSession: unknownSession.load, badSignature: badSignature.load, older: older.load)
     }
 
-    var total: Int {
-        [notSealed, malformed, unknownSender, authentication, replay, stale, senderMismatch, notForEveryone].map(\.load).reduce(0, +)
-    }
+    var total: Int { snapshot.total }
 
     var summary: String {
-        "not_sealed=\(notSealed.load) malformed=\(malformed.load) unknown_sender=\(unknownSender.load) "
-            + "authentication=\(authentication.load) replay=\(replay.load) stale=\(stale.load) sender_mismatch=\(senderMismatch.load) not_for_everyone=\(notForEveryone.load)"
+        let r = snapshot
+        return "not_sealed=\(r.notSealed) malformed=\(r.malformed) unknown_sender=\(r.unknownSender) "
+            + "authentication=\(r.authentication) replay=\(r.replay) stale=\(r.stale) sender_mismatch=\(r.senderMismatch) "
+            + "not_for_everyone=\(r.notForEveryone) unknown_session=\(r.unknownSession) bad_signature=\(r.badSignature) older=\(r.older)"
     }
 }

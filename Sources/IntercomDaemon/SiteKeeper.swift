@@ -24,8 +24,14 @@ public final class SiteKeeper: Sendable {
     /// administrator's tool fetches (`SiteDocumentServer`), whatever the document says of it.
     let identity: PublicIdentity
     let enrolmentRequest: [UInt8]
+    /// This terminal's key, which signs its session announcements (never shown or sent).
+    let terminal: TerminalIdentity
+    /// This start's number (`BootCount`): its announcements outrank every earlier start's.
+    let boot: UInt64
 
-    init(site: String, room: String, verifier: SiteVerifier, documentPath: String, identity: TerminalIdentity) {
+    init(site: String, room: String, verifier: SiteVerifier, documentPath: String, identity: TerminalIdentity, boot: UInt64) {
+        terminal = identity
+        self.boot = boot
         siteID = site
         state = Mutex(State(gate: TerminalConfiguration.gate(site: site, room: room, verifier: verifier),
                             shown: DaemonStatistics.Site(id: site, version: 0, digest: "", appliedAt: nil, refused: [:], lastRefusal: nil)))
@@ -38,6 +44,13 @@ public final class SiteKeeper: Sendable {
     var standing: Enrolment.Standing {
         let enrolment = held?.site.enrolment ?? SiteEnrolment()
         return Enrolment.standing(of: identity, approved: enrolment.approved, revoked: enrolment.revoked)
+    }
+
+    /// The rooms whose terminals the document in force approves, with their keys (revoked ones
+    /// left out): whom signalling is sealed with. Empty: terminal keys are not in force yet.
+    var terminalKeys: [String: PublicIdentity] {
+        let enrolment = held?.site.enrolment ?? SiteEnrolment()
+        return enrolment.approved.filter { !enrolment.revoked.contains($0.value) }
     }
 
     /// The version in force; 0 before one is.

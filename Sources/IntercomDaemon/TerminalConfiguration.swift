@@ -43,11 +43,15 @@ public struct TerminalConfiguration: Sendable {
             let verifier: SiteVerifier
             do { verifier = try SiteVerifier(path: local.site.administratorKey) } catch { throw problem("site.administrator_key", error.description) }
             let identity: TerminalIdentity
+            let boot: UInt64
             do throws(SiteKeyError) {
                 identity = creatingIdentity ? try TerminalIdentity.loadOrCreate(path: local.site.identityKey).identity
                     : try TerminalIdentity.loadIfPresent(path: local.site.identityKey) ?? TerminalIdentity()
+                // Counted only by a start that will announce itself; a check counts nothing.
+                boot = creatingIdentity ? try BootCount.next(path: BootCount.path(besideKey: local.site.identityKey)) : 0
             } catch { throw problem("site.identity_key", error.description) }
-            site = SiteKeeper(site: local.site.id, room: local.room.id, verifier: verifier, documentPath: local.site.document, identity: identity)
+            site = SiteKeeper(site: local.site.id, room: local.room.id, verifier: verifier, documentPath: local.site.document,
+                              identity: identity, boot: boot)
         }
         let stored: [UInt8]?
         do { stored = try WholeFile.read(local.site.document) } catch { throw problem("site.document", "\(local.site.document): \(error.cannotText)") }

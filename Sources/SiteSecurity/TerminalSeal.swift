@@ -37,6 +37,10 @@ public final class TerminalSeal: Sendable {
 
     public static let magic: (UInt8, UInt8) = (0x49, 0x53)  // "IS"
     public static let version: UInt8 = 3
+    /// How long a session key lives before `rotate`, and how long the one before still opens
+    /// what peers sealed to it (what was on its way when they heard of the new one).
+    public static let sessionSeconds = 3600.0
+    public static let previousKeptSeconds = 60.0
     /// Bytes a seal adds, plus the sender's id.
     public static let overhead = 4 + 4 + 4 + 8 + 16
 
@@ -110,18 +114,20 @@ public final class TerminalSeal: Sendable {
         state = Mutex(State(mine: Session(make()), directory: directory))
     }
 
-    /// The next announcement of our current session (each one outranks the one before).
-    public func announcement() -> [UInt8] {
+    /// The next announcement of our current session (each one outranks the one before), naming
+    /// the site document we hold (`site`, `SessionAnnouncement.siteBytes` long; default: none).
+    public func announcement(site: [UInt8] = SessionAnnouncement.noSite) -> [UInt8] {
         let (count, key) = state.withLock { s in
             s.count += 1
             return (s.count, s.mine.publicKey)
         }
-        return SessionAnnouncement(room: room, boot: boot, count: count, sessionKey: key, signedWith: identity).encoded()
+        return SessionAnnouncement(room: room, boot: boot, count: count, site: site, sessionKey: key, signedWith: identity).encoded()
     }
 
     /// Takes a peer's announcement. `newSession`: it moved to a session we did not know (so we
-    /// may announce ours back at once, for a peer that has just started).
-    public func heard(_ bytes: [UInt8]) -> Result<(room: String, newSession: Bool), Failure> {
+    /// may announce ours back at once, for a peer that has just started). `site`: the document
+    /// it says it holds.
+    public func heard(_ bytes: [UInt8]) -> Result<(room: String, newSession: Bool, site: [UInt8]), Failure> {
         guard let a = SessionAnnouncement.decode(bytes) else {
             return .failure(SessionAnnouncement.looksLikeOne(bytes) ? .malformed : .notSealed)
         }
@@ -135,7 +141,7 @@ public final class TerminalSeal: Sendable {
         }
         switch known {
         case .failure(let f): return .failure(f)
-        case .success(true): return .success((a.room, false))
+        case .success(true): return .success((a.room, false, a.site))
         case .success(false): break
         }
         return state.withLock { s in
@@ -152,7 +158,7 @@ public final class TerminalSeal: Sendable {
                 peer.current = PeerSession(key: a.sessionKey, id: Self.sessionID(a.sessionKey))
             }
             s.peers[a.room] = peer
-            return .success((a.room, true))
+            return .success((a.room, true, a.site))
         }
     }
 

@@ -195,6 +195,14 @@ struct Sign: ParsableCommand {
         }
         let signed = try signDocument(folder, site: previous.site, key: key, previous: previous)
         print("site \(signed.site): version \(signed.version) signed, sha256 \(SignedSiteDocument.digest(of: signed.encoded()).prefix(16))")
+        // Under terminal keys a room without an approved terminal is silent: say which, before it is published.
+        if let document = try? SiteDocument.parse(folder.documentText(), source: folder.document), !document.enrolment.approved.isEmpty {
+            let enrolment = document.enrolment
+            let keyed = Set(enrolment.approved.filter { !enrolment.revoked.contains($0.value) }.keys)
+            let silent = document.rooms.keys.filter { !keyed.contains($0) }.sorted()
+            print("signalling sealed by terminal keys: \(keyed.count) of \(document.rooms.count) rooms have an approved terminal"
+                  + (silent.isEmpty ? "" : "; silent until approved: " + silent.joined(separator: ", ")))
+        }
     }
 }
 

@@ -123,7 +123,7 @@ enum Render {
             lines.append("network         off")
         }
         if let c = s.calls {
-            lines.append("calls           \(c.retransmissions) retransmissions, \(c.unreachable) unreachable, \(c.decodeErrors) undecodable, \(c.refused.total) refused (\(c.refused.authentication) authentication, \(c.refused.replay) replay); store: \(c.storeWrites) writes, \(c.storeFailures) failed")
+            lines.append("calls           \(c.retransmissions) retransmissions, \(c.unreachable) unreachable, \(c.decodeErrors) undecodable, \(c.refused.total) refused (\(c.refused.authentication) authentication, \(c.refused.replay) replay), sealed by \(c.protection.rawValue)\(c.awaitingSession > 0 ? ", \(c.awaitingSession) held until a session was heard" : ""); store: \(c.storeWrites) writes, \(c.storeFailures) failed")
             lines.append("media to        \(c.mediaTo.isEmpty ? "nobody" : c.mediaTo.joined(separator: ", "))")
             if c.brokenByEmergency > 0 { lines.append("emergency       \(c.brokenByEmergency) calls left for an emergency call") }
             let sp = c.speech

@@ -1,6 +1,8 @@
 import Control
 import Foundation
 import Glibc
+import Posix
+import SiteSecurity
 import TestSupport
 import XCTest
 
@@ -68,4 +70,120 @@ final class EnrolmentRigTests: XCTestCase {
         XCTAssertEqual(refused.status, 1, refused.output)
         XCTAssertTrue(refused.output.contains("revokedIdentity"), refused.output)
     }
+
+    /// Signalling under terminal keys (docs/identity.md): once the document approves terminals,
+    /// they seal to each other pair by pair; a pending terminal is heard by nobody and reaches
+    /// nobody; an approval takes a terminal in and a revocation puts it out when the version
+    /// arrives; a restarted terminal counts one more start and is back at once.
+    func testApprovedTerminalsSealPairwiseAPendingOneIsKeptOutAndARevocationHolds() throws {
+        let ids = ["desk1", "desk2", "desk3"]
+        let rooms = try CallRooms(ids, soundCards: false)
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site"
+        try SiteKit.create(folder, document: SiteKit.document(rooms))  // versions 1 and 2
+        for id in ids { try SiteKit.start(rooms, id, folder: folder) }
+        func stats(_ id: String) -> DaemonStatistics? { try? rooms.daemons[id]?.statistics() }
+        func online(_ id: String) -> Set<String> {
+            guard case .success(.rooms(let d))? = try? rooms.control(id, .rooms) else { return [] }
+            return Set(d.rooms.filter(\.presence.online).map(\.id.value))
+        }
+        func code(_ id: String) throws -> String { try XCTUnwrap(stats(id)?.site?.terminal?.enrolmentCode, "\(id) is pending with a code") }
+        func approve(_ id: String) throws {
+            let r = try SiteKit.run(["approve", "--dir", folder, "--room", id, "--code", try code(id)])
+            XCTAssertEqual(r.status, 0, r.output)
+        }
+        /// Signs and publishes the next version; returns what signing printed.
+        @discardableResult
+        func publish(_ version: UInt64) throws -> String {
+            let signed = try SiteKit.run(["sign", "--dir", folder])
+            XCTAssertEqual(signed.status, 0, signed.output)
+            let p = try SiteKit.run(["publish", "--dir", folder])
+            XCTAssertTrue(p.output.contains("took version \(version)"), p.output)
+            for id in ids where rooms.daemons[id] != nil {
+                XCTAssertNotNil(rooms.daemons[id]!.waitForStatistics(timeout: 5) { $0.site?.version == version && $0.site?.appliedAt != nil },
+                                "\(id) applied version \(version)")
+            }
+            return signed.output
+        }
+
+        XCTAssertEqual(stats("desk1")?.calls?.protection, .clear, "no site key and nothing approved: in the clear")
+        XCTAssertTrue(rooms.waitOnline("desk1", ["desk2", "desk3"]))
+
+        // desk1 and desk2 approved, desk3 pending.
+        try approve("desk1")
+        try approve("desk2")
+        let signing = try publish(3)
+        XCTAssertTrue(signing.contains("2 of 3 rooms have an approved terminal; silent until approved: desk3"), signing)
+        for id in ids { XCTAssertEqual(stats(id)?.calls?.protection, .terminalKeys, "\(id) seals by terminal keys") }
+        XCTAssertTrue(rooms.wait(8) { online("desk1") == ["desk2"] && online("desk2") == ["desk1"] && online("desk3").isEmpty },
+                      "only the approved hear each other: desk1 \(online("desk1")), desk2 \(online("desk2")), desk3 \(online("desk3"))")
+        _ = try rooms.control("desk1", .call(button: "desk2"))
+        XCTAssertTrue(rooms.wait(5) { rooms.isConnected("desk1") && rooms.isConnected("desk2") }, "a call between approved terminals")
+        _ = try rooms.control("desk1", .hangUp)
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("desk1") && rooms.isIdle("desk2") })
+        // The pending terminal sends nothing (everyone would refuse it), not even its call.
+        let sentBefore = stats("desk3")?.calls?.datagramsSent
+        _ = try rooms.control("desk3", .call(button: "desk1"))
+        let deadline = Date().addingTimeInterval(2)
+        while Date() < deadline {
+            XCTAssertNil(rooms.status("desk1")?.call, "the pending terminal's call never reaches desk1")
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        _ = try rooms.control("desk3", .hangUp)
+        XCTAssertNotNil(sentBefore)
+        XCTAssertEqual(stats("desk3")?.calls?.datagramsSent, sentBefore, "a pending terminal is silent")
+
+        // desk3 approved while it is off: back with version 3, under which it is silent, it hears
+        // version 4 named in the others' announcements, fetches it and is taken in.
+        try approve("desk3")
+        XCTAssertEqual(rooms.stop("desk3"), 0)
+        try publish(4)
+        try SiteKit.start(rooms, "desk3", folder: folder)
+        XCTAssertTrue(rooms.wait(8) { stats("desk3")?.site?.version == 4 && stats("desk3")?.site?.appliedAt != nil },
+                      "desk3 fetched and applied the version that approves it")
+        let from = stats("desk3")?.site?.arrival?.from
+        XCTAssertTrue(from == "desk1" || from == "desk2", "fetched from an approved terminal: \(from ?? "-")")
+        XCTAssertTrue(rooms.wait(6) { online("desk1") == ["desk2", "desk3"] && online("desk3") == ["desk1", "desk2"] },
+                      "desk3 approved is heard: desk1 \(online("desk1")), desk3 \(online("desk3"))")
+
+        // An announcement for desk3 signed by another key: refused, counted, and desk3's session stays.
+        let forger = TerminalSeal(identity: TerminalIdentity(), room: "desk3", boot: 1 << 40, directory: [:])
+        let socket = try UDPSocket(bind: .loopback(port: 0))
+        forger.announcement().withUnsafeBytes { _ = socket.send($0, to: .loopback(port: UInt16(rooms.room("desk1").signalling))) }
+        XCTAssertTrue(rooms.wait(2) { stats("desk1")?.calls?.refused.badSignature == 1 }, "the forged announcement is refused as such")
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertEqual(online("desk1"), ["desk2", "desk3"], "desk3 is still heard after the forgery")
+
+        // desk2 revoked: put out.
+        let revoked = try SiteKit.run(["revoke", "--dir", folder, "--room", "desk2"])
+        XCTAssertEqual(revoked.status, 0, revoked.output)
+        try publish(5)
+        XCTAssertEqual(stats("desk2")?.site?.terminal?.standing, "revoked")
+        XCTAssertTrue(rooms.wait(6) { online("desk1") == ["desk3"] && online("desk3") == ["desk1"] },
+                      "nobody hears the revoked terminal: desk1 \(online("desk1")), desk3 \(online("desk3"))")
+        _ = try rooms.control("desk1", .call(button: "desk2"))
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertNil(rooms.status("desk2")?.call, "the revoked terminal is not rung")
+        _ = try rooms.control("desk1", .hangUp)
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("desk1") })
+
+        // desk1 restarts: a second start, and it is back with desk3 at once.
+        let startsFile = "\(rooms.dir)/desk1-terminal.key.starts"
+        XCTAssertEqual(try String(contentsOfFile: startsFile, encoding: .utf8), "1\n")
+        XCTAssertEqual(rooms.stop("desk1"), 0)
+        try SiteKit.start(rooms, "desk1", folder: folder)
+        XCTAssertEqual(try String(contentsOfFile: startsFile, encoding: .utf8), "2\n")
+        var st = stat()
+        XCTAssertEqual(stat(startsFile, &st), 0)
+        XCTAssertEqual(st.st_mode & 0o777, 0o600)
+        XCTAssertTrue(rooms.wait(4) { online("desk1") == ["desk3"] && online("desk3") == ["desk1"] },
+                      "the restarted terminal is heard again: desk1 \(online("desk1")), desk3 \(online("desk3"))")
+        _ = try rooms.control("desk1", .call(button: "desk3"))
+        XCTAssertTrue(rooms.wait(5) { rooms.isConnected("desk1") && rooms.isConnected("desk3") }, "a call after the restart")
+        _ = try rooms.control("desk1", .hangUp)
+        let refusedAtDesk3 = stats("desk3")?.calls?.refused
+        print("terminal keys: desk3 refused \(refusedAtDesk3.map { "\($0)" } ?? "-"); desk1 held \(stats("desk1")?.calls?.awaitingSession ?? -1) sends until a session was heard")
+        XCTAssertEqual(refusedAtDesk3?.authentication, 0, "nothing failed to open between approved terminals")
+    }
 }
+

@@ -127,7 +127,7 @@ struct CallSim {
         for effect in effects {
             switch effect {
             case .send(_, let address, let bytes): transmit(bytes, from: room, to: address)
-            case .hello(let addresses, let bytes): for address in addresses { transmit(bytes, from: room, to: address) }
+            case .hello(let peers, let bytes): for peer in peers { transmit(bytes, from: room, to: peer.address) }
             case .setMediaPlan(let p):
                 plan[room] = p
                 planLog[room, default: []].append((now, p))

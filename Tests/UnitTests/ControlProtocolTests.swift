@@ -108,9 +108,11 @@ final class ControlProtocolTests: XCTestCase {
                   inserted: 2, dropped: 5, newTimelines: 1, driftPPM: -12.5, trimPPM: 40, slewedMs: 3.25, pauseJumpedMs: 1.5, pathShiftMs: 5, playoutDelayMs: 8.5),
         ]),
         calls: .init(decodeErrors: 1, duplicates: 0, retransmissions: 4, unreachable: 0,
-                     refused: .init(notSealed: 0, malformed: 0, unknownSender: 0, authentication: 2, replay: 1, stale: 0, senderMismatch: 0, notForEveryone: 0),
+                     refused: .init(notSealed: 0, malformed: 0, unknownSender: 0, authentication: 2, replay: 1, stale: 0, senderMismatch: 0, notForEveryone: 0,
+                                    unknownSession: 4, badSignature: 1, older: 2),
                      storeWrites: 5, storeFailures: 0, mediaTo: ["239.255.0.1:5004"], brokenByEmergency: 1,
-                     speech: .init(announcements: 3, spoken: 2, cached: 1, failures: 0, lastSynthesisMs: 41.5, lastGapMs: 0)),
+                     speech: .init(announcements: 3, spoken: 2, cached: 1, failures: 0, lastSynthesisMs: 41.5, lastGapMs: 0),
+                     protection: .terminalKeys, awaitingSession: 3),
         reload: .init(count: 2, failed: 1, applied: ["buttons"], waitingForCallEnd: [], restartNeeded: ["audio.period_ms"],
                       audioWaiting: ["audio.capture_device"], audioReopens: 1, notApplied: ["speech: no voice xx"], lastError: "mixer.mic_gain_db: 99 is above 24"),
         site: {

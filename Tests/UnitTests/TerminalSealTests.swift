@@ -92,7 +92,7 @@ final class TerminalSealTests: XCTestCase {
         // Another session key under a's name, not signed by a; the same session again with a
         // broken signature changes nothing, so it is not even checked.
         var bad = again.announcement()
-        bad[30] ^= 1
+        bad[4 + 1 + 16 + SessionAnnouncement.siteBytes + 4] ^= 1  // in the session key
         XCTAssertEqual(failure(b.heard(bad)), .badSignature)
         var same = again.announcement()
         same[same.count - 1] ^= 1

@@ -1,0 +1,229 @@
+import Calls
+import Control
+import Posix
+import RealTime
+import SiteSecurity
+import Synchronization
+
+/// How this terminal's signalling is sealed and opened (docs/identity.md): per pair of terminals
+/// once the site document approves terminal keys, under the one site key before that, in the clear
+/// with neither. The document in force chooses (`use(terminalKeys:)`): the version that approves
+/// the first terminals switches a running terminal over, one that approves none switches it back.
+/// No I/O: the calls thread sends what this returns.
+final class SignalProtection: Sendable {
+    /// What a received datagram is, for the calls thread.
+    enum Received {
+        /// Nothing is sealed: the engine decodes (and counts) it itself.
+        case clear([UInt8])
+        /// Opened and decoded; the seal vouched for its sender.
+        case envelope(Envelope)
+        /// A peer's session announcement, taken. `answer`: ours, to send back to `room` at once
+        /// when the peer has a session we did not know (it has just started or moved on), so
+        /// that it can seal to us before our next round. `site`: the document it says it holds.
+        case announcement(room: RoomID, answer: [UInt8]?, site: SiteStamp?)
+        /// An announcement this terminal does not take (it is not on terminal keys yet, or it is
+        /// silent): only the document its sender says it holds, so that the version that switched
+        /// the site, or approved this terminal, is fetched. A hint: the document is verified on its own.
+        case siteHint(room: RoomID, site: SiteStamp?)
+        /// Refused and counted (`refused`): it never reaches the engine.
+        case refused
+    }
+
+    /// This terminal's key and start number, for the terminal seal.
+    struct Terminal: Sendable {
+        let identity: TerminalIdentity
+        let boot: UInt64
+    }
+
+    private struct State {
+        var mode: SignalProtectionMode
+        /// Made the first time terminal keys are in force and kept after: a new one would count
+        /// its announcements from 1 again, below what peers took.
+        var terminalSeal: TerminalSeal?
+        var nextRotation = Double.infinity
+        var forgetPrevious: Double?
+        /// Under terminal keys with our own key not approved for our room (pending or revoked):
+        /// nothing is sent, since every terminal would refuse it (docs/identity.md).
+        var silent = false
+        /// The site document we hold, as our announcements name it.
+        var site = SessionAnnouncement.noSite
+    }
+
+    private let room: String
+    private let siteSeal: SignalSeal?
+    private let terminal: Terminal?
+    private let state: Mutex<State>
+    /// Datagrams refused before the engine saw them, by reason.
+    let refused = SealRefusals()
+    /// Sends held back under terminal keys: the room's session was not heard yet.
+    let awaitingSession = Counter()
+
+    init(room: RoomID, siteSeal: SignalSeal?, terminal: Terminal?) {
+        self.room = room.value
+        self.siteSeal = siteSeal
+        self.terminal = terminal
+        state = Mutex(State(mode: siteSeal == nil ? .clear : .siteKey))
+    }
+
+    var mode: SignalProtectionMode { state.withLock { $0.mode } }
+    /// Pending or revoked under terminal keys: sending nothing.
+    var silent: Bool { state.withLock { $0.mode == .terminalKeys && $0.silent } }
+
+    /// The document in force approves these rooms' terminals (empty: none, or no site): sealing
+    /// follows. Returns our announcement, for every room, when terminal keys came into force
+    /// just now. A room whose key changed or went loses its sessions at once.
+    func use(terminalKeys: [String: PublicIdentity], now: Double) -> [UInt8]? {
+        guard let terminal, !terminalKeys.isEmpty else {
+            state.withLock { $0.mode = siteSeal == nil ? .clear : .siteKey }
+            return nil
+        }
+        return state.withLock { s -> [UInt8]? in
+            let seal: TerminalSeal
+            if let held = s.terminalSeal {
+                seal = held
+                seal.setDirectory(terminalKeys)
+            } else {
+                seal = TerminalSeal(identity: terminal.identity, room: room, boot: terminal.boot, directory: terminalKeys)
+                s.terminalSeal = seal
+                s.nextRotation = now + TerminalSeal.sessionSeconds
+            }
+            let switched = s.mode != .terminalKeys
+            s.mode = .terminalKeys
+            s.silent = terminalKeys[room] != terminal.identity.publicIdentity
+            return switched && !s.silent ? seal.announcement(site: s.site) : nil
+        }
+    }
+
+    /// The site document this terminal holds from now on (its announcements name it).
+    func holds(_ site: SiteStamp?) { state.withLock { $0.site = site?.bytes ?? SessionAnnouncement.noSite } }
+
+    /// The site key's directory changed (a reload).
+    func setKnownRooms(_ rooms: Set<String>) { siteSeal?.setKnownRooms(rooms) }
+
+    /// The mode and, under terminal keys, the seal (nil otherwise, and while this terminal is silent).
+    private var current: (SignalProtectionMode, TerminalSeal?) {
+        state.withLock { ($0.mode, $0.mode == .terminalKeys && !$0.silent ? $0.terminalSeal : nil) }
+    }
+
+    func receive(_ datagram: [UInt8]) -> Received {
+        let (mode, seal, site) = state.withLock { ($0.mode, $0.mode == .terminalKeys && !$0.silent ? $0.terminalSeal : nil, $0.site) }
+        if SessionAnnouncement.looksLikeOne(datagram) {
+            guard let seal else {
+                // Not on terminal keys, or silent: what it says of the site, nothing more.
+                guard let a = SessionAnnouncement.decode(datagram), let room = RoomID(a.room) else {
+                    refused.malformed.increment()
+                    return .refused
+                }
+                return .siteHint(room: room, site: SiteStamp(bytes: a.site))
+            }
+            switch seal.heard(datagram) {
+            case .failure(let why):
+                refused.count(why)
+                return .refused
+            case .success(let (room, newSession, stamp)):
+                guard let id = RoomID(room) else { return .refused }  // the document's rooms are valid ids
+                return .announcement(room: id, answer: newSession ? seal.announcement(site: site) : nil, site: SiteStamp(bytes: stamp))
+            }
+        }
+        switch (mode, seal) {
+        case (.clear, _):
+            return .clear(datagram)
+        case (.siteKey, _):
+            guard let siteSeal else { return .clear(datagram) }
+            switch siteSeal.open(datagram) {
+            case .failure(let why):
+                refused.count(why)
+                return .refused
+            case .success(let (sender, plaintext, forEveryRoom)):
+                guard let envelope = decoded(plaintext, from: sender) else { return .refused }
+                // Only a hello says the same to every room; anything else names its room in the seal.
+                if forEveryRoom {
+                    guard case .hello = envelope.message else {
+                        refused.notForEveryone.increment()
+                        return .refused
+                    }
+                }
+                return .envelope(envelope)
+            }
+        case (.terminalKeys, let seal?):
+            switch seal.open(datagram) {
+            case .failure(let why):
+                refused.count(why)
+                return .refused
+            case .success(let (sender, plaintext)):
+                return decoded(plaintext, from: sender).map(Received.envelope) ?? .refused
+            }
+        case (.terminalKeys, nil):
+            return .refused  // silent: nobody seals to a terminal whose key is not approved
+        }
+    }
+
+    /// The engine checks the sender against the source address; the seal vouches for the sender
+    /// it named, so the two must agree.
+    private func decoded(_ plaintext: [UInt8], from sender: String) -> Envelope? {
+        guard case .success(let envelope) = SignalCodec.decode(plaintext), envelope.sender.value == sender else {
+            refused.senderMismatch.increment()
+            return nil
+        }
+        return envelope
+    }
+
+    /// `plain` as sent to `room`; nil (counted) under terminal keys while its session is unknown.
+    func seal(_ plain: [UInt8], for room: RoomID) -> [UInt8]? {
+        switch current {
+        case (.clear, _): return plain
+        case (.siteKey, _): return siteSeal?.seal(plain, for: .room(room.value)) ?? plain
+        case (.terminalKeys, let seal):
+            guard let seal else { return nil }  // silent
+            guard let sealed = seal.seal(plain, for: room.value) else {
+                awaitingSession.increment()
+                return nil
+            }
+            return sealed
+        }
+    }
+
+    /// What a hello round sends: each datagram to its addresses. Under terminal keys our
+    /// announcement goes first (to every room: it is the same for all), then the hello sealed for
+    /// each room whose session we hold.
+    func hello(_ plain: [UInt8], to peers: [SignallingPeer]) -> [(datagram: [UInt8], to: [IPv4Endpoint])] {
+        let all = peers.map(\.address)
+        switch current {
+        case (.clear, _): return [(plain, all)]
+        case (.siteKey, _): return [(siteSeal?.seal(plain, for: .everyRoom) ?? plain, all)]
+        case (.terminalKeys, let seal):
+            guard let seal else { return [] }  // silent
+            var out = [(datagram: seal.announcement(site: state.withLock { $0.site }), to: all)]
+            for peer in peers {
+                if let sealed = seal.seal(plain, for: peer.room.value) { out.append((sealed, [peer.address])) }
+            }
+            return out
+        }
+    }
+
+    /// The session key's turn (calls thread, each loop): a new one every `sessionSeconds`,
+    /// announced to every room at once (returned); the one before is erased a minute later,
+    /// with every pairing under it.
+    func tick(now: Double) -> [UInt8]? {
+        state.withLock { s -> [UInt8]? in
+            guard s.mode == .terminalKeys, !s.silent, let seal = s.terminalSeal else { return nil }
+            if let at = s.forgetPrevious, now >= at {
+                seal.forgetPrevious()
+                s.forgetPrevious = nil
+            }
+            guard now >= s.nextRotation else { return nil }
+            seal.rotate()
+            s.nextRotation = now + TerminalSeal.sessionSeconds
+            s.forgetPrevious = now + TerminalSeal.previousKeptSeconds
+            return seal.announcement(site: s.site)
+        }
+    }
+
+    /// When `tick` has something to do next.
+    var nextDeadline: Double? {
+        state.withLock { s -> Double? in
+            guard s.mode == .terminalKeys else { return nil }
+            return min(s.nextRotation, s.forgetPrevious ?? .infinity)
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import Calls
+import Control
+@testable import IntercomDaemon
+import Posix
+import SiteSecurity
+import XCTest
+
+/// How the calls thread seals and opens signalling, through `SignalProtection` with real keys:
+/// the document's approvals switch it from the site key to terminal keys and back; approved
+/// terminals find each other from one announcement and its answer; a pending terminal sends
+/// nothing; a revoked one is refused at once; a rotated session is announced and still opens
+/// what was on its way.
+final class SignalProtectionTests: XCTestCase {
+    private let a = RoomID("desk1")!, b = RoomID("desk2")!, c = RoomID("desk3")!
+    private let peers = [SignallingPeer(room: RoomID("desk2")!, address: .loopback(port: 2)),
+                         SignallingPeer(room: RoomID("desk3")!, address: .loopback(port: 3))]
+
+    private func hello(from room: RoomID, id: UInt32) -> [UInt8] {
+        SignalCodec.encode(Envelope(sender: room, messageID: id, message: .hello(doNotDisturb: false, call: nil)))
+    }
+
+    private func opened(_ r: SignalProtection.Received) -> Envelope? {
+        if case .envelope(let e) = r { return e }
+        return nil
+    }
+
+    func testApprovalsSwitchToTerminalKeysPairsFindEachOtherAndARevocationHoldsAtOnce() throws {
+        let site = try SiteKey(bytes: Array(repeating: 7, count: 32))
+        let keys = [a, b, c].map { _ in TerminalIdentity() }
+        func protection(_ i: Int) -> SignalProtection {
+            let room = [a, b, c][i]
+            return SignalProtection(room: room, siteSeal: SignalSeal(siteKey: site, room: room.value, knownRooms: ["desk1", "desk2", "desk3"]),
+                                    terminal: .init(identity: keys[i], boot: 1))
+        }
+        let (pa, pb, pc) = (protection(0), protection(1), protection(2))
+        XCTAssertEqual(pa.mode, .siteKey)
+        XCTAssertNil(pa.use(terminalKeys: [:], now: 0), "nothing approved: the site key stays")
+        XCTAssertEqual(pa.mode, .siteKey)
+
+        // desk1 and desk2 approved, desk3 pending.
+        let approved = ["desk1": keys[0].publicIdentity, "desk2": keys[1].publicIdentity]
+        let announceA = try XCTUnwrap(pa.use(terminalKeys: approved, now: 0), "switching announces at once")
+        let announceB = try XCTUnwrap(pb.use(terminalKeys: approved, now: 0))
+        XCTAssertNil(pc.use(terminalKeys: approved, now: 0), "a pending terminal announces nothing")
+        XCTAssertEqual([pa.mode, pb.mode, pc.mode], [.terminalKeys, .terminalKeys, .terminalKeys])
+        XCTAssertTrue(pc.silent)
+        XCTAssertEqual(pc.hello(hello(from: c, id: 1), to: peers).count, 0, "a pending terminal sends nothing")
+        XCTAssertNil(pa.seal(hello(from: a, id: 1), for: b), "no session of desk2 heard yet: held back")
+        XCTAssertEqual(pa.awaitingSession.load, 1)
+        _ = announceB
+
+        // desk1's announcements name the document it holds; the silent desk3 still learns of it.
+        let held = SiteStamp(version: 7, digest: 0xD1, length: 900)
+        pa.holds(held)
+        guard case .siteHint(let hinter, let stamp) = pc.receive(try XCTUnwrap(pa.hello(hello(from: a, id: 1), to: peers).first?.datagram)) else {
+            return XCTFail("a silent terminal hears which document an announcement names")
+        }
+        XCTAssertEqual(hinter, a)
+        XCTAssertEqual(stamp, held)
+
+        // desk2 hears desk1's announcement and answers; desk1 takes the answer.
+        guard case .announcement(let room, let answer?, _) = pb.receive(announceA) else { return XCTFail("desk2 takes desk1's announcement and answers it") }
+        XCTAssertEqual(room, a)
+        // desk1 had not heard desk2's session either, so it answers too; desk2 knows that one.
+        guard case .announcement(_, let again?, _) = pa.receive(answer) else { return XCTFail("desk1 takes the answer") }
+        guard case .announcement(_, nil, _) = pb.receive(again) else { return XCTFail("desk2 does not answer a session it holds") }
+        let sealed = try XCTUnwrap(pa.seal(hello(from: a, id: 2), for: b))
+        XCTAssertEqual(opened(pb.receive(sealed))?.sender, a)
+        XCTAssertNil(opened(pb.receive(sealed)), "a replay is refused")
+        XCTAssertEqual(pb.refused.replay.load, 1)
+        XCTAssertNil(opened(pc.receive(sealed)), "sealed for desk2, not for desk3")
+
+        // A hello round: the announcement to all, then one seal per room whose session is held.
+        let round = pa.hello(hello(from: a, id: 3), to: peers)
+        XCTAssertEqual(round.map { $0.to }, [peers.map(\.address), [peers[0].address]])
+
+        // A forged announcement for desk2 (another key) is refused; desk2's session stays.
+        let forged = TerminalSeal(identity: TerminalIdentity(), room: "desk2", boot: 99, directory: [:]).announcement()
+        guard case .refused = pa.receive(forged) else { return XCTFail("a forged announcement is refused") }
+        XCTAssertEqual(pa.refused.badSignature.load, 1)
+        XCTAssertNotNil(opened(pa.receive(try XCTUnwrap(pb.seal(hello(from: b, id: 1), for: a)))))
+
+        // Rotation: announced, and what desk2 sealed to the old session still opens within the minute.
+        let inFlight = try XCTUnwrap(pb.seal(hello(from: b, id: 2), for: a))
+        XCTAssertNil(pa.tick(now: TerminalSeal.sessionSeconds - 1))
+        let rotated = try XCTUnwrap(pa.tick(now: TerminalSeal.sessionSeconds))
+        XCTAssertNotNil(opened(pa.receive(inFlight)), "sealed to the previous session, on its way")
+        guard case .announcement = pb.receive(rotated) else { return XCTFail("desk2 takes the new session") }
+        XCTAssertNotNil(opened(pa.receive(try XCTUnwrap(pb.seal(hello(from: b, id: 3), for: a)))))
+        let late = try XCTUnwrap(pb.seal(hello(from: b, id: 4), for: a))
+        _ = pa.tick(now: TerminalSeal.sessionSeconds + TerminalSeal.previousKeptSeconds)
+        XCTAssertNotNil(opened(pa.receive(late)), "sealed to the new session: opens after the old one is erased")
+
+        // desk2 revoked: refused at desk1 at once; desk2 falls silent.
+        let fromB = try XCTUnwrap(pb.seal(hello(from: b, id: 5), for: a))
+        let revoked = ["desk1": keys[0].publicIdentity]
+        XCTAssertNil(pa.use(terminalKeys: revoked, now: 4000))
+        XCTAssertNil(pb.use(terminalKeys: revoked, now: 4000))
+        XCTAssertTrue(pb.silent)
+        let before = pa.refused.unknownSender.load
+        XCTAssertNil(opened(pa.receive(fromB)))
+        XCTAssertEqual(pa.refused.unknownSender.load, before + 1)
+        XCTAssertNil(pa.seal(hello(from: a, id: 9), for: b), "nothing is sealed to the revoked terminal")
+
+        // Nothing approved any more: back to the site key.
+        XCTAssertNil(pa.use(terminalKeys: [:], now: 5000))
+        XCTAssertEqual(pa.mode, .siteKey)
+    }
+}
