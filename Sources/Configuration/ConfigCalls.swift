@@ -289,7 +289,7 @@ extension DaemonConfig {
                       KeysSection.debounceMsRange).reloaded(.live),
             .duration("long_press_ms", \.keys.longPress, .milliseconds, "A key with an entry in long_map, held this long, does its long action; let go sooner, its map action, ms",
                       KeysSection.longPressMsRange).reloaded(.live),
-            .keyMap("map", \.keys.map, "Key name (KEY_F1, BTN_0) or code → call:<button name or number>, answer, decline, hang_up, call_back, call_missed, acknowledge, acknowledge_all, toggle_mic_mute, toggle_speaker_mute, toggle_dnd, toggle_read_aloud or notify:<notification id>; e.g. { KEY_F1 = \"call:alle\", KEY_ESC = \"hang_up\" }, or the same as a [keys.map] table").reloaded(.live),
+            .keyMap("map", \.keys.map, "Key name (KEY_F1, BTN_0) or code → call:<button name or number>, answer, decline, hang_up, call_back, call_missed, acknowledge, acknowledge_all, toggle_mic_mute, toggle_speaker_mute, toggle_dnd, toggle_read_aloud, say_enrolment_code or notify:<notification id>; e.g. { KEY_F1 = \"call:alle\", KEY_ESC = \"hang_up\" }, or the same as a [keys.map] table").reloaded(.live),
             .keyMap("long_map", \.keys.longMap, "The same for a long press (long_press_ms), for a box with few keys; a key listed here fires its map action when let go, not when pressed; e.g. { KEY_F1 = \"call_back\" }").reloaded(.live),
         ]),
         tonesSection,

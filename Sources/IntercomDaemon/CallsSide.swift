@@ -25,11 +25,19 @@ final class CallsSide: @unchecked Sendable {
     private var buttonNames: [String]
     private var keys: KeyReader?
     private let log: Logger
+    /// This terminal's enrolment code read aloud: a tone, then the digits twice, for the installer
+    /// to write down (docs/identity.md); nil without a site.
+    private let enrolmentSpeech: Announcement?
 
     init(config: DaemonConfig, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, sounds: TerminalSounds,
          callInputs: [MixerInput], site: SiteKeeper?, logger: Logger) throws {
         log = logger
         self.sounds = sounds
+        enrolmentSpeech = site.map { s in
+            let code = s.identity.enrolmentCode(site: s.siteID).spoken
+            // Its own id: no notification's, so acknowledging one never cuts it.
+            return Announcement(id: NotificationID(0), tone: .gong, text: "\(code). \(code).", level: .normal, priority: .normal)
+        }
         let settings = config.callSettings()
         let texts = config.speech.prepareAtStart ? config.textsReadHere() : []
         announcer = Announcer(sounds: sounds, speech: config.speech, sampleRate: config.audio.sampleRate, callInputs: callInputs,
@@ -104,11 +112,16 @@ final class CallsSide: @unchecked Sendable {
 
     private func startKeys() {
         guard let keySettings else { return }
-        let service = service, log = log
+        let service = service, log = log, announcer = announcer, enrolmentSpeech = enrolmentSpeech
         let buttons = buttonNames
         do {
             keys = try KeyReader(settings: keySettings, onPress: { press in
                 log.info("key \(press.code)\(press.long ? " (long)" : ""): \(press.action.map(\.description) ?? "nothing")")
+                // A terminal nobody hears (its key not approved) has one thing to say: its code.
+                if let enrolmentSpeech, press.action == .sayEnrolmentCode || service.protection.silent {
+                    announcer.announce(enrolmentSpeech)
+                    return
+                }
                 // A key that can do nothing says so (the error tone).
                 if let command = press.action?.command(buttons: buttons) {
                     service.perform(command, fromKey: true)

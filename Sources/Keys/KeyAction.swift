@@ -30,6 +30,9 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
     case toggleReadAloud
     /// Send the notification type with this id (`[notifications.<id>]`).
     case notify(String)
+    /// Read this terminal's enrolment code aloud (docs/identity.md); a pending terminal reads it
+    /// at any key.
+    case sayEnrolmentCode
 
     /// The actions without an argument, by their configuration spelling: the one list the
     /// parser, the printer and the help texts read.
@@ -37,7 +40,7 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
         ("answer", .answer), ("decline", .decline), ("hang_up", .hangUp), ("call_back", .callBack),
         ("call_missed", .callMissed), ("acknowledge", .acknowledge), ("acknowledge_all", .acknowledgeAll),
         ("toggle_mic_mute", .toggleMicMute), ("toggle_speaker_mute", .toggleSpeakerMute), ("toggle_dnd", .toggleDoNotDisturb),
-        ("toggle_read_aloud", .toggleReadAloud),
+        ("toggle_read_aloud", .toggleReadAloud), ("say_enrolment_code", .sayEnrolmentCode),
     ]
 
     /// Every spelling but `call:` and `notify:`, for help texts.
@@ -80,7 +83,8 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The call engine's command for this key; `buttons` are the configured button names in
-    /// order. Nil for a button index or name that is not configured.
+    /// order. Nil for a button index or name that is not configured, and for what is not the
+    /// engine's (`sayEnrolmentCode`).
     public func command(buttons: [String]) -> CallCommand? {
         switch self {
         case .callButton(.index(let n)):
@@ -99,6 +103,7 @@ public enum KeyAction: Sendable, Hashable, CustomStringConvertible {
         case .toggleDoNotDisturb: return .toggleDoNotDisturb
         case .toggleReadAloud: return .toggleReadAloud
         case .notify(let id): return .notify(type: id)
+        case .sayEnrolmentCode: return nil
         }
     }
 }

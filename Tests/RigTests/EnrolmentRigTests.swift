@@ -2,6 +2,8 @@ import Control
 import Foundation
 import Glibc
 import Posix
+import RigKit
+import SignalTools
 import SiteSecurity
 import TestSupport
 import XCTest
@@ -184,6 +186,63 @@ final class EnrolmentRigTests: XCTestCase {
         let refusedAtDesk3 = stats("desk3")?.calls?.refused
         print("terminal keys: desk3 refused \(refusedAtDesk3.map { "\($0)" } ?? "-"); desk1 held \(stats("desk1")?.calls?.awaitingSession ?? -1) sends until a session was heard")
         XCTAssertEqual(refusedAtDesk3?.authentication, 0, "nothing failed to open between approved terminals")
+    }
+
+    /// A terminal nobody hears (terminal keys in force, its own not approved) reads its enrolment
+    /// code aloud at any key, for the installer at the box, and does nothing else; approved, its
+    /// keys do what they say, and `say_enrolment_code` still reads the code.
+    func testAPendingTerminalReadsItsCodeAtAnyKeyAndAnApprovedOneWhenAsked() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site"
+        // The keys' map is the site's; the key device is the box's own.
+        try SiteKit.create(folder, document: SiteKit.document(rooms, extra: "[keys.map]\nKEY_1 = \"call:rooma\"\nKEY_2 = \"say_enrolment_code\"\n"))
+        let fifo = "\(rooms.dir)/roomb-keys"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        try SiteKit.start(rooms, "rooma", folder: folder)
+        try SiteKit.start(rooms, "roomb", folder: folder, own: "[keys]\ndevice = \"\(fifo)\"")
+        let keys = try FIFOKeyWriter(path: fifo)
+        func stats(_ id: String) -> DaemonStatistics? { try? rooms.daemons[id]?.statistics() }
+        func approve(_ id: String, version: UInt64) throws {
+            let code = try XCTUnwrap(stats(id)?.site?.terminal?.enrolmentCode)
+            let approved = try SiteKit.run(["approve", "--dir", folder, "--room", id, "--code", code])
+            XCTAssertEqual(approved.status, 0, approved.output)
+            try SiteKit.sign(folder)
+            XCTAssertTrue(try SiteKit.run(["publish", "--dir", folder]).output.contains("took version \(version)"))
+            for d in rooms.daemons.values {
+                XCTAssertNotNil(d.waitForStatistics(timeout: 5) { $0.site?.version == version && $0.site?.appliedAt != nil }, d.log)
+            }
+        }
+        try approve("rooma", version: 3)
+        XCTAssertEqual(stats("roomb")?.site?.terminal?.standing, "pending")
+
+        // KEY_1 (call:rooma) at the pending box: its code, read aloud; no call.
+        let path = "\(rooms.dir)/roomb-speaker.wav"
+        let recorder = try RoomRecorder(room: rooms.room("roomb").rig, path: path)
+        keys.press(2)
+        XCTAssertTrue(rooms.wait(20) { stats("roomb")?.calls?.speech.spoken == 1 && rooms.status("roomb")?.call == nil }, "the code is read")
+        Thread.sleep(forTimeInterval: 8)  // the digits, twice
+        recorder.stop()
+        XCTAssertNil(rooms.status("rooma")?.call, "the pending terminal's key called nobody")
+        XCTAssertEqual(stats("roomb")?.calls?.speech.failures, 0)
+        let heard = try WAVAudio.read(path: path).floats()
+        let window = 2400
+        let loud = stride(from: 0, to: heard.count - window, by: window).filter { Levels.rmsDB(Array(heard[$0..<($0 + window)])) > -45 }.count
+        let seconds = Double(loud * window) / 48000
+        print("enrolment code read aloud: \(String(format: "%.1f", seconds)) s of sound at roomb")
+        XCTAssertGreaterThan(seconds, 4, "a tone and 24 digits were heard at roomb")
+
+        // Approved: KEY_1 calls; KEY_2 reads the code.
+        try approve("roomb", version: 4)
+        XCTAssertTrue(rooms.waitOnline("roomb", ["rooma"]))
+        keys.press(2)
+        XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "the approved terminal's key calls")
+        XCTAssertEqual(stats("roomb")?.calls?.speech.announcements, 1)
+        _ = try rooms.control("roomb", .hangUp)
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomb") })
+        keys.press(3)
+        XCTAssertTrue(rooms.wait(20) { stats("roomb")?.calls?.speech.announcements == 2 }, "say_enrolment_code reads it when approved too")
     }
 }
 

@@ -30,6 +30,21 @@ final class EnrolmentTests: XCTestCase {
         XCTAssertEqual(second.identity.publicIdentity, first.identity.publicIdentity)
     }
 
+    /// The start count beside the key only rises (announcements are ordered by it), is 0600, and
+    /// a file that is not a count stops the start with its path rather than counting from 1 again.
+    func testTheStartCountRisesAtEachStartAndABrokenOneIsNamedNotReplaced() throws {
+        let path = BootCount.path(besideKey: folder() + "/terminal.key")
+        XCTAssertEqual(try BootCount.next(path: path), 1)
+        XCTAssertEqual(try BootCount.next(path: path), 2)
+        XCTAssertEqual(mode(path), 0o600)
+        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), "2\n")
+        try "two\n".write(toFile: path, atomically: false, encoding: .utf8)
+        XCTAssertThrowsError(try BootCount.next(path: path)) { error in
+            XCTAssertTrue("\(error)".contains("\(path): not a count of starts"), "\(error)")
+        }
+        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), "two\n", "left for the administrator")
+    }
+
     func testAKeyFileOthersMayReadOrThatIsNotAKeyIsRefusedAndNeverReplaced() throws {
         let path = folder() + "/terminal.key"
         _ = try TerminalIdentity.loadOrCreate(path: path)
