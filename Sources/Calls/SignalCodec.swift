@@ -68,9 +68,7 @@ public enum SignalCodec {
             if let announcement {
                 out.appendText(announcement.software, max: SiteAnnouncement.maxSoftwareBytes)
                 if let site = announcement.site {
-                    out.appendBE(site.version)
-                    out.appendBE(site.digest)
-                    out.appendBE(site.length)
+                    out.append(contentsOf: site.bytes)
                     out.appendBE(milliseconds(announcement.appliedAt ?? 0))
                 }
             }
@@ -230,8 +228,8 @@ public enum SignalCodec {
                 let software = try r.text(max: SiteAnnouncement.maxSoftwareBytes)
                 var site: SiteStamp?, appliedAt: Double?
                 if bits & 4 != 0 {
-                    let version = try r.uint64(), digest = try r.uint64(), length = try r.uint32()
-                    site = SiteStamp(version: version, digest: digest, length: length)
+                    guard let stamp = SiteStamp(bytes: Array(try r.bytes(SiteStamp.byteCount))) else { throw .invalidSiteStamp }
+                    site = stamp
                     let ms = try r.uint64()
                     guard ms <= maxMilliseconds else { throw .invalidTime }
                     appliedAt = ms == 0 ? nil : Double(ms) / 1000  // 0: held, not yet applied

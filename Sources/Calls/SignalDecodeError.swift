@@ -36,6 +36,8 @@ public enum SignalDecodeError: Error, CaseIterable, Hashable, Sendable, CustomSt
     case unknownTone
     /// A notification's text is too long, not UTF-8, has control characters, or names an invalid type.
     case invalidText
+    /// A hello's site stamp names version 0 (there is none: the bit says whether one follows).
+    case invalidSiteStamp
 
     public var description: String {
         switch self {
@@ -58,6 +60,7 @@ public enum SignalDecodeError: Error, CaseIterable, Hashable, Sendable, CustomSt
         case .unknownPriority: "unknown notification priority"
         case .unknownTone: "unknown notification tone"
         case .invalidText: "invalid notification text"
+        case .invalidSiteStamp: "site stamp of version 0"
         }
     }
 }

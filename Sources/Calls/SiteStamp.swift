@@ -13,7 +13,10 @@ public struct SiteStamp: Sendable, Equatable, Hashable, Comparable {
         self.length = length
     }
 
-    /// Its 20 bytes as a session announcement carries it (big endian: version, digest, length).
+    /// Its size on the wire.
+    public static let byteCount = 20
+
+    /// Its bytes as hellos and session announcements carry it (big endian: version, digest, length).
     public var bytes: [UInt8] {
         var out: [UInt8] = []
         for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: version >> UInt64(shift))) }
@@ -24,7 +27,7 @@ public struct SiteStamp: Sendable, Equatable, Hashable, Comparable {
 
     /// The stamp in those 20 bytes; nil for another length or version 0 (none).
     public init?(bytes: [UInt8]) {
-        guard bytes.count == 20 else { return nil }
+        guard bytes.count == Self.byteCount else { return nil }
         func be(_ range: Range<Int>) -> UInt64 { bytes[range].reduce(0) { $0 << 8 | UInt64($1) } }
         guard be(0..<8) != 0 else { return nil }
         self.init(version: be(0..<8), digest: be(8..<16), length: UInt32(be(16..<20)))

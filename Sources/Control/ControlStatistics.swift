@@ -483,18 +483,25 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// without a site.
         public var terminal: Terminal?
 
+        /// What the site document in force says of a terminal's key.
+        public enum TerminalStanding: String, Sendable, Codable {
+            /// No document approves it yet.
+            case pending
+            case approved
+            case revoked
+        }
+
         /// A terminal's standing in its site (docs/identity.md).
         public struct Terminal: Sendable, Equatable, Codable {
             /// The fingerprint of its public key (never the key file's contents).
             public var key: String
-            /// "pending" (no document approves it yet), "approved" or "revoked".
-            public var standing: String
+            public var standing: TerminalStanding
             /// The room the document approves it for.
             public var room: String?
             /// While pending: the code the installer reads to the administrator.
             public var enrolmentCode: String?
 
-            public init(key: String, standing: String, room: String?, enrolmentCode: String?) {
+            public init(key: String, standing: TerminalStanding, room: String?, enrolmentCode: String?) {
                 self.key = key
                 self.standing = standing
                 self.room = room

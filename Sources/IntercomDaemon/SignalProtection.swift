@@ -100,13 +100,14 @@ final class SignalProtection: Sendable {
     /// The site key's directory changed (a reload).
     func setKnownRooms(_ rooms: Set<String>) { siteSeal?.setKnownRooms(rooms) }
 
-    /// The mode and, under terminal keys, the seal (nil otherwise, and while this terminal is silent).
-    private var current: (SignalProtectionMode, TerminalSeal?) {
-        state.withLock { ($0.mode, $0.mode == .terminalKeys && !$0.silent ? $0.terminalSeal : nil) }
+    /// One look at the state: the mode; under terminal keys, the seal (nil otherwise, and while
+    /// this terminal is silent); the site document our announcements name.
+    private var current: (mode: SignalProtectionMode, seal: TerminalSeal?, site: [UInt8]) {
+        state.withLock { ($0.mode, $0.mode == .terminalKeys && !$0.silent ? $0.terminalSeal : nil, $0.site) }
     }
 
     func receive(_ datagram: [UInt8]) -> Received {
-        let (mode, seal, site) = state.withLock { ($0.mode, $0.mode == .terminalKeys && !$0.silent ? $0.terminalSeal : nil, $0.site) }
+        let (mode, seal, site) = current
         if SessionAnnouncement.looksLikeOne(datagram) {
             guard let seal else {
                 // Not on terminal keys, or silent: what it says of the site, nothing more.
@@ -171,9 +172,9 @@ final class SignalProtection: Sendable {
     /// `plain` as sent to `room`; nil (counted) under terminal keys while its session is unknown.
     func seal(_ plain: [UInt8], for room: RoomID) -> [UInt8]? {
         switch current {
-        case (.clear, _): return plain
-        case (.siteKey, _): return siteSeal?.seal(plain, for: .room(room.value)) ?? plain
-        case (.terminalKeys, let seal):
+        case (.clear, _, _): return plain
+        case (.siteKey, _, _): return siteSeal?.seal(plain, for: .room(room.value)) ?? plain
+        case (.terminalKeys, let seal, _):
             guard let seal else { return nil }  // silent
             guard let sealed = seal.seal(plain, for: room.value) else {
                 awaitingSession.increment()
@@ -189,11 +190,11 @@ final class SignalProtection: Sendable {
     func hello(_ plain: [UInt8], to peers: [SignallingPeer]) -> [(datagram: [UInt8], to: [IPv4Endpoint])] {
         let all = peers.map(\.address)
         switch current {
-        case (.clear, _): return [(plain, all)]
-        case (.siteKey, _): return [(siteSeal?.seal(plain, for: .everyRoom) ?? plain, all)]
-        case (.terminalKeys, let seal):
+        case (.clear, _, _): return [(plain, all)]
+        case (.siteKey, _, _): return [(siteSeal?.seal(plain, for: .everyRoom) ?? plain, all)]
+        case (.terminalKeys, let seal, let site):
             guard let seal else { return [] }  // silent
-            var out = [(datagram: seal.announcement(site: state.withLock { $0.site }), to: all)]
+            var out = [(datagram: seal.announcement(site: site), to: all)]
             for peer in peers {
                 if let sealed = seal.seal(plain, for: peer.room.value) { out.append((sealed, [peer.address])) }
             }

@@ -41,7 +41,9 @@ public final class SiteKeeper: Sendable {
     }
 
     /// What the document in force says of this terminal's key (docs/identity.md).
-    var standing: Enrolment.Standing {
+    var standing: Enrolment.Standing { Self.standing(of: identity, in: held) }
+
+    private static func standing(of identity: PublicIdentity, in held: SiteDocumentGate<SiteDocument>.Held?) -> Enrolment.Standing {
         let enrolment = held?.site.enrolment ?? SiteEnrolment()
         return Enrolment.standing(of: identity, approved: enrolment.approved, revoked: enrolment.revoked)
     }
@@ -57,11 +59,12 @@ public final class SiteKeeper: Sendable {
     public var version: UInt64 { held?.version ?? 0 }
     var held: SiteDocumentGate<SiteDocument>.Held? { state.withLock { $0.gate.held } }
     var snapshot: DaemonStatistics.Site {
-        var shown = state.withLock { $0.shown }
-        shown.terminal = switch standing {
-        case .pending: .init(key: identity.fingerprint, standing: "pending", room: nil, enrolmentCode: identity.enrolmentCode(site: siteID).description)
-        case .approved(let room): .init(key: identity.fingerprint, standing: "approved", room: room, enrolmentCode: nil)
-        case .revoked: .init(key: identity.fingerprint, standing: "revoked", room: nil, enrolmentCode: nil)
+        // One lock: the standing and the rest from the same document.
+        var (shown, held) = state.withLock { ($0.shown, $0.gate.held) }
+        shown.terminal = switch Self.standing(of: identity, in: held) {
+        case .pending: .init(key: identity.fingerprint, standing: .pending, room: nil, enrolmentCode: identity.enrolmentCode(site: siteID).description)
+        case .approved(let room): .init(key: identity.fingerprint, standing: .approved, room: room, enrolmentCode: nil)
+        case .revoked: .init(key: identity.fingerprint, standing: .revoked, room: nil, enrolmentCode: nil)
         }
         return shown
     }

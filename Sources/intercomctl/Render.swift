@@ -145,7 +145,7 @@ enum Render {
         if let site = s.site {
             var line = "site            \(site.id) version \(site.version)"
             if let t = site.terminal {
-                line += "; this terminal \(t.key): \(t.standing)" + (t.room.map { " for \($0)" } ?? "")
+                line += "; this terminal \(t.key): \(t.standing.rawValue)" + (t.room.map { " for \($0)" } ?? "")
                 if let code = t.enrolmentCode { line += ", enrolment code \(code)" }
             }
             lines.append(line)

@@ -27,7 +27,7 @@ final class EnrolmentRigTests: XCTestCase {
         XCTAssertEqual(stat(keyPath, &st), 0, "the first start made the key")
         XCTAssertEqual(st.st_mode & 0o777, 0o600)
         let pending = try XCTUnwrap(a.waitForStatistics(timeout: 5) { $0.site?.terminal != nil }?.site?.terminal, a.log)
-        XCTAssertEqual(pending.standing, "pending")
+        XCTAssertEqual(pending.standing, .pending)
         let code = try XCTUnwrap(pending.enrolmentCode)
         let secret = try String(contentsOfFile: keyPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         XCTAssertFalse(a.log.contains(secret), "the key file's contents never reach the log")
@@ -50,7 +50,7 @@ final class EnrolmentRigTests: XCTestCase {
         try SiteKit.sign(folder)  // version 3
         let published = try SiteKit.run(["publish", "--dir", folder])
         XCTAssertTrue(published.output.contains("took version 3"), published.output)
-        let inForce = try XCTUnwrap(a.waitForStatistics(timeout: 5) { $0.site?.terminal?.standing == "approved" }?.site?.terminal, a.log)
+        let inForce = try XCTUnwrap(a.waitForStatistics(timeout: 5) { $0.site?.terminal?.standing == .approved }?.site?.terminal, a.log)
         XCTAssertEqual(inForce.room, "desk1")
         XCTAssertNil(inForce.enrolmentCode, "an approved terminal shows no code")
         XCTAssertTrue(try SiteKit.run(["pending", "--dir", folder]).output.contains(": approved for desk1"))
@@ -60,13 +60,13 @@ final class EnrolmentRigTests: XCTestCase {
         let again = try SiteKit.start(rooms, "desk1", folder: folder)
         let restarted = try XCTUnwrap(again.waitForStatistics(timeout: 5) { $0.site?.terminal != nil }?.site?.terminal, again.log)
         XCTAssertEqual(restarted.key, pending.key)
-        XCTAssertEqual(restarted.standing, "approved")
+        XCTAssertEqual(restarted.standing, .approved)
 
         let revoked = try SiteKit.run(["revoke", "--dir", folder, "--room", "desk1"])
         XCTAssertEqual(revoked.status, 0, revoked.output)
         try SiteKit.sign(folder)  // version 4
         XCTAssertTrue(try SiteKit.run(["publish", "--dir", folder]).output.contains("took version 4"))
-        XCTAssertNotNil(again.waitForStatistics(timeout: 5) { $0.site?.terminal?.standing == "revoked" }, again.log)
+        XCTAssertNotNil(again.waitForStatistics(timeout: 5) { $0.site?.terminal?.standing == .revoked }, again.log)
         XCTAssertTrue(try SiteKit.run(["pending", "--dir", folder]).output.contains(": REVOKED"))
         let refused = try SiteKit.run(["approve", "--dir", folder, "--room", "desk1", "--code", code])
         XCTAssertEqual(refused.status, 1, refused.output)
@@ -160,7 +160,7 @@ final class EnrolmentRigTests: XCTestCase {
         let revoked = try SiteKit.run(["revoke", "--dir", folder, "--room", "desk2"])
         XCTAssertEqual(revoked.status, 0, revoked.output)
         try publish(5)
-        XCTAssertEqual(stats("desk2")?.site?.terminal?.standing, "revoked")
+        XCTAssertEqual(stats("desk2")?.site?.terminal?.standing, .revoked)
         XCTAssertTrue(rooms.wait(6) { online("desk1") == ["desk3"] && online("desk3") == ["desk1"] },
                       "nobody hears the revoked terminal: desk1 \(online("desk1")), desk3 \(online("desk3"))")
         _ = try rooms.control("desk1", .call(button: "desk2"))
@@ -215,7 +215,7 @@ final class EnrolmentRigTests: XCTestCase {
             }
         }
         try approve("rooma", version: 3)
-        XCTAssertEqual(stats("roomb")?.site?.terminal?.standing, "pending")
+        XCTAssertEqual(stats("roomb")?.site?.terminal?.standing, .pending)
 
         // KEY_1 (call:rooma) at the pending box: its code, read aloud; no call.
         let path = "\(rooms.dir)/roomb-speaker.wav"

@@ -93,6 +93,9 @@ final class CallSignalCodecTests: XCTestCase {
         let notify = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .notify(StaffNotification(
             id: NotificationID(7), sender: room("a"), recipients: [room("b")], type: "material", label: "Material", text: "",
             priority: .urgent, tone: .bell, readAloud: true, sent: 1))))
+        let stamped = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .hello(doNotDisturb: false, call: nil, announcement:
+            SiteAnnouncement(software: "v", site: SiteStamp(version: 1, digest: 2, length: 3), appliedAt: 4))))
+        // stamped: bits 11, call 12-19, software length 20-21 and "v" 22, site version 23-30.
         // notify: id 11-18, priority 19, flags 20, tone length 21-22.
         // missed: call id 11-18, caller 19-20, time 21-28.
         // Offsets: header 10 + sender "a" 1 = 11; invite: call id 8, count at 19, "b" at 20-21, media 22-27, mode 28.
@@ -121,6 +124,7 @@ final class CallSignalCodecTests: XCTestCase {
             (.unknownPriority, patched(notify, 19, 9)),
             (.invalidText, patched(notify, 21, 0xFF)),
             (.unknownTone, patched(notify, 23, UInt8(ascii: "z"))),
+            (.invalidSiteStamp, patched(stamped, 30, 0)),
         ]
         XCTAssertEqual(Set(cases.map(\.0)), Set(SignalDecodeError.allCases))
         for (expected, bytes) in cases {
