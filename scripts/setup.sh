@@ -17,6 +17,7 @@ PACKAGES=(
     gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good  # an RTP/Opus peer nobody here wrote
     gstreamer1.0-plugins-bad                     # srtpdec: decrypts our SRTP in the interop test
     iproute2                                     # network namespaces: one host per room in the multicast calls test
+    libfaketime                                  # a terminal's clock hours off, or at 1970, in the identity tests
     valgrind binutils                            # the measurement suite counts instructions (callgrind) of a stripped copy
     systemd                                      # systemd-analyze verify/security for the unit; systemd-sysusers for the package
     pkg-config

@@ -7,9 +7,12 @@ public struct MediaPeer: Hashable, Sendable {
     public var room: RoomID
     /// The room's media socket: its RTP comes from here and ours goes there.
     public var endpoint: IPv4Endpoint
-    public init(room: RoomID, endpoint: IPv4Endpoint) {
+    /// The key of its stream in this call, when keys are agreed in signalling.
+    public var key: MediaKey?
+    public init(room: RoomID, endpoint: IPv4Endpoint, key: MediaKey? = nil) {
         self.room = room
         self.endpoint = endpoint
+        self.key = key
     }
 }
 
@@ -34,15 +37,19 @@ public struct MediaPlan: Equatable, Sendable {
     public var receiveFrom: [MediaPeer]
     /// Multicast groups to join (a callee of a multicast call).
     public var joinGroups: [IPv4Endpoint]
-    /// The call this media belongs to (its SRTP keys are derived from it); nil when idle.
+    /// The call this media belongs to (under the site key, its SRTP keys are derived from it); nil when idle.
     public var call: CallID?
+    /// The key of our stream in this call, when keys are agreed in signalling (each peer's is in
+    /// `receiveFrom`).
+    public var sendKey: MediaKey?
 
     public init(sendTo: [IPv4Endpoint] = [], receiveFrom: [MediaPeer] = [], joinGroups: [IPv4Endpoint] = [],
-                call: CallID? = nil) {
+                call: CallID? = nil, sendKey: MediaKey? = nil) {
         self.sendTo = sendTo
         self.receiveFrom = receiveFrom
         self.joinGroups = joinGroups
         self.call = call
+        self.sendKey = sendKey
     }
 
     public static let idle = MediaPlan()

@@ -72,9 +72,10 @@ extension CallEngine {
         c.ringDeadline = nil
         c.connectedAt = now
         c.setStatus(.connected, of: settings.room)
+        c.ownKey = mediaKeySource?.newKey()
         call = c
         out.append(.ring(.off))
-        send(.accept(c.id, mediaPort: settings.media.port), to: c.caller, now: now)
+        send(.accept(c.id, mediaPort: settings.media.port, key: c.ownKey), to: c.caller, now: now)
         out.append(.event(.connected(c.id)))
         out.append(.cue(c.kind == .emergency ? .emergencyCall : .connected, quiet: false))
         updateMediaPlan()

@@ -22,10 +22,12 @@ extension CallEngine {
         let participants = rooms.map {
             Participant(room: $0, status: settings.permissions.allows(caller: me, callee: $0) ? .ringing : .declined(.notPermitted))
         }
-        call = CallSession(id: id, role: .caller, kind: kind, caller: me, participants: participants, started: now)
+        var c = CallSession(id: id, role: .caller, kind: kind, caller: me, participants: participants, started: now)
+        c.ownKey = mediaKeySource?.newKey()
+        call = c
         out.append(.event(.outgoingCall(id, to: rooms, kind: kind)))
-        let invite = SignalMessage.invite(id, participants: rooms,
-                                          media: InviteMedia(callerMedia: settings.media, voice: settings.callerVoice), kind: kind)
+        let invite = SignalMessage.invite(id, participants: rooms, media: InviteMedia(callerMedia: settings.media,
+                                                                                      voice: settings.callerVoice, key: c.ownKey), kind: kind)
         for p in participants {
             out.append(.event(.participantStatus(id, room: p.room, status: p.status)))
             if p.status == .ringing { send(invite, to: p.room, now: now) }
@@ -69,7 +71,7 @@ extension CallEngine {
         }
     }
 
-    mutating func receiveAccept(_ id: CallID, from sender: RoomID, port: UInt16, messageID: UInt32, now: Double) {
+    mutating func receiveAccept(_ id: CallID, from sender: RoomID, port: UInt16, key: MediaKey?, messageID: UInt32, now: Double) {
         guard var c = call, c.role == .caller, c.id == id else {
             statistics.stale += 1
             // It answered a call we already ended and may have missed our end.
@@ -89,6 +91,7 @@ extension CallEngine {
         }
         c.setStatus(.connected, of: sender)
         c.calleeMedia[sender] = entry.signalling.with(port: port)
+        c.calleeKeys[sender] = key
         c.acceptIDs[sender] = messageID
         c.lastHeard[sender] = now
         let first = c.connectedAt == nil
@@ -137,6 +140,7 @@ extension CallEngine {
         guard var c = call, c.role == .caller, c.status(of: room) != nil else { return }
         c.setStatus(status, of: room)
         c.calleeMedia[room] = nil
+        c.calleeKeys[room] = nil
         c.lastHeard[room] = nil
         call = c
         out.append(.event(.participantStatus(c.id, room: room, status: status)))

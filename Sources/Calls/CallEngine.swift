@@ -12,6 +12,8 @@ public struct CallEngine: Sendable {
 
     var presenceTable = PresenceTable()
     var random: CallRandom
+    /// Draws the key of each stream this room starts; nil: keys are not agreed in signalling.
+    let mediaKeySource: (any MediaKeySource)?
     var nextMessageID: UInt32
     var outbox = ReliableOutbox()
     var dedupe: DedupeWindow
@@ -64,7 +66,8 @@ public struct CallEngine: Sendable {
     /// persisted history, oldest first (missed calls to acknowledge, whom to call back). `seed`:
     /// from the system's randomness in the daemon, fixed in tests; call ids and message ids derive from it.
     public init(settings: CallSettings, doNotDisturb: Bool? = nil, readAloud: Bool? = nil, history: [HistoryEntry] = [],
-                notifications: [NotificationRecord] = [], seed: UInt64) {
+                notifications: [NotificationRecord] = [], seed: UInt64, mediaKeys: (any MediaKeySource)? = nil) {
+        mediaKeySource = mediaKeys
         missedCalls = history.filter(\.awaitsAcknowledgement).map { MissedCall(callID: $0.callID, caller: $0.caller, started: $0.started) }
         callBackRooms = history.last?.otherSide(me: settings.room) ?? []
         self.settings = settings
@@ -264,6 +267,26 @@ public struct CallEngine: Sendable {
         return max(oldest.started, lastReminder ?? -.infinity) + every
     }
 
+    /// The site document no longer vouches for these rooms' terminals (revoked, or another box's
+    /// key approved for the room): each leaves this room's call at once, its stream dropped with
+    /// it, and shows offline. Nothing is sent to them: nobody can seal to them any more.
+    public mutating func distrust(_ rooms: Set<RoomID>, now: Double) -> [CallEffect] {
+        for room in rooms.sorted() where presenceTable.drop(room) {
+            out.append(.event(.presenceChanged(room: room, presence(of: room))))
+        }
+        if let c = call {
+            switch c.role {
+            case .caller:
+                for room in c.remaining where rooms.contains(room) { calleeGone(room, status: .left, now: now) }
+            case .callee where rooms.contains(c.caller):
+                finishCall(c.isConnected ? .finished : .missed, myStatus: c.isConnected ? .connected : .unavailable, now: now)
+            case .callee:
+                break
+            }
+        }
+        return take()
+    }
+
     /// Forgets the history's part of the state (the technician erased it).
     public mutating func forgetHistory() {
         missedCalls = []
@@ -370,21 +393,21 @@ public struct CallEngine: Sendable {
         switch call.role {
         case .caller:
             let peers = call.connectedRooms.compactMap { room in
-                call.calleeMedia[room].map { MediaPeer(room: room, endpoint: $0) }
+                call.calleeMedia[room].map { MediaPeer(room: room, endpoint: $0, key: call.calleeKeys[room]) }
             }
             guard !peers.isEmpty else { return .idle }
             // An announcement hears nobody back: whatever comes from a callee is dropped.
             let hear = call.kind == .announcement ? [] : peers
             switch settings.callerVoice {
-            case .unicast: return MediaPlan(sendTo: peers.map(\.endpoint), receiveFrom: hear, call: call.id)
-            case .multicast(let group): return MediaPlan(sendTo: [group], receiveFrom: hear, call: call.id)
+            case .unicast: return MediaPlan(sendTo: peers.map(\.endpoint), receiveFrom: hear, call: call.id, sendKey: call.ownKey)
+            case .multicast(let group): return MediaPlan(sendTo: [group], receiveFrom: hear, call: call.id, sendKey: call.ownKey)
             }
         case .callee:
             guard let invite = call.invite else { return .idle }
-            let caller = MediaPeer(room: call.caller, endpoint: invite.callerMedia)
+            let caller = MediaPeer(room: call.caller, endpoint: invite.callerMedia, key: invite.key)
             // An announcement's callee only listens: its microphone goes nowhere.
             var plan = MediaPlan(sendTo: call.kind == .announcement ? [] : [invite.callerMedia], receiveFrom: [caller],
-                                 call: call.id)
+                                 call: call.id, sendKey: call.ownKey)
             if case .multicast(let group) = invite.voice { plan.joinGroups = [group] }
             return plan
         }
@@ -480,7 +503,8 @@ public struct CallEngine: Sendable {
         case .invite(let id, let participants, let media, let kind):
             receiveInvite(id, from: sender, participants: participants, media: media, kind: kind,
                           messageID: envelope.messageID, now: now)
-        case .accept(let id, let port): receiveAccept(id, from: sender, port: port, messageID: envelope.messageID, now: now)
+        case .accept(let id, let port, let key):
+            receiveAccept(id, from: sender, port: port, key: key, messageID: envelope.messageID, now: now)
         case .decline(let id, let reason): receiveDecline(id, from: sender, reason: reason, now: now)
         case .end(let id): receiveEnd(id, from: sender, now: now)
         case .leave(let id): receiveLeave(id, from: sender, now: now)
@@ -509,7 +533,7 @@ public struct CallEngine: Sendable {
         out.append(.peerUnreachable(m.room))
         switch m.message {
         case .invite(let id, _, _, _): inviteUnreachable(id, room: m.room, now: now)
-        case .accept(let id, _):
+        case .accept(let id, _, _):
             // The caller is gone: our side of the call cannot work.
             if let call, call.id == id { finishCall(.finished, now: now) }
         case .missedCall, .notify, .notificationAcknowledged:

@@ -30,6 +30,10 @@ public struct CallSession: Sendable, Equatable {
     /// Last message from each room on the other side, for `peerSilenceTimeout`.
     var lastHeard: [RoomID: Double] = [:]
     var lastMuteID: [RoomID: UInt32] = [:]
+    /// The key of this room's stream in the call (`MediaKey`), drawn when it placed or accepted it.
+    var ownKey: MediaKey?
+    /// Caller side: each connected callee's stream key, from its accept.
+    var calleeKeys: [RoomID: MediaKey] = [:]
     /// Caller side of `callMissed`: the missed call this call answers, acknowledged once it connects.
     var answersMissed: CallID?
 

@@ -106,7 +106,9 @@ public struct CallSettings: Sendable, Equatable {
     public static func largestCallMessage(from room: RoomID, to targets: [RoomID], voice: VoiceDelivery) -> Int? {
         guard !targets.isEmpty, targets.count <= SignalCodec.maxParticipants else { return nil }
         let call = CallID(.max)
-        let media = InviteMedia(callerMedia: IPv4Endpoint(address: .max, port: .max), voice: voice)
+        // With a media key: the largest an invite gets (signalling sealed per pair of terminals).
+        let media = InviteMedia(callerMedia: IPv4Endpoint(address: .max, port: .max), voice: voice,
+                                key: MediaKey(bytes: [UInt8](repeating: 0, count: MediaKey.length)))
         let invite = SignalMessage.invite(call, participants: targets, media: media, kind: .emergency)
         let missed = SignalMessage.missedCall(MissedCallNotice(callID: call, caller: room, participants: targets, started: 1e12))
         return max(SignalCodec.size(of: invite, from: room), SignalCodec.size(of: missed, from: room))

@@ -56,6 +56,14 @@ struct PresenceTable: Sendable {
         return (r.presence == before ? nil : r.presence, false)
     }
 
+    /// Marks `room` offline at once, as if it had gone silent; true if it was online.
+    mutating func drop(_ room: RoomID) -> Bool {
+        guard self[room].presence.online else { return false }
+        rooms[room]?.presence = Presence(online: false)
+        rooms[room]?.lastHelloID = nil
+        return true
+    }
+
     /// Rooms silent for longer than `offlineAfter`, now marked offline.
     mutating func expire(now: Double, offlineAfter: Double) -> [RoomID] {
         var gone: [RoomID] = []

@@ -51,9 +51,11 @@ public enum SignalCodec {
                 out.appendEndpoint(group)
             }
             out.append(kindCode(kind))
-        case .accept(let call, let port):
+            out.appendKey(media.key)
+        case .accept(let call, let port, let key):
             out.appendBE(call.value)
             out.appendBE(port)
+            out.appendKey(key)
         case .decline(let call, let reason):
             out.appendBE(call.value)
             out.append(reasonCode(reason))
@@ -163,14 +165,16 @@ public enum SignalCodec {
         var reader = SignalReader(buffer: buffer, offset: 5, end: end)
         let messageID = try reader.uint32()
         let sender = try reader.room()
-        let message = try decodeBody(type: type, sender: sender, &reader)
+        let keyed = flags.contains(.mediaKey)
+        guard !keyed || type == 1 || type == 2 else { throw .invalidMediaKey }
+        let message = try decodeBody(type: type, sender: sender, keyed: keyed, &reader)
         guard reader.offset == end else { throw .trailingBytes }
         let tag = tagged ? Array(buffer[end...]) : nil
         return Envelope(sender: sender, messageID: messageID, message: message, authenticationTag: tag)
     }
 
     private static func decodeBody(
-        type: UInt8, sender: RoomID, _ r: inout SignalReader
+        type: UInt8, sender: RoomID, keyed: Bool, _ r: inout SignalReader
     ) throws(SignalDecodeError) -> SignalMessage {
         switch type {
         case 1:
@@ -194,12 +198,13 @@ public enum SignalCodec {
             case 2: kind = .announcement
             default: throw .unknownCallKind
             }
-            return .invite(call, participants: participants, media: InviteMedia(callerMedia: callerMedia, voice: voice), kind: kind)
+            let key = try r.key(keyed)
+            return .invite(call, participants: participants, media: InviteMedia(callerMedia: callerMedia, voice: voice, key: key), kind: kind)
         case 2:
             let call = try r.callID()
             let port = try r.uint16()
             guard port != 0 else { throw .invalidMediaAddress }
-            return .accept(call, mediaPort: port)
+            return .accept(call, mediaPort: port, key: try r.key(keyed))
         case 3:
             let call = try r.callID()
             let reason: DeclineReason
@@ -336,6 +341,12 @@ struct SignalReader {
         return s
     }
 
+    /// An invite's or accept's last field when the envelope's `mediaKey` flag says it has one.
+    mutating func key(_ present: Bool) throws(SignalDecodeError) -> MediaKey? {
+        guard present else { return nil }
+        return MediaKey(bytes: Array(try bytes(MediaKey.length)))
+    }
+
     /// A non-empty list of distinct rooms, at most `maxParticipants`, without `excluded`.
     mutating func rooms(excluding excluded: RoomID) throws(SignalDecodeError) -> [RoomID] {
         let count = Int(try uint8())
@@ -372,6 +383,11 @@ extension [UInt8] {
         while !bytes.isEmpty, String(validating: bytes, as: UTF8.self) == nil { bytes.removeLast() }
         appendBE(UInt16(bytes.count))
         append(contentsOf: bytes)
+    }
+
+    /// Its bytes when there is one (the envelope's `mediaKey` flag says so).
+    mutating func appendKey(_ key: MediaKey?) {
+        if let key { append(contentsOf: key.bytes) }
     }
 
     mutating func appendEndpoint(_ endpoint: IPv4Endpoint) {

@@ -38,6 +38,8 @@ public enum SignalDecodeError: Error, CaseIterable, Hashable, Sendable, CustomSt
     case invalidText
     /// A hello's site stamp names version 0 (there is none: the bit says whether one follows).
     case invalidSiteStamp
+    /// The media key flag on a message other than an invite or accept.
+    case invalidMediaKey
 
     public var description: String {
         switch self {
@@ -61,6 +63,7 @@ public enum SignalDecodeError: Error, CaseIterable, Hashable, Sendable, CustomSt
         case .unknownTone: "unknown notification tone"
         case .invalidText: "invalid notification text"
         case .invalidSiteStamp: "site stamp of version 0"
+        case .invalidMediaKey: "a media key on a message that carries none"
         }
     }
 }

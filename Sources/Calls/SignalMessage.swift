@@ -15,10 +15,13 @@ public struct InviteMedia: Hashable, Sendable {
     public var callerMedia: IPv4Endpoint
     /// How the caller's voice arrives.
     public var voice: VoiceDelivery
+    /// The key of the caller's stream in this call, when keys are agreed in signalling (`MediaKey`).
+    public var key: MediaKey?
 
-    public init(callerMedia: IPv4Endpoint, voice: VoiceDelivery) {
+    public init(callerMedia: IPv4Endpoint, voice: VoiceDelivery, key: MediaKey? = nil) {
         self.callerMedia = callerMedia
         self.voice = voice
+        self.key = key
     }
 }
 
@@ -41,8 +44,9 @@ public struct MissedCallNotice: Hashable, Sendable {
 /// One signalling message. The sender is in the envelope: for `invite` it is the caller.
 public enum SignalMessage: Equatable, Sendable {
     case invite(CallID, participants: [RoomID], media: InviteMedia, kind: CallKind)
-    /// The callee's audio opens; the caller sends to the callee's host at this port.
-    case accept(CallID, mediaPort: UInt16)
+    /// The callee's audio opens; the caller sends to the callee's host at this port. `key`: the
+    /// callee's stream's, when keys are agreed in signalling (`MediaKey`).
+    case accept(CallID, mediaPort: UInt16, key: MediaKey? = nil)
     case decline(CallID, DeclineReason)
     /// From the caller: the whole call is over.
     case end(CallID)
@@ -95,7 +99,7 @@ public enum SignalMessage: Equatable, Sendable {
     /// The call a message is about, when it is about one.
     public var callID: CallID? {
         switch self {
-        case .invite(let id, _, _, _), .accept(let id, _), .decline(let id, _), .end(let id), .leave(let id),
+        case .invite(let id, _, _, _), .accept(let id, _, _), .decline(let id, _), .end(let id), .leave(let id),
              .mute(let id, _): id
         case .missedCall(let notice): notice.callID
         case .hello(_, let call, _): call
@@ -112,7 +116,10 @@ public struct EnvelopeFlags: OptionSet, Hashable, Sendable {
     /// carried, verified by nobody and set by no sender. Authentication is the seal around the
     /// whole envelope (SiteSecurity's `SignalSeal`); the bit is kept only so the format stays one.
     public static let authenticated = EnvelopeFlags(rawValue: 1)
-    public static let known: EnvelopeFlags = [.authenticated]
+    /// An invite or accept that ends with its sender's stream's media key (`MediaKey`): set
+    /// exactly when it carries one; a datagram without it reads as before keys were agreed.
+    public static let mediaKey = EnvelopeFlags(rawValue: 2)
+    public static let known: EnvelopeFlags = [.authenticated, .mediaKey]
 }
 
 /// One datagram: who sent it, its per-sender id, and the message.
@@ -132,5 +139,13 @@ public struct Envelope: Equatable, Sendable {
         self.authenticationTag = authenticationTag
     }
 
-    public var flags: EnvelopeFlags { authenticationTag == nil ? [] : .authenticated }
+    public var flags: EnvelopeFlags {
+        var flags: EnvelopeFlags = authenticationTag == nil ? [] : .authenticated
+        switch message {
+        case .invite(_, _, let media, _) where media.key != nil: flags.insert(.mediaKey)
+        case .accept(_, _, let key?): flags.insert(.mediaKey)
+        default: break
+        }
+        return flags
+    }
 }

@@ -295,9 +295,14 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var unknownSession: Int
         public var badSignature: Int
         public var older: Int
+        /// An invite, notification or missed-call notice that came while this terminal knew of a
+        /// newer site document than its own (`SiteCatchUp`): not taken yet, the sender tries again.
+        public var behind: Int
 
         public init(notSealed: Int, malformed: Int, unknownSender: Int, authentication: Int, replay: Int, stale: Int,
-                    senderMismatch: Int, notForEveryone: Int, unknownSession: Int = 0, badSignature: Int = 0, older: Int = 0) {
+                    senderMismatch: Int, notForEveryone: Int, unknownSession: Int = 0, badSignature: Int = 0, older: Int = 0,
+                    behind: Int = 0) {
+            self.behind = behind
             self.unknownSession = unknownSession
             self.badSignature = badSignature
             self.older = older
@@ -313,7 +318,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
 
         public var total: Int {
             notSealed + malformed + unknownSender + authentication + replay + stale + senderMismatch + notForEveryone
-                + unknownSession + badSignature + older
+                + unknownSession + badSignature + older + behind
         }
     }
 

@@ -48,13 +48,17 @@ final class CallService: @unchecked Sendable {
     /// Seals what is sent and opens what arrives: per pair of terminals, under the site key, or
     /// in the clear (`SignalProtection`).
     let protection: SignalProtection
-    /// SRTP sessions for each call's media (nil: no site key, media in the clear).
+    /// SRTP sessions for each call's media (nil: media in the clear, whatever the plan carries).
     private let mediaKeys: MediaKeys?
     /// Datagrams refused before the call engine saw them, by reason.
     var refused: SealRefusals { protection.refused }
     /// The site document each room's session announcements say it holds: heard also where its
     /// hellos cannot be opened (docs/identity.md), so that a document is fetched across a switch.
     private let siteHints = Mutex<[RoomID: SiteStamp]>([:])
+    /// Under terminal keys: calls and notifications wait while a newer site document is known.
+    private let catchUp: Mutex<SiteCatchUp>
+    /// The terminal keys last in force, to tell which rooms a new version stops vouching for.
+    private let trustedKeys = Mutex<[String: PublicIdentity]>([:])
     /// Where the voice goes now, as last posted to the network thread (for `stats`).
     private let mediaTo = Mutex<[String]>([])
     private let stopRequest = Flag(false)
@@ -81,7 +85,9 @@ final class CallService: @unchecked Sendable {
          announcer: Announcer? = nil, history: HistoryStore?, state: StateStore<TerminalState>?, siteSeal: SignalSeal? = nil,
          terminal: SignalProtection.Terminal? = nil, mediaKeys: MediaKeys? = nil, logger: Logger) throws {
         self.announcer = announcer
-        protection = SignalProtection(room: settings.room, siteSeal: siteSeal, terminal: terminal)
+        let protection = SignalProtection(room: settings.room, siteSeal: siteSeal, terminal: terminal)
+        self.protection = protection
+        catchUp = Mutex(SiteCatchUp(started: Self.now(), listenSeconds: SiteCatchUp.listenSeconds))
         self.mediaKeys = mediaKeys
         networkLoopback = NetworkLoopback(logger: logger)
         socket = try UDPSocket(bind: signalling)
@@ -98,7 +104,8 @@ final class CallService: @unchecked Sendable {
         withUnsafeMutableBytes(of: &seed) { arc4random_buf($0.baseAddress!, 8) }
         history?.prune(now: Self.wallNow())
         engine = Mutex(CallEngine(settings: settings, doNotDisturb: state?.value.doNotDisturb, readAloud: state?.value.readAloud,
-                                  history: history?.all() ?? [], notifications: history?.notifications() ?? [], seed: seed))
+                                  history: history?.all() ?? [], notifications: history?.notifications() ?? [], seed: seed,
+                                  mediaKeys: AgreedMediaKeys(protection: protection)))
         storeWriter = try StoreWriter { [log] error in log.error("calls: not written (kept in memory, tried again with the next change): \(error)") }
         // Outside a call nothing is sent and no stream is accepted.
         _ = routes.post(MediaRoutes(sendTo: [], acceptFrom: [], joinGroups: []))
@@ -169,6 +176,11 @@ final class CallService: @unchecked Sendable {
                 case .clear(let datagram):
                     withEngine { e in execute(e.receive(datagram: datagram, from: from, now: Self.now())) }
                 case .envelope(let envelope):
+                    if protection.mode == .terminalKeys, Self.startsSomething(envelope.message),
+                       catchUp.withLock({ $0.behind(now: Self.now()) }) {
+                        refused.behind.increment()  // unacknowledged: the sender tries again
+                        break
+                    }
                     withEngine { e in execute(e.receive(envelope, from: from, now: Self.now())) }
                 case .announcement(let room, let answer, let site):
                     if let answer, let address = settings.directory[room]?.signalling { transmit(answer, to: [address]) }
@@ -193,10 +205,19 @@ final class CallService: @unchecked Sendable {
         }
     }
 
+    /// What a terminal behind on the site document does not take yet (`SiteCatchUp`).
+    private static func startsSomething(_ message: SignalMessage) -> Bool {
+        switch message {
+        case .invite, .notify, .missedCall: true
+        default: false
+        }
+    }
+
     /// A room's announcement named the document it holds: the site follower hears of it.
     private func hint(_ room: RoomID, holds site: SiteStamp) {
         let settings = settings
         guard room != settings.room, settings.directory[room] != nil else { return }
+        catchUp.withLock { $0.heard(site, now: Self.now()) }
         let changed = siteHints.withLock { hints in
             defer { hints[room] = site }
             return hints[room] != site
@@ -214,8 +235,22 @@ final class CallService: @unchecked Sendable {
     /// sealed per pair of terminals from now on, or goes back to the site key.
     func use(terminalKeys: [String: PublicIdentity]) {
         let before = protection.mode
+        // Rooms whose approved key went or changed: the document no longer vouches for them.
+        let changed: Set<RoomID> = trustedKeys.withLock { last in
+            defer { last = terminalKeys }
+            guard !terminalKeys.isEmpty else { return [] }
+            return Set(last.filter { terminalKeys[$0.key] != $0.value }.compactMap { RoomID($0.key) })
+        }
         if let announcement = protection.use(terminalKeys: terminalKeys, now: Self.now()) { announceToAll(announcement) }
         if protection.mode != before { log.notice("calls: signalling sealed by \(protection.mode.rawValue) from now on") }
+        // Out of calls and offline at once, their streams dropped. A terminal falling silent
+        // (its own key revoked) leaves everyone: it can open nothing sent from now on.
+        let settings = settings
+        let distrusted = protection.silent ? Set(settings.directory.keys).subtracting([settings.room]) : changed
+        if !distrusted.isEmpty {
+            if !protection.silent { log.notice("calls: the site no longer vouches for \(distrusted.sorted().map(\.value)): out of any call, offline") }
+            withEngine { e in execute(e.distrust(distrusted, now: Self.now())) }
+        }
         wake.ring()
     }
 
@@ -460,6 +495,7 @@ final class CallService: @unchecked Sendable {
     func announce(_ announcement: SiteAnnouncement) {
         engine.withLock { $0.announce(announcement) }
         protection.holds(announcement.site)
+        catchUp.withLock { $0.holds(announcement.site) }
         wake.ring()  // the hellos may be due now
     }
 

@@ -50,20 +50,21 @@ final class CallsSide: @unchecked Sendable {
         if let problem = state.loadProblem { logger.warning("calls: state \(c.statePath): \(problem); using the defaults") }
         let port = settings.directory[settings.room]!.signalling.port
         var seal: SignalSeal?
-        var mediaKeys: MediaKeys?
+        var siteKey: SiteKey?
         if !config.security.siteKey.isEmpty {
             do {
                 let key = try SiteKey(path: config.security.siteKey)
                 seal = SignalSeal(siteKey: key, room: settings.room.value, knownRooms: Set(settings.directory.keys.map(\.value)))
-                mediaKeys = MediaKeys(siteKey: key, room: settings.room, ssrc: routes.sender?.ssrc ?? 0)
+                siteKey = key
             } catch {
                 throw ConfigError(source: "configuration", issues: [ConfigIssue(key: "security.site_key", problem: error.description)])
             }
         } else if site?.terminalKeys.isEmpty ?? true {
             logger.warning("calls: no site key (security.site_key) and no terminal keys approved: signalling and media are neither encrypted nor authenticated")
-        } else {
-            logger.warning("calls: no site key (security.site_key): signalling is sealed by terminal keys, media is not encrypted yet")
         }
+        // Under terminal keys each call's media keys travel in its sealed signalling; before,
+        // they derive from the site key; with neither, media is in the clear.
+        let mediaKeys = MediaKeys(siteKey: siteKey, room: settings.room, ssrc: routes.sender?.ssrc ?? 0)
         service = try CallService(settings: settings, signalling: IPv4Endpoint(address: 0, port: port), routes: routes,
                                   microphone: microphone, mixer: mixer, sounds: sounds, announcer: announcer, history: history,
                                   state: state, siteSeal: seal,

@@ -15,6 +15,7 @@ final class SealRefusals: Sendable {
     let unknownSession = Counter()
     let badSignature = Counter()
     let older = Counter()
+    let behind = Counter()
 
     func count(_ failure: SignalSeal.Failure) {
         switch failure {
@@ -44,7 +45,8 @@ final class SealRefusals: Sendable {
         DaemonStatistics.Refusals(notSealed: notSealed.load, malformed: malformed.load, unknownSender: unknownSender.load,
                                   authentication: authentication.load, replay: replay.load, stale: stale.load,
                                   senderMismatch: senderMismatch.load, notForEveryone: notForEveryone.load,
-                                  unknownSession: unknownSession.load, badSignature: badSignature.load, older: older.load)
+                                  unknownSession: unknownSession.load, badSignature: badSignature.load, older: older.load,
+                                  behind: behind.load)
     }
 
     var total: Int { snapshot.total }
@@ -53,6 +55,6 @@ final class SealRefusals: Sendable {
         let r = snapshot
         return "not_sealed=\(r.notSealed) malformed=\(r.malformed) unknown_sender=\(r.unknownSender) "
             + "authentication=\(r.authentication) replay=\(r.replay) stale=\(r.stale) sender_mismatch=\(r.senderMismatch) "
-            + "not_for_everyone=\(r.notForEveryone) unknown_session=\(r.unknownSession) bad_signature=\(r.badSignature) older=\(r.older)"
+            + "not_for_everyone=\(r.notForEveryone) unknown_session=\(r.unknownSession) bad_signature=\(r.badSignature) older=\(r.older) behind=\(r.behind)"
     }
 }

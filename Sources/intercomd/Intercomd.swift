@@ -9,6 +9,18 @@ struct Intercomd: ParsableCommand {
         commandName: "intercomd",
         abstract: "Room intercom terminal: ALSA capture, echo cancellation, mixing and playback in real time.")
 
+    /// The command line from the kernel when the Swift runtime lost it. On Linux the runtime finds
+    /// argv through `environ`, which a preloaded library may move first (swiftlang/swift#76080;
+    /// libfaketime does, in the clock tests): the daemon would then read the default configuration
+    /// instead of the one named, silently.
+    static func main() {
+        var arguments = CommandLine.arguments
+        if arguments.isEmpty, let line = try? Data(contentsOf: URL(fileURLWithPath: "/proc/self/cmdline")) {
+            arguments = line.split(separator: 0, omittingEmptySubsequences: false).dropLast().map { String(decoding: $0, as: UTF8.self) }
+        }
+        main(Array(arguments.dropFirst()))
+    }
+
     @Option(name: .shortAndLong, help: "Configuration file (TOML).")
     var config: String = "/etc/intercomd/intercomd.toml"
 

@@ -1,3 +1,4 @@
+import Calls
 import Control
 import Foundation
 import Glibc
@@ -156,11 +157,24 @@ final class EnrolmentRigTests: XCTestCase {
         Thread.sleep(forTimeInterval: 1.5)
         XCTAssertEqual(online("desk1"), ["desk2", "desk3"], "desk3 is still heard after the forgery")
 
-        // desk2 revoked: put out.
+        // desk2 revoked during a call of desk1 with desk2 and desk3: put out of it at once, at
+        // every terminal, and the call with desk3 goes on.
+        _ = try rooms.control("desk1", .callRooms([RoomID("desk2")!, RoomID("desk3")!]))
+        XCTAssertTrue(rooms.wait(5) { ids.allSatisfy { rooms.isConnected($0) } }, "a call of the three")
         let revoked = try SiteKit.run(["revoke", "--dir", folder, "--room", "desk2"])
         XCTAssertEqual(revoked.status, 0, revoked.output)
+        let published = Date()
         try publish(5)
         XCTAssertEqual(stats("desk2")?.site?.terminal?.standing, .revoked)
+        func outOfCall() -> Bool {
+            rooms.status("desk1")?.call?.participants.first { $0.room.value == "desk2" }?.status == .left && rooms.isIdle("desk2")
+        }
+        XCTAssertTrue(rooms.wait(2) { outOfCall() }, "desk2 is out of desk1's call and its own side ended: \(String(describing: rooms.status("desk1")?.call))")
+        print("terminal keys: revoked terminal out of the call \(String(format: "%.2f", Date().timeIntervalSince(published))) s after publishing")
+        XCTAssertTrue(rooms.isConnected("desk1") && rooms.isConnected("desk3"), "the call with desk3 goes on")
+        XCTAssertEqual(rooms.status("desk1")?.call?.participants.first { $0.room.value == "desk3" }?.status, .connected)
+        _ = try rooms.control("desk1", .hangUp)
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("desk1") && rooms.isIdle("desk3") })
         XCTAssertTrue(rooms.wait(6) { online("desk1") == ["desk3"] && online("desk3") == ["desk1"] },
                       "nobody hears the revoked terminal: desk1 \(online("desk1")), desk3 \(online("desk3"))")
         _ = try rooms.control("desk1", .call(button: "desk2"))
@@ -186,6 +200,126 @@ final class EnrolmentRigTests: XCTestCase {
         let refusedAtDesk3 = stats("desk3")?.calls?.refused
         print("terminal keys: desk3 refused \(refusedAtDesk3.map { "\($0)" } ?? "-"); desk1 held \(stats("desk1")?.calls?.awaitingSession ?? -1) sends until a session was heard")
         XCTAssertEqual(refusedAtDesk3?.authentication, 0, "nothing failed to open between approved terminals")
+    }
+
+    /// Under terminal keys freshness needs no clock (docs/identity.md): a terminal whose clock
+    /// is 3 h off, and one whose clock reads 1970 (no saved time after a power cut), are heard,
+    /// called and call like any other. Their clocks are faked by libfaketime (the monotonic
+    /// clock, which timers run on, stays true).
+    func testTerminalsWithAClockHoursOffOrNoneAtAllWork() throws {
+        let library = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+        XCTAssertTrue(FileManager.default.fileExists(atPath: library), "libfaketime (scripts/setup.sh installs it)")
+        let ids = ["desk1", "desk2", "desk3"]
+        let rooms = try CallRooms(ids, soundCards: false)
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site"
+        try SiteKit.create(folder, document: SiteKit.document(rooms))
+        func faked(_ time: String) -> [String: String] { ["LD_PRELOAD": library, "FAKETIME": time, "DONT_FAKE_MONOTONIC": "1"] }
+        try SiteKit.start(rooms, "desk1", folder: folder)
+        try SiteKit.start(rooms, "desk2", folder: folder, environment: faked("-3h"))
+        try SiteKit.start(rooms, "desk3", folder: folder, environment: faked("@1970-01-01 00:00:00"))
+        func stats(_ id: String) -> DaemonStatistics? { try? rooms.daemons[id]?.statistics() }
+        for id in ids {
+            let code = try XCTUnwrap(stats(id)?.site?.terminal?.enrolmentCode)
+            XCTAssertEqual(try SiteKit.run(["approve", "--dir", folder, "--room", id, "--code", code]).status, 0)
+        }
+        try SiteKit.sign(folder)
+        XCTAssertTrue(try SiteKit.run(["publish", "--dir", folder]).output.contains("took version 3"))
+        for id in ids {
+            XCTAssertNotNil(rooms.daemons[id]!.waitForStatistics(timeout: 5) { $0.calls?.protection == .terminalKeys && $0.site?.appliedAt != nil }, id)
+        }
+        // The fakes took: each applied version 3 at the time its own clock read.
+        let now = Date().timeIntervalSince1970
+        let applied = ids.map { stats($0)?.site?.appliedAt ?? .nan }
+        print("clocks: version 3 applied at \(applied.map { String(format: "%.0f", $0) }) (true time \(String(format: "%.0f", now)))")
+        XCTAssertEqual(applied[0], now, accuracy: 60, "desk1's clock is true")
+        XCTAssertEqual(applied[1], now - 3 * 3600, accuracy: 60, "desk2's clock is 3 h behind")
+        XCTAssertLessThan(applied[2], 3600, "desk3's clock reads 1970")
+
+        for id in ids { XCTAssertTrue(rooms.waitOnline(id, ids.filter { $0 != id }), "\(id) hears the others") }
+        for (caller, callee) in [("desk1", "desk2"), ("desk2", "desk3"), ("desk3", "desk1")] {
+            _ = try rooms.control(caller, .call(button: callee))
+            XCTAssertTrue(rooms.wait(5) { rooms.isConnected(caller) && rooms.isConnected(callee) }, "\(caller) calls \(callee)")
+            _ = try rooms.control(caller, .hangUp)
+            XCTAssertTrue(rooms.wait(3) { rooms.isIdle(caller) && rooms.isIdle(callee) })
+        }
+        for id in ids {
+            let refused = stats(id)?.calls?.refused
+            XCTAssertEqual(refused.map { $0.authentication + $0.replay }, 0, "\(id) refused nothing: \(String(describing: refused))")
+        }
+    }
+
+    /// A terminal that was off while another was revoked learns of it before it takes anything
+    /// from the revoked one, even when that one keeps the old document: here a thief with desk2's
+    /// key from its disk, on desk2's address, announcing itself and calling desk3 as it returns.
+    func testATerminalBackFromOffTakesNothingFromARevokedOneThatKeepsTheOldDocument() throws {
+        let ids = ["desk1", "desk2", "desk3"]
+        let rooms = try CallRooms(ids, soundCards: false)
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site"
+        try SiteKit.create(folder, document: SiteKit.document(rooms))
+        for id in ids { try SiteKit.start(rooms, id, folder: folder) }
+        func stats(_ id: String) -> DaemonStatistics? { try? rooms.daemons[id]?.statistics() }
+        for id in ids {
+            let code = try XCTUnwrap(stats(id)?.site?.terminal?.enrolmentCode)
+            XCTAssertEqual(try SiteKit.run(["approve", "--dir", folder, "--room", id, "--code", code]).status, 0)
+        }
+        try SiteKit.sign(folder)
+        XCTAssertTrue(try SiteKit.run(["publish", "--dir", folder]).output.contains("took version 3"))
+        for id in ids { XCTAssertNotNil(rooms.daemons[id]!.waitForStatistics(timeout: 5) { $0.calls?.protection == .terminalKeys }, id) }
+        XCTAssertTrue(rooms.waitOnline("desk3", ["desk1", "desk2"]))
+
+        // desk3 goes off; desk2's box is taken, its key read from its disk; desk2 is revoked.
+        XCTAssertEqual(rooms.stop("desk3"), 0)
+        XCTAssertEqual(rooms.stop("desk2"), 0)
+        var keys: [String: PublicIdentity] = [:]
+        for id in ids { keys[id] = try TerminalIdentity(path: "\(rooms.dir)/\(id)-terminal.key").publicIdentity }
+        let stolen = try TerminalIdentity(path: "\(rooms.dir)/desk2-terminal.key")
+        XCTAssertEqual(try SiteKit.run(["revoke", "--dir", folder, "--room", "desk2"]).status, 0)
+        try SiteKit.sign(folder)
+        XCTAssertTrue(try SiteKit.run(["publish", "--dir", folder]).output.contains("took version 4"))
+        XCTAssertNotNil(rooms.daemons["desk1"]!.waitForStatistics(timeout: 5) { $0.site?.version == 4 && $0.site?.appliedAt != nil })
+
+        // The thief, on desk2's address with the document of version 3, answers desk3's
+        // announcement with its own and calls desk3 every 100 ms from the moment it can seal to it.
+        let thief = TerminalSeal(identity: stolen, room: "desk2", boot: 1 << 40, directory: keys)
+        let socket = try UDPSocket(bind: .loopback(port: UInt16(rooms.room("desk2").signalling)))
+        let desk3 = IPv4Endpoint.loopback(port: UInt16(rooms.room("desk3").signalling))
+        let invite = SignalCodec.encode(Envelope(sender: RoomID("desk2")!, messageID: 7, message: .invite(
+            CallID(0x5EC), participants: [RoomID("desk3")!],
+            media: InviteMedia(callerMedia: .loopback(port: UInt16(rooms.room("desk2").media)), voice: .unicast), kind: .normal)))
+        func send(_ bytes: [UInt8]) { bytes.withUnsafeBytes { _ = socket.send($0, to: desk3) } }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
+        defer { buffer.deallocate() }
+        try SiteKit.start(rooms, "desk3", folder: folder)
+        var invitesSent = 0, rang = false
+        let deadline = Date().addingTimeInterval(6)
+        var nextInvite = Date()
+        while Date() < deadline {
+            if socket.waitReadable(milliseconds: 20) {
+                while let (count, from) = socket.receive(into: buffer) {
+                    let datagram = [UInt8](UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                    if from == desk3, SessionAnnouncement.looksLikeOne(datagram),
+                       case .success(let (_, newSession, _)) = thief.heard(datagram), newSession {
+                        send(thief.announcement())
+                    }
+                }
+            }
+            if Date() >= nextInvite, let sealed = thief.seal(invite, for: "desk3") {
+                send(sealed)
+                invitesSent += 1
+                nextInvite = Date().addingTimeInterval(0.1)
+            }
+            if rooms.status("desk3")?.call != nil { rang = true }
+        }
+        let after = try XCTUnwrap(stats("desk3"))
+        print("back from off: the thief sent \(invitesSent) invites; desk3 refused \(after.calls?.refused.behind ?? -1) while behind, then \(after.calls?.refused.unknownSender ?? -1) as from an unknown sender; version \(after.site?.version ?? 0)")
+        XCTAssertGreaterThan(invitesSent, 0, "the thief could seal to desk3 (it took the announcement signed by desk2's key)")
+        XCTAssertFalse(rang, "desk3 never took the revoked terminal's call")
+        XCTAssertEqual(after.site?.version, 4, "desk3 fetched the version that revokes desk2")
+        XCTAssertGreaterThan(after.calls?.refused.behind ?? 0, 0, "the invites that came before it held version 4 were not taken")
+        XCTAssertGreaterThan(after.calls?.refused.unknownSender ?? 0, 0, "after it, the thief's datagrams are refused as from an unknown sender")
+        XCTAssertEqual(rooms.history("desk3").filter { $0.caller.value == "desk2" && $0.callID == CallID(0x5EC) }.count, 0, "nothing of it in desk3's history")
     }
 
     /// A terminal nobody hears (terminal keys in force, its own not approved) reads its enrolment

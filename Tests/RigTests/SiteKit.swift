@@ -49,7 +49,9 @@ enum SiteKit {
 
     /// Starts a room whose file has only the box's own keys (and `own`) and names the site; its
     /// document is the folder's site.json unless it holds one already.
-    static func start(_ rooms: CallRooms, _ id: String, folder: String, own: String = "") throws -> DaemonProcess {
+    @discardableResult
+    static func start(_ rooms: CallRooms, _ id: String, folder: String, own: String = "",
+                      environment: [String: String] = [:]) throws -> DaemonProcess {
         let me = rooms.room(id)
         let kept = "\(rooms.dir)/\(id)-site.json"
         if !FileManager.default.fileExists(atPath: kept) { try FileManager.default.copyItem(atPath: folder + "/site.json", toPath: kept) }
@@ -61,7 +63,7 @@ enum SiteKit {
             document = "\(kept)"
             identity_key = "\(rooms.dir)/\(id)-terminal.key"
             """)
-        return try rooms.start(id, configPath: config)
+        return try rooms.start(id, configPath: config, environment: environment)
     }
 
     /// Signs the folder's site.toml as the next version.

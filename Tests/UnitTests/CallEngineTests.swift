@@ -1,6 +1,7 @@
 import Calls
 import Posix
 import SignalTools
+import Synchronization
 import XCTest
 
 /// The acceptance scenarios on a clean network, and the engine's edges.
@@ -102,6 +103,68 @@ final class CallEngineTests: XCTestCase {
                                             .unknownRoom(CallSim.room("zz")), .noCall])
         XCTAssertEqual(sim.engine(ra).state, .idle)
         XCTAssertTrue(sim.inFlight.isEmpty)
+    }
+
+    /// Under terminal keys each stream's key is drawn by its sender for each call and reaches the
+    /// rooms that hear that stream and no other: the caller's in its invite, each callee's in its
+    /// accept; callees never get each other's.
+    func testEachStreamsKeyIsDrawnByItsSenderPerCallAndReachesOnlyItsListeners() {
+        let drawn = CountingKeys()
+        var sim = CallSim(rooms: 3, seed: 19, mediaKeys: drawn)
+        sim.warmUp()
+        sim.command(ra, .call(button: "all"))
+        sim.run(for: settleTime(sim.timing(ra)))
+        let caller = sim.plan[ra] ?? .idle, atB = sim.plan[rb] ?? .idle, atC = sim.plan[rc] ?? .idle
+        XCTAssertEqual(drawn.count, 3, "one key per stream: a's, b's, c's")
+        let keyA = caller.sendKey
+        XCTAssertNotNil(keyA)
+        for (room, plan) in [(rb, atB), (rc, atC)] {
+            XCTAssertEqual(plan.receiveFrom.map(\.key), [keyA], "\(room) hears a's stream under a's key")
+            XCTAssertNotNil(plan.sendKey)
+            XCTAssertEqual(caller.receiveFrom.first { $0.room == room }?.key, plan.sendKey, "a hears \(room)'s stream under its key")
+        }
+        XCTAssertEqual(Set([caller.sendKey, atB.sendKey, atC.sendKey]).count, 3, "three streams, three keys")
+        sim.command(ra, .hangUp)
+        sim.run(for: 1)
+        sim.command(rb, .call(button: "a"))
+        sim.run(for: settleTime(sim.timing(rb)))
+        let again = sim.plan[rb] ?? .idle
+        XCTAssertEqual(drawn.count, 5, "the next call draws new keys")
+        XCTAssertNotNil(again.sendKey)
+        XCTAssertFalse([caller.sendKey, atB.sendKey, atC.sendKey].contains(again.sendKey), "no key serves two calls")
+        XCTAssertEqual(sim.plan[ra]?.receiveFrom.map(\.key), [again.sendKey])
+
+        // Without a source (site key or clear), no key travels.
+        var plain = CallSim(rooms: 2, seed: 20)
+        plain.warmUp()
+        plain.command(ra, .call(button: "b"))
+        plain.run(for: settleTime(plain.timing(ra)))
+        XCTAssertNil(plain.plan[ra]?.sendKey)
+        XCTAssertEqual(plain.plan[rb]?.receiveFrom.map(\.key), [nil])
+    }
+
+    /// A revoked terminal's room leaves every call at once and shows offline; the call among the
+    /// others goes on. A callee whose caller is revoked ends its side.
+    func testADistrustedRoomLeavesTheCallAtOnceAndTheOthersStay() {
+        var sim = CallSim(rooms: 3, seed: 21)
+        sim.warmUp()
+        sim.command(ra, .call(button: "all"))
+        sim.run(for: settleTime(sim.timing(ra)))
+        XCTAssertEqual(sim.status(ra, of: rc), .connected)
+        XCTAssertTrue(sim.engine(ra).presence(of: rc).online)
+        let effects = sim.engines[ra]!.distrust([rc], now: sim.now)
+        sim.apply(effects, at: ra)
+        XCTAssertEqual(sim.status(ra, of: rc), .left)
+        XCTAssertEqual(sim.status(ra, of: rb), .connected, "the call with b goes on")
+        XCTAssertEqual(sim.plan[ra]?.receiveFrom.map(\.room), [rb], "c's stream is dropped at once")
+        XCTAssertFalse(sim.engine(ra).presence(of: rc).online, "c shows offline at once")
+        XCTAssertFalse(effects.contains { if case .send(let room, _, _) = $0 { room == rc } else { false } }, "nothing is sent to c")
+        XCTAssertEqual(sim.engine(ra).state, .connected)
+
+        let atB = sim.engines[rb]!.distrust([ra], now: sim.now)
+        sim.apply(atB, at: rb)
+        XCTAssertEqual(sim.engine(rb).state, .idle, "b's caller is revoked: b's side ends")
+        XCTAssertEqual(sim.plan[rb], .idle)
     }
 
     /// Garbage, truncated datagrams, unknown senders and spoofed sources: counted, state unharmed.
@@ -224,5 +287,15 @@ final class CallEngineTests: XCTestCase {
         XCTAssertTrue(problems.contains { $0.hasPrefix("buttons.x:") })
         XCTAssertTrue(problems.contains { $0.hasPrefix("timing.offline_after:") })
         XCTAssertTrue(problems.contains { $0.hasPrefix("caller_voice:") })
+    }
+}
+
+/// Keys 1, 2, 3, ... (each byte the key's number), counted.
+private final class CountingKeys: MediaKeySource, Sendable {
+    private let drawn = Mutex(0)
+    var count: Int { drawn.withLock { $0 } }
+    func newKey() -> MediaKey? {
+        let n = drawn.withLock { n -> Int in n += 1; return n }
+        return MediaKey(bytes: [UInt8](repeating: UInt8(n), count: MediaKey.length))
     }
 }

@@ -17,6 +17,9 @@ let sampleEnvelopes: [Envelope] = {
                 kind: .announcement),
         .invite(CallID(8), participants: [room("labor")], media: InviteMedia(callerMedia: media, voice: .unicast), kind: .emergency),
         .accept(CallID(.max), mediaPort: 5004),
+        .accept(CallID(6), mediaPort: 5006, key: MediaKey(bytes: (0..<30).map { UInt8($0 * 7 + 1) })),
+        .invite(CallID(9), participants: [room("labor")], media: InviteMedia(callerMedia: media, voice: .multicast(group: group),
+                key: MediaKey(bytes: [UInt8](repeating: 0xA5, count: 30))), kind: .normal),
         .decline(CallID(3), .doNotDisturb), .decline(CallID(3), .busy), .decline(CallID(3), .notPermitted),
         .end(CallID(9)), .leave(CallID(10)),
         .mute(CallID(11), MuteState(microphone: true, speaker: false)),
@@ -44,6 +47,18 @@ final class CallSignalCodecTests: XCTestCase {
 
     /// A hello's announcement: bit 2 says one follows, bit 4 that it names a site document (never
     /// without bit 2); the software name is bounded.
+    /// A media key travels whole and is never printed: logs show envelopes.
+    func testAMediaKeyRoundTripsAndIsNeverPrinted() throws {
+        let key = try XCTUnwrap(MediaKey(bytes: [UInt8](repeating: 0xA5, count: MediaKey.length)))
+        XCTAssertNil(MediaKey(bytes: [1, 2, 3]))
+        let envelope = Envelope(sender: room("a"), messageID: 1, message: .accept(CallID(5), mediaPort: 5004, key: key))
+        XCTAssertEqual(try SignalCodec.decode(SignalCodec.encode(envelope)).get(), envelope)
+        for shown in [String(describing: envelope), String(reflecting: envelope), "\(key)"] {
+            XCTAssertFalse(shown.contains("165") || shown.lowercased().contains("a5"), shown)
+        }
+        XCTAssertNotEqual(MediaKey.random(), MediaKey.random())
+    }
+
     func testAHellosAnnouncementIsStrictlyRead() {
         let long = SiteAnnouncement(software: String(repeating: "x", count: 40), site: nil, appliedAt: nil)
         let sent = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .hello(doNotDisturb: false, call: nil, announcement: long)))
@@ -125,6 +140,7 @@ final class CallSignalCodecTests: XCTestCase {
             (.invalidText, patched(notify, 21, 0xFF)),
             (.unknownTone, patched(notify, 23, UInt8(ascii: "z"))),
             (.invalidSiteStamp, patched(stamped, 30, 0)),
+            (.invalidMediaKey, patched(valid, 4, EnvelopeFlags.mediaKey.rawValue)),
         ]
         XCTAssertEqual(Set(cases.map(\.0)), Set(SignalDecodeError.allCases))
         for (expected, bytes) in cases {

@@ -52,13 +52,16 @@ struct CallSim {
     var silenced: [RoomID: [NotificationID]] = [:]
     /// Every `persistNotification` effect, in order (the newest state of a record is its last).
     var notificationHistory: [RoomID: [NotificationRecord]] = [:]
+    /// Where every room's engine draws its streams' keys (nil: keys are not agreed in signalling).
+    let mediaKeys: (any MediaKeySource)?
 
     static func room(_ s: String) -> RoomID { RoomID(s)! }
 
     /// Rooms a, b, c, ... at 10.0.0.1, .2, ...; button "all" calls every other room from a.
-    init(rooms count: Int, conditions: CallNetConditions = .clean, seed: UInt64 = 1,
+    init(rooms count: Int, conditions: CallNetConditions = .clean, seed: UInt64 = 1, mediaKeys: (any MediaKeySource)? = nil,
          configure: (inout CallSettings) -> Void = { _ in }) {
         self.conditions = conditions
+        self.mediaKeys = mediaKeys
         rng = SplitMix64(seed: seed)
         let ids = (0..<count).map { Self.room(String(UnicodeScalar(UInt8(ascii: "a") + UInt8($0)))) }
         var directory: [RoomID: DirectoryEntry] = [:]
@@ -85,7 +88,8 @@ struct CallSim {
         for r in notificationHistory[room, default: []] {
             if let i = records.firstIndex(where: { $0.id == r.id && $0.direction == r.direction }) { records[i] = r } else { records.append(r) }
         }
-        engines[room] = CallEngine(settings: settings[room]!, history: h, notifications: records, seed: rng.next())
+        engines[room] = CallEngine(settings: settings[room]!, history: h, notifications: records, seed: rng.next(),
+                                   mediaKeys: mediaKeys)
         online.insert(room)
     }
 

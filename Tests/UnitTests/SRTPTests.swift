@@ -133,6 +133,37 @@ final class SRTPTests: XCTestCase {
         XCTAssertNil(try keys.protection(for: .idle))
     }
 
+    /// Keys agreed in the call's signalling: the plan's keys make the sessions, with or without
+    /// a site key; a peer that gave none is derived from the site key, and without one the
+    /// call's media stays off (nothing in the clear); no keys and no site key: clear.
+    func testMediaKeysTakeThePlansKeysFirst() throws {
+        let a = RoomID("empfang")!, b = RoomID("labor")!, call = CallID(0x3333)
+        let mine = try XCTUnwrap(MediaKey(bytes: [UInt8](repeating: 1, count: MediaKey.length)))
+        let theirs = try XCTUnwrap(MediaKey(bytes: [UInt8](repeating: 2, count: MediaKey.length)))
+        let endpoint = IPv4Endpoint(address: 0x7F00_0001, port: 5000)
+        let keyed = MediaPlan(sendTo: [endpoint], receiveFrom: [MediaPeer(room: b, endpoint: endpoint, key: theirs)], call: call, sendKey: mine)
+        let bare = MediaPlan(sendTo: [endpoint], receiveFrom: [MediaPeer(room: b, endpoint: endpoint)], call: call)
+
+        let noSiteKey = MediaKeys(siteKey: nil, room: a, ssrc: 42)
+        XCTAssertNil(try noSiteKey.protection(for: bare), "no keys anywhere: clear")
+        let first = try XCTUnwrap(noSiteKey.protection(for: keyed))
+        XCTAssertEqual(first.inbound.count, 1)
+        XCTAssertEqual(try noSiteKey.protection(for: keyed), first, "the same keys keep their sessions")
+        var half = keyed
+        half.receiveFrom[0].key = nil
+        XCTAssertThrowsError(try noSiteKey.protection(for: half), "a peer without a key and no site key: media off") { error in
+            guard case .noKey(let room)? = error as? MediaKeys.Failure else { return XCTFail("\(error)") }
+            XCTAssertEqual(room, b)
+        }
+        var rekeyed = keyed
+        rekeyed.receiveFrom[0].key = mine
+        XCTAssertFalse(try XCTUnwrap(noSiteKey.protection(for: rekeyed)).inbound[0] === first.inbound[0], "another key, another session")
+
+        let withSiteKey = MediaKeys(siteKey: try SiteKey(bytes: (0..<32).map { UInt8($0) }), room: a, ssrc: 42)
+        XCTAssertNotNil(try withSiteKey.protection(for: half), "a peer without a key: derived from the site key")
+        XCTAssertNotNil(try withSiteKey.protection(for: keyed))
+    }
+
     /// The live loop with protected routes: A (the right key) is played; plain RTP from B and
     /// SRTP under another key from C are dropped, counted, and start no stream; a replay of A's
     /// packet is refused; what the loop sends is SRTP under its own key; the network thread

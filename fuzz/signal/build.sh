@@ -20,5 +20,8 @@ if [ "${1:-}" = run ]; then
     printf 'IC\001\004\000\000\000\000\001\001a\000\000\000\000\000\000\000\005' > .build-fuzz/signal-corpus/seed-end
     printf 'IC\001\001\000\000\000\000\001\001a\000\000\000\000\000\000\000\005\001\001b\012\000\000\001\023\214\000\000' \
         > .build-fuzz/signal-corpus/seed-invite
+    # An accept carrying its sender's media key (flag 2, 30 bytes after the port).
+    { printf 'IC\001\002\002\000\000\000\001\001a\000\000\000\000\000\000\000\005\023\214'
+      printf '%030d' 0; } > .build-fuzz/signal-corpus/seed-accept-keyed
     exec .build-fuzz/signal-fuzzer -max_len=2048 "$@" .build-fuzz/signal-corpus
 fi
