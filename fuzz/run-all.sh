@@ -2,8 +2,8 @@
 # Builds every fuzz target and runs each for SECONDS (default 15): the bounded run in CI. A crash,
 # a trap or a sanitizer report fails it (libFuzzer exits non-zero and leaves .build-fuzz/crash-*).
 # Longer runs for BENCHMARKS.md: fuzz/<target>/build.sh run -max_total_time=300
-# The configuration fuzzer (a SwiftPM build of its own, the longest) builds and runs beside the
-# others, one after another: two at a time on CI's two cores.
+# The configuration and seal fuzzers (SwiftPM builds sharing one folder, the longest) build and
+# run one after the other beside the others: two at a time on CI's two cores.
 set -eu
 cd "$(dirname "$0")/.."
 seconds=${1:-15}
@@ -22,7 +22,7 @@ run_one() {
     fi
     echo "fuzz: $target for $seconds s: $(grep -E "^Done" ".build-fuzz/$target.log")"
 }
-run_one config &
+{ c=0; run_one config || c=1; run_one seal || c=1; exit $c; } &
 config=$!
 failed=0
 for target in rtp srtp signal control keys transfer; do run_one "$target" || failed=1; done

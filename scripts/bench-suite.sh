@@ -123,7 +123,7 @@ sed -n 's/^SUITE|//p' "$WORK/suite.log" >"$WORK/50-suite.md"
 # Every section must be there, with figures (a measurement that rots shows up here first).
 missing=0
 for heading in "CPU per 10 ms frame" "Swift chain / bare C" "intercomd vs speexdsp" "Mouth-to-ear delay" "stage by stage" \
-               "ERLE over time" "Steady delay while someone talks" "Live again after a 1 s stall" "Clock drift" "Howling" "Speech quality through loss" "1:n: the caller" "key → tone, online" "Side by side with trx" "Call set-up with keys agreed per call"; do
+               "ERLE over time" "Steady delay while someone talks" "Live again after a 1 s stall" "Clock drift" "Howling" "Speech quality through loss" "1:n: the caller" "key → tone, online" "Side by side with trx" "Call set-up with keys agreed per call" "Revocation under terminal keys"; do
     grep -q "$heading" "$WORK/out.md" || { echo "bench-suite: no \"$heading\" in the report" >&2; missing=1; }
 done
 grep -q "^| intercomd | both ways | defaults" "$WORK/out.md" || { echo "bench-suite: no intercomd row in the side-by-side table" >&2; missing=1; }

@@ -162,6 +162,11 @@ final class CallRooms {
     }
 
     func isConnected(_ id: String) -> Bool { status(id)?.call?.connected == true }
+    /// `id` has played more than 50 frames of `other`'s stream (rooms on this host).
+    func plays(_ id: String, from other: String) -> Bool {
+        let source = "127.0.0.1:\(room(other).media)"
+        return status(id)?.media.contains { $0.source == source && $0.played > 50 } == true
+    }
     func isIdle(_ id: String) -> Bool { status(id).map { $0.call == nil } ?? false }
 
     func participant(_ status: ControlStatus?, _ room: String) -> ParticipantStatus? {

@@ -219,15 +219,7 @@ final class EnrolmentRigTests: XCTestCase {
         try SiteKit.start(rooms, "desk2", folder: folder, environment: faked("-3h"))
         try SiteKit.start(rooms, "desk3", folder: folder, environment: faked("@1970-01-01 00:00:00"))
         func stats(_ id: String) -> DaemonStatistics? { try? rooms.daemons[id]?.statistics() }
-        for id in ids {
-            let code = try XCTUnwrap(stats(id)?.site?.terminal?.enrolmentCode)
-            XCTAssertEqual(try SiteKit.run(["approve", "--dir", folder, "--room", id, "--code", code]).status, 0)
-        }
-        try SiteKit.sign(folder)
-        XCTAssertTrue(try SiteKit.run(["publish", "--dir", folder]).output.contains("took version 3"))
-        for id in ids {
-            XCTAssertNotNil(rooms.daemons[id]!.waitForStatistics(timeout: 5) { $0.calls?.protection == .terminalKeys && $0.site?.appliedAt != nil }, id)
-        }
+        try SiteKit.approveAll(rooms, ids, folder: folder, version: 3)
         // The fakes took: each applied version 3 at the time its own clock read.
         let now = Date().timeIntervalSince1970
         let applied = ids.map { stats($0)?.site?.appliedAt ?? .nan }
@@ -260,13 +252,7 @@ final class EnrolmentRigTests: XCTestCase {
         try SiteKit.create(folder, document: SiteKit.document(rooms))
         for id in ids { try SiteKit.start(rooms, id, folder: folder) }
         func stats(_ id: String) -> DaemonStatistics? { try? rooms.daemons[id]?.statistics() }
-        for id in ids {
-            let code = try XCTUnwrap(stats(id)?.site?.terminal?.enrolmentCode)
-            XCTAssertEqual(try SiteKit.run(["approve", "--dir", folder, "--room", id, "--code", code]).status, 0)
-        }
-        try SiteKit.sign(folder)
-        XCTAssertTrue(try SiteKit.run(["publish", "--dir", folder]).output.contains("took version 3"))
-        for id in ids { XCTAssertNotNil(rooms.daemons[id]!.waitForStatistics(timeout: 5) { $0.calls?.protection == .terminalKeys }, id) }
+        try SiteKit.approveAll(rooms, ids, folder: folder, version: 3)
         XCTAssertTrue(rooms.waitOnline("desk3", ["desk1", "desk2"]))
 
         // desk3 goes off; desk2's box is taken, its key read from its disk; desk2 is revoked.

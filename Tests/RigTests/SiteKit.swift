@@ -1,4 +1,6 @@
+import Control
 import Foundation
+import Glibc
 import TestSupport
 import XCTest
 
@@ -64,6 +66,34 @@ enum SiteKit {
             identity_key = "\(rooms.dir)/\(id)-terminal.key"
             """)
         return try rooms.start(id, configPath: config, environment: environment)
+    }
+
+    /// Approves each room's terminal with the code its daemon shows (what the installer reads at
+    /// the box), signs, and publishes the result as `version` (from `host`, to the first room, when
+    /// given); returns once every one of them seals by terminal keys under it.
+    static func approveAll(_ rooms: CallRooms, _ ids: [String], folder: String, version: UInt64, in host: NetLab.Host? = nil) throws {
+        for id in ids {
+            let code = try XCTUnwrap(try rooms.daemons[id]!.statistics().site?.terminal?.enrolmentCode, "\(id) is pending with a code")
+            let approved = try run(["approve", "--dir", folder, "--room", id, "--code", code], in: host)
+            XCTAssertEqual(approved.status, 0, approved.output)
+        }
+        try sign(folder)
+        let first = rooms.room(ids[0])
+        let published = try run(["publish", "--dir", folder] + (host == nil ? [] : ["--to", "\(first.address):\(first.signalling)"]), in: host)
+        XCTAssertEqual(published.status, 0, published.output)
+        for id in ids {
+            XCTAssertNotNil(rooms.daemons[id]!.waitForStatistics(timeout: 30) {
+                $0.calls?.protection == .terminalKeys && $0.site?.version == version && $0.site?.appliedAt != nil
+            }, "\(id) seals by terminal keys under version \(version)")
+        }
+    }
+
+    /// A site key file in `dir` (the same key each time), mode 0600.
+    static func siteKeyFile(in dir: String) throws -> String {
+        let path = dir + "/site.key"
+        try Data((0..<32).map { UInt8($0 * 7 & 255) }).base64EncodedString().write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        return path
     }
 
     /// Signs the folder's site.toml as the next version.

@@ -2,6 +2,7 @@ import Calls
 import Control
 import Foundation
 import Glibc
+import SignalTools
 import TestSupport
 import XCTest
 
@@ -10,8 +11,6 @@ import XCTest
 /// (each stream's key drawn by its sender and sent in the sealed invite or accept). Nine intercomd
 /// on loopback without sound cards: what is measured is signalling.
 final class SuiteCallKeysTests: XCTestCase {
-    static func median(_ v: [Double]) -> Double { v.isEmpty ? .nan : v.sorted()[v.count / 2] }
-
     func testSuiteCallSetUpWithKeysPerCallAgainstTheSiteKey() throws {
         let mode = try SuiteMode.require()
         try Rig.require()
@@ -27,13 +26,13 @@ final class SuiteCallKeysTests: XCTestCase {
             XCTAssertEqual(f.eight.count, calls, "every 1:8 call connected")
             figures[terminalKeys] = f
             func cell(_ v: [Double]) -> String {
-                String(format: "%.1f ms [%.1f-%.1f]", Self.median(v), v.min() ?? .nan, v.max() ?? .nan)
+                String(format: "%.1f ms [%.1f-%.1f]", Levels.median(v), v.min() ?? .nan, v.max() ?? .nan)
             }
             SuiteMode.emit("| \(terminalKeys ? "terminal keys, keys per call" : "site key, keys derived") | \(cell(f.one)) | \(cell(f.eight)) |")
         }
         if let before = figures[false], let after = figures[true] {
             SuiteMode.emit(String(format: "| difference of the medians | %+.1f ms | %+.1f ms |",
-                                  Self.median(after.one) - Self.median(before.one), Self.median(after.eight) - Self.median(before.eight)))
+                                  Levels.median(after.one) - Levels.median(before.one), Levels.median(after.eight) - Levels.median(before.eight)))
         }
         SuiteMode.emit("")
     }
@@ -48,25 +47,14 @@ final class SuiteCallKeysTests: XCTestCase {
         try SiteKit.create(folder, document: SiteKit.document(rooms))
         var own = ""
         if !terminalKeys {
-            let key = rooms.dir + "/site.key"
-            try Data((0..<32).map { UInt8($0 * 7 & 255) }).base64EncodedString().write(toFile: key, atomically: true, encoding: .utf8)
-            chmod(key, 0o600)
+            let key = try SiteKit.siteKeyFile(in: rooms.dir)
             own = "[security]\nsite_key = \"\(key)\"\n"
         }
         for id in ids { try SiteKit.start(rooms, id, folder: folder, own: own) }
         if terminalKeys {
-            for id in ids {
-                let code = try XCTUnwrap(try rooms.daemons[id]!.statistics().site?.terminal?.enrolmentCode, "\(id) is pending")
-                let approved = try SiteKit.run(["approve", "--dir", folder, "--room", id, "--code", code])
-                XCTAssertEqual(approved.status, 0, approved.output)
-            }
-            try SiteKit.sign(folder)
-            let published = try SiteKit.run(["publish", "--dir", folder])
-            XCTAssertTrue(published.output.contains("took version 3"), published.output)
-        }
-        for id in ids {
-            let expected: SignalProtectionMode = terminalKeys ? .terminalKeys : .siteKey
-            XCTAssertNotNil(rooms.daemons[id]!.waitForStatistics(timeout: 10) { $0.calls?.protection == expected }, "\(id) seals by \(expected)")
+            try SiteKit.approveAll(rooms, ids, folder: folder, version: 3)
+        } else {
+            for id in ids { XCTAssertNotNil(rooms.daemons[id]!.waitForStatistics(timeout: 10) { $0.calls?.protection == .siteKey }, id) }
         }
         XCTAssertTrue(rooms.waitOnline(caller, callees, timeout: 15), "the caller sees every callee online")
 

@@ -28,6 +28,9 @@ final class SuiteSiteScaleTests: XCTestCase {
         var hops: Int, busy: Int, failed: Int
         /// Seconds from the notification's sending to each recipient's receiving it.
         var delivered: [Double]
+        /// Under terminal keys: seconds from publishing the version that revokes the last terminal
+        /// to each other terminal's applying it (putting the revoked one out at once).
+        var revoked: [Double] = []
     }
 
     static func median(_ v: [Double]) -> Double { v.isEmpty ? .nan : v.sorted()[v.count / 2] }
@@ -51,27 +54,12 @@ final class SuiteSiteScaleTests: XCTestCase {
         // Sealed signalling: one site key, or each terminal's own key approved.
         var own = ""
         if !terminalKeys {
-            let key = rooms.dir + "/site.key"
-            try Data((0..<32).map { UInt8($0 * 7 & 255) }).base64EncodedString().write(toFile: key, atomically: true, encoding: .utf8)
-            chmod(key, 0o600)
+            let key = try SiteKit.siteKeyFile(in: rooms.dir)
             own = "[security]\nsite_key = \"\(key)\"\n"
         }
         var daemons: [String: DaemonProcess] = [:]
         for id in names { daemons[id] = try SiteKit.start(rooms, id, folder: folder, own: own) }
-        if terminalKeys {
-            for id in names {
-                let code = try XCTUnwrap(try daemons[id]!.statistics().site?.terminal?.enrolmentCode, "\(id) is pending")
-                let approved = try SiteKit.run(["approve", "--dir", folder, "--room", id, "--code", code], in: lab.host("admin"))
-                XCTAssertEqual(approved.status, 0, approved.output)
-            }
-            try SiteKit.sign(folder)
-            let handed = try SiteKit.run(["publish", "--dir", folder, "--to", "\(rooms.room(first).address):\(rooms.room(first).signalling)"],
-                                         in: lab.host("admin"))
-            XCTAssertEqual(handed.status, 0, handed.output)
-            for id in names {
-                XCTAssertNotNil(daemons[id]!.waitForStatistics(timeout: 30) { $0.calls?.protection == .terminalKeys }, "\(id) seals by terminal keys")
-            }
-        }
+        if terminalKeys { try SiteKit.approveAll(rooms, names, folder: folder, version: 3, in: lab.host("admin")) }
         let next: UInt64 = terminalKeys ? 4 : 3
         XCTAssertTrue(rooms.waitOnline(first, others, timeout: 30), "\(first) sees all \(n - 1) others online")
         Thread.sleep(forTimeInterval: 2)  // every terminal has heard every other's hellos
@@ -132,6 +120,28 @@ final class SuiteSiteScaleTests: XCTestCase {
             if received.count < others.count { Thread.sleep(forTimeInterval: 0.1) }
         }
         XCTAssertEqual(received.count, others.count, "every other room received the notification")
+        // Under terminal keys: the last terminal revoked, from the administrator's host.
+        var revoked: [Double] = []
+        if terminalKeys {
+            let gone = names[n - 1], rest = names.dropLast()
+            let revoke = try SiteKit.run(["revoke", "--dir", folder, "--room", gone], in: lab.host("admin"))
+            XCTAssertEqual(revoke.status, 0, revoke.output)
+            try SiteKit.sign(folder)
+            let start = Date().timeIntervalSince1970
+            let handed = try SiteKit.run(["publish", "--dir", folder, "--to", "\(rooms.room(first).address):\(rooms.room(first).signalling)"],
+                                         in: lab.host("admin"))
+            XCTAssertEqual(handed.status, 0, handed.output)
+            var inForce: [String: Double] = [:]
+            let until = Date().addingTimeInterval(30)
+            while inForce.count < rest.count, Date() < until {
+                for id in rest where inForce[id] == nil {
+                    if let s = try? daemons[id]!.statistics().site, s.version == next + 1, let at = s.appliedAt { inForce[id] = at - start }
+                }
+                if inForce.count < rest.count { Thread.sleep(forTimeInterval: 0.05) }
+            }
+            XCTAssertEqual(inForce.count, rest.count, "every other terminal applied the revocation")
+            revoked = Array(inForce.values)
+        }
         let transfers = names.compactMap { (try? daemons[$0]!.statistics().site)?.transfers }
         return Figures(datagramsPerSecond: datagrams, bytesPerSecond: bytes, cpuPercent: cpu, signallingPercent: signallingCPU,
                        kept: arrived.values.compactMap { $0.arrival?.kept.map { $0 - published } },
@@ -142,7 +152,7 @@ final class SuiteSiteScaleTests: XCTestCase {
                        keptToApplied: arrived.values.compactMap { s in s.arrival?.kept.flatMap { k in s.appliedAt.map { $0 - k } } },
                        hops: names.map { depth($0) }.max() ?? 0,
                        busy: transfers.map(\.fetchBusy).reduce(0, +), failed: transfers.map(\.fetchFailed).reduce(0, +),
-                       delivered: Array(received.values))
+                       delivered: Array(received.values), revoked: revoked)
     }
 
     func testSuiteASiteOfFiveTwentyAndFiftyTerminals() throws {
@@ -155,7 +165,7 @@ final class SuiteSiteScaleTests: XCTestCase {
         SuiteMode.emit("")
         SuiteMode.emitTable(intro: "Each terminal a real intercomd in a network namespace of its own (one LAN through a bridge, the ports as installed) and no sound card (its audio supervisor retries, as with an unplugged USB card): what is measured is signalling. Each size twice: signalling sealed by one site key, and by terminal keys (every terminal's key approved in version 3 by `intercom-site approve` from the administrator's host, no site key: each datagram sealed for one terminal, a signed session announcement in each hello round). Idle for \(Int(idle)) s: signalling datagrams and bytes each terminal sends (typed `calls.datagrams_sent`, `bytes_sent`, as sealed) and its CPU (utime + stime, % of one core; a clock tick of 10 ms is \(String(format: "%.2f", 1 / idle)) % of this window): the whole process, and of it the threads that carry signalling (the calls thread `intercom-calls`, the site's `site-fetch` and `site-server`, and the main loop; not the audio supervisor retrying the missing sound card, nor the statistics logger). Then `intercom-site publish` hands the next version (3; 4 under terminal keys) to the first terminal only; each terminal's `site.arrival.kept` (checked and on disk: it can pass it on) and `site.applied_at` (in force) less the publish's start (which includes starting the tool). Then the first terminal's notification to all others: each recipient's `received` less `sent`. Goals (issue 52): a change everywhere within 2 s at 50 terminals; signalling CPU per terminal under 1 % of a core; traffic per terminal that grows no faster than the number of terminals.",
                             columns: ["terminals, sealed by", "datagrams/s sent per terminal (median)", "bytes/s sent per terminal (median)", "CPU per terminal, median / worst", "of it signalling threads, median / worst", "next version kept: median / worst", "next version applied: median / worst", "notification received: first / last"])
-        var steps: [String] = []
+        var steps: [String] = [], revocations: [String] = []
         for terminalKeys in [false, true] { for n in sizes {
             let f = try measure(n, idle: idle, terminalKeys: terminalKeys)
             let sealed = terminalKeys ? "terminal keys" : "site key"
@@ -163,6 +173,9 @@ final class SuiteSiteScaleTests: XCTestCase {
                                 Self.median(f.heardToFetch), f.heardToFetch.max() ?? .nan, Self.median(f.fetchToReceived), f.fetchToReceived.max() ?? .nan,
                                 Self.median(f.receivedToKept), f.receivedToKept.max() ?? .nan,
                                 Self.median(f.keptToApplied), f.keptToApplied.max() ?? .nan, f.busy, f.failed))
+            if terminalKeys {
+                revocations.append("| \(n) | " + String(format: "%.2f s / %.2f s |", Self.median(f.revoked), f.revoked.max() ?? .nan))
+            }
             XCTAssertTrue(f.cpuPercent.allSatisfy(\.isFinite), "CPU measured for every terminal")
             XCTAssertTrue(f.signallingPercent.allSatisfy(\.isFinite), "the signalling threads measured for every terminal")
             SuiteMode.emit("| \(n), \(sealed) | " + String(format: "%.1f | %.0f | %.2f %% / %.2f %% | %.2f %% / %.2f %% | %.2f s / %.2f s | %.2f s / %.2f s | %.3f s / %.3f s |",
@@ -176,6 +189,10 @@ final class SuiteSiteScaleTests: XCTestCase {
         SuiteMode.emitTable(intro: "The way of the next version, per terminal that fetched it (typed `site.arrival`, `site.applied_at`): hops, the most fetches in a row from the publish to a terminal; from a hello naming it to the start of the fetch that brought it (a fetch answered busy is tried again a quarter second later, or at another holder), from there to the whole document in hand (the transfer), from there to kept (the check and the write with fsync), and from kept to applied (the daemon's main loop, every 100 ms, and the reload); fetches answered busy and failed, over all terminals.",
                             columns: ["terminals, sealed by", "hops", "hello → fetch: median / worst", "transfer: median / worst", "check and keep: median / worst", "kept → applied: median / worst", "busy / failed"])
         for line in steps { SuiteMode.emit(line) }
+        SuiteMode.emit("")
+        SuiteMode.emitTable(intro: "Revocation under terminal keys: `intercom-site revoke` of the last terminal, signed and handed to the first terminal from the administrator's host; each other terminal's `site.applied_at` of that version (the moment it puts the revoked one out of any call and shows it offline; from then on it opens nothing from it) less the publish's start. Goal (issue 53): within 2 s at every online terminal.",
+                            columns: ["terminals", "revocation in force: median / worst"])
+        for line in revocations { SuiteMode.emit(line) }
         SuiteMode.emit("")
     }
 }
