@@ -102,6 +102,9 @@ peers = ["$PEER"]
 stats_interval_s = 2
 [control]
 socket = "$PWD/out/intercomd.sock"
+# A fixed stream between two boxes goes in the clear: lab mode, named so in the log.
+[security]
+mode = "lab"
 TOML
     echo "run: intercomd on '$DEVICE', receiving on UDP $LISTEN, sending to $PEER; talk into the microphone"
     echo "     (Ctrl-C stops it${SECONDS_TO_RUN:+; or after $SECONDS_TO_RUN s}); the log is out/intercomd.log"

@@ -59,18 +59,21 @@ struct PresenceTable: Sendable {
     /// Marks `room` offline at once, as if it had gone silent; true if it was online.
     mutating func drop(_ room: RoomID) -> Bool {
         guard self[room].presence.online else { return false }
-        rooms[room]?.presence = Presence(online: false)
-        rooms[room]?.lastHelloID = nil
+        markOffline(room)
         return true
+    }
+
+    private mutating func markOffline(_ room: RoomID) {
+        rooms[room]?.presence = Presence(online: false)
+        // A room that comes back may have restarted with a new message id start.
+        rooms[room]?.lastHelloID = nil
     }
 
     /// Rooms silent for longer than `offlineAfter`, now marked offline.
     mutating func expire(now: Double, offlineAfter: Double) -> [RoomID] {
         var gone: [RoomID] = []
         for (room, r) in rooms where r.presence.online && now - r.lastHeard > offlineAfter {
-            rooms[room]?.presence = Presence(online: false)
-            // A room that comes back may have restarted with a new message id start.
-            rooms[room]?.lastHelloID = nil
+            markOffline(room)
             gone.append(room)
         }
         return gone.sorted()

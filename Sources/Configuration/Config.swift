@@ -448,7 +448,6 @@ extension DaemonConfig {
         var example = DaemonConfig.default
         example.audio.captureDevice = "roomA"
         example.audio.playbackDevice = "roomA"
-        example.network.peers = ["192.168.10.12:5004"]
         return """
             # intercomd configuration: example for a room terminal (rendered from the configuration
             # schema by `intercomd --print-example-config`; edit the schema, not this file).
@@ -941,13 +940,14 @@ extension DaemonConfig {
             .string("bind_address", \.network.bindAddress, "Local IPv4 address the media socket is bound to; \"0.0.0.0\" = every interface",
                     Rule(allowed: "an IPv4 address") { ipv4Problem($0) }),
             .strings("peers", \.network.peers, "Where this room's microphone goes: the address of each connected room, or of a multicast group several rooms receive. With calls ([room] id set) leave it empty: the calls decide where audio goes",
-                     allowed: "\"a.b.c.d:port\" each; [] = send nothing") { endpointProblem($0) },
+                     allowed: "\"a.b.c.d:port\" each; [] = send nothing") { endpointProblem($0) }
+                .alsoChecking { clearStreamProblem($0, $0.network.peers) },
             .strings("multicast_groups", \.network.multicastGroups, "Multicast groups this room receives on listen_port, e.g. [\"239.255.0.1\"]",
                      allowed: "\"a.b.c.d\" each, 224.0.0.0...239.255.255.255") { v in
                          let group: UInt32
                          do throws(IPv4ParseError) { group = try IPv4Endpoint.parseAddress(v) } catch { return "is not an IPv4 address (a.b.c.d): \(error.problem)" }
                          return IPv4Endpoint(address: group, port: 0).isMulticast ? nil : "is not a multicast address (224...239.x.x.x)"
-                     },
+                     }.alsoChecking { clearStreamProblem($0, $0.network.multicastGroups) },
             .string("multicast_interface", \.network.multicastInterface,
                     "Address of the network interface multicast goes through; 0.0.0.0 = the kernel chooses by its routes",
                     Rule(allowed: "an IPv4 address") { ipv4Problem($0) }),

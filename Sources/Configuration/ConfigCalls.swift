@@ -114,10 +114,19 @@ public enum CallerVoice: String, CaseIterable, Sendable {
 /// `[security]`: the site key that authenticates and encrypts what terminals send each other.
 public struct SecuritySection: Sendable, Equatable {
     /// Path of the site key file (base64, at least 32 bytes, not readable by others); "" = none:
-    /// signalling travels in the clear and anyone on the network can take part.
+    /// the terminal keys the site document approves, or nothing at all (docs/identity.md).
     public var siteKey: String = ""
+    public var mode: SecurityMode = .secure
 
     public init() {}
+}
+
+/// `security.mode`: whether a terminal with no key may talk in the clear.
+public enum SecurityMode: String, CaseIterable, Sendable {
+    /// With no key, nothing is sent or taken on the network.
+    case secure
+    /// With no key, signalling and media in the clear: a test bench, never a practice.
+    case lab
 }
 
 /// `[control]`: the local control socket (docs/control.md).
@@ -162,6 +171,16 @@ public struct KeysSection: Sendable, Equatable {
 extension DaemonConfig {
     /// Calls are on: `[room] id` is set.
     public var callsEnabled: Bool { !room.id.isEmpty }
+
+    /// Media goes on the wire: with calls (keyed by them), or fixed streams (`network.peers`,
+    /// always in the clear) in lab mode only.
+    public var networkMediaEnabled: Bool { network.isEnabled && (callsEnabled || security.mode == .lab) }
+
+    /// Why fixed streams are refused outside lab mode, or nil.
+    static func clearStreamProblem(_ c: DaemonConfig, _ what: [String]) -> String? {
+        c.callsEnabled || what.isEmpty || c.security.mode == .lab ? nil
+            : "fixed streams without calls carry audio in the clear; set security.mode = \"lab\" to allow that on a test bench, or give the terminal a room ([room] id) so that calls key its media"
+    }
 
     /// The call engine's settings. Precondition: calls are on and the configuration is valid.
     /// How a call's voice travels, as the call engine takes it.
@@ -270,7 +289,9 @@ extension DaemonConfig {
         ]),
         SchemaSection(name: "security", comment: "Sealed signalling and SRTP media between the terminals of a site.", keys: [
             .string("site_key", \.security.siteKey,
-                    "The site key file: the same file on every terminal of the site, base64 of at least 32 random bytes, readable by the service only (head -c 32 /dev/urandom | base64 > /etc/intercomd/site.key; chown root:intercomd and chmod 0640 it). With it, signalling between terminals is encrypted and authenticated, each call's media is SRTP under keys derived per call and per sending room, and a terminal without it can neither call, nor be called, nor be heard. \"\" = signalling and media in the clear", .any),
+                    "The site key file: the same file on every terminal of the site, base64 of at least 32 random bytes, readable by the service only (head -c 32 /dev/urandom | base64 > /etc/intercomd/site.key; chown root:intercomd and chmod 0640 it). With it, signalling between terminals is encrypted and authenticated, each call's media is SRTP under keys derived per call and per sending room, and a terminal without it can neither call, nor be called, nor be heard. \"\" = none: the terminal keys the site document approves (docs/identity.md), or, with neither, no network at all outside lab mode", .any),
+            .choice("mode", \.security.mode,
+                    "secure: a terminal with neither a site key nor an approved terminal key sends and takes nothing on the network (it waits for its approval). lab: with neither, signalling and media go in the clear and anyone on the network can call, listen and be heard; for a test bench only, and named so in every start and in status"),
         ]),
         SchemaSection(name: "control", comment: "The local control socket (intercomctl, docs/control.md).", keys: [
             .string("socket", \.control.socket, "Path of the Unix socket",

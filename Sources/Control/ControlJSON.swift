@@ -96,7 +96,8 @@ public enum ControlJSON {
             }
             return ["room": room(s.room), "name": .string(s.name), "dnd": .bool(s.doNotDisturb), "mute": encode(s.mute), "call": call,
                     "media": .array(media), "missed": .integer(Int64(s.missedCalls)), "lights": .array(lights),
-                    "notifications": .integer(Int64(s.notifications)), "read_aloud": .bool(s.readAloud)]
+                    "notifications": .integer(Int64(s.notifications)), "read_aloud": .bool(s.readAloud),
+                    "security": s.security.map { .string($0.rawValue) } ?? .null]
         case .rooms(let d):
             return ["rooms": .array(d.rooms.map { merge(["id": room($0.id), "name": .string($0.name)], encode($0.presence)) }),
                     "buttons": .array(d.buttons.map { ["name": .string($0.name), "rooms": rooms($0.rooms), "kind": .string($0.kind.rawValue)] })]
@@ -281,6 +282,13 @@ public enum ControlJSON {
             }
             if result["read_aloud"].map({ $0 != .null }) == true {
                 status.readAloud = try field(result, "read_aloud", \.boolValue, "a boolean")
+            }
+            if let security = result["security"], security != .null {
+                let text = try field(result, "security", \.stringValue, "a string")
+                guard let mode = SignalProtectionMode(rawValue: text) else {
+                    throw Violation("\"security\" is \"\(text)\", not one of clear_lab_mode, unkeyed, site_key, terminal_keys")
+                }
+                status.security = mode
             }
             return .status(status)
         case .rooms:

@@ -44,6 +44,8 @@ public struct ControlStatus: Sendable, Equatable {
     public var notifications = 0
     /// Notifications are read aloud here.
     public var readAloud = true
+    /// How signalling is sealed now (absent from older daemons).
+    public var security: SignalProtectionMode?
 
     public init(room: RoomID, name: String, doNotDisturb: Bool, mute: MuteState, call: ActiveCall? = nil,
                 media: [MediaStream] = [], missedCalls: Int = 0, lights: [StatusLight] = []) {

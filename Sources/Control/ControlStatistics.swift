@@ -298,11 +298,15 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// An invite, notification or missed-call notice that came while this terminal knew of a
         /// newer site document than its own (`SiteCatchUp`): not taken yet, the sender tries again.
         public var behind: Int
+        /// Anything but a session announcement while this terminal sends nothing: its key is
+        /// pending or revoked, or it holds no key at all outside lab mode.
+        public var silent: Int
 
         public init(notSealed: Int, malformed: Int, unknownSender: Int, authentication: Int, replay: Int, stale: Int,
                     senderMismatch: Int, notForEveryone: Int, unknownSession: Int = 0, badSignature: Int = 0, older: Int = 0,
-                    behind: Int = 0) {
+                    behind: Int = 0, silent: Int = 0) {
             self.behind = behind
+            self.silent = silent
             self.unknownSession = unknownSession
             self.badSignature = badSignature
             self.older = older
@@ -318,7 +322,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
 
         public var total: Int {
             notSealed + malformed + unknownSender + authentication + replay + stale + senderMismatch + notForEveryone
-                + unknownSession + badSignature + older + behind
+                + unknownSession + badSignature + older + behind + silent
         }
     }
 
@@ -772,8 +776,11 @@ extension DaemonStatistics: SnakeCaseReply {
 
 /// How a terminal's signalling is sealed (docs/identity.md).
 public enum SignalProtectionMode: String, Sendable, Equatable, Codable {
-    /// Neither a site key nor approved terminal keys: nothing is sealed.
-    case clear
+    /// Lab mode (`[security] mode = "lab"`) with neither a site key nor approved terminal keys:
+    /// signalling and media in the clear, anyone on the network can take part.
+    case clear = "clear_lab_mode"
+    /// Neither a site key nor approved terminal keys, outside lab mode: nothing is sent or taken.
+    case unkeyed
     /// The one site key (`[security] site_key`), until the site document approves terminal keys.
     case siteKey = "site_key"
     /// Per pair of terminals, from the keys the site document approves.

@@ -57,8 +57,6 @@ final class CallService: @unchecked Sendable {
     private let siteHints = Mutex<[RoomID: SiteStamp]>([:])
     /// Under terminal keys: calls and notifications wait while a newer site document is known.
     private let catchUp: Mutex<SiteCatchUp>
-    /// The terminal keys last in force, to tell which rooms a new version stops vouching for.
-    private let trustedKeys = Mutex<[String: PublicIdentity]>([:])
     /// Where the voice goes now, as last posted to the network thread (for `stats`).
     private let mediaTo = Mutex<[String]>([])
     private let stopRequest = Flag(false)
@@ -82,10 +80,10 @@ final class CallService: @unchecked Sendable {
     }
 
     init(settings: CallSettings, signalling: IPv4Endpoint, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, sounds: TerminalSounds,
-         announcer: Announcer? = nil, history: HistoryStore?, state: StateStore<TerminalState>?, siteSeal: SignalSeal? = nil,
+         announcer: Announcer? = nil, history: HistoryStore?, state: StateStore<TerminalState>?, siteSeal: SignalSeal? = nil, lab: Bool = false,
          terminal: SignalProtection.Terminal? = nil, mediaKeys: MediaKeys? = nil, logger: Logger) throws {
         self.announcer = announcer
-        let protection = SignalProtection(room: settings.room, siteSeal: siteSeal, terminal: terminal)
+        let protection = SignalProtection(room: settings.room, siteSeal: siteSeal, terminal: terminal, lab: lab)
         self.protection = protection
         catchUp = Mutex(SiteCatchUp(started: Self.now(), listenSeconds: SiteCatchUp.listenSeconds))
         self.mediaKeys = mediaKeys
@@ -235,20 +233,16 @@ final class CallService: @unchecked Sendable {
     /// sealed per pair of terminals from now on, or goes back to the site key.
     func use(terminalKeys: [String: PublicIdentity]) {
         let before = protection.mode
-        // Rooms whose approved key went or changed: the document no longer vouches for them.
-        let changed: Set<RoomID> = trustedKeys.withLock { last in
-            defer { last = terminalKeys }
-            guard !terminalKeys.isEmpty else { return [] }
-            return Set(last.filter { terminalKeys[$0.key] != $0.value }.compactMap { RoomID($0.key) })
-        }
-        if let announcement = protection.use(terminalKeys: terminalKeys, now: Self.now()) { announceToAll(announcement) }
+        let change = protection.use(terminalKeys: terminalKeys, now: Self.now())
+        if let announcement = change.announcement { announceToAll(announcement) }
         if protection.mode != before { log.notice("calls: signalling sealed by \(protection.mode.rawValue) from now on") }
         // Out of calls and offline at once, their streams dropped. A terminal falling silent
         // (its own key revoked) leaves everyone: it can open nothing sent from now on.
         let settings = settings
-        let distrusted = protection.silent ? Set(settings.directory.keys).subtracting([settings.room]) : changed
+        let distrusted = change.fellSilent ? Set(settings.directory.keys).subtracting([settings.room])
+            : Set(change.distrusted.compactMap(RoomID.init))
         if !distrusted.isEmpty {
-            if !protection.silent { log.notice("calls: the site no longer vouches for \(distrusted.sorted().map(\.value)): out of any call, offline") }
+            if !change.fellSilent { log.notice("calls: the site no longer vouches for \(distrusted.sorted().map(\.value)): out of any call, offline") }
             withEngine { e in execute(e.distrust(distrusted, now: Self.now())) }
         }
         wake.ring()
@@ -484,6 +478,7 @@ final class CallService: @unchecked Sendable {
                               missedCalls: e.missedCalls.count, lights: lightsReport())
         s.notifications = e.receivedNotifications.filter { !$0.held }.count
         s.readAloud = e.readAloud
+        s.security = protection.mode
         if let call = e.call {
             s.call = ActiveCall(callID: call.id, direction: call.role == .caller ? .outgoing : .incoming, caller: call.caller,
                                 participants: call.participants, connected: call.isConnected, kind: call.kind)

@@ -59,15 +59,19 @@ final class CallsSide: @unchecked Sendable {
             } catch {
                 throw ConfigError(source: "configuration", issues: [ConfigIssue(key: "security.site_key", problem: error.description)])
             }
-        } else if site?.terminalKeys.isEmpty ?? true {
-            logger.warning("calls: no site key (security.site_key) and no terminal keys approved: signalling and media are neither encrypted nor authenticated")
+        }
+        let lab = config.security.mode == .lab
+        if lab {
+            logger.warning("calls: LAB MODE (security.mode = \"lab\"): with no key, signalling and media go in the clear and anyone on the network can call, listen and be heard; never in a practice")
+        } else if seal == nil, site?.terminalKeys.isEmpty ?? true {
+            logger.warning("calls: no site key (security.site_key) and no terminal keys approved: nothing is sent or taken on the network until the site approves this terminal (docs/identity.md)")
         }
         // Under terminal keys each call's media keys travel in its sealed signalling; before,
-        // they derive from the site key; with neither, media is in the clear.
+        // they derive from the site key; with neither (lab mode only), media is in the clear.
         let mediaKeys = MediaKeys(siteKey: siteKey, room: settings.room, ssrc: routes.sender?.ssrc ?? 0)
         service = try CallService(settings: settings, signalling: IPv4Endpoint(address: 0, port: port), routes: routes,
                                   microphone: microphone, mixer: mixer, sounds: sounds, announcer: announcer, history: history,
-                                  state: state, siteSeal: seal,
+                                  state: state, siteSeal: seal, lab: lab,
                                   terminal: site.map { SignalProtection.Terminal(identity: $0.terminal, boot: $0.boot) },
                                   mediaKeys: mediaKeys, logger: logger)
         buttonNames = config.buttons.keys.sorted()

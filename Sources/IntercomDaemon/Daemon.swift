@@ -79,7 +79,10 @@ public final class Daemon: @unchecked Sendable {
         // Mixer inputs: local mode's far end (a fixed input) and one slot per possible remote stream.
         let farEndRing = config.local.farEndWav.map { _ in SampleRing(minimumCapacity: frame * 8) }
         let playoutLead = PlayoutLead()
-        let network = config.network.isEnabled ? try NetworkMedia(config: config, logger: logger, playoutLead: playoutLead) : nil
+        if config.network.isEnabled && !config.networkMediaEnabled {
+            logger.warning("network: no media: without calls ([room] id) media would go in the clear, which only lab mode allows (security.mode)")
+        }
+        let network = config.networkMediaEnabled ? try NetworkMedia(config: config, logger: logger, playoutLead: playoutLead) : nil
         self.network = network
         // With calls on, the ring and cue channels are two more fixed inputs (mixed, so also in the
         // echo reference).
@@ -150,7 +153,7 @@ public final class Daemon: @unchecked Sendable {
     /// The caller must have blocked those signals in every thread (`Daemon.blockSignals()`).
     public func run() -> ExitCode {
         let a = config.audio
-        log.info("intercomd starting: \(a.sampleRate) Hz, \(a.periodMs) ms frames (\(a.framesPerPeriod) samples), echo cancellation \(config.echo.enabled ? "on, tail \(config.echo.tailMs) ms" : "bypassed")")
+        log.info("intercomd starting: \(a.sampleRate) Hz, \(a.periodMs) ms frames (\(a.framesPerPeriod) samples), echo cancellation \(config.echo.enabled ? "on, tail \(config.echo.tailMs) ms" : "bypassed")\(config.security.mode == .lab ? "; LAB MODE: with no key, signalling and media in the clear" : "")")
         if config.realtime.lockMemory {
             if let reason = lockProcessMemory() {
                 log.warning("cannot lock memory (\(reason)); page faults may cause xruns")

@@ -22,7 +22,7 @@ public enum MicrophoneToWire {
     public static func microphoneChain(_ config: DaemonConfig) throws -> MicrophoneChain {
         let a = config.audio, e = config.echo, frame = a.framesPerPeriod
         // The loop runs through the network: without one there is none to cancel.
-        let loop = config.network.isEnabled ? LoopCanceller(LoopCanceller.Settings(config)) : nil
+        let loop = config.networkMediaEnabled ? LoopCanceller(LoopCanceller.Settings(config)) : nil
         loop?.enabled.set(e.enabled && e.loopCanceller)
         let canceller = try EchoCanceller(EchoCancelSettings(config))
         canceller.bypass.set(!e.enabled)

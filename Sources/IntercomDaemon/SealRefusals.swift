@@ -16,6 +16,7 @@ final class SealRefusals: Sendable {
     let badSignature = Counter()
     let older = Counter()
     let behind = Counter()
+    let silent = Counter()
 
     func count(_ failure: SignalSeal.Failure) {
         switch failure {
@@ -46,7 +47,7 @@ final class SealRefusals: Sendable {
                                   authentication: authentication.load, replay: replay.load, stale: stale.load,
                                   senderMismatch: senderMismatch.load, notForEveryone: notForEveryone.load,
                                   unknownSession: unknownSession.load, badSignature: badSignature.load, older: older.load,
-                                  behind: behind.load)
+                                  behind: behind.load, silent: silent.load)
     }
 
     var total: Int { snapshot.total }
@@ -55,6 +56,6 @@ final class SealRefusals: Sendable {
         let r = snapshot
         return "not_sealed=\(r.notSealed) malformed=\(r.malformed) unknown_sender=\(r.unknownSender) "
             + "authentication=\(r.authentication) replay=\(r.replay) stale=\(r.stale) sender_mismatch=\(r.senderMismatch) "
-            + "not_for_everyone=\(r.notForEveryone) unknown_session=\(r.unknownSession) bad_signature=\(r.badSignature) older=\(r.older) behind=\(r.behind)"
+            + "not_for_everyone=\(r.notForEveryone) unknown_session=\(r.unknownSession) bad_signature=\(r.badSignature) older=\(r.older) behind=\(r.behind) silent=\(r.silent)"
     }
 }

@@ -6,9 +6,10 @@ import SiteSecurity
 import Synchronization
 
 /// How this terminal's signalling is sealed and opened (docs/identity.md): per pair of terminals
-/// once the site document approves terminal keys, under the one site key before that, in the clear
-/// with neither. The document in force chooses (`use(terminalKeys:)`): the version that approves
-/// the first terminals switches a running terminal over, one that approves none switches it back.
+/// once the site document approves terminal keys, under the one site key before that; with
+/// neither, nothing goes out or comes in (unkeyed), or, in lab mode only, everything in the
+/// clear. The document in force chooses (`use(terminalKeys:)`): the version that approves the
+/// first terminals switches a running terminal over, one that approves none switches it back.
 /// No I/O: the calls thread sends what this returns.
 final class SignalProtection: Sendable {
     /// What a received datagram is, for the calls thread.
@@ -35,8 +36,20 @@ final class SignalProtection: Sendable {
         let boot: UInt64
     }
 
+    /// What a new site document changed (`use(terminalKeys:)`), for the calls thread to act on.
+    struct Change: Equatable {
+        /// Our announcement, for every room: terminal keys came into force just now.
+        var announcement: [UInt8]?
+        /// Rooms whose approved key went or changed: the document no longer vouches for them.
+        var distrusted: Set<String> = []
+        /// Our own key stopped being approved just now: we can open nothing sent from now on.
+        var fellSilent = false
+    }
+
     private struct State {
         var mode: SignalProtectionMode
+        /// The terminal keys last in force, to tell which rooms a new version stops vouching for.
+        var trusted: [String: PublicIdentity] = [:]
         /// Made the first time terminal keys are in force and kept after: a new one would count
         /// its announcements from 1 again, below what peers took.
         var terminalSeal: TerminalSeal?
@@ -52,32 +65,38 @@ final class SignalProtection: Sendable {
     private let room: String
     private let siteSeal: SignalSeal?
     private let terminal: Terminal?
+    /// What holds with neither key: `.unkeyed` (nothing sent), or `.clear` in lab mode.
+    private let keyless: SignalProtectionMode
     private let state: Mutex<State>
     /// Datagrams refused before the engine saw them, by reason.
     let refused = SealRefusals()
     /// Sends held back under terminal keys: the room's session was not heard yet.
     let awaitingSession = Counter()
 
-    init(room: RoomID, siteSeal: SignalSeal?, terminal: Terminal?) {
+    /// `lab`: `[security] mode = "lab"`, the only way to the clear.
+    init(room: RoomID, siteSeal: SignalSeal?, terminal: Terminal?, lab: Bool = false) {
         self.room = room.value
         self.siteSeal = siteSeal
         self.terminal = terminal
-        state = Mutex(State(mode: siteSeal == nil ? .clear : .siteKey))
+        keyless = lab ? .clear : .unkeyed
+        state = Mutex(State(mode: siteSeal == nil ? keyless : .siteKey))
     }
 
     var mode: SignalProtectionMode { state.withLock { $0.mode } }
-    /// Pending or revoked under terminal keys: sending nothing.
-    var silent: Bool { state.withLock { $0.mode == .terminalKeys && $0.silent } }
+    /// Sending nothing: pending or revoked under terminal keys, or holding no key at all.
+    var silent: Bool { state.withLock { $0.mode == .unkeyed || ($0.mode == .terminalKeys && $0.silent) } }
 
     /// The document in force approves these rooms' terminals (empty: none, or no site): sealing
-    /// follows. Returns our announcement, for every room, when terminal keys came into force
-    /// just now. A room whose key changed or went loses its sessions at once.
-    func use(terminalKeys: [String: PublicIdentity], now: Double) -> [UInt8]? {
+    /// follows. A room whose key changed or went loses its sessions at once.
+    func use(terminalKeys: [String: PublicIdentity], now: Double) -> Change {
         guard let terminal, !terminalKeys.isEmpty else {
-            state.withLock { $0.mode = siteSeal == nil ? .clear : .siteKey }
-            return nil
+            state.withLock {
+                $0.mode = siteSeal == nil ? keyless : .siteKey
+                $0.trusted = [:]
+            }
+            return Change()
         }
-        return state.withLock { s -> [UInt8]? in
+        return state.withLock { s -> Change in
             let seal: TerminalSeal
             if let held = s.terminalSeal {
                 seal = held
@@ -88,9 +107,14 @@ final class SignalProtection: Sendable {
                 s.nextRotation = now + TerminalSeal.sessionSeconds
             }
             let switched = s.mode != .terminalKeys
+            let wasSilent = !switched && s.silent
             s.mode = .terminalKeys
             s.silent = terminalKeys[room] != terminal.identity.publicIdentity
-            return switched && !s.silent ? seal.announcement(site: s.site) : nil
+            var change = Change(announcement: switched && !s.silent ? seal.announcement(site: s.site) : nil)
+            change.distrusted = Set(s.trusted.filter { terminalKeys[$0.key] != $0.value }.keys)
+            change.fellSilent = s.silent && !wasSilent
+            s.trusted = terminalKeys
+            return change
         }
     }
 
@@ -110,7 +134,7 @@ final class SignalProtection: Sendable {
         let (mode, seal, site) = current
         if SessionAnnouncement.looksLikeOne(datagram) {
             guard let seal else {
-                // Not on terminal keys, or silent: what it says of the site, nothing more.
+                // Not on terminal keys, or silent, or unkeyed: what it says of the site, nothing more.
                 guard let a = SessionAnnouncement.decode(datagram), let room = RoomID(a.room) else {
                     refused.malformed.increment()
                     return .refused
@@ -154,8 +178,10 @@ final class SignalProtection: Sendable {
             case .success(let (sender, plaintext)):
                 return decoded(plaintext, from: sender).map(Received.envelope) ?? .refused
             }
-        case (.terminalKeys, nil):
-            return .refused  // silent: nobody seals to a terminal whose key is not approved
+        case (.terminalKeys, nil), (.unkeyed, _):
+            // Nobody seals to a terminal whose key is not approved, and nothing is taken in the clear.
+            refused.silent.increment()
+            return .refused
         }
     }
 
@@ -173,6 +199,7 @@ final class SignalProtection: Sendable {
     func seal(_ plain: [UInt8], for room: RoomID) -> [UInt8]? {
         switch current {
         case (.clear, _, _): return plain
+        case (.unkeyed, _, _): return nil
         case (.siteKey, _, _): return siteSeal?.seal(plain, for: .room(room.value)) ?? plain
         case (.terminalKeys, let seal, _):
             guard let seal else { return nil }  // silent
@@ -191,6 +218,7 @@ final class SignalProtection: Sendable {
         let all = peers.map(\.address)
         switch current {
         case (.clear, _, _): return [(plain, all)]
+        case (.unkeyed, _, _): return []
         case (.siteKey, _, _): return [(siteSeal?.seal(plain, for: .everyRoom) ?? plain, all)]
         case (.terminalKeys, let seal, let site):
             guard let seal else { return [] }  // silent

@@ -157,9 +157,14 @@ public final class DaemonProcess: @unchecked Sendable {
             \(extra.contains("[log]") ? "" : "[log]\nstats_interval_s = 0")
             \(extra.contains("[network]") ? "" : "[network]\nlisten_port = 0")
             \(extra.contains("[control]") ? "" : "[control]\nsocket = \"\(NSTemporaryDirectory())ctl-\(room)-\(UUID().uuidString.prefix(8)).sock\"")
+            \(extra.contains("[security]") ? "" : labMode)
             \(extra)
             """)
     }
+
+    /// What a test's file says when it gives no `[security]` of its own: terminals on one test
+    /// machine without keys talk in the clear. Tests of keys give their own section.
+    public static let labMode = "[security]\nmode = \"lab\""
 
     /// Writes a configuration file for a test and returns its path.
     public static func writeConfig(_ text: String, name: String = "intercomd") throws -> String {

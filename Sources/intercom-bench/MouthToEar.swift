@@ -71,6 +71,8 @@ struct MouthToEar {
         application = "\(s.application)"
         [control]
         socket = "\(socketPath(s, room))"
+        [security]
+        mode = "lab"
         """
     }
 

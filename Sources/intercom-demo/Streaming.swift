@@ -24,6 +24,8 @@ struct Streaming {
                 stats_interval_s = 2
                 [control]
                 socket = "\(folder)/\(room).sock"
+                [security]
+                mode = "lab"
 
                 """.write(toFile: path, atomically: true, encoding: .utf8)
             return path

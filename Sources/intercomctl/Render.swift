@@ -42,6 +42,7 @@ enum Render {
             } else {
                 lines.append("call            none")
             }
+            if let security = s.security { lines.append("security        \(Self.security(security))") }
             lines.append("missed calls    \(s.missedCalls == 0 ? "none waiting" : "\(s.missedCalls) not acknowledged")")
             lines.append("notifications   \(s.notifications == 0 ? "none waiting" : "\(s.notifications) not acknowledged"), read aloud \(s.readAloud ? "on" : "off")")
             for m in s.media {
@@ -210,6 +211,16 @@ enum Render {
         }
         let who = r.direction == .incoming ? "from \(n.sender)" : "to \(list(n.recipients))"
         return "\(timestamp(r.time))  \(pad(r.direction.rawValue, 8))  notification \"\(n.label)\" (\(n.priority.rawValue)) \(who)  \(state)"
+    }
+
+    /// How signalling is sealed, in the words an installer reads.
+    static func security(_ mode: SignalProtectionMode) -> String {
+        switch mode {
+        case .clear: "LAB MODE: signalling and media in the clear, anyone on the network can take part"
+        case .unkeyed: "no key yet: nothing sent or taken on the network until the site approves this terminal"
+        case .siteKey: "sealed with the site key"
+        case .terminalKeys: "sealed per pair of terminals (terminal keys)"
+        }
     }
 
     static func status(_ s: ParticipantStatus) -> String {

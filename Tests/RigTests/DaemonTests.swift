@@ -28,7 +28,7 @@ final class DaemonTests: XCTestCase {
             XCTAssertEqual(d.wait(timeout: 10), 78, "\(bad): \(d.log)")
             XCTAssertTrue(d.log.contains("network.peers: element 1 \"\(bad)\": is not an IPv4 address and port"), d.log)
         }
-        let good = try DaemonProcess.writeConfig("[network]\npeers = [\"10.0.0.2:5004\"]\n")
+        let good = try DaemonProcess.writeConfig("[network]\npeers = [\"10.0.0.2:5004\"]\n" + DaemonProcess.labMode)
         let d = try DaemonProcess(arguments: ["--config", good, "--check-config"])
         XCTAssertEqual(d.wait(timeout: 10), 0, d.log)
     }

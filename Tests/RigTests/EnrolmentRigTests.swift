@@ -84,7 +84,7 @@ final class EnrolmentRigTests: XCTestCase {
         defer { rooms.stopAll() }
         let folder = rooms.dir + "/site"
         try SiteKit.create(folder, document: SiteKit.document(rooms))  // versions 1 and 2
-        for id in ids { try SiteKit.start(rooms, id, folder: folder) }
+        for id in ids { try SiteKit.start(rooms, id, folder: folder, lab: false) }
         func stats(_ id: String) -> DaemonStatistics? { try? rooms.daemons[id]?.statistics() }
         func online(_ id: String) -> Set<String> {
             guard case .success(.rooms(let d))? = try? rooms.control(id, .rooms) else { return [] }
@@ -109,8 +109,22 @@ final class EnrolmentRigTests: XCTestCase {
             return signed.output
         }
 
-        XCTAssertEqual(stats("desk1")?.calls?.protection, .clear, "no site key and nothing approved: in the clear")
-        XCTAssertTrue(rooms.waitOnline("desk1", ["desk2", "desk3"]))
+        // Secure by default: no site key and nothing approved, so nothing goes out or comes in.
+        for id in ids { XCTAssertEqual(rooms.status(id)?.security, .unkeyed, "\(id): no key yet") }
+        Thread.sleep(forTimeInterval: 1.5)  // hello rounds, were any sent
+        for id in ids {
+            XCTAssertTrue(online(id).isEmpty, "\(id) hears nobody: \(online(id))")
+            XCTAssertEqual(stats(id)?.calls?.datagramsSent, 0, "\(id) sends nothing")
+        }
+        _ = try rooms.control("desk1", .call(button: "desk2"))
+        let stranger = try UDPSocket(bind: .loopback(port: 0))
+        let clearHello = Array("a hello in the clear".utf8)
+        _ = clearHello.withUnsafeBytes { stranger.send($0, to: .loopback(port: UInt16(rooms.room("desk1").signalling))) }
+        XCTAssertNotNil(rooms.daemons["desk1"]!.waitForStatistics(timeout: 3) { ($0.calls?.refused.silent ?? 0) >= 1 },
+                        "a datagram in the clear is refused and counted")
+        XCTAssertEqual(stats("desk1")?.calls?.datagramsSent, 0, "a call placed before approval sends nothing")
+        XCTAssertNil(rooms.status("desk2")?.call)
+        _ = try rooms.control("desk1", .hangUp)
 
         // desk1 and desk2 approved, desk3 pending.
         try approve("desk1")
@@ -141,7 +155,7 @@ final class EnrolmentRigTests: XCTestCase {
         try approve("desk3")
         XCTAssertEqual(rooms.stop("desk3"), 0)
         try publish(4)
-        try SiteKit.start(rooms, "desk3", folder: folder)
+        try SiteKit.start(rooms, "desk3", folder: folder, lab: false)
         XCTAssertTrue(rooms.wait(8) { stats("desk3")?.site?.version == 4 && stats("desk3")?.site?.appliedAt != nil },
                       "desk3 fetched and applied the version that approves it")
         let from = stats("desk3")?.site?.arrival?.from
@@ -187,7 +201,7 @@ final class EnrolmentRigTests: XCTestCase {
         let startsFile = "\(rooms.dir)/desk1-terminal.key.starts"
         XCTAssertEqual(try String(contentsOfFile: startsFile, encoding: .utf8), "1\n")
         XCTAssertEqual(rooms.stop("desk1"), 0)
-        try SiteKit.start(rooms, "desk1", folder: folder)
+        try SiteKit.start(rooms, "desk1", folder: folder, lab: false)
         XCTAssertEqual(try String(contentsOfFile: startsFile, encoding: .utf8), "2\n")
         var st = stat()
         XCTAssertEqual(stat(startsFile, &st), 0)

@@ -10,18 +10,11 @@ import XCTest
 /// with the key call each other and hear each other; a room with another site's key is refused
 /// before the call engine sees anything.
 final class SealedSignallingTests: XCTestCase {
-    private func keyFile(_ byte: UInt8, in dir: String) throws -> String {
-        let path = "\(dir)/site-\(byte).key"
-        try Data(Array(repeating: byte, count: 32)).base64EncodedString().write(toFile: path, atomically: true, encoding: .utf8)
-        chmod(path, 0o600)
-        return path
-    }
-
     func testRoomsWithTheSiteKeyCallEachOtherAndAnotherKeyNeverRingsOrChangesAnything() throws {
         try Rig.require()
         let rooms = try CallRooms(["roomA", "roomB", "roomC"])
         defer { rooms.stopAll() }
-        let site = try keyFile(7, in: rooms.dir), other = try keyFile(9, in: rooms.dir)
+        let site = try SiteKit.siteKeyFile(in: rooms.dir, seed: 7), other = try SiteKit.siteKeyFile(in: rooms.dir, seed: 9)
         try rooms.start("rooma", extra: "[security]\nsite_key = \"\(site)\"")
         try rooms.start("roomb", extra: "[security]\nsite_key = \"\(site)\"")
         let c = try rooms.start("roomc", extra: "[security]\nsite_key = \"\(other)\"")
@@ -62,7 +55,7 @@ final class SealedSignallingTests: XCTestCase {
         try Rig.require()
         let rooms = try CallRooms(["roomA", "roomB"])
         defer { rooms.stopAll() }
-        let site = try keyFile(7, in: rooms.dir)
+        let site = try SiteKit.siteKeyFile(in: rooms.dir, seed: 7)
         let relay = try ImpairmentRelayProcess(targetPort: rooms.room("roomb").signalling, options: ["--duplicate", "100", "--seed", "3"])
         defer { relay.stop() }
         try rooms.start("rooma", extra: "[security]\nsite_key = \"\(site)\"", signallingVia: ["roomb": relay.port])
@@ -83,7 +76,7 @@ final class SealedSignallingTests: XCTestCase {
         try Rig.require()
         let rooms = try CallRooms(["roomA", "roomB", "roomC"])
         defer { rooms.stopAll() }
-        let site = try keyFile(7, in: rooms.dir)
+        let site = try SiteKit.siteKeyFile(in: rooms.dir, seed: 7)
         let tap = try UDPSocket(bind: .loopback(port: 0))
         let copying = Flag(false)
         let b = IPv4Endpoint.loopback(port: UInt16(rooms.room("roomb").signalling))

@@ -52,12 +52,13 @@ enum SiteKit {
     /// Starts a room whose file has only the box's own keys (and `own`) and names the site; its
     /// document is the folder's site.json unless it holds one already.
     @discardableResult
-    static func start(_ rooms: CallRooms, _ id: String, folder: String, own: String = "",
+    /// `lab`: no key means clear text, as in most tests; `false`: secure, as a practice runs.
+    static func start(_ rooms: CallRooms, _ id: String, folder: String, own: String = "", lab: Bool = true,
                       environment: [String: String] = [:]) throws -> DaemonProcess {
         let me = rooms.room(id)
         let kept = "\(rooms.dir)/\(id)-site.json"
         if !FileManager.default.fileExists(atPath: kept) { try FileManager.default.copyItem(atPath: folder + "/site.json", toPath: kept) }
-        let config = try DaemonProcess.writeRoomConfig(me.rig, extra: rooms.ownSettings(id) + "\n" + own + """
+        let config = try DaemonProcess.writeRoomConfig(me.rig, extra: rooms.ownSettings(id) + "\n" + own + (lab ? "" : "\n[security]\nmode = \"secure\"") + """
 
             [site]
             id = "\(siteID)"
@@ -88,10 +89,10 @@ enum SiteKit {
         }
     }
 
-    /// A site key file in `dir` (the same key each time), mode 0600.
-    static func siteKeyFile(in dir: String) throws -> String {
-        let path = dir + "/site.key"
-        try Data((0..<32).map { UInt8($0 * 7 & 255) }).base64EncodedString().write(toFile: path, atomically: true, encoding: .utf8)
+    /// A site key file in `dir`, mode 0600: the same key for the same seed, another for another.
+    static func siteKeyFile(in dir: String, seed: Int = 7) throws -> String {
+        let path = dir + "/site-\(seed).key"
+        try Data((0..<32).map { UInt8($0 * seed & 255) }).base64EncodedString().write(toFile: path, atomically: true, encoding: .utf8)
         chmod(path, 0o600)
         return path
     }

@@ -1,6 +1,7 @@
 import Calls
 import Control
 import Foundation
+import SignalTools
 import Glibc
 import Posix
 import TestSupport
@@ -32,8 +33,6 @@ final class SuiteSiteScaleTests: XCTestCase {
         /// to each other terminal's applying it (putting the revoked one out at once).
         var revoked: [Double] = []
     }
-
-    static func median(_ v: [Double]) -> Double { v.isEmpty ? .nan : v.sorted()[v.count / 2] }
 
     /// `terminalKeys`: every terminal's key approved (version 3) and no site key, signalling sealed
     /// per pair of terminals; else sealed by one site key, as before.
@@ -170,19 +169,19 @@ final class SuiteSiteScaleTests: XCTestCase {
             let f = try measure(n, idle: idle, terminalKeys: terminalKeys)
             let sealed = terminalKeys ? "terminal keys" : "site key"
             steps.append("| \(n), \(sealed) | " + String(format: "%d | %.3f s / %.3f s | %.3f s / %.3f s | %.3f s / %.3f s | %.3f s / %.3f s | %d / %d |", f.hops,
-                                Self.median(f.heardToFetch), f.heardToFetch.max() ?? .nan, Self.median(f.fetchToReceived), f.fetchToReceived.max() ?? .nan,
-                                Self.median(f.receivedToKept), f.receivedToKept.max() ?? .nan,
-                                Self.median(f.keptToApplied), f.keptToApplied.max() ?? .nan, f.busy, f.failed))
+                                Levels.median(f.heardToFetch), f.heardToFetch.max() ?? .nan, Levels.median(f.fetchToReceived), f.fetchToReceived.max() ?? .nan,
+                                Levels.median(f.receivedToKept), f.receivedToKept.max() ?? .nan,
+                                Levels.median(f.keptToApplied), f.keptToApplied.max() ?? .nan, f.busy, f.failed))
             if terminalKeys {
-                revocations.append("| \(n) | " + String(format: "%.2f s / %.2f s |", Self.median(f.revoked), f.revoked.max() ?? .nan))
+                revocations.append("| \(n) | " + String(format: "%.2f s / %.2f s |", Levels.median(f.revoked), f.revoked.max() ?? .nan))
             }
             XCTAssertTrue(f.cpuPercent.allSatisfy(\.isFinite), "CPU measured for every terminal")
             XCTAssertTrue(f.signallingPercent.allSatisfy(\.isFinite), "the signalling threads measured for every terminal")
             SuiteMode.emit("| \(n), \(sealed) | " + String(format: "%.1f | %.0f | %.2f %% / %.2f %% | %.2f %% / %.2f %% | %.2f s / %.2f s | %.2f s / %.2f s | %.3f s / %.3f s |",
-                                  Self.median(f.datagramsPerSecond), Self.median(f.bytesPerSecond),
-                                  Self.median(f.cpuPercent), f.cpuPercent.max() ?? .nan,
-                                  Self.median(f.signallingPercent), f.signallingPercent.max() ?? .nan,
-                                  Self.median(f.kept), f.kept.max() ?? .nan, Self.median(f.applied), f.applied.max() ?? .nan,
+                                  Levels.median(f.datagramsPerSecond), Levels.median(f.bytesPerSecond),
+                                  Levels.median(f.cpuPercent), f.cpuPercent.max() ?? .nan,
+                                  Levels.median(f.signallingPercent), f.signallingPercent.max() ?? .nan,
+                                  Levels.median(f.kept), f.kept.max() ?? .nan, Levels.median(f.applied), f.applied.max() ?? .nan,
                                   f.delivered.min() ?? .nan, f.delivered.max() ?? .nan))
         } }
         SuiteMode.emit("")

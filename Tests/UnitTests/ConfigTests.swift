@@ -381,8 +381,23 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(issue("[jitter]\nmin_delay_ms = 50\nmax_delay_ms = 40\n")?.key, "jitter.max_delay_ms")
         XCTAssertEqual(issue("[opus]\napplication = \"lowdelay\"\n")?.key, "opus.application")
         XCTAssertEqual(
-            try DaemonConfig.parse("[network]\npeers = [\"239.255.0.1:5004\"]\nmulticast_groups = [\"239.255.0.1\"]\n").network.multicastGroups,
+            try DaemonConfig.parse("[network]\npeers = [\"239.255.0.1:5004\"]\nmulticast_groups = [\"239.255.0.1\"]\n[security]\nmode = \"lab\"\n").network.multicastGroups,
             ["239.255.0.1"])
+    }
+
+    /// Fixed streams have no keys: outside lab mode they are refused, naming the key and the way out.
+    func testFixedStreamsAreClearTextAndNeedLabMode() throws {
+        for (text, key) in [("[network]\npeers = [\"10.0.0.2:5004\"]\n", "network.peers"),
+                            ("[network]\nmulticast_groups = [\"239.255.0.1\"]\n", "network.multicast_groups")] {
+            let found = issues(text)
+            XCTAssertEqual(found.map(\.key), [key], text)
+            XCTAssertTrue(found.first?.problem.contains("security.mode = \"lab\"") == true, "\(found)")
+            XCTAssertNoThrow(try DaemonConfig.parse(text + "[security]\nmode = \"lab\"\n"), text)
+        }
+        XCTAssertEqual(issue("[security]\nmode = \"open\"\n")?.key, "security.mode")
+        let secure = try DaemonConfig.parse("[network]\nlisten_port = 5004\n")
+        XCTAssertFalse(secure.networkMediaEnabled, "no calls, no lab mode: no media at all")
+        XCTAssertTrue(try DaemonConfig.parse("[network]\nlisten_port = 5004\n[security]\nmode = \"lab\"\n").networkMediaEnabled)
     }
 
     func testAllErrorsAreCollectedInFileOrder() throws {
@@ -501,12 +516,10 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(example.audio.captureDevice, "roomA")
         XCTAssertEqual(example.audio.playbackDevice, "roomA")
 
-        // Apart from the device names and the peer, the example shows the defaults.
+        // Apart from the device names, the example shows the defaults (secure: no fixed peers, which would be clear text).
         var backToDefaults = example
         backToDefaults.audio.captureDevice = DaemonConfig.default.audio.captureDevice
         backToDefaults.audio.playbackDevice = DaemonConfig.default.audio.playbackDevice
-        XCTAssertEqual(example.network.peers, ["192.168.10.12:5004"])
-        backToDefaults.network.peers = DaemonConfig.default.network.peers
         XCTAssertEqual(backToDefaults, DaemonConfig.default)
 
         let text = try String(contentsOfFile: path, encoding: .utf8)

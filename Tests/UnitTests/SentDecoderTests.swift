@@ -12,6 +12,7 @@ import XCTest
 final class SentDecoderTests: XCTestCase {
     func testEachSentFrameComesBackDecodedAndInStep() throws {
         var config = DaemonConfig()
+        config.security.mode = .lab  // a fixed stream: clear text
         config.echo.loopCanceller = true
         let chain = try MicrophoneToWire.microphoneChain(config)
         let loopback = try IPv4Endpoint.parseAddress("127.0.0.1")

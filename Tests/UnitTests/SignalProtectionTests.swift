@@ -34,14 +34,17 @@ final class SignalProtectionTests: XCTestCase {
         }
         let (pa, pb, pc) = (protection(0), protection(1), protection(2))
         XCTAssertEqual(pa.mode, .siteKey)
-        XCTAssertNil(pa.use(terminalKeys: [:], now: 0), "nothing approved: the site key stays")
+        XCTAssertEqual(pa.use(terminalKeys: [:], now: 0), .init(), "nothing approved: the site key stays")
         XCTAssertEqual(pa.mode, .siteKey)
 
         // desk1 and desk2 approved, desk3 pending.
         let approved = ["desk1": keys[0].publicIdentity, "desk2": keys[1].publicIdentity]
-        let announceA = try XCTUnwrap(pa.use(terminalKeys: approved, now: 0), "switching announces at once")
-        let announceB = try XCTUnwrap(pb.use(terminalKeys: approved, now: 0))
-        XCTAssertNil(pc.use(terminalKeys: approved, now: 0), "a pending terminal announces nothing")
+        let announceA = try XCTUnwrap(pa.use(terminalKeys: approved, now: 0).announcement, "switching announces at once")
+        let announceB = try XCTUnwrap(pb.use(terminalKeys: approved, now: 0).announcement)
+        let pending = pc.use(terminalKeys: approved, now: 0)
+        XCTAssertNil(pending.announcement, "a pending terminal announces nothing")
+        XCTAssertTrue(pending.fellSilent, "and falls silent")
+        XCTAssertFalse(pc.use(terminalKeys: approved, now: 1).fellSilent, "once: the next version leaves it as it is")
         XCTAssertEqual([pa.mode, pb.mode, pc.mode], [.terminalKeys, .terminalKeys, .terminalKeys])
         XCTAssertTrue(pc.silent)
         XCTAssertEqual(pc.hello(hello(from: c, id: 1), to: peers).count, 0, "a pending terminal sends nothing")
@@ -94,8 +97,8 @@ final class SignalProtectionTests: XCTestCase {
         // desk2 revoked: refused at desk1 at once; desk2 falls silent.
         let fromB = try XCTUnwrap(pb.seal(hello(from: b, id: 5), for: a))
         let revoked = ["desk1": keys[0].publicIdentity]
-        XCTAssertNil(pa.use(terminalKeys: revoked, now: 4000))
-        XCTAssertNil(pb.use(terminalKeys: revoked, now: 4000))
+        XCTAssertEqual(pa.use(terminalKeys: revoked, now: 4000), .init(distrusted: ["desk2"]), "desk1 no longer trusts desk2")
+        XCTAssertEqual(pb.use(terminalKeys: revoked, now: 4000), .init(distrusted: ["desk2"], fellSilent: true), "desk2 falls silent")
         XCTAssertTrue(pb.silent)
         let before = pa.refused.unknownSender.load
         XCTAssertNil(opened(pa.receive(fromB)))
@@ -103,7 +106,28 @@ final class SignalProtectionTests: XCTestCase {
         XCTAssertNil(pa.seal(hello(from: a, id: 9), for: b), "nothing is sealed to the revoked terminal")
 
         // Nothing approved any more: back to the site key.
-        XCTAssertNil(pa.use(terminalKeys: [:], now: 5000))
+        XCTAssertEqual(pa.use(terminalKeys: [:], now: 5000), .init())
         XCTAssertEqual(pa.mode, .siteKey)
+    }
+
+    /// With neither key a terminal sends and takes nothing but what announcements say of the
+    /// site, each refusal counted; only lab mode talks in the clear.
+    func testWithNoKeyNothingGoesOutOrComesInOutsideLabMode() throws {
+        let plain = hello(from: a, id: 1)
+        let secure = SignalProtection(room: a, siteSeal: nil, terminal: .init(identity: TerminalIdentity(), boot: 1))
+        XCTAssertEqual(secure.use(terminalKeys: [:], now: 0), .init())
+        XCTAssertEqual(secure.mode, .unkeyed)
+        XCTAssertTrue(secure.silent)
+        XCTAssertEqual(secure.hello(plain, to: peers).count, 0, "no hello")
+        XCTAssertNil(secure.seal(plain, for: b), "no message")
+        guard case .refused = secure.receive(plain) else { return XCTFail("a clear message is refused") }
+        XCTAssertEqual(secure.refused.silent.load, 1)
+
+        let lab = SignalProtection(room: a, siteSeal: nil, terminal: nil, lab: true)
+        XCTAssertEqual(lab.mode, .clear)
+        XCTAssertFalse(lab.silent)
+        XCTAssertEqual(lab.seal(plain, for: b), plain)
+        guard case .clear(let taken) = lab.receive(plain) else { return XCTFail("lab mode takes the clear") }
+        XCTAssertEqual(taken, plain)
     }
 }

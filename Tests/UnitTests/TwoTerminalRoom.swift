@@ -45,9 +45,10 @@ struct TwoTerminalRoom {
     init(_ options: Options) throws {
         self.options = options
         var config = DaemonConfig()
+        config.room.id = "a"  // terminals in a call: the media they send is keyed by it
         config.echo.howlGuard = options.howlGuard
         config.echo.loopCanceller = options.loopReference != .none
-        precondition(config.network.isEnabled, "a loop canceller only with a network")
+        precondition(config.networkMediaEnabled, "a loop canceller only with media on the wire")
         var chains: [MicrophoneChain] = []
         var encoders: [OpusEncoder] = [], decoders: [OpusDecoder] = []
         for _ in 0..<2 {
