@@ -480,8 +480,9 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// When this version was applied, Unix time in seconds; nil while it waits to be (kept
         /// moments ago, or its configuration could not be used: `reload.last_error`).
         public var appliedAt: Double?
-        /// Documents refused since start, by reason (oversized, truncated, malformed, unknownFormat,
-        /// otherSite, unsigned, badSignature, older, conflicting, unreadable).
+        /// Documents refused since start, by reason (`SiteDocumentRefusal`: oversized, truncated,
+        /// malformed, unknownFormat, otherSite, unsigned, badSignature, badHandover, older,
+        /// conflicting, unreadable).
         public var refused: [String: Int]
         /// The last refusal's description; nil when none.
         public var lastRefusal: String?
@@ -491,6 +492,9 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// This terminal's key and what the document in force says of it; nil from a daemon
         /// without a site.
         public var terminal: Terminal?
+        /// The fingerprint of the administrator's key this terminal trusts now: its
+        /// `administrator.pub`, or the newest key a document it took handed over to.
+        public var administrator: String?
 
         /// What the site document in force says of a terminal's key.
         public enum TerminalStanding: String, Sendable, Codable {
@@ -613,6 +617,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             try c.encode(transfers, forKey: .transfers)
             try c.encode(arrival, forKey: .arrival)
             try c.encode(terminal, forKey: .terminal)
+            try c.encode(administrator, forKey: .administrator)
         }
 
         public init(from decoder: Decoder) throws {
@@ -624,9 +629,12 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
                       transfers: try c.decode(Transfers.self, forKey: .transfers),
                       arrival: try c.decode(Arrival?.self, forKey: .arrival),
                       terminal: try c.decodeIfPresent(Terminal.self, forKey: .terminal))  // absent from daemons before it
+            administrator = try c.decodeIfPresent(String.self, forKey: .administrator)  // absent from daemons before re-keying
         }
 
-        private enum CodingKeys: String, CodingKey { case id, version, digest, appliedAt, refused, lastRefusal, transfers, arrival, terminal }
+        private enum CodingKeys: String, CodingKey {
+            case id, version, digest, appliedAt, refused, lastRefusal, transfers, arrival, terminal, administrator
+        }
     }
 
     public var audio: Audio

@@ -60,7 +60,8 @@ public final class SiteKeeper: Sendable {
     var held: SiteDocumentGate<SiteDocument>.Held? { state.withLock { $0.gate.held } }
     var snapshot: DaemonStatistics.Site {
         // One lock: the standing and the rest from the same document.
-        var (shown, held) = state.withLock { ($0.shown, $0.gate.held) }
+        var (shown, held, trusted) = state.withLock { ($0.shown, $0.gate.held, $0.gate.verifier) }
+        shown.administrator = trusted.fingerprint
         shown.terminal = switch Self.standing(of: identity, in: held) {
         case .pending: .init(key: identity.fingerprint, standing: .pending, room: nil, enrolmentCode: identity.enrolmentCode(site: siteID).description)
         case .approved(let room): .init(key: identity.fingerprint, standing: .approved, room: room, enrolmentCode: nil)

@@ -35,7 +35,9 @@ public struct SiteDocumentGate<Site: Sendable>: Sendable {
     }
 
     public let siteID: String
-    public let verifier: SiteVerifier
+    /// The administrator's key trusted now: the configured one, then the newest a document
+    /// adopted handed over to (`KeyHandover`). A retired key signs nothing this gate takes.
+    public private(set) var verifier: SiteVerifier
     private let read: @Sendable ([UInt8]) -> Result<Site, SiteReadError>
     public private(set) var held: Held?
     public private(set) var refusals: [SiteDocumentRefusal: Int] = [:]
@@ -60,10 +62,10 @@ public struct SiteDocumentGate<Site: Sendable>: Sendable {
         if let announcedLength, bytes.count < announcedLength {
             return refuse(.truncated, bytes, from: source, detail: "\(bytes.count) of \(announcedLength) bytes")
         }
-        let document: SignedSiteDocument
+        let document: SignedSiteDocument, signer: SiteVerifier
         switch SignedSiteDocument.open(bytes, site: siteID, verifier: verifier) {
         case .failure(let reason): return refuse(reason, bytes, from: source, detail: nil)
-        case .success(let opened): document = opened
+        case .success(let opened): (document, signer) = opened
         }
         let digest = SignedSiteDocument.digest(of: bytes)
         if let held {
@@ -85,6 +87,7 @@ public struct SiteDocumentGate<Site: Sendable>: Sendable {
         case .success(let site):
             let adopted = Held(document: document, encoded: bytes, digest: digest, site: site)
             held = adopted
+            verifier = signer
             return .adopt(adopted)
         }
     }

@@ -16,18 +16,22 @@ public struct SignedSiteDocument: Codable, Sendable, Equatable {
     public var body: Data
     /// Ed25519 over `signedMessage` (domain, site, version, body).
     public var signature: Data
+    /// The administrator's key handovers since the site's first key, oldest first; nil: none
+    /// (and absent from the JSON, as in documents from before re-keying).
+    public var handovers: [KeyHandover]?
 
     public static let currentFormat = 1
     /// Larger envelopes are refused before they are decoded. A 50-room site is about 40 KB.
     public static let maximumBytes = 512 * 1024
 
-    /// Signs `body` as version `version` of `site`.
-    public init(site: String, version: UInt64, body: [UInt8], signedWith key: AdministratorKey) {
+    /// Signs `body` as version `version` of `site`, carrying the key's `handovers`.
+    public init(site: String, version: UInt64, body: [UInt8], signedWith key: AdministratorKey, handovers: [KeyHandover] = []) {
         format = Self.currentFormat
         self.site = site
         self.version = version
         self.body = Data(body)
         signature = Data(key.sign(Self.signedMessage(site: site, version: version, body: body)))
+        self.handovers = handovers.isEmpty ? nil : handovers
     }
 
     /// What the signature covers: a domain label, then each field with its length, so that no
@@ -41,7 +45,7 @@ public struct SignedSiteDocument: Codable, Sendable, Equatable {
         return message
     }
 
-    private static func bigEndianBytes(_ value: UInt64) -> [UInt8] {
+    static func bigEndianBytes(_ value: UInt64) -> [UInt8] {
         (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
     }
 
@@ -57,9 +61,12 @@ public struct SignedSiteDocument: Codable, Sendable, Equatable {
         SHA256.hash(data: encoded).hexDigits
     }
 
-    /// Reads and checks an envelope whole: size, JSON, format, site, signature. The version is the
+    /// Reads and checks an envelope whole: size, JSON, format, site, key handovers, signature.
+    /// `verifier` is the key the holder trusts; the document's handovers may lead from it to a
+    /// newer one, which must have signed it and is returned as `signer`. The version is the
     /// holder's to judge (`SiteDocumentGate`).
-    public static func open(_ bytes: [UInt8], site: String, verifier: SiteVerifier) -> Result<SignedSiteDocument, SiteDocumentRefusal> {
+    public static func open(_ bytes: [UInt8], site: String, verifier: SiteVerifier)
+        -> Result<(document: SignedSiteDocument, signer: SiteVerifier), SiteDocumentRefusal> {
         guard bytes.count <= maximumBytes else { return .failure(.oversized) }
         guard let document = try? JSONDecoder().decode(SignedSiteDocument.self, from: Data(bytes)) else {
             return .failure(.malformed)
@@ -67,9 +74,12 @@ public struct SignedSiteDocument: Codable, Sendable, Equatable {
         guard document.format == currentFormat else { return .failure(.unknownFormat) }
         guard document.site == site else { return .failure(.otherSite) }
         guard !document.signature.isEmpty else { return .failure(.unsigned) }
+        guard let signer = KeyHandover.follow(document.handovers ?? [], site: site, from: verifier) else {
+            return .failure(.badHandover)
+        }
         let message = signedMessage(site: document.site, version: document.version, body: [UInt8](document.body))
-        guard verifier.isValid(signature: [UInt8](document.signature), for: message) else { return .failure(.badSignature) }
-        return .success(document)
+        guard signer.isValid(signature: [UInt8](document.signature), for: message) else { return .failure(.badSignature) }
+        return .success((document, signer))
     }
 }
 
@@ -87,8 +97,12 @@ public enum SiteDocumentRefusal: String, Error, Sendable, CaseIterable, Codable 
     case otherSite
     /// No signature.
     case unsigned
-    /// A signature the administrator's key did not make, or a body changed after signing.
+    /// A signature the administrator's key did not make (a retired one's included), or a body
+    /// changed after signing.
     case badSignature
+    /// A key handover not signed by the key before it, a fork made with a retired key, or a
+    /// chain longer than `KeyHandover.maximumChain`.
+    case badHandover
     /// Older than the document held.
     case older
     /// The same version as the one held, with other contents: two documents signed under one

@@ -17,11 +17,13 @@ struct IntercomSite: ParsableCommand {
         discussion: """
             A site folder holds administrator.key (the signing key, mode 0600: keep it on this machine),
             administrator.pub (copy it to every terminal), site.toml (the document you edit) and
-            site.json (the signed document terminals take), and enrolment.toml (which terminal each
-            room has, kept by approve and revoke, signed with site.toml: docs/identity.md).
+            site.json (the signed document terminals take), enrolment.toml (which terminal each
+            room has, kept by approve and revoke, signed with site.toml: docs/identity.md), and
+            handovers.json once the administrator's key was replaced (rekey: docs/site.md).
             Exit status: 0 done; 1 the document or a file has problems (each named on stderr); 64 usage.
             """,
-        subcommands: [Create.self, Convert.self, Check.self, Sign.self, Show.self, Publish.self, Pending.self, Approve.self, Revoke.self])
+        subcommands: [Create.self, Convert.self, Check.self, Sign.self, Show.self, Publish.self, Pending.self, Approve.self, Revoke.self,
+                      Rekey.self])
 }
 
 /// Which terminals a command asks, and how long it waits for each.
@@ -43,6 +45,16 @@ struct SiteFolder: ParsableArguments {
     var document: String { dir + "/site.toml" }
     var signed: String { dir + "/site.json" }
     var enrolment: String { dir + "/enrolment.toml" }
+    var handovers: String { dir + "/handovers.json" }
+
+    /// The administrator's key handovers so far (none before the first `rekey`).
+    func handoverChain() -> [KeyHandover] {
+        guard FileManager.default.fileExists(atPath: handovers) else { return [] }
+        guard let chain = try? JSONDecoder().decode([KeyHandover].self, from: Data(readText(handovers).utf8)) else {
+            fail(["\(handovers): not a list of key handovers"])
+        }
+        return chain
+    }
 
     /// What is signed: site.toml, then enrolment.toml when there is one.
     func documentText() -> String {
@@ -84,12 +96,21 @@ func writeText(_ text: String, to path: String) throws {
     }
 }
 
-/// Checks `site.toml` and signs it as the version after `previous` (or 1).
+/// Checks `site.toml` and signs it as the version after `previous` (or 1), with the key's handovers.
 func signDocument(_ folder: SiteFolder, site: String, key: AdministratorKey, previous: SignedSiteDocument?) throws -> SignedSiteDocument {
     let text = folder.documentText()
     do { _ = try SiteDocument.parse(text, source: folder.document) } catch { fail(["\(error)"]) }
+    let chain = folder.handoverChain()
+    if let first = chain.first {
+        // Terminals follow the chain from the site's first key: it must end at the key that signs.
+        let start = try? SiteVerifier(publicKey: [UInt8](first.from))
+        guard let start, KeyHandover.follow(chain, site: site, from: start) == key.verifier else {
+            fail(["\(folder.handovers) does not lead to \(folder.key) (\(key.verifier.fingerprint)): a re-keying was interrupted; "
+                  + "if \(folder.key).new exists, it holds the new key: move it over \(folder.key)"])
+        }
+    }
     let version = (previous?.version ?? 0) + 1
-    let signed = SignedSiteDocument(site: site, version: version, body: Array(text.utf8), signedWith: key)
+    let signed = SignedSiteDocument(site: site, version: version, body: Array(text.utf8), signedWith: key, handovers: chain)
     try writeText(String(decoding: signed.encoded(), as: UTF8.self), to: folder.signed)
     return signed
 }
@@ -101,7 +122,7 @@ func readSigned(_ folder: SiteFolder, verifier: SiteVerifier) -> SignedSiteDocum
         fail(["\(folder.signed): not a signed site document"])
     }
     switch SignedSiteDocument.open(bytes, site: envelope.site, verifier: verifier) {
-    case .success(let document): return document
+    case .success(let opened): return opened.document
     case .failure(let reason): fail(["\(folder.signed): refused: \(reason.rawValue)"])
     }
 }
@@ -433,5 +454,50 @@ struct Revoke: ParsableCommand {
         case let other:
             fail(["not revoked: \(other)"])
         }
+    }
+}
+
+struct Rekey: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Replace the administrator's key with a new one that the old one hands over to; no terminal is touched.",
+        discussion: """
+            Makes a new administrator.key, signs the handover to it with the old key (kept in
+            handovers.json, carried by every document signed from now on), replaces
+            administrator.pub (for terminals installed from now on) and signs site.toml as the next
+            version. Publish it: each terminal moves to the new key when it takes that version, and
+            from then on refuses whatever the old key signs. The old key file is removed; keep no copy.
+            """)
+
+    @OptionGroup var folder: SiteFolder
+
+    func run() throws {
+        let old: AdministratorKey
+        do { old = try AdministratorKey(path: folder.key) } catch { fail(["\(error)"]) }
+        guard let previous = readSigned(folder, verifier: old.verifier) else {
+            fail(["\(folder.signed): no signed document yet; `intercom-site create` makes the first"])
+        }
+        let new = AdministratorKey()
+        let chain = folder.handoverChain() + [KeyHandover(site: previous.site, from: old, to: new.verifier)]
+        guard chain.count <= KeyHandover.maximumChain else {
+            fail(["\(folder.handovers): \(KeyHandover.maximumChain) handovers already; give every terminal the newest "
+                  + "administrator.pub and remove \(folder.handovers) to start a new chain"])
+        }
+        // The new key first (a file of its own), then the chain, then the swap: an interruption
+        // leaves either the old state or one `sign` names (the new key waiting in .new).
+        let waiting = folder.key + ".new"
+        do { try new.write(to: waiting) } catch { fail(["\(error)"]) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try writeText(String(decoding: try encoder.encode(chain), as: UTF8.self) + "\n", to: folder.handovers)
+        guard rename(waiting, folder.key) == 0 else { fail(["\(waiting): \(String(cString: strerror(errno)))"]) }
+        let publicWaiting = folder.publicKey + ".new"
+        unlink(publicWaiting)
+        do { try new.verifier.write(to: publicWaiting) } catch { fail(["\(error)"]) }
+        guard rename(publicWaiting, folder.publicKey) == 0 else { fail(["\(publicWaiting): \(String(cString: strerror(errno)))"]) }
+        let signed = try signDocument(folder, site: previous.site, key: new, previous: previous)
+        print("site \(signed.site): administrator key \(old.verifier.fingerprint) handed over to \(new.verifier.fingerprint); "
+              + "version \(signed.version) signed with the handover")
+        print("publish it (intercom-site publish): each terminal trusts the new key once it takes that version; "
+              + "copy the new \(folder.publicKey) to terminals installed from now on")
     }
 }

@@ -149,6 +149,7 @@ enum Render {
                 line += "; this terminal \(t.key): \(t.standing.rawValue)" + (t.room.map { " for \($0)" } ?? "")
                 if let code = t.enrolmentCode { line += ", enrolment code \(code)" }
             }
+            if let administrator = site.administrator { line += "; administrator key \(administrator)" }
             lines.append(line)
         }
         return lines.joined(separator: "\n")

@@ -53,8 +53,9 @@ enum SiteKit {
     /// document is the folder's site.json unless it holds one already.
     @discardableResult
     /// `lab`: no key means clear text, as in most tests; `false`: secure, as a practice runs.
+    /// `administratorKey`: the terminal's administrator.pub, if not the folder's.
     static func start(_ rooms: CallRooms, _ id: String, folder: String, own: String = "", lab: Bool = true,
-                      environment: [String: String] = [:]) throws -> DaemonProcess {
+                      administratorKey: String? = nil, environment: [String: String] = [:]) throws -> DaemonProcess {
         let me = rooms.room(id)
         let kept = "\(rooms.dir)/\(id)-site.json"
         if !FileManager.default.fileExists(atPath: kept) { try FileManager.default.copyItem(atPath: folder + "/site.json", toPath: kept) }
@@ -62,7 +63,7 @@ enum SiteKit {
 
             [site]
             id = "\(siteID)"
-            administrator_key = "\(folder)/administrator.pub"
+            administrator_key = "\(administratorKey ?? folder + "/administrator.pub")"
             document = "\(kept)"
             identity_key = "\(rooms.dir)/\(id)-terminal.key"
             """)

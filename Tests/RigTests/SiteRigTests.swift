@@ -276,4 +276,81 @@ final class SiteRigTests: XCTestCase {
                       "served again once they left")
         XCTAssertEqual(rooms.status("rooma")?.call?.callID, callID, "and the call goes on")
     }
+
+    /// Re-keying (docs/site.md): `intercom-site rekey` replaces the administrator's key, and one
+    /// published version moves every terminal to the new key without touching it (each keeps
+    /// the first administrator.pub), across a restart too; what the retired key signs is refused
+    /// and counted everywhere; a terminal installed with the new administrator.pub takes the
+    /// same documents.
+    func testTheAdministratorsKeyIsReplacedWithoutTouchingATerminalAndTheRetiredOneSignsNothingMore() throws {
+        let rooms = try CallRooms(["roomA", "roomB", "roomC"], soundCards: false)
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site", firstPublic = rooms.dir + "/first-administrator.pub"
+        try SiteKit.create(folder, document: document(rooms))  // versions 1 and 2
+        try FileManager.default.copyItem(atPath: folder + "/administrator.pub", toPath: firstPublic)
+        // What a thief of the administrator's old machine holds: the key about to be retired.
+        let thief = rooms.dir + "/thief"
+        try FileManager.default.createDirectory(atPath: thief, withIntermediateDirectories: true)
+        for file in ["administrator.key", "administrator.pub", "site.toml"] {
+            try FileManager.default.copyItem(atPath: folder + "/" + file, toPath: thief + "/" + file)
+        }
+        for id in ["rooma", "roomb"] { try SiteKit.start(rooms, id, folder: folder, administratorKey: firstPublic) }
+        func site(_ id: String) -> DaemonStatistics.Site? { try? rooms.daemons[id]?.statistics().site }
+        let first = try XCTUnwrap(try rooms.daemons["rooma"]!.statistics().site?.administrator)
+        XCTAssertEqual(site("roomb")?.administrator, first)
+
+        let rekeyed = try SiteKit.run(["rekey", "--dir", folder])
+        XCTAssertEqual(rekeyed.status, 0, rekeyed.output)
+        XCTAssertTrue(rekeyed.output.contains("version 3 signed with the handover"), rekeyed.output)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: folder + "/administrator.key.new"))
+        let keyMode = try FileManager.default.attributesOfItem(atPath: folder + "/administrator.key")[.posixPermissions] as? Int
+        XCTAssertEqual(keyMode, 0o600)
+        let published = try SiteKit.run(["publish", "--dir", folder])
+        XCTAssertEqual(published.status, 0, published.output)
+        for id in ["rooma", "roomb"] {
+            XCTAssertNotNil(rooms.daemons[id]!.waitForStatistics(timeout: 5) { $0.site?.version == 3 && $0.site?.appliedAt != nil },
+                            "\(id) took the version that hands the key over")
+        }
+        let second = try XCTUnwrap(site("rooma")?.administrator)
+        XCTAssertNotEqual(second, first, "the terminal trusts the new key")
+        XCTAssertEqual(site("roomb")?.administrator, second)
+        print("re-keying: administrator key \(first) handed over to \(second) at every terminal by one published version")
+
+        // The retired key signs version 4: refused and counted at each terminal, version 3 stays.
+        try FileManager.default.copyItem(atPath: "\(rooms.dir)/rooma-site.json", toPath: thief + "/site.json")
+        let forged = try SiteKit.run(["sign", "--dir", thief])
+        XCTAssertEqual(forged.status, 0, forged.output)
+        XCTAssertTrue(forged.output.contains("version 4 signed"), forged.output)
+        func refusedWithRetiredKey(_ id: String, _ count: Int) -> Bool {
+            rooms.daemons[id]!.waitForStatistics(timeout: 3) { ($0.site?.refused["badSignature"] ?? 0) >= count } != nil
+        }
+        let pushed = try SiteKit.run(["publish", "--dir", thief])
+        XCTAssertNotEqual(pushed.status, 0, "no terminal takes it: \(pushed.output)")
+        for id in ["rooma", "roomb"] {
+            XCTAssertTrue(refusedWithRetiredKey(id, 1), "\(id) refuses the retired key's document")
+            XCTAssertEqual(site(id)?.version, 3)
+        }
+
+        // roomB restarts with the first administrator.pub: the kept document leads it to the new
+        // key again, and the retired key is still refused.
+        XCTAssertEqual(rooms.stop("roomb"), 0)
+        try SiteKit.start(rooms, "roomb", folder: folder, administratorKey: firstPublic)
+        XCTAssertEqual(site("roomb")?.administrator, second, "after a restart, the new key")
+        XCTAssertNotEqual(try SiteKit.run(["publish", "--dir", thief, "--to", "127.0.0.1:\(rooms.room("roomb").signalling)"]).status, 0)
+        XCTAssertTrue(refusedWithRetiredKey("roomb", 1), "the restarted terminal refuses the retired key's document")
+
+        // A terminal installed now gets the new administrator.pub and takes the site as it is.
+        try SiteKit.start(rooms, "roomc", folder: folder)
+        XCTAssertEqual(site("roomc")?.version, 3)
+        XCTAssertEqual(site("roomc")?.administrator, second)
+
+        // The administrator goes on with the new key: version 4 reaches all three.
+        try document(rooms, names: ["rooma": "Empfang"]).write(toFile: folder + "/site.toml", atomically: true, encoding: .utf8)
+        try sign(folder)
+        XCTAssertEqual(try SiteKit.run(["publish", "--dir", folder]).status, 0)
+        for id in ["rooma", "roomb", "roomc"] {
+            XCTAssertNotNil(rooms.daemons[id]!.waitForStatistics(timeout: 8) { $0.site?.version == 4 && $0.site?.appliedAt != nil },
+                            "\(id) took version 4, signed by the new key")
+        }
+    }
 }

@@ -23,6 +23,12 @@ final class SiteDocumentTests: XCTestCase {
         SignedSiteDocument(site: site ?? self.site, version: version, body: Array(body.utf8), signedWith: key ?? admin).encoded()
     }
 
+    /// What a new gate decides of `bytes`.
+    private func firstOffer(_ bytes: [UInt8]) -> SiteDocumentGate<String>.Decision {
+        var g = gate()
+        return g.offer(bytes, from: "a terminal")
+    }
+
     private func adopted(_ decision: SiteDocumentGate<String>.Decision) -> UInt64? {
         if case .adopt(let held) = decision { return held.version }
         return nil
@@ -139,5 +145,61 @@ final class SiteDocumentTests: XCTestCase {
         XCTAssertThrowsError(try SiteVerifier(path: dir + "/admin.pub")) { error in
             XCTAssertTrue("\(error)".contains("too open"), "\(error)")
         }
+    }
+
+    /// Re-keying (`KeyHandover`): a terminal that trusts the first key follows the handovers a
+    /// document carries to the newest, refuses from then on what a retired key signs (on its own
+    /// or with a fork of the chain), and a terminal set up with the newest key takes the same
+    /// documents. Forged links and chains too long are refused by reason.
+    func testTheAdministratorsKeyIsHandedOverAndARetiredOneSignsNothingMore() {
+        let second = AdministratorKey(), third = AdministratorKey()
+        let toSecond = KeyHandover(site: site, from: admin, to: second.verifier)
+        let toThird = KeyHandover(site: site, from: second, to: third.verifier)
+        func document(_ version: UInt64, by key: AdministratorKey, _ chain: [KeyHandover]) -> [UInt8] {
+            SignedSiteDocument(site: site, version: version, body: Array("site v\(version)".utf8), signedWith: key, handovers: chain).encoded()
+        }
+        var g = gate()
+        XCTAssertEqual(adopted(g.offer(signed(1), from: "admin")), 1)
+        XCTAssertEqual(refusal(g.offer(signed(2, by: second), from: "admin")), .badSignature, "a new key without its handover")
+        XCTAssertEqual(adopted(g.offer(document(2, by: second, [toSecond]), from: "admin")), 2)
+        XCTAssertEqual(g.verifier, second.verifier, "the gate trusts the new key now")
+        XCTAssertEqual(refusal(g.offer(signed(3), from: "thief")), .badSignature, "the retired key signs nothing more")
+        let fork = KeyHandover(site: site, from: admin, to: AdministratorKey().verifier)
+        XCTAssertEqual(refusal(g.offer(document(3, by: admin, [fork]), from: "thief")), .badSignature,
+                       "a fork from the retired key leads nowhere the gate follows")
+        XCTAssertEqual(refusal(g.offer(document(3, by: admin, [toSecond, fork]), from: "thief")), .badSignature,
+                       "nor does one after the real handover")
+        XCTAssertEqual(refusal(firstOffer(document(3, by: admin, [toSecond, fork]))), .badHandover,
+                       "a terminal still on the first key sees the fork as a broken chain")
+        XCTAssertEqual(adopted(g.offer(document(3, by: second, [toSecond]), from: "admin")), 3, "the new key needs no new handover")
+        XCTAssertEqual(adopted(g.offer(document(4, by: third, [toSecond, toThird]), from: "admin")), 4, "a second re-keying")
+        XCTAssertEqual(g.verifier, third.verifier)
+
+        // A terminal that was off since the first key takes the newest document in one step; one
+        // installed with the newest key takes it as well.
+        var late = gate()
+        XCTAssertEqual(adopted(late.offer(document(4, by: third, [toSecond, toThird]), from: "empfang")), 4)
+        var fresh = SiteDocumentGate<String>(siteID: site, verifier: third.verifier) { .success(String(decoding: $0, as: UTF8.self)) }
+        XCTAssertEqual(adopted(fresh.offer(document(4, by: third, [toSecond, toThird]), from: "empfang")), 4)
+
+        // A link signed by the key it hands over to, a handover for another site, a chain too long.
+        var forged = toSecond
+        forged.signature = Data(second.sign(Array("anything".utf8)))
+        XCTAssertEqual(refusal(firstOffer(document(2, by: second, [forged]))), .badHandover)
+        let otherSite = KeyHandover(site: "another-practice", from: admin, to: second.verifier)
+        XCTAssertEqual(refusal(firstOffer(document(2, by: second, [otherSite]))), .badHandover)
+        var keys = [admin]
+        var chain: [KeyHandover] = []
+        for _ in 0...KeyHandover.maximumChain {
+            let next = AdministratorKey()
+            chain.append(KeyHandover(site: site, from: keys.last!, to: next.verifier))
+            keys.append(next)
+        }
+        XCTAssertEqual(refusal(firstOffer(document(2, by: keys.last!, chain))), .badHandover, "\(chain.count) handovers")
+        XCTAssertEqual(adopted(firstOffer(document(2, by: keys[KeyHandover.maximumChain], Array(chain.prefix(KeyHandover.maximumChain))))), 2,
+                       "\(KeyHandover.maximumChain) handovers are taken")
+
+        // A document from before re-keying reads as before: no handovers field at all.
+        XCTAssertFalse(String(decoding: signed(1), as: UTF8.self).contains("handovers"))
     }
 }
