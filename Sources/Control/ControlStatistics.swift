@@ -320,9 +320,14 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.notForEveryone = notForEveryone
         }
 
-        public var total: Int {
-            notSealed + malformed + unknownSender + authentication + replay + stale + senderMismatch + notForEveryone
-                + unknownSession + badSignature + older + behind + silent
+        public var total: Int { byReason.reduce(0) { $0 + $1.count } }
+
+        /// Each count with its name on the wire, in the order above.
+        public var byReason: [(reason: String, count: Int)] {
+            [("not_sealed", notSealed), ("malformed", malformed), ("unknown_sender", unknownSender),
+             ("authentication", authentication), ("replay", replay), ("stale", stale), ("sender_mismatch", senderMismatch),
+             ("not_for_everyone", notForEveryone), ("unknown_session", unknownSession), ("bad_signature", badSignature),
+             ("older", older), ("behind", behind), ("silent", silent)]
         }
     }
 

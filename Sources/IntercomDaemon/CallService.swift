@@ -154,6 +154,7 @@ final class CallService: @unchecked Sendable {
 
     private func run() {
         var siteChanges: UInt64 = 0
+        var refusalLog = RefusalLog(counters: refused.snapshot)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
         defer { buffer.deallocate() }
         var fds = [pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0),
@@ -177,6 +178,7 @@ final class CallService: @unchecked Sendable {
                     if protection.mode == .terminalKeys, Self.startsSomething(envelope.message),
                        catchUp.withLock({ $0.behind(now: Self.now()) }) {
                         refused.behind.increment()  // unacknowledged: the sender tries again
+                        refusalLog.refused(from: from)
                         break
                     }
                     withEngine { e in execute(e.receive(envelope, from: from, now: Self.now())) }
@@ -186,9 +188,10 @@ final class CallService: @unchecked Sendable {
                 case .siteHint(let room, let site):
                     if let site { hint(room, holds: site) }
                 case .refused:
-                    break
+                    refusalLog.refused(from: from)
                 }
             }
+            if let line = refusalLog.line(now: Self.now(), counters: refused.snapshot) { log.notice("\(line)") }
             if let rotated = protection.tick(now: Self.now()) { announceToAll(rotated) }
             let changes = withEngine { e in
                 execute(e.tick(now: Self.now()))

@@ -52,10 +52,5 @@ final class SealRefusals: Sendable {
 
     var total: Int { snapshot.total }
 
-    var summary: String {
-        let r = snapshot
-        return "not_sealed=\(r.notSealed) malformed=\(r.malformed) unknown_sender=\(r.unknownSender) "
-            + "authentication=\(r.authentication) replay=\(r.replay) stale=\(r.stale) sender_mismatch=\(r.senderMismatch) "
-            + "not_for_everyone=\(r.notForEveryone) unknown_session=\(r.unknownSession) bad_signature=\(r.badSignature) older=\(r.older) behind=\(r.behind) silent=\(r.silent)"
-    }
+    var summary: String { snapshot.byReason.map { "\($0.reason)=\($0.count)" }.joined(separator: " ") }
 }

@@ -320,6 +320,10 @@ final class EnrolmentRigTests: XCTestCase {
         XCTAssertGreaterThan(after.calls?.refused.behind ?? 0, 0, "the invites that came before it held version 4 were not taken")
         XCTAssertGreaterThan(after.calls?.refused.unknownSender ?? 0, 0, "after it, the thief's datagrams are refused as from an unknown sender")
         XCTAssertEqual(rooms.history("desk3").filter { $0.caller.value == "desk2" && $0.callID == CallID(0x5EC) }.count, 0, "nothing of it in desk3's history")
+        // The refusals are logged, once in the 6 s (`RefusalLog`: at once, then once a minute).
+        let logged = rooms.daemons["desk3"]!.log.split(separator: "\n").filter { $0.contains("calls: refused ") }
+        XCTAssertEqual(logged.count, 1, "one line for \(after.calls?.refused.total ?? -1) refusals: \(logged)")
+        XCTAssertTrue(logged.first?.contains("127.0.0.1:\(rooms.room("desk2").signalling)") == true, "naming the thief's address: \(logged)")
     }
 
     /// A terminal nobody hears (terminal keys in force, its own not approved) reads its enrolment
