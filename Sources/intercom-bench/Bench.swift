@@ -106,7 +106,11 @@ struct Bench: ParsableCommand {
 
     /// Per-frame time of what the audio thread does between read and write.
     private func timeChain(far: [Int16], mic: [Int16], frame: Int, allocations: inout UInt64) throws -> Double {
-        let chain = try MicrophoneToWire.microphoneChain(DaemonConfig.default.with { $0.audio.periodMs = Double(frame) / 48 })
+        // As a terminal in calls runs it (media on the wire: the loop canceller too).
+        let chain = try MicrophoneToWire.microphoneChain(DaemonConfig.default.with {
+            $0.audio.periodMs = Double(frame) / 48
+            $0.room.id = "bench"
+        })
         let canceller = chain.canceller
         let source = BufferSource(far)
         let mixer = Mixer(inputs: [MixerInput(source: source)], frameSize: frame)

@@ -30,8 +30,9 @@ struct ChainCPU {
     func measureOnce(far: [Int16], mic: [Int16]) throws -> Result {
         final class SimClock: @unchecked Sendable { var now: UInt64 = 1_000_000_000 }
         let clock = SimClock()
-        // The daemon's own chain at its defaults (10 ms periods: `frame`).
-        let config = DaemonConfig.default
+        // The daemon's own chain at its defaults (10 ms periods: `frame`), as a terminal in calls
+        // runs it (with media on the wire, so with the loop canceller).
+        let config = DaemonConfig.default.with { $0.room.id = "bench" }
         precondition(config.audio.framesPerPeriod == frame)
         let chain = try MicrophoneToWire.microphoneChain(config)
         let canceller = chain.canceller

@@ -115,6 +115,16 @@ func signDocument(_ folder: SiteFolder, site: String, key: AdministratorKey, pre
     return signed
 }
 
+/// The folder's signing key and the last document it signed, or exit 1 naming what is missing.
+func keyAndLastDocument(_ folder: SiteFolder) -> (key: AdministratorKey, last: SignedSiteDocument) {
+    let key: AdministratorKey
+    do { key = try AdministratorKey(path: folder.key) } catch { fail(["\(error)"]) }
+    guard let last = readSigned(folder, verifier: key.verifier) else {
+        fail(["\(folder.signed): no signed document yet; `intercom-site create` makes the first"])
+    }
+    return (key, last)
+}
+
 /// The signed document in the folder, verified with the folder's public key.
 func readSigned(_ folder: SiteFolder, verifier: SiteVerifier) -> SignedSiteDocument? {
     guard let bytes = try? WholeFile.read(folder.signed) else { return nil }
@@ -209,11 +219,7 @@ struct Sign: ParsableCommand {
     @OptionGroup var folder: SiteFolder
 
     func run() throws {
-        let key: AdministratorKey
-        do { key = try AdministratorKey(path: folder.key) } catch { fail(["\(error)"]) }
-        guard let previous = readSigned(folder, verifier: key.verifier) else {
-            fail(["\(folder.signed): no signed document yet; `intercom-site create` makes the first"])
-        }
+        let (key, previous) = keyAndLastDocument(folder)
         let signed = try signDocument(folder, site: previous.site, key: key, previous: previous)
         print("site \(signed.site): version \(signed.version) signed, sha256 \(SignedSiteDocument.digest(of: signed.encoded()).prefix(16))")
         // Under terminal keys a room without an approved terminal is silent: say which, before it is published.
@@ -471,11 +477,7 @@ struct Rekey: ParsableCommand {
     @OptionGroup var folder: SiteFolder
 
     func run() throws {
-        let old: AdministratorKey
-        do { old = try AdministratorKey(path: folder.key) } catch { fail(["\(error)"]) }
-        guard let previous = readSigned(folder, verifier: old.verifier) else {
-            fail(["\(folder.signed): no signed document yet; `intercom-site create` makes the first"])
-        }
+        let (old, previous) = keyAndLastDocument(folder)
         let new = AdministratorKey()
         let chain = folder.handoverChain() + [KeyHandover(site: previous.site, from: old, to: new.verifier)]
         guard chain.count <= KeyHandover.maximumChain else {

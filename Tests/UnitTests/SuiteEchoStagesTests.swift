@@ -83,7 +83,10 @@ final class SuiteEchoStagesTests: XCTestCase {
     /// The talker's clip through the chain configured by `stage` and through Opus; `far` (if
     /// any) is played and its echo added to the microphone. Returns the path of the decoded WAV.
     func run(_ stage: Stage, near: [Int16], far: [Int16]?, label: String) throws -> String {
-        let config = daemonConfig(frame: 480, stage.change)
+        let config = daemonConfig(frame: 480) {
+            $0.room.id = "a"  // a terminal in calls: media on the wire, so the loop canceller where the stage has it
+            stage.change(&$0)
+        }
         let frame = config.audio.framesPerPeriod
         let chain = try MicrophoneToWire.microphoneChain(config)
         XCTAssertEqual(chain.loopCanceller?.enabled.isSet ?? false, config.echo.loopCanceller, "the loop canceller runs where the stage says")
