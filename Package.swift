@@ -99,8 +99,9 @@ let package = Package(
         ]),
         // The configuration parser's libFuzzer target (fuzz/config/build.sh); a stub otherwise.
         // It needs only Configuration, so its instrumented build leaves out swift-crypto.
-        .executableTarget(name: "config-fuzz", dependencies: ["Configuration"]),
-        .executableTarget(name: "seal-fuzz", dependencies: ["SiteSecurity"]),
+        .target(name: "FuzzDriver"),
+        .executableTarget(name: "config-fuzz", dependencies: ["Configuration", "FuzzDriver"]),
+        .executableTarget(name: "seal-fuzz", dependencies: ["SiteSecurity", "FuzzDriver"]),
         // Supervision, calls, media, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "Configuration", "AudioPipeline", "Codec", "Frames", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",

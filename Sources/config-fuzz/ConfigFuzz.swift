@@ -12,22 +12,11 @@ import Configuration
 // back to the same rendering.
 
 #if FUZZING
-// SwiftPM links an executable with `main` aliased to `<target>_main`, so libFuzzer's own `main`
-// is never used: this entry point hands the command line to libFuzzer's driver instead.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
-) -> CInt
+import FuzzDriver
 
 @_cdecl("config_fuzz_main")
-public func configFuzzMain(
-    _ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
-) -> CInt {
-    var count = argc
-    var arguments = argv
-    return LLVMFuzzerRunDriver(&count, &arguments) { data, size in fuzzOneInput(data, size) }
+public func configFuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    runFuzzer(argc, argv) { data, size in fuzzOneInput(data, size) }
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -10,21 +10,11 @@ import SiteSecurity
 // genuine sealed datagram opens only when it changes nothing (and only once).
 
 #if FUZZING
-// As in config-fuzz: SwiftPM aliases `main` to `<target>_main`, so libFuzzer's driver is called.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
-) -> CInt
+import FuzzDriver
 
 @_cdecl("seal_fuzz_main")
-public func sealFuzzMain(
-    _ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
-) -> CInt {
-    var count = argc
-    var arguments = argv
-    return LLVMFuzzerRunDriver(&count, &arguments) { data, size in fuzzOneInput(data, size) }
+public func sealFuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    runFuzzer(argc, argv) { data, size in fuzzOneInput(data, size) }
 }
 
 /// Two terminals with fixed keys, each having heard the other's announcement, and one datagram

@@ -5,12 +5,8 @@
 # Usage: fuzz/config/build.sh [run [libFuzzer options...]], e.g. fuzz/config/build.sh run -max_total_time=60
 set -eu
 cd "$(dirname "$0")/../.."
-mkdir -p .build-fuzz/config-corpus
-swift build -c debug --build-path .build-fuzz/spm --product config-fuzz \
-    -Xswiftc -DFUZZING -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld >.build-fuzz/config-build.log 2>&1 ||
-    { tail -30 .build-fuzz/config-build.log; exit 1; }
-cp .build-fuzz/spm/debug/config-fuzz .build-fuzz/config-fuzzer
-echo "built .build-fuzz/config-fuzzer"
+. fuzz/swiftpm-build.sh
+build_swiftpm_fuzzer config
 if [ "${1:-}" = run ]; then
     shift
     # Seeds: the shipped example, a room with calls, buttons and keys, and a site document.

@@ -7,12 +7,8 @@
 # Usage: fuzz/seal/build.sh [run [libFuzzer options...]], e.g. fuzz/seal/build.sh run -max_total_time=60
 set -eu
 cd "$(dirname "$0")/../.."
-mkdir -p .build-fuzz/seal-corpus
-swift build -c debug --build-path .build-fuzz/spm --product seal-fuzz \
-    -Xswiftc -DFUZZING -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld >.build-fuzz/seal-build.log 2>&1 ||
-    { tail -30 .build-fuzz/seal-build.log; exit 1; }
-cp .build-fuzz/spm/debug/seal-fuzz .build-fuzz/seal-fuzzer
-echo "built .build-fuzz/seal-fuzzer"
+. fuzz/swiftpm-build.sh
+build_swiftpm_fuzzer seal
 if [ "${1:-}" = run ]; then
     shift
     # Seeds: an announcement's and a sealed datagram's framing ("IA" version 2, "IS" version 3, room "a").
