@@ -142,13 +142,14 @@ struct History: Equatable {
     var notifications: [NotificationRecord] = []
 }
 
-/// The file's layout; `format` lets a later version change it knowingly (`notifications` is
-/// optional: files written before notifications existed have none).
+/// The file's layout; `format` lets a later version change it knowingly. Format 2 keeps entries
+/// and notifications in the control socket's form (`Wire`); format 1 (before 0.10) in Swift's
+/// own spelling, still read (`HistoryFormat1`) and written as 2 with the next change.
 struct HistoryFile: Codable {
-    static let currentFormat = 1
+    static let currentFormat = 2
     var format = currentFormat
     var entries: [HistoryEntry]
-    var notifications: [NotificationRecord]?
+    var notifications: [NotificationRecord]
 
     init(entries: [HistoryEntry], notifications: [NotificationRecord]) {
         self.entries = entries
@@ -158,11 +159,17 @@ struct HistoryFile: Codable {
     init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         format = try c.decode(Int.self, forKey: .format)
-        guard format == Self.currentFormat else {
+        switch format {
+        case 1:
+            let old = try HistoryFormat1(from: decoder)
+            entries = old.entries.map(\.entry)
+            notifications = (old.notifications ?? []).map(\.record)
+        case Self.currentFormat:
+            entries = try c.decode([HistoryEntry].self, forKey: .entries)
+            notifications = try c.decode([NotificationRecord].self, forKey: .notifications)
+        default:
             throw DecodingError.dataCorruptedError(forKey: .format, in: c,
-                                                   debugDescription: "format \(format), this version reads \(Self.currentFormat)")
+                                                   debugDescription: "format \(format), this version reads 1 and \(Self.currentFormat)")
         }
-        entries = try c.decode([HistoryEntry].self, forKey: .entries)
-        notifications = try c.decodeIfPresent([NotificationRecord].self, forKey: .notifications)
     }
 }

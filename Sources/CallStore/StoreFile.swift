@@ -1,3 +1,4 @@
+import Calls
 import Foundation
 import Posix
 import Glibc
@@ -101,7 +102,7 @@ enum StoreFile {
         try prepare(path: path)
         guard let bytes = try read(path: path) else { return (nil, nil) }
         do {
-            return (try JSONDecoder().decode(T.self, from: Data(bytes)), nil)
+            return (try Wire.decoder().decode(T.self, from: Data(bytes)), nil)
         } catch {
             let reason = bytes.isEmpty ? "empty file" : describe(error)
             let moved = try moveAside(path: path)
@@ -110,10 +111,8 @@ enum StoreFile {
     }
 
     static func encode<T: Encodable>(_ value: T, path: String) throws(StoreError) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
         do {
-            return Array(try encoder.encode(value)) + [UInt8(ascii: "\n")]
+            return try Wire.encode(value) + [UInt8(ascii: "\n")]
         } catch {
             throw StoreError(path: path, problem: "cannot encode: \(error)")
         }

@@ -31,11 +31,10 @@ public struct RoomID: Hashable, Comparable, Sendable, Codable, CustomStringConve
 }
 
 /// Identifies one call across all rooms: chosen at random by the caller.
-public struct CallID: Hashable, Sendable, Codable, CustomStringConvertible {
+public struct CallID: Hashable, Sendable, HexIdentifier {
     public let value: UInt64
     public init(_ value: UInt64) { self.value = value }
     public static func random() -> CallID { CallID(UInt64.random(in: 1 ... .max)) }
-    public var description: String { String(value, radix: 16) }
 }
 
 /// Why a callee did not take a call.
@@ -48,7 +47,7 @@ public enum DeclineReason: String, Sendable, Codable, CaseIterable {
 }
 
 /// A callee's state as the caller sees it.
-public enum ParticipantStatus: Sendable, Equatable, Codable {
+public enum ParticipantStatus: Sendable, Equatable {
     /// Invited, the chime plays there; audio opens after the ring time.
     case ringing
     case connected
@@ -64,6 +63,7 @@ public struct Presence: Sendable, Equatable, Codable {
     public var online: Bool
     public var doNotDisturb: Bool
     public var inCall: Bool
+    private enum CodingKeys: String, CodingKey { case online, doNotDisturb = "dnd", inCall }
     public init(online: Bool, doNotDisturb: Bool = false, inCall: Bool = false) {
         self.online = online
         self.doNotDisturb = doNotDisturb
@@ -102,7 +102,7 @@ public struct CallButton: Sendable, Equatable {
 }
 
 /// What the people at this terminal (keys, control socket) ask for.
-public enum CallCommand: Sendable, Equatable {
+public enum CallCommand: Sendable, Hashable {
     /// Call the targets of a configured button (one room or several).
     case call(button: String)
     /// Call rooms directly (control socket; still subject to permissions).
@@ -155,6 +155,48 @@ public struct Participant: Sendable, Equatable, Codable {
         self.room = room
         self.status = status
     }
+
+    /// `{"room": "kueche", "status": "declined", "reason": "do_not_disturb"}`.
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: ParticipantStatus.Keys.self)
+        self.init(room: try c.decode(RoomID.self, forKey: .room), status: try ParticipantStatus(from: c))
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: ParticipantStatus.Keys.self)
+        try c.encode(room, forKey: .room)
+        try status.encode(to: &c)
+    }
+}
+
+extension ParticipantStatus {
+    /// On the wire a status is two members of the object that names its room: `status`, and
+    /// `reason` for declined.
+    public enum Keys: String, CodingKey { case room, status, reason }
+
+    public init(from c: KeyedDecodingContainer<Keys>) throws {
+        switch try c.decode(String.self, forKey: .status) {
+        case "ringing": self = .ringing
+        case "connected": self = .connected
+        case "unavailable": self = .unavailable
+        case "left": self = .left
+        case "declined": self = .declined(try c.decode(DeclineReason.self, forKey: .reason))
+        case let other:
+            throw DecodingError.dataCorruptedError(forKey: .status, in: c, debugDescription: "unknown participant status \"\(other.prefix(40))\"")
+        }
+    }
+
+    public func encode(to c: inout KeyedEncodingContainer<Keys>) throws {
+        switch self {
+        case .ringing: try c.encode("ringing", forKey: .status)
+        case .connected: try c.encode("connected", forKey: .status)
+        case .unavailable: try c.encode("unavailable", forKey: .status)
+        case .left: try c.encode("left", forKey: .status)
+        case .declined(let reason):
+            try c.encode("declined", forKey: .status)
+            try c.encode(reason, forKey: .reason)
+        }
+    }
 }
 
 /// One line of the call history, kept across restarts.
@@ -179,6 +221,10 @@ public struct HistoryEntry: Sendable, Equatable, Codable {
     public var kind: CallKind?
 
     public var callKind: CallKind { kind ?? .normal }
+
+    private enum CodingKeys: String, CodingKey {
+        case callID = "callId", direction, caller, participants, outcome, reason, started, ended, acknowledged, kind
+    }
 
     public init(callID: CallID, direction: Direction, caller: RoomID, participants: [Participant],
                 outcome: CallOutcome, reason: DeclineReason? = nil, started: Double, ended: Double,

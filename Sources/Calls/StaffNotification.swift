@@ -2,10 +2,9 @@
 // administrator configures, what travels between rooms, and what the history keeps.
 
 /// Identifies one sent notification across all rooms: chosen at random by the sender.
-public struct NotificationID: Hashable, Sendable, Codable, CustomStringConvertible {
+public struct NotificationID: Hashable, Sendable, HexIdentifier {
     public let value: UInt64
     public init(_ value: UInt64) { self.value = value }
-    public var description: String { String(value, radix: 16) }
 }
 
 /// How far a notification breaks into what the room is doing.
@@ -130,6 +129,10 @@ public struct StaffNotification: Sendable, Equatable, Codable {
     }
 
     public var spokenText: String { text.isEmpty ? label : text }
+
+    private enum CodingKeys: String, CodingKey {
+        case id = "notificationId", sender, recipients, type, label, text, priority, tone, readAloud, sent
+    }
 }
 
 /// A notification in this room's history: sent (with who has it and who acknowledged it) or
@@ -164,6 +167,31 @@ public struct NotificationRecord: Sendable, Equatable, Codable {
     }
 
     public var id: NotificationID { notification.id }
+
+    /// On the wire one object: the notification's members and the record's.
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(notification: try StaffNotification(from: decoder), direction: try c.decode(HistoryEntry.Direction.self, forKey: .direction),
+                  delivered: try c.decode([RoomID].self, forKey: .delivered),
+                  acknowledgedBy: try c.decode([RoomID].self, forKey: .acknowledgedBy),
+                  received: try c.decodeIfPresent(Double.self, forKey: .received), heard: try c.decodeIfPresent(Double.self, forKey: .heard),
+                  held: try c.decode(Bool.self, forKey: .held), acknowledged: try c.decode(Bool.self, forKey: .acknowledged))
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        try notification.encode(to: encoder)
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(direction, forKey: .direction)
+        try c.encode(delivered, forKey: .delivered)
+        try c.encode(acknowledgedBy, forKey: .acknowledgedBy)
+        try c.encodeIfPresent(received, forKey: .received)
+        try c.encodeIfPresent(heard, forKey: .heard)
+        try c.encode(held, forKey: .held)
+        try c.encode(acknowledged, forKey: .acknowledged)
+    }
+
+    private enum CodingKeys: String, CodingKey { case direction, delivered, acknowledgedBy, received, heard, held, acknowledged }
+
     /// When it happened here: received (incoming) or sent (outgoing).
     public var time: Double { received ?? notification.sent }
 }

@@ -136,17 +136,17 @@ extension DaemonConfig {
                 out.append((["keys", table, key], error.problem))
                 continue
             }
-            if case .notify(let id)? = KeyAction(configValue: action), notifications[id] == nil {
+            if case .perform(.notify(let id))? = KeyAction(configValue: action), notifications[id] == nil {
                 let hint = Spelling.closest(to: id, among: Array(notifications.keys)).map { " (did you mean notify:\($0)?)" } ?? ""
                 out.append((["keys", table, key], "\(TOMLWrite.string(action)): there is no [notifications.\(id)]" + hint))
                 continue
             }
-            guard callsEnabled, case .callButton(let ref)? = KeyAction(configValue: action) else { continue }
+            guard callsEnabled, let button = KeyAction(configValue: action) else { continue }
             let names = buttons.keys.sorted()
-            switch ref {
-            case .name(let name) where buttons[name] == nil:
+            switch button {
+            case .perform(.call(let name)) where buttons[name] == nil:
                 out.append((["keys", table, key], "\(TOMLWrite.string(action)): there is no [buttons.\(name)]"))
-            case .index(let n) where n > names.count:
+            case .callButton(let n) where n > names.count:
                 out.append((["keys", table, key], "\(TOMLWrite.string(action)): there \(names.count == 1 ? "is 1 button" : "are \(names.count) buttons") (numbered in name order: \(names.joined(separator: ", ")))"))
             default: break
             }

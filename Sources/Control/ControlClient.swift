@@ -1,25 +1,6 @@
+import Calls
 import Posix
 import Foundation
-
-/// Why a client could not talk to the daemon (a refusal is not an error here: see `ControlResponse`).
-public enum ControlClientError: Error, Sendable, CustomStringConvertible {
-    /// Connecting failed; `reason` is the system's message.
-    case unreachable(path: String, reason: String)
-    case timedOut(path: String, seconds: Double)
-    /// The daemon closed the connection (or it broke: `reason`).
-    case closed(path: String, reason: String?)
-    /// The daemon sent something that is not the documented protocol.
-    case protocolViolation(String)
-
-    public var description: String {
-        switch self {
-        case .unreachable(let path, let reason): "cannot connect to the daemon at \(path): \(reason)"
-        case .timedOut(let path, let seconds): "no answer from the daemon at \(path) within \(seconds) s"
-        case .closed(let path, let reason): "the daemon at \(path) closed the connection" + (reason.map { ": \($0)" } ?? "")
-        case .protocolViolation(let message): "protocol error: \(message)"
-        }
-    }
-}
 
 /// A blocking connection to the control socket, for intercomctl and tests: one request at a time,
 /// then (after subscribe) a stream of event lines.
@@ -53,31 +34,36 @@ public final class ControlClient {
     public func send(_ request: ControlRequest) throws(ControlClientError) -> (response: ControlResponse, line: String) {
         let id = nextID
         nextID += 1
-        guard let line = try? request.json(id: id).encodedLine() else { throw .protocolViolation("request could not be encoded") }
+        guard let line = try? request.line(id: id) else { throw .protocolViolation("request could not be encoded") }
         try write(line + [UInt8(ascii: "\n")])
         while true {
             guard let text = try readRawLine(timeout: timeout) else { throw .closed(path: path, reason: nil) }
-            guard let json = try? JSONValue.parse(Array(text.utf8)) else { throw .protocolViolation("not JSON: \(text.prefix(200))") }
-            if json["event"] != nil {
+            if ControlEvent.isEvent(Array(text.utf8)) {
                 pendingLines.append(text)
                 continue
             }
-            guard let response = ControlResponse(json: json) else { throw .protocolViolation("not a response: \(text.prefix(200))") }
+            let response = try ControlResponse.read(Array(text.utf8), to: request)
             // The server answers a line it could not read with id null (e.g. too many clients).
-            guard response.id == .integer(id) || response.id == .null else {
+            guard response.id == .integer(id) || response.id == nil else {
                 throw .protocolViolation("response for id \(text.prefix(40)) while waiting for \(id)")
             }
             return (response, text)
         }
     }
 
-    /// Runs a command and decodes the daemon's reply.
+    /// Runs a command and returns the daemon's reply or refusal.
     public func run(_ command: ControlCommand) throws(ControlClientError) -> Result<ControlReply, ControlFailure> {
-        let (response, _) = try send(.command(command))
-        switch response.outcome {
-        case .failure(let f): return .failure(f)
-        case .success(let result):
-            do { return .success(try ControlJSON.decodeReply(result, for: command)) } catch { throw .protocolViolation(error.message) }
+        try send(.command(command)).response.outcome
+    }
+
+    /// The next event after subscribe (nil when the daemon closed the connection); a line that is
+    /// not an event this version knows is a protocol violation.
+    public func readEvent(timeout: Double?) throws(ControlClientError) -> ControlEvent? {
+        guard let line = try readLine(timeout: timeout) else { return nil }
+        do {
+            return try Wire.decode(ControlEvent.self, from: Array(line.utf8))
+        } catch {
+            throw .protocolViolation("not an event: \(Wire.describe(error)): \(line.prefix(200))")
         }
     }
 

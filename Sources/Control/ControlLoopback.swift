@@ -34,135 +34,138 @@ public struct NetworkLoopbackStatus: Sendable, Equatable {
     }
 }
 
-extension ControlJSON {
-    static func encode(_ s: NetworkLoopbackStatus) -> JSONValue {
-        var o: [String: JSONValue] = ["state": .string(s.state.rawValue), "room": s.room.map { .string($0.value) } ?? .null]
-        if let r = s.result {
-            func number(_ v: Double?) -> JSONValue { v.map { .number(($0 * 1000).rounded() / 1000) } ?? .null }
-            o["sent"] = .integer(Int64(r.sent))
-            o["received"] = .integer(Int64(r.received))
-            o["duplicates"] = .integer(Int64(r.duplicates))
-            o["loss_percent"] = number(r.lossPercent)
-            o["rtt_min_ms"] = number(r.minMs)
-            o["rtt_median_ms"] = number(r.medianMs)
-            o["rtt_p95_ms"] = number(r.p95Ms)
-            o["rtt_max_ms"] = number(r.maxMs)
-            o["jitter_ms"] = number(r.jitterMs)
-            o["bin_width_ms"] = number(r.binWidthMs)
-            o["histogram"] = .array(r.histogram.map { .array([number($0.fromMs), .integer(Int64($0.count))]) })
-            o["problems"] = .array(r.problems.map { .string($0) })
-            o["recommendations"] = .array(r.recommendations.map { .string($0) })
-        }
-        if let t = s.terminal {
-            func number(_ v: Double) -> JSONValue { .number((v * 1000).rounded() / 1000) }
-            o["terminal"] = [
-                "period_ms": number(t.periodMs), "buffer_periods": .integer(Int64(t.bufferPeriods)),
-                "playback_fill_periods": .integer(Int64(t.fillPeriods)),
-                "processing_delay_ms": number(t.processingDelayMs), "codec_lookahead_ms": number(t.codecLookaheadMs),
-                "jitter_min_ms": number(t.jitterMinMs), "jitter_max_ms": number(t.jitterMaxMs),
-                "xruns": .integer(Int64(t.xruns)), "process_max_ms": number(t.processMaxMs),
-            ]
-        }
-        return .object(o)
+// On the wire a status is one object: `state`, and the result's members beside it once done
+// (docs/control.md). Milliseconds and levels are rounded to thousandths; what was not measured is null.
+
+private func thousandths(_ v: Double?) -> Double? {
+    guard let v, v.isFinite else { return nil }
+    return (v * 1000).rounded() / 1000
+}
+
+/// `[x, y]` pairs: a plot's points and a histogram's bins.
+private struct Pair: Codable {
+    var x: Double?
+    var y: Double?
+    init(_ x: Double?, _ y: Double?) { self.x = x; self.y = y }
+    init(from decoder: Decoder) throws {
+        var c = try decoder.unkeyedContainer()
+        x = try c.decode(Double?.self)
+        y = try c.decode(Double?.self)
+        guard c.isAtEnd else { throw Wire.invalid(decoder, "must be a pair [x, y]") }
+    }
+    func encode(to encoder: Encoder) throws {
+        var c = encoder.unkeyedContainer()
+        try c.encode(x)
+        try c.encode(y)
+    }
+}
+
+extension LoopbackStatus.State: Codable {}
+
+extension LoopbackStatus: Codable {
+    private enum CodingKeys: String, CodingKey {
+        case state, roundTripMs, playbackBufferMs, pathMs, capturePeriodMs, correlation, echoLevelDb, snrDb, clippedSamples, curve
+        case problems, warnings
     }
 
-    static func decodeTerminalTiming(_ json: JSONValue) throws(Violation) -> TerminalTiming {
-        func number(_ key: String) throws(Violation) -> Double { try field(json, key, \.numberValue, "a number") }
-        func int(_ key: String) throws(Violation) -> Int { try field(json, key, { $0.integerValue.flatMap { Int(exactly: $0) } }, "an integer") }
-        return TerminalTiming(periodMs: try number("period_ms"), bufferPeriods: try int("buffer_periods"),
-                              fillPeriods: try int("playback_fill_periods"),
-                              processingDelayMs: try number("processing_delay_ms"), codecLookaheadMs: try number("codec_lookahead_ms"),
-                              jitterMinMs: try number("jitter_min_ms"), jitterMaxMs: try number("jitter_max_ms"),
-                              xruns: try int("xruns"), processMaxMs: try number("process_max_ms"))
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(state, forKey: .state)
+        guard let r = result else { return }
+        try c.encode(thousandths(r.roundTripMs), forKey: .roundTripMs)
+        try c.encode(thousandths(r.playbackBufferMs), forKey: .playbackBufferMs)
+        try c.encode(thousandths(r.pathMs), forKey: .pathMs)
+        try c.encode(thousandths(r.capturePeriodMs), forKey: .capturePeriodMs)
+        try c.encode(thousandths(r.correlation), forKey: .correlation)
+        try c.encode(thousandths(r.echoLevelDb), forKey: .echoLevelDb)
+        try c.encode(thousandths(r.snrDb), forKey: .snrDb)
+        try c.encode(r.clippedSamples, forKey: .clippedSamples)
+        try c.encode(r.curve.map { Pair(thousandths($0.ms), thousandths($0.value)) }, forKey: .curve)
+        try c.encode(r.problems, forKey: .problems)
+        try c.encode(r.warnings, forKey: .warnings)
     }
 
-    static func decodeNetworkLoopback(_ json: JSONValue) throws(Violation) -> NetworkLoopbackStatus {
-        let state = try field(json, "state", { $0.stringValue.flatMap(LoopbackStatus.State.init(rawValue:)) }, "idle, running, done or aborted")
-        let room = json["room"]?.stringValue.flatMap(RoomID.init)
-        guard json["sent"] != nil else { return NetworkLoopbackStatus(state: state, room: room) }
-        func optional(_ key: String) throws(Violation) -> Double? {
-            if json[key] == nil || json[key] == .null { return nil }
-            return try field(json, key, \.numberValue, "a number or null")
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let state = try c.decode(State.self, forKey: .state)
+        guard c.contains(.roundTripMs) else { self.init(state: state); return }
+        let curve = try c.decode([Pair].self, forKey: .curve).map { LoopbackAnalysis.CurvePoint(ms: $0.x ?? .nan, value: $0.y ?? .nan) }
+        self.init(state: state, result: LoopbackAnalysis.Result(
+            roundTripMs: try c.decode(Double?.self, forKey: .roundTripMs), playbackBufferMs: try c.decode(Double?.self, forKey: .playbackBufferMs),
+            pathMs: try c.decode(Double?.self, forKey: .pathMs), capturePeriodMs: try c.decode(Double.self, forKey: .capturePeriodMs),
+            correlation: try c.decode(Double.self, forKey: .correlation), echoLevelDb: try c.decode(Double.self, forKey: .echoLevelDb),
+            snrDb: try c.decode(Double?.self, forKey: .snrDb), clippedSamples: try c.decode(Int.self, forKey: .clippedSamples),
+            curve: curve, problems: try c.decode([String].self, forKey: .problems), warnings: try c.decode([String].self, forKey: .warnings)))
+    }
+}
+
+extension NetworkLoopbackStatus: Codable {
+    private enum CodingKeys: String, CodingKey {
+        case state, room, sent, received, duplicates, lossPercent, rttMinMs, rttMedianMs, rttP95Ms = "rttP95Ms", rttMaxMs, jitterMs
+        case binWidthMs, histogram, problems, recommendations, terminal
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(state, forKey: .state)
+        try c.encode(room, forKey: .room)
+        if let r = result {
+            try c.encode(r.sent, forKey: .sent)
+            try c.encode(r.received, forKey: .received)
+            try c.encode(r.duplicates, forKey: .duplicates)
+            try c.encode(thousandths(r.lossPercent), forKey: .lossPercent)
+            try c.encode(thousandths(r.minMs), forKey: .rttMinMs)
+            try c.encode(thousandths(r.medianMs), forKey: .rttMedianMs)
+            try c.encode(thousandths(r.p95Ms), forKey: .rttP95Ms)
+            try c.encode(thousandths(r.maxMs), forKey: .rttMaxMs)
+            try c.encode(thousandths(r.jitterMs), forKey: .jitterMs)
+            try c.encode(thousandths(r.binWidthMs), forKey: .binWidthMs)
+            try c.encode(r.histogram.map { Pair(thousandths($0.fromMs), Double($0.count)) }, forKey: .histogram)
+            try c.encode(r.problems, forKey: .problems)
+            try c.encode(r.recommendations, forKey: .recommendations)
         }
-        func int(_ key: String) throws(Violation) -> Int {
-            try field(json, key, { $0.integerValue.flatMap { Int(exactly: $0) } }, "an integer")
-        }
-        func strings(_ key: String) throws(Violation) -> [String] {
-            var out: [String] = []
-            for s in try field(json, key, \.arrayValue, "an array of strings") {
-                guard let text = s.stringValue else { throw Violation("\"\(key)\" must be an array of strings") }
-                out.append(text)
-            }
-            return out
-        }
+        try c.encodeIfPresent(terminal.map(Timing.init), forKey: .terminal)
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let state = try c.decode(LoopbackStatus.State.self, forKey: .state)
+        let room = try? c.decodeIfPresent(RoomID.self, forKey: .room)
+        guard c.contains(.sent) else { self.init(state: state, room: room); return }
         var bins: [RoundTripSummary.Bin] = []
-        for b in try field(json, "histogram", \.arrayValue, "an array") {
-            guard let pair = b.arrayValue, pair.count == 2, let from = pair[0].numberValue,
-                  let count = pair[1].integerValue.flatMap({ Int(exactly: $0) }) else {
-                throw Violation("\"histogram\" must hold [from_ms, count] pairs")
+        for pair in try c.decode([Pair].self, forKey: .histogram) {
+            guard let from = pair.x, let n = pair.y, let count = Int(exactly: n) else {
+                throw DecodingError.dataCorruptedError(forKey: .histogram, in: c, debugDescription: "must hold [from_ms, count] pairs")
             }
             bins.append(.init(fromMs: from, count: count))
         }
         let r = RoundTripSummary(
-            sent: try int("sent"), received: try int("received"), duplicates: try int("duplicates"),
-            lossPercent: try field(json, "loss_percent", \.numberValue, "a number"),
-            minMs: try optional("rtt_min_ms"), medianMs: try optional("rtt_median_ms"), p95Ms: try optional("rtt_p95_ms"),
-            maxMs: try optional("rtt_max_ms"), jitterMs: try optional("jitter_ms"),
-            binWidthMs: try field(json, "bin_width_ms", \.numberValue, "a number"), histogram: bins,
-            problems: try strings("problems"), recommendations: try strings("recommendations"))
-        let terminal: TerminalTiming?
-        if let t = json["terminal"], t != .null { terminal = try decodeTerminalTiming(t) } else { terminal = nil }
-        return NetworkLoopbackStatus(state: state, room: room, result: r, terminal: terminal)
+            sent: try c.decode(Int.self, forKey: .sent), received: try c.decode(Int.self, forKey: .received),
+            duplicates: try c.decode(Int.self, forKey: .duplicates), lossPercent: try c.decode(Double.self, forKey: .lossPercent),
+            minMs: try c.decode(Double?.self, forKey: .rttMinMs), medianMs: try c.decode(Double?.self, forKey: .rttMedianMs),
+            p95Ms: try c.decode(Double?.self, forKey: .rttP95Ms), maxMs: try c.decode(Double?.self, forKey: .rttMaxMs),
+            jitterMs: try c.decode(Double?.self, forKey: .jitterMs), binWidthMs: try c.decode(Double.self, forKey: .binWidthMs),
+            histogram: bins, problems: try c.decode([String].self, forKey: .problems),
+            recommendations: try c.decode([String].self, forKey: .recommendations))
+        self.init(state: state, room: room, result: r, terminal: try c.decodeIfPresent(Timing.self, forKey: .terminal)?.timing)
     }
 
-    static func encode(_ s: LoopbackStatus) -> JSONValue {
-        var o: [String: JSONValue] = ["state": .string(s.state.rawValue)]
-        if let r = s.result {
-            func number(_ v: Double?) -> JSONValue { v.map { .number(($0 * 1000).rounded() / 1000) } ?? .null }
-            o["round_trip_ms"] = number(r.roundTripMs)
-            o["playback_buffer_ms"] = number(r.playbackBufferMs)
-            o["path_ms"] = number(r.pathMs)
-            o["capture_period_ms"] = number(r.capturePeriodMs)
-            o["correlation"] = number(r.correlation)
-            o["echo_level_db"] = number(r.echoLevelDb)
-            o["snr_db"] = number(r.snrDb)
-            o["clipped_samples"] = .integer(Int64(r.clippedSamples))
-            o["curve"] = .array(r.curve.map { .array([number($0.ms), number($0.value)]) })
-            o["problems"] = .array(r.problems.map { .string($0) })
-            o["warnings"] = .array(r.warnings.map { .string($0) })
-        }
-        return .object(o)
-    }
+    /// This terminal's timing as the wire spells it.
+    private struct Timing: Codable {
+        var periodMs: Double, bufferPeriods: Int, playbackFillPeriods: Int, processingDelayMs: Double, codecLookaheadMs: Double
+        var jitterMinMs: Double, jitterMaxMs: Double, xruns: Int, processMaxMs: Double
 
-    static func decodeLoopback(_ json: JSONValue) throws(Violation) -> LoopbackStatus {
-        let state = try field(json, "state", { $0.stringValue.flatMap(LoopbackStatus.State.init(rawValue:)) }, "idle, running, done or aborted")
-        guard json["round_trip_ms"] != nil else { return LoopbackStatus(state: state) }
-        func optional(_ key: String) throws(Violation) -> Double? {
-            if json[key] == nil || json[key] == .null { return nil }
-            return try field(json, key, \.numberValue, "a number or null")
+        init(_ t: TerminalTiming) {
+            func r(_ v: Double) -> Double { thousandths(v) ?? 0 }
+            periodMs = r(t.periodMs); bufferPeriods = t.bufferPeriods; playbackFillPeriods = t.fillPeriods
+            processingDelayMs = r(t.processingDelayMs); codecLookaheadMs = r(t.codecLookaheadMs)
+            jitterMinMs = r(t.jitterMinMs); jitterMaxMs = r(t.jitterMaxMs); xruns = t.xruns; processMaxMs = r(t.processMaxMs)
         }
-        var curve: [LoopbackAnalysis.CurvePoint] = []
-        for p in try field(json, "curve", \.arrayValue, "an array") {
-            guard let pair = p.arrayValue, pair.count == 2, let ms = pair[0].numberValue, let v = pair[1].numberValue else {
-                throw Violation("\"curve\" must hold [ms, value] pairs")
-            }
-            curve.append(.init(ms: ms, value: v))
+
+        var timing: TerminalTiming {
+            TerminalTiming(periodMs: periodMs, bufferPeriods: bufferPeriods, fillPeriods: playbackFillPeriods,
+                           processingDelayMs: processingDelayMs, codecLookaheadMs: codecLookaheadMs, jitterMinMs: jitterMinMs,
+                           jitterMaxMs: jitterMaxMs, xruns: xruns, processMaxMs: processMaxMs)
         }
-        func strings(_ key: String) throws(Violation) -> [String] {
-            var out: [String] = []
-            for s in try field(json, key, \.arrayValue, "an array of strings") {
-                guard let text = s.stringValue else { throw Violation("\"\(key)\" must be an array of strings") }
-                out.append(text)
-            }
-            return out
-        }
-        let result = LoopbackAnalysis.Result(
-            roundTripMs: try optional("round_trip_ms"), playbackBufferMs: try optional("playback_buffer_ms"),
-            pathMs: try optional("path_ms"), capturePeriodMs: try field(json, "capture_period_ms", \.numberValue, "a number"),
-            correlation: try field(json, "correlation", \.numberValue, "a number"),
-            echoLevelDb: try field(json, "echo_level_db", \.numberValue, "a number"), snrDb: try optional("snr_db"),
-            clippedSamples: try field(json, "clipped_samples", { $0.integerValue.flatMap { Int(exactly: $0) } }, "an integer"),
-            curve: curve, problems: try strings("problems"), warnings: try strings("warnings"))
-        return LoopbackStatus(state: state, result: result)
     }
 }

@@ -1,7 +1,8 @@
 import Calls
+import Foundation
 
 /// Error codes of the control protocol (docs/control.md).
-public enum ControlErrorCode: String, Sendable, CaseIterable {
+public enum ControlErrorCode: String, Sendable, CaseIterable, Codable {
     case parseError = "parse_error"
     case unknownCommand = "unknown_command"
     case invalidArgument = "invalid_argument"
@@ -13,7 +14,7 @@ public enum ControlErrorCode: String, Sendable, CaseIterable {
 }
 
 /// A refused request: a code for programs, a message for people.
-public struct ControlFailure: Error, Sendable, Equatable, CustomStringConvertible {
+public struct ControlFailure: Error, Sendable, Equatable, Codable, CustomStringConvertible {
     public let code: ControlErrorCode
     public let message: String
     public init(_ code: ControlErrorCode, _ message: String) {
@@ -21,38 +22,41 @@ public struct ControlFailure: Error, Sendable, Equatable, CustomStringConvertibl
         self.message = message
     }
     public var description: String { "\(code.rawValue): \(message)" }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        // A newer daemon's code reads as internal rather than failing the whole line.
+        code = (try? c.decode(ControlErrorCode.self, forKey: .code)) ?? .internal
+        message = (try? c.decode(String.self, forKey: .message)) ?? "(no message)"
+    }
 }
 
-public enum MuteTarget: String, Sendable, CaseIterable {
-    case microphone = "mic"
-    case speaker
+/// Why a client could not talk to the daemon (a refusal is not an error here: see `ControlResponse`).
+public enum ControlClientError: Error, Sendable, CustomStringConvertible {
+    /// Connecting failed; `reason` is the system's message.
+    case unreachable(path: String, reason: String)
+    case timedOut(path: String, seconds: Double)
+    /// The daemon closed the connection (or it broke: `reason`).
+    case closed(path: String, reason: String?)
+    /// The daemon sent something that is not the documented protocol.
+    case protocolViolation(String)
+
+    public var description: String {
+        switch self {
+        case .unreachable(let path, let reason): "cannot connect to the daemon at \(path): \(reason)"
+        case .timedOut(let path, let seconds): "no answer from the daemon at \(path) within \(seconds) s"
+        case .closed(let path, let reason): "the daemon at \(path) closed the connection" + (reason.map { ": \($0)" } ?? "")
+        case .protocolViolation(let message): "protocol error: \(message)"
+        }
+    }
 }
 
-/// What a control client asks the daemon to do: everything the handler sees.
-public enum ControlCommand: Sendable, Equatable {
-    /// A button's call (of the button's kind).
-    case call(button: String)
-    case callRooms([RoomID], kind: CallKind = .normal)
-    /// `hangup` and `leave` (an alias): the caller ends the call, a callee leaves it.
-    case hangUp
-    /// Take the ringing incoming call now.
-    case answer
-    /// Refuse the ringing incoming call.
-    case decline
-    /// Call the other side of the newest call in the history.
-    case callBack
-    /// Call the room of the oldest unacknowledged missed call.
-    case callMissed
-    /// Acknowledge the oldest notification heard here (else the oldest missed call), or all.
-    case acknowledge(all: Bool)
-    /// Send a configured notification type.
-    case notify(type: String)
-    /// The room's read-aloud switch.
-    case setReadAloud(Bool)
+/// What a control client asks the daemon to do: the call engine's commands, and the daemon's own.
+public enum ControlCommand: Sendable, Equatable, Codable {
+    /// Anything the call engine does (`CallCommand`: calls, keys' actions, mute, notifications).
+    case perform(CallCommand)
     /// Erase the call history (technician's command).
     case eraseHistory
-    case setMuted(MuteTarget, Bool)
-    case setDoNotDisturb(Bool)
     case status
     case rooms
     /// Newest entries last; `limit` keeps the newest `limit`.
@@ -79,226 +83,274 @@ public enum ControlCommand: Sendable, Equatable {
         }
     }
 
-    /// The call engine's command for this request, or nil for the queries.
-    public var callCommand: CallCommand? {
+    /// The daemon's own commands without arguments, by `cmd`.
+    private static let named: [(name: String, command: ControlCommand)] = [
+        ("erase", .eraseHistory), ("status", .status), ("rooms", .rooms), ("loopback_result", .loopbackResult),
+        ("net_loopback_result", .networkLoopbackResult), ("stats", .statistics), ("site", .site),
+    ]
+
+    private enum Keys: String, CodingKey { case cmd, limit, insertMs, room, count }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
         switch self {
-        case .call(let button): .call(button: button)
-        case .callRooms(let rooms, let kind): .callRooms(rooms, kind: kind)
-        case .hangUp: .hangUp
-        case .answer: .answer
-        case .decline: .decline
-        case .callBack: .callBack
-        case .callMissed: .callMissed
-        case .acknowledge(let all): .acknowledge(all: all)
-        case .setMuted(.microphone, let on): .setMicrophoneMuted(on)
-        case .setMuted(.speaker, let on): .setSpeakerMuted(on)
-        case .setDoNotDisturb(let on): .setDoNotDisturb(on)
-        case .notify(let type): .notify(type: type)
-        case .setReadAloud(let on): .setReadAloud(on)
-        case .status, .rooms, .history, .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics, .site,
-             .eraseHistory: nil
+        case .perform(let command):
+            try command.encode(to: encoder)
+        case .history(let limit):
+            try c.encode("history", forKey: .cmd)
+            try c.encodeIfPresent(limit, forKey: .limit)
+        case .loopback(let insertMs):
+            try c.encode("loopback", forKey: .cmd)
+            if insertMs != 0 { try c.encode(insertMs, forKey: .insertMs) }
+        case .networkLoopback(let room, let count):
+            try c.encode("net_loopback", forKey: .cmd)
+            try c.encode(room, forKey: .room)
+            try c.encode(count, forKey: .count)
+        case .eraseHistory, .status, .rooms, .loopbackResult, .networkLoopbackResult, .statistics, .site:
+            try c.encode(Self.named.first { $0.command == self }!.name, forKey: .cmd)
+        }
+    }
+
+    /// Throws `ControlFailure` (`unknown_command`, `invalid_argument` naming the member) or a
+    /// `DecodingError` (a member of the wrong type: `ControlRequest.read` names it).
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        let name = try c.decode(String.self, forKey: .cmd)
+        if CallCommand.names.contains(name) {
+            self = .perform(try CallCommand(from: decoder))
+            return
+        }
+        if let found = Self.named.first(where: { $0.name == name }) {
+            self = found.command
+            return
+        }
+        switch name {
+        case "history":
+            guard (try? c.decodeNil(forKey: .limit)) != true, c.contains(.limit) else { self = .history(limit: nil); return }
+            guard let limit = try? c.decode(Int.self, forKey: .limit), limit > 0, limit <= Int(Int32.max) else {
+                throw ControlFailure(.invalidArgument, "\"limit\" must be a positive integer")
+            }
+            self = .history(limit: limit)
+        case "loopback":
+            guard c.contains(.insertMs) else { self = .loopback(insertMs: 0); return }
+            guard let ms = try? c.decode(Double.self, forKey: .insertMs), ms >= 0, ms <= 500 else {
+                throw ControlFailure(.invalidArgument, "\"insert_ms\" must be a number of milliseconds, 0...500")
+            }
+            self = .loopback(insertMs: ms)
+        case "net_loopback":
+            guard let room = try? c.decode(RoomID.self, forKey: .room) else {
+                throw ControlFailure(.invalidArgument, "net_loopback needs \"room\": a room id")
+            }
+            guard c.contains(.count) else { self = .networkLoopback(room: room, count: 200); return }
+            guard let count = try? c.decode(Int.self, forKey: .count), (1...2000).contains(count) else {
+                throw ControlFailure(.invalidArgument, "\"count\" must be an integer, 1...2000")
+            }
+            self = .networkLoopback(room: room, count: count)
+        default:
+            throw ControlFailure(.unknownCommand, "unknown command \"\(name.prefix(64))\"")
+        }
+    }
+}
+
+/// A request's `id` as the client sent it: echoed in the response.
+public enum RequestID: Sendable, Equatable, Codable, CustomStringConvertible {
+    case integer(Int64)
+    case string(String)
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if let i = try? c.decode(Int64.self) { self = .integer(i) }
+        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else { throw ControlFailure(.invalidArgument, "\"id\" must be an integer or a string") }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .integer(let i): try c.encode(i)
+        case .string(let s): try c.encode(s)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .integer(let i): "\(i)"
+        case .string(let s): "\"\(s.prefix(40))\""
         }
     }
 }
 
 /// One request line, parsed. `ping` and `subscribe` are answered by the server itself.
-public enum ControlRequest: Sendable, Equatable {
+public enum ControlRequest: Sendable, Equatable, Codable {
     case command(ControlCommand)
     case subscribe
     case ping
 
-    /// The request as a JSON object with `id` (what intercomctl sends).
-    public func json(id: Int64) -> JSONValue {
-        var o: [String: JSONValue] = ["id": .integer(id)]
+    private enum Keys: String, CodingKey { case cmd, id }
+
+    public func encode(to encoder: Encoder) throws {
         switch self {
-        case .ping: o["cmd"] = "ping"
-        case .subscribe: o["cmd"] = "subscribe"
-        case .command(let c):
-            switch c {
-            case .call(let button): o["cmd"] = "call"; o["button"] = .string(button)
-            case .callRooms(let rooms, let kind):
-                o["cmd"] = "call"
-                o["rooms"] = .array(rooms.map { .string($0.value) })
-                if kind != .normal { o["kind"] = .string(kind.rawValue) }
-            case .hangUp: o["cmd"] = "hangup"
-            case .answer: o["cmd"] = "answer"
-            case .decline: o["cmd"] = "decline"
-            case .callBack: o["cmd"] = "call_back"
-            case .callMissed: o["cmd"] = "call_missed"
-            case .acknowledge(let all): o["cmd"] = "acknowledge"; if all { o["all"] = true }
-            case .eraseHistory: o["cmd"] = "erase"
-            case .setMuted(let target, let on): o["cmd"] = .string(on ? "mute" : "unmute"); o["target"] = .string(target.rawValue)
-            case .setDoNotDisturb(let on): o["cmd"] = "dnd"; o["state"] = on ? "on" : "off"
-            case .notify(let type): o["cmd"] = "notify"; o["type"] = .string(type)
-            case .setReadAloud(let on): o["cmd"] = "read_aloud"; o["state"] = on ? "on" : "off"
-            case .status: o["cmd"] = "status"
-            case .rooms: o["cmd"] = "rooms"
-            case .history(let limit):
-                o["cmd"] = "history"
-                if let limit { o["limit"] = .integer(Int64(limit)) }
-            case .loopback(let insertMs):
-                o["cmd"] = "loopback"
-                if insertMs != 0 { o["insert_ms"] = .number(insertMs) }
-            case .loopbackResult: o["cmd"] = "loopback_result"
-            case .networkLoopback(let room, let count):
-                o["cmd"] = "net_loopback"; o["room"] = .string(room.value); o["count"] = .integer(Int64(count))
-            case .networkLoopbackResult: o["cmd"] = "net_loopback_result"
-            case .statistics: o["cmd"] = "stats"
-            case .site: o["cmd"] = "site"
-            }
+        case .command(let command): try command.encode(to: encoder)
+        case .subscribe, .ping:
+            var c = encoder.container(keyedBy: Keys.self)
+            try c.encode(self == .ping ? "ping" : "subscribe", forKey: .cmd)
         }
-        return .object(o)
     }
 
-    /// Reads a request object. The id is checked by the caller; unknown members are ignored so
-    /// that newer clients can send optional extras to older daemons.
-    public static func parse(_ json: JSONValue) -> Result<ControlRequest, ControlFailure> {
-        guard case .object = json else { return .failure(.init(.parseError, "a request is a JSON object")) }
-        guard let cmd = json["cmd"] else { return .failure(.init(.invalidArgument, "missing \"cmd\"")) }
-        guard let name = cmd.stringValue else { return .failure(.init(.invalidArgument, "\"cmd\" must be a string")) }
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        switch try c.decode(String.self, forKey: .cmd) {
+        case "ping": self = .ping
+        case "subscribe": self = .subscribe
+        default: self = .command(try ControlCommand(from: decoder))
+        }
+    }
+
+    /// The request as one line with `id` (what intercomctl sends), without its newline.
+    public func line(id: Int64) throws -> [UInt8] {
+        try Wire.encode(Line(id: .integer(id), request: self))
+    }
+
+    /// Reads one request line as the daemon does: the id (nil when absent or unreadable, which
+    /// the response then echoes as null) and the request or why it is refused, naming the member.
+    public static func read(_ line: some Collection<UInt8>) -> (id: RequestID?, request: Result<ControlRequest, ControlFailure>) {
+        let head: Head
         do {
-            switch name {
-            case "ping": return .success(.ping)
-            case "subscribe": return .success(.subscribe)
-            case "call": return .success(.command(try parseCall(json)))
-            case "hangup", "leave": return .success(.command(.hangUp))
-            case "answer": return .success(.command(.answer))
-            case "decline": return .success(.command(.decline))
-            case "call_back": return .success(.command(.callBack))
-            case "call_missed": return .success(.command(.callMissed))
-            case "acknowledge":
-                guard let all = json["all"], all != .null else { return .success(.command(.acknowledge(all: false))) }
-                guard let flag = all.boolValue else { return .failure(.init(.invalidArgument, "\"all\" must be true or false")) }
-                return .success(.command(.acknowledge(all: flag)))
-            case "erase": return .success(.command(.eraseHistory))
-            case "mute", "unmute": return .success(.command(.setMuted(try parseTarget(json), name == "mute")))
-            case "dnd": return .success(.command(.setDoNotDisturb(try parseOnOff(json))))
-            case "read_aloud": return .success(.command(.setReadAloud(try parseOnOff(json))))
-            case "notify":
-                guard let type = json["type"]?.stringValue, NotificationType.isValidID(type) else {
-                    return .failure(.init(.invalidArgument, "notify needs \"type\": a notification id (1-32 of a-z, 0-9, - and _)"))
-                }
-                return .success(.command(.notify(type: type)))
-            case "status": return .success(.command(.status))
-            case "rooms": return .success(.command(.rooms))
-            case "history": return .success(.command(.history(limit: try parseLimit(json))))
-            case "loopback": return .success(.command(.loopback(insertMs: try parseInsert(json))))
-            case "loopback_result": return .success(.command(.loopbackResult))
-            case "net_loopback": return .success(.command(try parseNetworkLoopback(json)))
-            case "net_loopback_result": return .success(.command(.networkLoopbackResult))
-            case "stats": return .success(.command(.statistics))
-            case "site": return .success(.command(.site))
-            default:
-                return .failure(.init(.unknownCommand, "unknown command \"\(name.prefix(64))\""))
-            }
+            head = try Wire.decode(Head.self, from: line)
+        } catch let failure as ControlFailure {
+            return (nil, .failure(failure))
+        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
+            return (nil, .failure(.init(.parseError, "a request is a JSON object")))
         } catch {
-            return .failure(error)
+            return (nil, .failure(.init(.parseError, "not a JSON object: \(Wire.describe(error).replacingOccurrences(of: "not JSON: ", with: ""))")))
+        }
+        do {
+            return (head.id, .success(try Wire.decode(ControlRequest.self, from: line)))
+        } catch let failure as ControlFailure {
+            return (head.id, .failure(failure))
+        } catch let unknown as CallCommand.Unknown {
+            return (head.id, .failure(.init(.unknownCommand, unknown.description)))
+        } catch DecodingError.keyNotFound(let key, let context) where context.codingPath.isEmpty && key.stringValue == "cmd" {
+            return (head.id, .failure(.init(.invalidArgument, "missing \"cmd\"")))
+        } catch DecodingError.dataCorrupted(let context) {
+            return (head.id, .failure(.init(.invalidArgument, context.debugDescription)))
+        } catch {
+            return (head.id, .failure(.init(.invalidArgument, Wire.describe(error))))
         }
     }
 
-    private static func parseCall(_ json: JSONValue) throws(ControlFailure) -> ControlCommand {
-        switch (json["button"], json["rooms"]) {
-        case (.string(let button)?, nil):
-            guard !button.isEmpty else { throw ControlFailure(.invalidArgument, "\"button\" is empty") }
-            guard json["kind"] == nil else { throw ControlFailure(.invalidArgument, "a button's call has the button's kind: \"kind\" goes with \"rooms\"") }
-            return .call(button: button)
-        case (nil, .array(let items)?):
-            guard !items.isEmpty else { throw ControlFailure(.invalidArgument, "\"rooms\" is empty") }
-            var rooms: [RoomID] = []
-            for item in items {
-                guard let text = item.stringValue, let room = RoomID(text) else {
-                    throw ControlFailure(.invalidArgument, "\"rooms\" holds an invalid room id (lower-case letters, digits, - and _, 1-32 characters)")
-                }
-                if !rooms.contains(room) { rooms.append(room) }
-            }
-            var kind = CallKind.normal
-            if let k = json["kind"] {
-                guard let text = k.stringValue, let parsed = CallKind(rawValue: text) else {
-                    throw ControlFailure(.invalidArgument, "\"kind\" is call, emergency or announcement")
-                }
-                kind = parsed
-            }
-            return .callRooms(rooms, kind: kind)
-        case (nil, nil):
-            throw ControlFailure(.invalidArgument, "call needs \"button\" (a string) or \"rooms\" (an array of room ids)")
-        case (_?, _?):
-            throw ControlFailure(.invalidArgument, "call takes \"button\" or \"rooms\", not both")
-        default:
-            throw ControlFailure(.invalidArgument, "\"button\" must be a string and \"rooms\" an array of room ids")
+    /// A request with its id, as a client writes it.
+    struct Line: Encodable {
+        var id: RequestID
+        var request: ControlRequest
+        func encode(to encoder: Encoder) throws {
+            try request.encode(to: encoder)
+            var c = encoder.container(keyedBy: Keys.self)
+            try c.encode(id, forKey: .id)
         }
     }
 
-    private static func parseNetworkLoopback(_ json: JSONValue) throws(ControlFailure) -> ControlCommand {
-        guard let text = json["room"]?.stringValue, let room = RoomID(text) else {
-            throw ControlFailure(.invalidArgument, "net_loopback needs \"room\": a room id")
+    /// What is read of a line before its request: that it is an object, and its id.
+    struct Head: Decodable {
+        var id: RequestID?
+        init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: Keys.self)
+            id = try c.decodeIfPresent(RequestID.self, forKey: .id)
         }
-        guard let v = json["count"] else { return .networkLoopback(room: room, count: 200) }
-        guard let count = v.integerValue, (1...2000).contains(count) else {
-            throw ControlFailure(.invalidArgument, "\"count\" must be an integer, 1...2000")
-        }
-        return .networkLoopback(room: room, count: Int(count))
-    }
-
-    private static func parseInsert(_ json: JSONValue) throws(ControlFailure) -> Double {
-        guard let v = json["insert_ms"] else { return 0 }
-        guard let ms = v.numberValue, ms >= 0, ms <= 500 else {
-            throw ControlFailure(.invalidArgument, "\"insert_ms\" must be a number of milliseconds, 0...500")
-        }
-        return ms
-    }
-
-    private static func parseTarget(_ json: JSONValue) throws(ControlFailure) -> MuteTarget {
-        switch json["target"]?.stringValue {
-        case "mic", "microphone": return .microphone
-        case "speaker": return .speaker
-        default: throw ControlFailure(.invalidArgument, "\"target\" must be \"mic\" or \"speaker\"")
-        }
-    }
-
-    private static func parseOnOff(_ json: JSONValue) throws(ControlFailure) -> Bool {
-        switch json["state"]?.stringValue {
-        case "on": return true
-        case "off": return false
-        default: throw ControlFailure(.invalidArgument, "\"state\" must be \"on\" or \"off\"")
-        }
-    }
-
-    private static func parseLimit(_ json: JSONValue) throws(ControlFailure) -> Int? {
-        guard let value = json["limit"], value != .null else { return nil }
-        guard let limit = value.integerValue, limit > 0, limit <= Int64(Int32.max) else {
-            throw ControlFailure(.invalidArgument, "\"limit\" must be a positive integer")
-        }
-        return Int(limit)
     }
 }
 
 /// The response envelope: `{"id": …, "ok": true, "result": {…}}` or `{"id": …, "ok": false, "error": {…}}`.
-public struct ControlResponse: Sendable, Equatable {
-    /// The request's id as sent (integer or string), or null when it could not be read.
-    public var id: JSONValue
-    public var outcome: Result<JSONValue, ControlFailure>
+public struct ControlResponse: Sendable, Equatable, Encodable {
+    /// The request's id as sent, or nil (null on the wire) when it could not be read.
+    public var id: RequestID?
+    public var outcome: Result<ControlReply, ControlFailure>
 
-    public init(id: JSONValue, outcome: Result<JSONValue, ControlFailure>) {
+    public init(id: RequestID?, outcome: Result<ControlReply, ControlFailure>) {
         self.id = id
         self.outcome = outcome
     }
 
-    public var json: JSONValue {
+    private enum Keys: String, CodingKey { case id, ok, result, error }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(id, forKey: .id)
         switch outcome {
-        case .success(let result): ["id": id, "ok": true, "result": result]
-        case .failure(let f): ["id": id, "ok": false, "error": ["code": .string(f.code.rawValue), "message": .string(f.message)]]
+        case .success(let reply):
+            try c.encode(true, forKey: .ok)
+            try c.encode(reply, forKey: .result)
+        case .failure(let failure):
+            try c.encode(false, forKey: .ok)
+            try c.encode(failure, forKey: .error)
         }
     }
 
-    /// Reads a response line's object; nil when it is not a response (e.g. an event).
-    public init?(json: JSONValue) {
-        guard let ok = json["ok"]?.boolValue, let id = json["id"] else { return nil }
-        self.id = id
-        if ok {
-            outcome = .success(json["result"] ?? .object([:]))
-        } else {
-            let code = json["error"]?["code"]?.stringValue.flatMap(ControlErrorCode.init(rawValue:)) ?? .internal
-            outcome = .failure(.init(code, json["error"]?["message"]?.stringValue ?? "(no message)"))
+    /// Reads a response line to `request` (its result has that request's shape). Throws
+    /// `ControlClientError.protocolViolation` naming what does not fit.
+    public static func read(_ line: some Collection<UInt8>, to request: ControlRequest) throws(ControlClientError) -> ControlResponse {
+        do {
+            return try Wire.decode(Reading.self, from: line, userInfo: [ControlReply.requestKey: request]).response
+        } catch {
+            throw .protocolViolation("not a response to \(Self.name(request)): \(Wire.describe(error))")
         }
+    }
+
+    private static func name(_ request: ControlRequest) -> String {
+        (try? Wire.decode(Peek.self, from: Wire.encode(request)).cmd) ?? "the request"
+    }
+
+    private struct Reading: Decodable {
+        var response: ControlResponse
+        init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: Keys.self)
+            let id = try c.decodeIfPresent(RequestID.self, forKey: .id)
+            if try c.decode(Bool.self, forKey: .ok) {
+                response = ControlResponse(id: id, outcome: .success(try c.decode(ControlReply.self, forKey: .result)))
+            } else {
+                response = ControlResponse(id: id, outcome: .failure(try c.decode(ControlFailure.self, forKey: .error)))
+            }
+        }
+    }
+
+    /// Enough of any line from the daemon to tell an event from a response.
+    struct Peek: Decodable {
+        var cmd: String?
+        var event: String?
+        var ok: Bool?
+    }
+}
+
+/// One line of the event stream as a client reads it.
+public enum ControlEvent: Sendable, Equatable, Codable {
+    case call(CallEvent)
+    /// The daemon's event queue overflowed and this many events were not delivered.
+    case eventsLost(Int)
+
+    private enum Keys: String, CodingKey { case event, count }
+
+    public func encode(to encoder: Encoder) throws {
+        switch self {
+        case .call(let event): try event.encode(to: encoder)
+        case .eventsLost(let count):
+            var c = encoder.container(keyedBy: Keys.self)
+            try c.encode("events_lost", forKey: .event)
+            try c.encode(count, forKey: .count)
+        }
+    }
+
+    /// Throws `CallEvent.Unknown` for a newer daemon's event.
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        if try c.decode(String.self, forKey: .event) == "events_lost" {
+            self = .eventsLost(try c.decode(Int.self, forKey: .count))
+        } else {
+            self = .call(try CallEvent(from: decoder))
+        }
+    }
+
+    /// Whether a line from the daemon is an event (not a response).
+    public static func isEvent(_ line: some Collection<UInt8>) -> Bool {
+        (try? Wire.decode(ControlResponse.Peek.self, from: line))?.event != nil
     }
 }

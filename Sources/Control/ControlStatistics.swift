@@ -753,40 +753,6 @@ extension DaemonStatistics.Audio {
     }
 }
 
-/// A reply that is a Codable value (stats, site): on the wire in snake_case, as every other reply.
-public protocol SnakeCaseReply: Codable {
-    /// The command's name, for a violation's message.
-    static var command: String { get }
-}
-
-extension SnakeCaseReply {
-    public var json: JSONValue {
-        let encoder = JSONEncoder()
-        encoder.keyEncodingStrategy = .convertToSnakeCase
-        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
-        // Encoding plain numbers and strings cannot fail, nor can reading what JSONEncoder wrote.
-        return (try? JSONValue.parse(try encoder.encode(self))) ?? .null
-    }
-
-    public init(json: JSONValue) throws(ControlProtocolViolation) {
-        let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
-        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
-        do {
-            self = try decoder.decode(Self.self, from: Data(try json.encodedLine()))
-        } catch let DecodingError.keyNotFound(key, context) {
-            let path = (context.codingPath + [key]).map { $0.intValue.map(String.init) ?? $0.stringValue }
-            throw ControlProtocolViolation("\(Self.command): \"\(path.joined(separator: "."))\" is missing")
-        } catch {
-            throw ControlProtocolViolation("\(Self.command): \(error)")
-        }
-    }
-}
-
-extension DaemonStatistics: SnakeCaseReply {
-    public static var command: String { "stats" }
-}
-
 /// How a terminal's signalling is sealed (docs/identity.md).
 public enum SignalProtectionMode: String, Sendable, Equatable, Codable {
     /// Lab mode (`[security] mode = "lab"`) with neither a site key nor approved terminal keys:

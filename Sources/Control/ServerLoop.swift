@@ -1,3 +1,4 @@
+import Calls
 import Posix
 import Foundation
 
@@ -79,8 +80,8 @@ final class ServerLoop: @unchecked Sendable {
             let info = ControlClientInfo(number: nextNumber, credentials: socket.peerCredentials())
             nextNumber += 1
             guard clients.count < settings.maxClients else {
-                let refusal = ControlResponse(id: .null, outcome: .failure(.init(.unavailable, "too many control clients (limit \(settings.maxClients))")))
-                if let line = try? refusal.json.encodedLine() {
+                let refusal = ControlResponse(id: nil, outcome: .failure(.init(.unavailable, "too many control clients (limit \(settings.maxClients))")))
+                if let line = try? Wire.encode(refusal) {
                     _ = (line + [UInt8(ascii: "\n")]).withUnsafeBytes { socket.send($0) }
                 }
                 socket.close()
@@ -125,7 +126,7 @@ final class ServerLoop: @unchecked Sendable {
 
     private func refuseLongLine(_ c: ClientConnection, now t: Double) {
         c.discardInput()
-        send(ControlResponse(id: .null, outcome: .failure(.init(.parseError, "request line longer than \(settings.maxLineBytes) bytes"))), to: c, now: t)
+        send(ControlResponse(id: nil, outcome: .failure(.init(.parseError, "request line longer than \(settings.maxLineBytes) bytes"))), to: c, now: t)
         c.closeReason = "request line longer than \(settings.maxLineBytes) bytes"
         server.counters.withLock { $0.dropped += 1 }
     }
@@ -136,49 +137,31 @@ final class ServerLoop: @unchecked Sendable {
         if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
         if line.allSatisfy({ $0 == 32 || $0 == 9 }) { return }
         server.counters.withLock { $0.requests += 1 }
-        let json: JSONValue
-        do {
-            json = try JSONValue.parse(line)
-        } catch {
-            return send(ControlResponse(id: .null, outcome: .failure(.init(.parseError, "not a JSON object: \(Self.briefly(error))"))), to: c, now: t)
-        }
-        let id = json["id"] ?? .null
-        switch id {
-        case .null, .integer, .string: break
-        default:
-            return send(ControlResponse(id: .null, outcome: .failure(.init(.invalidArgument, "\"id\" must be an integer or a string"))), to: c, now: t)
-        }
-        let outcome: Result<JSONValue, ControlFailure>
-        switch ControlRequest.parse(json) {
+        let (id, request) = ControlRequest.read(line)
+        let outcome: Result<ControlReply, ControlFailure>
+        switch request {
         case .failure(let f):
             outcome = .failure(f)
         case .success(.ping):
-            outcome = .success(["pong": true])
+            outcome = .success(.pong(protocolVersion: ControlReply.protocolVersion))
         case .success(.subscribe):
             if let refusal = server.handler.subscriptionRefusal(for: c.info) {
                 outcome = .failure(refusal)
             } else {
                 if !c.subscribed { server.counters.withLock { $0.subscribers += 1 } }
                 c.subscribed = true
-                outcome = .success(["subscribed": true])
+                outcome = .success(.subscribed)
             }
         case .success(.command(let command)):
-            outcome = server.handler.handle(command, from: c.info).map(ControlJSON.encode)
+            outcome = server.handler.handle(command, from: c.info)
         }
         send(ControlResponse(id: id, outcome: outcome), to: c, now: t)
-    }
-
-    private static func briefly(_ error: any Error) -> String {
-        if case DecodingError.dataCorrupted(let context) = error {
-            return (context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription).prefix(200).description
-        }
-        return String(describing: error).prefix(200).description
     }
 
     private func send(_ response: ControlResponse, to c: ClientConnection, now t: Double) {
         let line: [UInt8]
         do {
-            line = try response.json.encodedLine()
+            line = try Wire.encode(response)
         } catch {
             line = Array(#"{"error":{"code":"internal","message":"response could not be encoded"},"id":null,"ok":false}"#.utf8)
         }
@@ -198,9 +181,9 @@ final class ServerLoop: @unchecked Sendable {
         let subscribers = clients.filter { $0.subscribed }
         guard !subscribers.isEmpty else { return }
         var lines: [[UInt8]] = []
-        if lost > 0, let line = try? ControlJSON.eventsLost(lost).encodedLine() { lines.append(line) }
+        if lost > 0, let line = try? Wire.encode(ControlEvent.eventsLost(lost)) { lines.append(line) }
         for e in events {
-            if let line = try? ControlJSON.encode(e).encodedLine() { lines.append(line) }
+            if let line = try? Wire.encode(e) { lines.append(line) }
         }
         for c in subscribers {
             for line in lines where c.dropReason == nil {

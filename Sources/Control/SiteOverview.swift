@@ -4,9 +4,7 @@ import Posix
 /// What a terminal knows of every terminal's software and site document (site): its own, and what
 /// each online room's hellos announce. `behind`: holds an older document than the newest any of
 /// them holds (or none while others hold one).
-public struct SiteOverview: Sendable, Equatable, Codable, SnakeCaseReply {
-    public static var command: String { "site" }
-
+public struct SiteOverview: Sendable, Equatable, Codable {
     public struct Terminal: Sendable, Equatable, Codable {
         public var room: String
         public var online: Bool

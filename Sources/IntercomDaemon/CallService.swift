@@ -350,7 +350,7 @@ final class CallService: @unchecked Sendable {
             return .success(.done)
         default: break
         }
-        if let callCommand = command.callCommand {
+        if case .perform(let callCommand) = command {
             switch perform(callCommand, reading: { reply(to: command, $0) }) {
             case .done(let reply): return reply
             case .rejected(let why): return .failure(Self.failure(why))
@@ -362,14 +362,15 @@ final class CallService: @unchecked Sendable {
     /// The reply to `command` from the engine's state (read under its lock).
     private func reply(to command: ControlCommand, _ e: CallEngine) -> Result<ControlReply, ControlFailure> {
         switch command {
-        case .call, .callRooms, .callBack, .callMissed:
+        case .perform(.call), .perform(.callRooms), .perform(.callBack), .perform(.callMissed):
             guard let call = e.call else { return .failure(ControlFailure(.internal, "the call ended at once")) }
             return .success(.callPlaced(call.id, to: call.participants.map(\.room)))
-        case .hangUp, .answer, .decline, .acknowledge, .eraseHistory: return .success(.done)
-        case .setMuted: return .success(.mute(e.mute))
-        case .setDoNotDisturb: return .success(.doNotDisturb(e.doNotDisturb))
-        case .setReadAloud: return .success(.readAloud(e.readAloud))
-        case .notify:
+        case .perform(.hangUp), .perform(.answer), .perform(.decline), .perform(.acknowledge), .eraseHistory: return .success(.done)
+        case .perform(.setMicrophoneMuted), .perform(.setSpeakerMuted), .perform(.toggleMicrophoneMute), .perform(.toggleSpeakerMute):
+            return .success(.mute(e.mute))
+        case .perform(.setDoNotDisturb), .perform(.toggleDoNotDisturb): return .success(.doNotDisturb(e.doNotDisturb))
+        case .perform(.setReadAloud), .perform(.toggleReadAloud): return .success(.readAloud(e.readAloud))
+        case .perform(.notify):
             guard let sent = e.newestSentNotification else { return .failure(ControlFailure(.internal, "the notification was not sent")) }
             return .success(.notificationSent(sent.id, to: sent.notification.recipients))
         case .status: return .success(.status(status(e)))

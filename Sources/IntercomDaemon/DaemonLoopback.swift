@@ -1,3 +1,4 @@
+import Calls
 import Control
 import Foundation
 import SignalTools
@@ -35,7 +36,7 @@ extension Daemon {
         }
         if json {
             if status.state == .running { status = LoopbackStatus(state: .aborted) }  // not finished: never "running" after exit
-            guard let line = try? ControlJSON.encode(ControlReply.loopback(status)).encodedString() else { return .software }
+            guard let line = try? Wire.string(ControlReply.loopback(status)) else { return .software }
             print(line)
         }
         guard status.state == .done, let r = status.result else {

@@ -130,8 +130,7 @@ final class EventStream: @unchecked Sendable {
             while !stopped.load(ordering: .acquiring) {
                 let line: String?
                 do { line = try client.readLine(timeout: 0.2) } catch { usleep(50_000); continue }
-                guard let line, let json = try? JSONValue.parse(Array(line.utf8)),
-                      case .call(let e)? = try? ControlJSON.decodeEvent(json) else { continue }
+                guard let line, case .call(let e)? = try? Wire.decode(ControlEvent.self, from: Array(line.utf8)) else { continue }
                 events.withLock { $0.append((e, Date())) }
             }
         }

@@ -80,56 +80,56 @@ struct Call: ParsableCommand {
     }
 
     func run() throws {
-        if let button { try Session.run(.call(button: button), options) }
+        if let button { try Session.run(.perform(.call(button: button)), options) }
         let ids = (rooms ?? "").split(separator: ",").compactMap { RoomID(String($0)) }
-        try Session.run(.callRooms(ids, kind: kind.flatMap(CallKind.init(rawValue:)) ?? .normal), options)
+        try Session.run(.perform(.callRooms(ids, kind: kind.flatMap(CallKind.init(rawValue:)) ?? .normal)), options)
     }
 }
 
 struct Hangup: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "End the call (a callee leaves it).")
     @OptionGroup var options: GlobalOptions
-    func run() throws { try Session.run(.hangUp, options) }
+    func run() throws { try Session.run(.perform(.hangUp), options) }
 }
 
 struct Answer: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Take the ringing incoming call.")
     @OptionGroup var options: GlobalOptions
-    func run() throws { try Session.run(.answer, options) }
+    func run() throws { try Session.run(.perform(.answer), options) }
 }
 
 struct Decline: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Refuse the ringing incoming call (the caller hears it declined).")
     @OptionGroup var options: GlobalOptions
-    func run() throws { try Session.run(.decline, options) }
+    func run() throws { try Session.run(.perform(.decline), options) }
 }
 
 struct CallBack: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "call-back",
                                                     abstract: "Call the other side of the last call again (who called, or whom this room called).")
     @OptionGroup var options: GlobalOptions
-    func run() throws { try Session.run(.callBack, options) }
+    func run() throws { try Session.run(.perform(.callBack), options) }
 }
 
 struct CallMissed: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "call-missed",
                                                     abstract: "Call the room of the oldest missed call not yet acknowledged (acknowledged once it answers).")
     @OptionGroup var options: GlobalOptions
-    func run() throws { try Session.run(.callMissed, options) }
+    func run() throws { try Session.run(.perform(.callMissed), options) }
 }
 
 struct Acknowledge: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Acknowledge the oldest notification heard here, or with none waiting the oldest missed call (--all: every one); the sender is told, the reminder stops when none waits.")
     @OptionGroup var options: GlobalOptions
     @Flag(help: "Acknowledge every notification (or, with none waiting, every missed call).") var all = false
-    func run() throws { try Session.run(.acknowledge(all: all), options) }
+    func run() throws { try Session.run(.perform(.acknowledge(all: all)), options) }
 }
 
 struct Notify: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Send a configured notification ([notifications.<id>]) to its recipients.")
     @OptionGroup var options: GlobalOptions
     @Argument(help: "The notification type's id, e.g. material") var type: String
-    func run() throws { try Session.run(.notify(type: type), options) }
+    func run() throws { try Session.run(.perform(.notify(type: type)), options) }
 }
 
 struct ReadAloud: ParsableCommand {
@@ -137,7 +137,7 @@ struct ReadAloud: ParsableCommand {
                                                     abstract: "Switch reading notifications aloud in this room on or off (their tones sound either way).")
     @OptionGroup var options: GlobalOptions
     @Argument(help: "on or off") var state: OnOff
-    func run() throws { try Session.run(.setReadAloud(state == .on), options) }
+    func run() throws { try Session.run(.perform(.setReadAloud(state == .on)), options) }
 }
 
 struct EraseHistory: ParsableCommand {
@@ -150,26 +150,26 @@ struct EraseHistory: ParsableCommand {
 struct Leave: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Leave the call (the same as hangup).")
     @OptionGroup var options: GlobalOptions
-    func run() throws { try Session.run(.hangUp, options) }
+    func run() throws { try Session.run(.perform(.hangUp), options) }
 }
 
 enum Target: String, ExpressibleByArgument, CaseIterable {
     case mic, speaker
-    var muteTarget: MuteTarget { self == .mic ? .microphone : .speaker }
+    func muted(_ on: Bool) -> CallCommand { self == .mic ? .setMicrophoneMuted(on) : .setSpeakerMuted(on) }
 }
 
 struct Mute: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Mute the microphone or the speaker.")
     @OptionGroup var options: GlobalOptions
     @Argument(help: "mic or speaker") var target: Target
-    func run() throws { try Session.run(.setMuted(target.muteTarget, true), options) }
+    func run() throws { try Session.run(.perform(target.muted(true)), options) }
 }
 
 struct Unmute: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Unmute the microphone or the speaker.")
     @OptionGroup var options: GlobalOptions
     @Argument(help: "mic or speaker") var target: Target
-    func run() throws { try Session.run(.setMuted(target.muteTarget, false), options) }
+    func run() throws { try Session.run(.perform(target.muted(false)), options) }
 }
 
 enum OnOff: String, ExpressibleByArgument, CaseIterable { case on, off }
@@ -178,7 +178,7 @@ struct DND: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "dnd", abstract: "Switch do-not-disturb on or off.")
     @OptionGroup var options: GlobalOptions
     @Argument(help: "on or off") var state: OnOff
-    func run() throws { try Session.run(.setDoNotDisturb(state == .on), options) }
+    func run() throws { try Session.run(.perform(.setDoNotDisturb(state == .on)), options) }
 }
 
 struct Status: ParsableCommand {

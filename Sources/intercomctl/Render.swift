@@ -6,15 +6,19 @@ import Foundation
 enum Render {
     static func reply(_ reply: ControlReply, to command: ControlCommand) -> String {
         switch reply {
+        case .pong(let version):
+            return "the daemon answers (control protocol \(version))"
+        case .subscribed:
+            return "subscribed"
         case .networkLoopback(let status):
             return status.result.map { Loopback.render($0, room: status.room ?? RoomID("unknown")!) } ?? "network loopback test \(status.state.rawValue)"
         case .loopback(let status):
             return status.result.map(Loopback.render) ?? "loopback test \(status.state.rawValue)"
         case .done:
             switch command {
-            case .answer: return "answered"
-            case .decline: return "declined"
-            case .acknowledge(let all): return all ? "all acknowledged" : "acknowledged"
+            case .perform(.answer): return "answered"
+            case .perform(.decline): return "declined"
+            case .perform(.acknowledge(let all)): return all ? "all acknowledged" : "acknowledged"
             case .eraseHistory: return "history erased"
             default: return "hung up"
             }

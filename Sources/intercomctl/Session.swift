@@ -1,4 +1,5 @@
 import ArgumentParser
+import Calls
 import Control
 
 /// Exit statuses (sysexits.h where one fits).
@@ -23,13 +24,9 @@ enum Session {
         switch response.outcome {
         case .failure(let failure):
             refused(failure)
-        case .success(let result):
+        case .success(let reply):
             if options.json { throw ExitCode.success }
-            do {
-                Output.out(Render.reply(try ControlJSON.decodeReply(result, for: command), to: command))
-            } catch {
-                fail(.protocolViolation(error.message))
-            }
+            Output.out(Render.reply(reply, to: command))
             throw ExitCode.success
         }
     }
@@ -44,9 +41,8 @@ enum Session {
             }
             while let line = try client.readLine(timeout: nil) {
                 if options.json { Output.out(line); continue }
-                guard let json = try? JSONValue.parse(Array(line.utf8)) else { fail(.protocolViolation("not JSON: \(line.prefix(200))")) }
                 do {
-                    Output.out(Render.event(try ControlJSON.decodeEvent(json)))
+                    Output.out(Render.event(try Wire.decode(ControlEvent.self, from: Array(line.utf8))))
                 } catch {
                     // A newer daemon's event: show it as it came rather than stop the stream.
                     Output.out("\(Render.clock()) \(line)")

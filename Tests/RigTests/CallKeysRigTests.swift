@@ -23,11 +23,11 @@ final class CallKeysRigTests: XCTestCase {
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
 
         let capture = try PacketCapture()
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") },
                       "the call connects: \(rooms.daemons["rooma"]!.log)\n\(rooms.daemons["roomb"]!.log)")
         XCTAssertTrue(rooms.wait(5) { rooms.plays("rooma", from: "roomb") && rooms.plays("roomb", from: "rooma") }, "the call plays both ways")
-        _ = try rooms.control("rooma", .hangUp)
+        _ = try rooms.control("rooma", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") && rooms.isIdle("roomb") })
         let recorded = capture.stop()
 

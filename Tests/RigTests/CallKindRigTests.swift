@@ -19,21 +19,21 @@ final class CallKindRigTests: XCTestCase {
             try rooms.start("rooma", extra: "[buttons.notfall]\nrooms = [\"roomb\", \"roomc\"]\nkind = \"emergency\"\n")
             for id in ["roomb", "roomc", "roomd"] { try rooms.start(id, calls: handAnswer) }
             XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc", "roomd"]))
-            XCTAssertEqual(try rooms.control("roomb", .setDoNotDisturb(true)), .success(.doNotDisturb(true)))
+            XCTAssertEqual(try rooms.control("roomb", .perform(.setDoNotDisturb(true))), .success(.doNotDisturb(true)))
             // D calls C; C answers by hand.
-            guard case .success(.callPlaced) = try rooms.control("roomd", .call(button: "roomc")) else {
+            guard case .success(.callPlaced) = try rooms.control("roomd", .perform(.call(button: "roomc"))) else {
                 XCTFail("D calls C")
                 return []
             }
             XCTAssertTrue(rooms.wait(3) { rooms.status("roomc")?.call != nil })
-            XCTAssertEqual(try rooms.control("roomc", .answer), .success(.done))
+            XCTAssertEqual(try rooms.control("roomc", .perform(.answer)), .success(.done))
             XCTAssertTrue(rooms.wait(3) { rooms.isConnected("roomc") && rooms.isConnected("roomd") }, "C and D talk")
             Thread.sleep(forTimeInterval: 0.5)
 
             let earC = try RoomRecorder(room: "roomC", path: "\(rooms.dir)/roomC-emergency.wav")
             Thread.sleep(forTimeInterval: 0.2)
             let pressed = Date()
-            guard case .success(.callPlaced(_, let to)) = try rooms.control("rooma", .call(button: "notfall")) else {
+            guard case .success(.callPlaced(_, let to)) = try rooms.control("rooma", .perform(.call(button: "notfall"))) else {
                 XCTFail("the emergency button places a call")
                 return []
             }
@@ -61,7 +61,7 @@ final class CallKindRigTests: XCTestCase {
             print("emergency call: A → B (do-not-disturb) \(q[0].stoi), opened after \(Int(opened * 1000)) ms")
             c.check(q[0].stoi >= Quality.minSTOIManyRooms, "A is heard in B: \(q[0])")
 
-            XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+            XCTAssertEqual(try rooms.control("rooma", .perform(.hangUp)), .success(.done))
             XCTAssertTrue(rooms.wait(3) { ["rooma", "roomb", "roomc"].allSatisfy(rooms.isIdle) })
             for id in ["rooma", "roomb", "roomc"] {
                 XCTAssertEqual(rooms.history(id).last?.callKind, .emergency, "\(id) keeps it as an emergency call")
@@ -107,7 +107,7 @@ final class CallKindRigTests: XCTestCase {
             CallTests.checkNotHeard(c, q[2], below: q[0], "B is not heard in A (its microphone goes nowhere)")
             XCTAssertEqual(rooms.status("rooma")?.media, [], "A plays no stream")
 
-            XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+            XCTAssertEqual(try rooms.control("rooma", .perform(.hangUp)), .success(.done))
             XCTAssertTrue(rooms.wait(3) { ["rooma", "roomb", "roomc"].allSatisfy(rooms.isIdle) })
             for id in ["rooma", "roomb", "roomc"] {
                 XCTAssertEqual(rooms.history(id).last?.callKind, .announcement, "\(id)")

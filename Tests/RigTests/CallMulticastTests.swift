@@ -24,7 +24,7 @@ final class CallMulticastTests: XCTestCase {
             for id in ["rooma", "roomb", "roomc"] { try rooms.start(id, calls: multicast) }
             XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc"]), "A sees B and C online across the LAN")
 
-            guard case .success(.callPlaced(_, let to)) = try rooms.control("rooma", .call(button: "all")) else {
+            guard case .success(.callPlaced(_, let to)) = try rooms.control("rooma", .perform(.call(button: "all"))) else {
                 XCTFail("call placed")
                 return []
             }
@@ -47,10 +47,10 @@ final class CallMulticastTests: XCTestCase {
             c.check(q[2].stoi >= Quality.minSTOIManyRooms, "B is heard in A: \(q[2])")
             CallTests.checkNotHeard(c, q[3], below: q[2], "B is not heard in C")
 
-            XCTAssertEqual(try rooms.control("roomc", .hangUp), .success(.done))
+            XCTAssertEqual(try rooms.control("roomc", .perform(.hangUp)), .success(.done))
             XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomc") && rooms.participant(rooms.status("rooma"), "roomc") == .left }, "C left")
             XCTAssertTrue(rooms.isConnected("roomb") && rooms.isConnected("rooma"), "B stays")
-            XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+            XCTAssertEqual(try rooms.control("rooma", .perform(.hangUp)), .success(.done))
             XCTAssertTrue(rooms.wait(3) { ["rooma", "roomb", "roomc"].allSatisfy(rooms.isIdle) }, "the caller's hang-up ends it for all")
 
             let daemons = Array(rooms.daemons.values)

@@ -85,9 +85,8 @@ final class DaemonTests: XCTestCase {
         XCTAssertGreaterThan(second.audio.frames, first.audio.frames + 20, "frames count on: \(first.audio) → \(second.audio)")
         XCTAssertNil(second.calls, "no calls section without calls")
         XCTAssertTrue(text.contains("xruns") && text.contains("echo canceller"), text)
-        let reply = try ControlResponse(json: JSONValue.parse(Array(json.utf8.prefix { $0 != 10 })))
-        guard case .success(let result)? = reply?.outcome else { return XCTFail("a success line: \(json)") }
-        XCTAssertNoThrow(try DaemonStatistics(json: result), json)
+        let reply = try ControlResponse.read(Array(json.utf8.prefix { $0 != 10 }), to: .command(.statistics))
+        guard case .success(.statistics) = reply.outcome else { return XCTFail("a statistics line: \(json)") }
         let refused = Process()
         refused.executableURL = URL(fileURLWithPath: Repo.builtProgram("intercomctl"))
         refused.arguments = ["status", "--socket", socket]

@@ -116,7 +116,7 @@ final class EnrolmentRigTests: XCTestCase {
             XCTAssertTrue(online(id).isEmpty, "\(id) hears nobody: \(online(id))")
             XCTAssertEqual(stats(id)?.calls?.datagramsSent, 0, "\(id) sends nothing")
         }
-        _ = try rooms.control("desk1", .call(button: "desk2"))
+        _ = try rooms.control("desk1", .perform(.call(button: "desk2")))
         let stranger = try UDPSocket(bind: .loopback(port: 0))
         let clearHello = Array("a hello in the clear".utf8)
         _ = clearHello.withUnsafeBytes { stranger.send($0, to: .loopback(port: UInt16(rooms.room("desk1").signalling))) }
@@ -124,7 +124,7 @@ final class EnrolmentRigTests: XCTestCase {
                         "a datagram in the clear is refused and counted")
         XCTAssertEqual(stats("desk1")?.calls?.datagramsSent, 0, "a call placed before approval sends nothing")
         XCTAssertNil(rooms.status("desk2")?.call)
-        _ = try rooms.control("desk1", .hangUp)
+        _ = try rooms.control("desk1", .perform(.hangUp))
 
         // desk1 and desk2 approved, desk3 pending.
         try approve("desk1")
@@ -134,19 +134,19 @@ final class EnrolmentRigTests: XCTestCase {
         for id in ids { XCTAssertEqual(stats(id)?.calls?.protection, .terminalKeys, "\(id) seals by terminal keys") }
         XCTAssertTrue(rooms.wait(8) { online("desk1") == ["desk2"] && online("desk2") == ["desk1"] && online("desk3").isEmpty },
                       "only the approved hear each other: desk1 \(online("desk1")), desk2 \(online("desk2")), desk3 \(online("desk3"))")
-        _ = try rooms.control("desk1", .call(button: "desk2"))
+        _ = try rooms.control("desk1", .perform(.call(button: "desk2")))
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("desk1") && rooms.isConnected("desk2") }, "a call between approved terminals")
-        _ = try rooms.control("desk1", .hangUp)
+        _ = try rooms.control("desk1", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("desk1") && rooms.isIdle("desk2") })
         // The pending terminal sends nothing (everyone would refuse it), not even its call.
         let sentBefore = stats("desk3")?.calls?.datagramsSent
-        _ = try rooms.control("desk3", .call(button: "desk1"))
+        _ = try rooms.control("desk3", .perform(.call(button: "desk1")))
         let deadline = Date().addingTimeInterval(2)
         while Date() < deadline {
             XCTAssertNil(rooms.status("desk1")?.call, "the pending terminal's call never reaches desk1")
             Thread.sleep(forTimeInterval: 0.1)
         }
-        _ = try rooms.control("desk3", .hangUp)
+        _ = try rooms.control("desk3", .perform(.hangUp))
         XCTAssertNotNil(sentBefore)
         XCTAssertEqual(stats("desk3")?.calls?.datagramsSent, sentBefore, "a pending terminal is silent")
 
@@ -173,7 +173,7 @@ final class EnrolmentRigTests: XCTestCase {
 
         // desk2 revoked during a call of desk1 with desk2 and desk3: put out of it at once, at
         // every terminal, and the call with desk3 goes on.
-        _ = try rooms.control("desk1", .callRooms([RoomID("desk2")!, RoomID("desk3")!]))
+        _ = try rooms.control("desk1", .perform(.callRooms([RoomID("desk2")!, RoomID("desk3")!])))
         XCTAssertTrue(rooms.wait(5) { ids.allSatisfy { rooms.isConnected($0) } }, "a call of the three")
         let revoked = try SiteKit.run(["revoke", "--dir", folder, "--room", "desk2"])
         XCTAssertEqual(revoked.status, 0, revoked.output)
@@ -187,14 +187,14 @@ final class EnrolmentRigTests: XCTestCase {
         print("terminal keys: revoked terminal out of the call \(String(format: "%.2f", Date().timeIntervalSince(published))) s after publishing")
         XCTAssertTrue(rooms.isConnected("desk1") && rooms.isConnected("desk3"), "the call with desk3 goes on")
         XCTAssertEqual(rooms.status("desk1")?.call?.participants.first { $0.room.value == "desk3" }?.status, .connected)
-        _ = try rooms.control("desk1", .hangUp)
+        _ = try rooms.control("desk1", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("desk1") && rooms.isIdle("desk3") })
         XCTAssertTrue(rooms.wait(6) { online("desk1") == ["desk3"] && online("desk3") == ["desk1"] },
                       "nobody hears the revoked terminal: desk1 \(online("desk1")), desk3 \(online("desk3"))")
-        _ = try rooms.control("desk1", .call(button: "desk2"))
+        _ = try rooms.control("desk1", .perform(.call(button: "desk2")))
         Thread.sleep(forTimeInterval: 1.5)
         XCTAssertNil(rooms.status("desk2")?.call, "the revoked terminal is not rung")
-        _ = try rooms.control("desk1", .hangUp)
+        _ = try rooms.control("desk1", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("desk1") })
 
         // desk1 restarts: a second start, and it is back with desk3 at once.
@@ -208,9 +208,9 @@ final class EnrolmentRigTests: XCTestCase {
         XCTAssertEqual(st.st_mode & 0o777, 0o600)
         XCTAssertTrue(rooms.wait(4) { online("desk1") == ["desk3"] && online("desk3") == ["desk1"] },
                       "the restarted terminal is heard again: desk1 \(online("desk1")), desk3 \(online("desk3"))")
-        _ = try rooms.control("desk1", .call(button: "desk3"))
+        _ = try rooms.control("desk1", .perform(.call(button: "desk3")))
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("desk1") && rooms.isConnected("desk3") }, "a call after the restart")
-        _ = try rooms.control("desk1", .hangUp)
+        _ = try rooms.control("desk1", .perform(.hangUp))
         let refusedAtDesk3 = stats("desk3")?.calls?.refused
         print("terminal keys: desk3 refused \(refusedAtDesk3.map { "\($0)" } ?? "-"); desk1 held \(stats("desk1")?.calls?.awaitingSession ?? -1) sends until a session was heard")
         XCTAssertEqual(refusedAtDesk3?.authentication, 0, "nothing failed to open between approved terminals")
@@ -244,9 +244,9 @@ final class EnrolmentRigTests: XCTestCase {
 
         for id in ids { XCTAssertTrue(rooms.waitOnline(id, ids.filter { $0 != id }), "\(id) hears the others") }
         for (caller, callee) in [("desk1", "desk2"), ("desk2", "desk3"), ("desk3", "desk1")] {
-            _ = try rooms.control(caller, .call(button: callee))
+            _ = try rooms.control(caller, .perform(.call(button: callee)))
             XCTAssertTrue(rooms.wait(5) { rooms.isConnected(caller) && rooms.isConnected(callee) }, "\(caller) calls \(callee)")
-            _ = try rooms.control(caller, .hangUp)
+            _ = try rooms.control(caller, .perform(.hangUp))
             XCTAssertTrue(rooms.wait(3) { rooms.isIdle(caller) && rooms.isIdle(callee) })
         }
         for id in ids {
@@ -377,7 +377,7 @@ final class EnrolmentRigTests: XCTestCase {
         keys.press(2)
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "the approved terminal's key calls")
         XCTAssertEqual(stats("roomb")?.calls?.speech.announcements, 1)
-        _ = try rooms.control("roomb", .hangUp)
+        _ = try rooms.control("roomb", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomb") })
         keys.press(3)
         XCTAssertTrue(rooms.wait(20) { stats("roomb")?.calls?.speech.announcements == 2 }, "say_enrolment_code reads it when approved too")

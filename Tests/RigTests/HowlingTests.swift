@@ -60,7 +60,7 @@ enum Howling {
         let extra = "[echo]\nenabled = \(echo)\nloop_canceller = \(structure)\nhowl_guard = \(structure)\n\(gains(placement))"
         let a = try rooms.start("rooma", extra: extra), b = try rooms.start("roomb", extra: extra)
         guard rooms.waitOnline("rooma", ["roomb"]),
-              case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")),
+              case .success(.callPlaced) = try rooms.control("rooma", .perform(.call(button: "roomb"))),
               rooms.wait(5, { rooms.isConnected("rooma") && rooms.isConnected("roomb") }) else {
             throw RigError(description: "the two terminals did not connect: \(a.log)\n\(b.log)")
         }
@@ -93,7 +93,7 @@ enum Howling {
         }
         print("howling, structure \(structure ? "on" : "bypassed"): B's stream from A: \(streamB.story())")
         print("howling, structure \(structure ? "on" : "bypassed"): B's drift estimate/trim over time: \(streamB.driftPath())")
-        _ = try? rooms.control("rooma", .hangUp)
+        _ = try? rooms.control("rooma", .perform(.hangUp))
         let samples = try WAVAudio.read(path: air.path).floats()
         let window = 12_000
         var levels: [Double] = [], clippedAfter: Double?

@@ -34,17 +34,17 @@ final class InCallToneRigTests: XCTestCase {
                     before = try rooms.daemons["rooma"]?.statistics().audio
                     recorder = try RoomRecorder(room: rooms.room("roomb").rig, path: path)
                 }
-                _ = try rooms.control("rooma", .call(button: "all"))
+                _ = try rooms.control("rooma", .perform(.call(button: "all")))
                 guard c.require(rooms.wait(5) { rooms.isConnected("roomb") && rooms.isConnected("roomc") },
                                 "round \(round): B and C answer A") else { break }
                 pause()
-                _ = try rooms.control("rooma", .setMuted(.microphone, true))
+                _ = try rooms.control("rooma", .perform(.setMicrophoneMuted(true)))
                 pause()
-                _ = try rooms.control("rooma", .setMuted(.microphone, false))
+                _ = try rooms.control("rooma", .perform(.setMicrophoneMuted(false)))
                 pause()
-                _ = try rooms.control("roomc", .hangUp)  // A plays participant_left, still talking with B
+                _ = try rooms.control("roomc", .perform(.hangUp))  // A plays participant_left, still talking with B
                 pause()
-                _ = try rooms.control("rooma", .hangUp)
+                _ = try rooms.control("rooma", .perform(.hangUp))
                 c.check(rooms.wait(3) { ["rooma", "roomb", "roomc"].allSatisfy(rooms.isIdle) }, "round \(round): all idle")
                 pause()
             }

@@ -51,15 +51,15 @@ final class LiveSoundsRigTests: XCTestCase {
             let recorder = try RoomRecorder(room: rig, path: file)
             defer { recorder.stop() }
             Thread.sleep(forTimeInterval: 0.3)
-            _ = try rooms.control("roomb", .setDoNotDisturb(true))
+            _ = try rooms.control("roomb", .perform(.setDoNotDisturb(true)))
             Thread.sleep(forTimeInterval: 0.8)
             recorder.stop()
-            _ = try rooms.control("roomb", .setDoNotDisturb(false))
+            _ = try rooms.control("roomb", .perform(.setDoNotDisturb(false)))
             Thread.sleep(forTimeInterval: 0.8)
             return file
         }
 
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") })
         Thread.sleep(forTimeInterval: 1)  // the connected cue has played
         let before = try dndOnAt("roomB", "dnd-before")
@@ -106,7 +106,7 @@ final class LiveSoundsRigTests: XCTestCase {
         let status = try Command.run(Repo.builtProgram("intercomctl"), ["stats", "--socket", rooms.room("roomb").socket])
         XCTAssertTrue(status.contains("audio devices open again once no call runs, for audio.capture_device, audio.playback_device"), status)
 
-        _ = try rooms.control("rooma", .hangUp)
+        _ = try rooms.control("rooma", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(5) { rooms.isIdle("roomb") })
         let reopened = b.waitForStatistics(timeout: 5) { $0.reload.audioReopens == 1 && $0.audio.running }
         XCTAssertEqual(reopened?.reload.audioWaiting, [], b.log)
@@ -120,10 +120,10 @@ final class LiveSoundsRigTests: XCTestCase {
         XCTAssertEqual(try Self.heard(inB), [], "B's speaker left room B")
 
         // A notification, read with the new voice.
-        _ = try rooms.control("rooma", .notify(type: "material"))
+        _ = try rooms.control("rooma", .perform(.notify(type: "material")))
         XCTAssertTrue(rooms.wait(10) { (try? b.statistics())?.calls?.speech.spoken == 1 }, "read aloud: \(b.log)")
         XCTAssertEqual(try b.statistics().calls?.speech.failures, 0)
-        _ = try rooms.control("roomb", .acknowledge(all: true))
+        _ = try rooms.control("roomb", .perform(.acknowledge(all: true)))
         print(String(format: "live sounds: the dnd_on tone %.1f dB after gain_db -20 in a call; devices roomB → roomC after the call, %d sessions",
                      dB, reopened?.audio.sessions ?? -1))
     }

@@ -165,7 +165,7 @@ final class LoopbackTests: XCTestCase {
     /// The typed loopback_result that `intercomd --loopback --json` printed, if any.
     private static func loopbackReply(printedBy d: DaemonProcess) -> ControlReply? {
         d.log.split(separator: "\n").lazy.filter { $0.hasPrefix("{") }
-            .compactMap { try? ControlJSON.decodeReply(JSONValue.parse(Array($0.utf8)), for: .loopbackResult) }.first
+            .compactMap { try? ControlReply.read(Array($0.utf8), to: .command(.loopbackResult)) }.first
     }
 
     func testDaemonLoopbackFlagMeasuresTheDevicesOfAStoppedService() throws {

@@ -95,12 +95,12 @@ final class NotificationRigTests: XCTestCase {
         Thread.sleep(forTimeInterval: 3)
 
         // 5. Do-not-disturb at B holds a normal one and passes an emergency.
-        _ = try rooms.control("roomb", .setDoNotDisturb(true))
+        _ = try rooms.control("roomb", .perform(.setDoNotDisturb(true)))
         Thread.sleep(forTimeInterval: 0.7)  // its tone first, so the alarm's is heard on its own
-        _ = try rooms.control("rooma", .notify(type: "material"))
+        _ = try rooms.control("rooma", .perform(.notify(type: "material")))
         XCTAssertTrue(rooms.wait(3) { rooms.notifications("roomb").filter { $0.notification.type == "material" }.count == 2 })
         XCTAssertEqual(rooms.notifications("roomb").last?.held, true, "held back by do-not-disturb")
-        _ = try rooms.control("rooma", .notify(type: "alarm"))
+        _ = try rooms.control("rooma", .perform(.notify(type: "alarm")))
         XCTAssertTrue(rooms.wait(3) { rooms.notifications("roomb").last?.notification.type == "alarm" })
         XCTAssertEqual(rooms.notifications("roomb").last?.held, false, "an emergency passes do-not-disturb")
         // Long enough for the alarm's tone and its speech to be recorded whole. (In CI runs before

@@ -33,7 +33,7 @@ final class ResilienceTests: XCTestCase {
             let (lab, rooms) = try startFour()
             defer { lab.close() }
             defer { rooms.stopAll() }
-            guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "all")) else {
+            guard case .success(.callPlaced) = try rooms.control("rooma", .perform(.call(button: "all"))) else {
                 c.check(false, "call placed")
                 return []
             }
@@ -55,7 +55,7 @@ final class ResilienceTests: XCTestCase {
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath)])
             print("resilience: A → B after C was killed: \(q[0])")
             c.check(q[0].stoi >= Quality.minSTOIManyRooms, "B still hears A: \(q[0])")
-            XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+            XCTAssertEqual(try rooms.control("rooma", .perform(.hangUp)), .success(.done))
             return ["rooma", "roomb", "roomd"].map { rooms.daemons[$0]! }
         }
     }
@@ -68,12 +68,12 @@ final class ResilienceTests: XCTestCase {
         defer { lab.close() }
         defer { rooms.stopAll() }
         // One finished call, then do-not-disturb and a refused one.
-        guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else { return XCTFail("call placed") }
+        guard case .success(.callPlaced) = try rooms.control("rooma", .perform(.call(button: "roomb"))) else { return XCTFail("call placed") }
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("roomb") }, "connected")
-        XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+        XCTAssertEqual(try rooms.control("rooma", .perform(.hangUp)), .success(.done))
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomb") && rooms.isIdle("rooma") })
-        XCTAssertEqual(try rooms.control("roomb", .setDoNotDisturb(true)), .success(.doNotDisturb(true)))
-        let second = try rooms.control("rooma", .call(button: "roomb"))
+        XCTAssertEqual(try rooms.control("roomb", .perform(.setDoNotDisturb(true))), .success(.doNotDisturb(true)))
+        let second = try rooms.control("rooma", .perform(.call(button: "roomb")))
         guard case .success(.callPlaced) = second else { return XCTFail("second call placed: \(second)") }
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") }, "refused by do-not-disturb")
         XCTAssertTrue(rooms.wait(2) { rooms.history("roomb").count == 2 })
@@ -102,7 +102,7 @@ final class ResilienceTests: XCTestCase {
             defer { rooms.stopAll() }
             let a = rooms.daemons["rooma"]!, b = rooms.daemons["roomb"]!
             let others = [b, rooms.daemons["roomc"]!, rooms.daemons["roomd"]!]
-            guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else {
+            guard case .success(.callPlaced) = try rooms.control("rooma", .perform(.call(button: "roomb"))) else {
                 c.check(false, "call placed")
                 return others
             }
@@ -117,7 +117,7 @@ final class ResilienceTests: XCTestCase {
             c.check(rooms.isConnected("rooma") && rooms.isConnected("roomb"), "the call survives the storm on both sides")
             let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A"))
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath)])
-            XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+            XCTAssertEqual(try rooms.control("rooma", .perform(.hangUp)), .success(.done))
             _ = rooms.stop("rooma")
             guard let xruns = c.require(a.finalXruns, "A answered stats before it stopped") else { return others }
             print("resilience: xrun storm: A counted \(xruns) xruns; afterwards A → B \(q[0])")
@@ -141,7 +141,7 @@ final class ResilienceTests: XCTestCase {
             defer { lab.close() }
             defer { rooms.stopAll() }
             let a = rooms.daemons["rooma"]!, b = rooms.daemons["roomb"]!
-            guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else {
+            guard case .success(.callPlaced) = try rooms.control("rooma", .perform(.call(button: "roomb"))) else {
                 c.check(false, "call placed")
                 return [a, b]
             }
@@ -184,7 +184,7 @@ final class ResilienceTests: XCTestCase {
             let q = try Quality.measure([(ab.clipPath, ab.recordingPath)])
             c.check(rooms.isConnected("rooma") && rooms.isConnected("roomb"), "the call is still up after the flood")
             c.check(rooms.participant(rooms.status("rooma"), "roomb") == .connected, "A still shows B connected")
-            XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+            XCTAssertEqual(try rooms.control("rooma", .perform(.hangUp)), .success(.done))
             _ = rooms.stop("roomb")
             guard let stats = c.require(b.finalNetwork, "B answered stats with network counters before it stopped"),
                   let calls = c.require(b.finalStatistics?.calls, "B answered stats with calls counters") else { return [a, b] }
@@ -218,7 +218,7 @@ final class ResilienceTests: XCTestCase {
         let (lab, rooms) = try startFour()
         defer { lab.close() }
         defer { rooms.stopAll() }
-        guard case .success(.callPlaced) = try rooms.control("rooma", .callRooms([RoomID("roomb")!, RoomID("roomc")!])) else {
+        guard case .success(.callPlaced) = try rooms.control("rooma", .perform(.callRooms([RoomID("roomb")!, RoomID("roomc")!]))) else {
             return XCTFail("call placed")
         }
         XCTAssertTrue(rooms.wait(5) { ["rooma", "roomb", "roomc"].allSatisfy(rooms.isConnected) }, "connected")
@@ -236,12 +236,12 @@ final class ResilienceTests: XCTestCase {
         let healed = Date()
         XCTAssertTrue(rooms.wait(5) { Self.online(rooms, "rooma", "roomb") }, "B is online again after healing")
         let backAfter = Date().timeIntervalSince(healed)
-        XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+        XCTAssertEqual(try rooms.control("rooma", .perform(.hangUp)), .success(.done))
         XCTAssertTrue(rooms.wait(3) { ["rooma", "roomc"].allSatisfy(rooms.isIdle) })
-        guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else { return XCTFail("new call placed") }
+        guard case .success(.callPlaced) = try rooms.control("rooma", .perform(.call(button: "roomb"))) else { return XCTFail("new call placed") }
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "a new call to B works")
         print(String(format: "resilience: partition: A saw B unavailable after %.2f s; B online again %.2f s after healing", seenByA, backAfter))
-        XCTAssertEqual(try rooms.control("rooma", .hangUp), .success(.done))
+        XCTAssertEqual(try rooms.control("rooma", .perform(.hangUp)), .success(.done))
     }
 
     static func online(_ rooms: CallRooms, _ id: String, _ other: String) -> Bool {
@@ -259,7 +259,7 @@ final class ResilienceTests: XCTestCase {
             defer { lab.close() }
             defer { rooms.stopAll() }
             let a = rooms.daemons["rooma"]!, b = rooms.daemons["roomb"]!
-            guard case .success(.callPlaced) = try rooms.control("rooma", .call(button: "roomb")) else {
+            guard case .success(.callPlaced) = try rooms.control("rooma", .perform(.call(button: "roomb"))) else {
                 c.check(false, "call placed")
                 return [a, b]
             }
@@ -282,8 +282,8 @@ final class ResilienceTests: XCTestCase {
                 }
                 // Events nobody reads: do-not-disturb toggles at B (they leave a running call alone).
                 if let client = try? ControlClient(path: path, timeout: 5) {
-                    for i in 0..<200 { _ = try? client.run(.setDoNotDisturb(i % 2 == 0)) }
-                    _ = try? client.run(.setDoNotDisturb(false))
+                    for i in 0..<200 { _ = try? client.run(.perform(.setDoNotDisturb(i % 2 == 0))) }
+                    _ = try? client.run(.perform(.setDoNotDisturb(false)))
                     client.close()
                 }
                 Thread.sleep(forTimeInterval: 1)

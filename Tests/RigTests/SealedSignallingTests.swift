@@ -20,16 +20,16 @@ final class SealedSignallingTests: XCTestCase {
         let c = try rooms.start("roomc", extra: "[security]\nsite_key = \"\(other)\"")
 
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), "A sees B through sealed hellos")
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "a sealed call connects")
         // Media is SRTP under the call's keys, and plays both ways.
         XCTAssertTrue(rooms.wait(5) { rooms.plays("rooma", from: "roomb") && rooms.plays("roomb", from: "rooma") }, "SRTP plays both ways")
-        _ = try rooms.control("rooma", .hangUp)
+        _ = try rooms.control("rooma", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") && rooms.isIdle("roomb") })
         let historyA = rooms.history("rooma").count
 
         // C holds another site's key: A never sees it online, and C's call does not ring at A.
-        _ = try rooms.control("roomc", .call(button: "rooma"))
+        _ = try rooms.control("roomc", .perform(.call(button: "rooma")))
         XCTAssertTrue(rooms.wait(6) { rooms.isIdle("roomc") }, "C's attempt ends unanswered")
         XCTAssertEqual(rooms.history("roomc").last?.outcome, .notReached, "\(rooms.history("roomc"))")
         XCTAssertTrue(rooms.isIdle("rooma"), "A was never called")
@@ -103,10 +103,10 @@ final class SealedSignallingTests: XCTestCase {
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc"]), "A sees B and C")
         XCTAssertTrue(rooms.waitOnline("roomb", ["rooma"]), "B hears A's hellos through the tap")
         let before = try XCTUnwrap(roomC.statistics().calls?.refused)
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "A's call to B connects")
         XCTAssertTrue(rooms.isIdle("roomc"), "C does not ring with A's call to B")
-        _ = try rooms.control("rooma", .hangUp)
+        _ = try rooms.control("rooma", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("rooma") && rooms.isIdle("roomb") })
         XCTAssertTrue(rooms.history("roomc").isEmpty, "nothing of A's call to B reached C's history: \(rooms.history("roomc"))")
         let after = try XCTUnwrap(roomC.statistics().calls?.refused)

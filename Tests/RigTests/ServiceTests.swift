@@ -109,7 +109,7 @@ final class ServiceTests: XCTestCase {
         XCTAssertNotNil(rooms.status("roomb"), "still answering")
 
         // In a call: the status says so.
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") })
         XCTAssertTrue(notify.wait(3) { notify.statuses.last?.contains("in a call with rooma") == true }, "\(notify.statuses)")
 

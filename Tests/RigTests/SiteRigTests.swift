@@ -85,7 +85,7 @@ final class SiteRigTests: XCTestCase {
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), a.log)
 
         // A call by the document's button.
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(6) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, b.log)
         let callID = rooms.status("roomb")?.call?.callID
 
@@ -108,7 +108,7 @@ final class SiteRigTests: XCTestCase {
         across.assertUndisturbed("B's call audio across the reload")
 
         // The call ends: the new version's rooms and notification types apply.
-        _ = try rooms.control("rooma", .hangUp)
+        _ = try rooms.control("rooma", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(5) { rooms.isIdle("roomb") })
         XCTAssertTrue(rooms.wait(3) {
             guard case .success(.rooms(let d))? = try? rooms.control("roomb", .rooms) else { return false }
@@ -187,7 +187,7 @@ final class SiteRigTests: XCTestCase {
         let keys = try FIFOKeyWriter(path: fifo)
         let b = try start(rooms, "roomb", folder: folder)
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), a.log)
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(6) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, b.log)
         let callID = rooms.status("rooma")?.call?.callID
         XCTAssertEqual(rooms.status("rooma")?.lights.count, 0, "version 2 lights nothing")

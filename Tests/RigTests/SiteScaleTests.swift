@@ -29,7 +29,7 @@ final class SiteScaleTests: XCTestCase {
         XCTAssertTrue(rooms.waitOnline(sender, others, timeout: 15), "r01 sees all 30 others online")
 
         // The notification: each of the 30 acknowledges its delivery to the sender, and has it.
-        guard case .success = try rooms.control(sender, .notify(type: "alarm")) else { return XCTFail("notify refused") }
+        guard case .success = try rooms.control(sender, .perform(.notify(type: "alarm"))) else { return XCTFail("notify refused") }
         let t1 = Date()
         XCTAssertTrue(rooms.wait(10) { rooms.notifications(sender).last?.delivered.count == 30 },
                       "delivered to \(rooms.notifications(sender).last?.delivered.count ?? 0) of 30")
@@ -40,14 +40,14 @@ final class SiteScaleTests: XCTestCase {
 
         // The emergency call: every one of the 30 is in it.
         let t2 = Date()
-        guard case .success = try rooms.control(sender, .call(button: "alarm")) else { return XCTFail("emergency call refused") }
+        guard case .success = try rooms.control(sender, .perform(.call(button: "alarm"))) else { return XCTFail("emergency call refused") }
         var reached: [String] = []
         XCTAssertTrue(rooms.wait(10) {
             reached = others.filter { rooms.status($0)?.call?.kind == .emergency }
             return reached.count == 30
         }, "the emergency call reached \(reached.count) of 30: missing \(Set(others).subtracting(reached).sorted())")
         print(String(format: "site scale: the emergency call reached all 30 rooms within %.2f s", Date().timeIntervalSince(t2)))
-        _ = try rooms.control(sender, .hangUp)
+        _ = try rooms.control(sender, .perform(.hangUp))
         XCTAssertTrue(rooms.wait(10) { others.allSatisfy { rooms.isIdle($0) } }, "all 30 idle after the hang-up")
     }
 }

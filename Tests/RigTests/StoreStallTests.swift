@@ -25,7 +25,7 @@ final class StoreStallTests: XCTestCase {
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), "A sees B online")
 
         // A call that B's history keeps; it ends while the state writes below are under way.
-        guard case .success = try rooms.control("rooma", .call(button: "roomb")) else { return XCTFail("A calls B") }
+        guard case .success = try rooms.control("rooma", .perform(.call(button: "roomb"))) else { return XCTFail("A calls B") }
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "B answers")
 
         let toggling = ReplyTimes()
@@ -38,7 +38,7 @@ final class StoreStallTests: XCTestCase {
                 for i in 0..<60 {
                     let on = i % 2 == 0
                     let start = Date()
-                    guard case .success(.doNotDisturb(on)) = try client.run(.setDoNotDisturb(on)) else {
+                    guard case .success(.doNotDisturb(on)) = try client.run(.perform(.setDoNotDisturb(on))) else {
                         return toggling.fail("do-not-disturb \(on) refused")
                     }
                     toggling.add(Date().timeIntervalSince(start) * 1000)
@@ -64,7 +64,7 @@ final class StoreStallTests: XCTestCase {
             guard case .success(.status) = try client.run(.status) else { return XCTFail("B's status") }
             status.add(Date().timeIntervalSince(start) * 1000)
             if !hungUp, status.count == 40 {
-                guard case .success = try client.run(.hangUp) else { return XCTFail("B hangs up") }
+                guard case .success = try client.run(.perform(.hangUp)) else { return XCTFail("B hangs up") }
                 hungUp = true
             }
             usleep(20_000)
@@ -98,14 +98,14 @@ final class StoreStallTests: XCTestCase {
         let statePath = "\(rooms.dir)/roomb-state.json"
         // Read as a control tool would; opening a StateStore here would clear B's temporary files.
         func onDisk() -> Bool? {
-            (FileManager.default.contents(atPath: statePath)).flatMap { try? JSONDecoder().decode(TerminalState.self, from: $0) }?.doNotDisturb
+            (FileManager.default.contents(atPath: statePath)).flatMap { try? Wire.decoder().decode(TerminalState.self, from: $0) }?.doNotDisturb
         }
         let final = finalDoNotDisturb.value
         XCTAssertTrue(rooms.wait(5) { onDisk() == final }, "the last toggle is written")
         usleep(useconds_t(3 * delayMs * 1000))  // a write under way with an older value has ended
         XCTAssertEqual(onDisk(), final, "nothing older is written after the last toggle")
         let change = Date()
-        guard case .success(.doNotDisturb(!final)) = try client.run(.setDoNotDisturb(!final)) else { return XCTFail("one more change") }
+        guard case .success(.doNotDisturb(!final)) = try client.run(.perform(.setDoNotDisturb(!final))) else { return XCTFail("one more change") }
         let replyMs = Date().timeIntervalSince(change) * 1000
         XCTAssertTrue(rooms.wait(5) { onDisk() == !final }, "the change is written")
         let writeMs = Date().timeIntervalSince(change) * 1000

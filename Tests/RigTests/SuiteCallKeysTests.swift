@@ -71,7 +71,7 @@ final class SuiteCallKeysTests: XCTestCase {
             for _ in 0..<calls {
                 let targets = group.map { RoomID($0)! }
                 let t0 = Date()
-                guard case .success(.callPlaced) = try rooms.control(caller, .callRooms(targets)) else {
+                guard case .success(.callPlaced) = try rooms.control(caller, .perform(.callRooms(targets))) else {
                     XCTFail("call \(group)")
                     continue
                 }
@@ -81,7 +81,7 @@ final class SuiteCallKeysTests: XCTestCase {
                 }
                 XCTAssertNotNil(connectedMs, "\(group.count) callee(s) connected within 2 s")
                 if let connectedMs { group.count == 1 ? one.append(connectedMs) : eight.append(connectedMs) }
-                _ = try rooms.control(caller, .hangUp)
+                _ = try rooms.control(caller, .perform(.hangUp))
                 XCTAssertTrue(rooms.wait(3) { ids.allSatisfy(rooms.isIdle) })
             }
         }

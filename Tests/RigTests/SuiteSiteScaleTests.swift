@@ -107,7 +107,7 @@ final class SuiteSiteScaleTests: XCTestCase {
             return 1 + depth(from, seen + 1)
         }
         // One notification to every other room: when each received it.
-        guard case .success = try rooms.control(first, .notify(type: "alle")) else { throw RigError(description: "notify refused") }
+        guard case .success = try rooms.control(first, .perform(.notify(type: "alle"))) else { throw RigError(description: "notify refused") }
         var received: [String: Double] = [:]
         let until = Date().addingTimeInterval(10)
         while received.count < others.count, Date() < until {

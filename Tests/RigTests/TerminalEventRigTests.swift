@@ -37,13 +37,13 @@ final class TerminalEventRigTests: XCTestCase {
         let rooms = try CallRooms(["roomA", "roomB"])
         defer { rooms.stopAll() }
         try rooms.start("roomb")
-        _ = try rooms.control("roomb", .setMuted(.speaker, true))
+        _ = try rooms.control("roomb", .perform(.setSpeakerMuted(true)))
         XCTAssertEqual(rooms.status("roomb")?.mute.speaker, true)
         let recorder = try RoomRecorder(room: rooms.room("roomb").rig, path: "\(rooms.dir)/roomb-speaker.wav")
         Thread.sleep(forTimeInterval: 0.3)
-        _ = try rooms.control("roomb", .setDoNotDisturb(true))
+        _ = try rooms.control("roomb", .perform(.setDoNotDisturb(true)))
         Thread.sleep(forTimeInterval: 0.7)
-        _ = try rooms.control("roomb", .setDoNotDisturb(false))
+        _ = try rooms.control("roomb", .perform(.setDoNotDisturb(false)))
         Thread.sleep(forTimeInterval: 0.7)
         recorder.stop()
         XCTAssertEqual(try Self.heard("\(rooms.dir)/roomb-speaker.wav"), ["dnd_on", "dnd_off"], "heard through a muted speaker")
@@ -62,7 +62,8 @@ final class TerminalEventRigTests: XCTestCase {
         recent.callID = CallID(0xA2)
         recent.started = now - 86400
         recent.ended = now - 86400 + 20
-        let file = ["format": 1, "entries": try [old, recent].map { try JSONSerialization.jsonObject(with: JSONEncoder().encode($0)) }] as [String: Any]
+        let file = ["format": 2, "entries": try [old, recent].map { try JSONSerialization.jsonObject(with: Data(Wire.encode($0))) },
+                    "notifications": [Any]()] as [String: Any]
         try JSONSerialization.data(withJSONObject: file).write(to: URL(fileURLWithPath: "\(rooms.dir)/roomc-history.json"))
 
         let fifo = "\(rooms.dir)/roomB-keys"
@@ -88,33 +89,33 @@ final class TerminalEventRigTests: XCTestCase {
         func idle() -> Bool { ["rooma", "roomb", "roomc"].allSatisfy(rooms.isIdle) }
         /// A calls B and waits until B rings.
         func aRingsB() throws {
-            _ = try rooms.control("rooma", .call(button: "roomb"))
+            _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
             XCTAssertTrue(rooms.wait(3) { rooms.status("roomb")?.call != nil })
         }
         func pause() { Thread.sleep(forTimeInterval: 0.7) }  // lets the last tone play out before the next
 
         // 1-4: A calls B, B rings until answered by key; mute tones at A; A hangs up.
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         Thread.sleep(forTimeInterval: 3.4)
         XCTAssertEqual(rooms.status("roomb")?.call?.connected, false, "with auto-answer off B still rings after 3.4 s (its chime twice)")
         keys.press(2 + 0)  // KEY_1: answer
         XCTAssertTrue(rooms.wait(3) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "answered by key")
         pause()
-        _ = try rooms.control("rooma", .setMuted(.microphone, true))
+        _ = try rooms.control("rooma", .perform(.setMicrophoneMuted(true)))
         pause()
-        _ = try rooms.control("rooma", .setMuted(.microphone, false))
+        _ = try rooms.control("rooma", .perform(.setMicrophoneMuted(false)))
         pause()
-        _ = try rooms.control("rooma", .hangUp)
+        _ = try rooms.control("rooma", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3, idle))
         pause()
 
         // 5: do-not-disturb at B: A is declined.
-        _ = try rooms.control("roomb", .setDoNotDisturb(true))
+        _ = try rooms.control("roomb", .perform(.setDoNotDisturb(true)))
         pause()
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(3, idle))
         pause()
-        _ = try rooms.control("roomb", .setDoNotDisturb(false))
+        _ = try rooms.control("roomb", .perform(.setDoNotDisturb(false)))
         pause()
         // The call refused by do-not-disturb is a missed call for B: acknowledged with intercomctl.
         XCTAssertEqual(rooms.status("roomb")?.missedCalls, 1)
@@ -123,7 +124,7 @@ final class TerminalEventRigTests: XCTestCase {
         pause()
 
         // 6: C calls B, B declines with intercomctl; B calls back (key) and reaches C.
-        _ = try rooms.control("roomc", .call(button: "roomb"))
+        _ = try rooms.control("roomc", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(3) { rooms.status("roomb")?.call != nil })
         Thread.sleep(forTimeInterval: 1)
         _ = try intercomctl("roomb", ["decline"])
@@ -134,7 +135,7 @@ final class TerminalEventRigTests: XCTestCase {
         XCTAssertTrue(rooms.wait(3) { rooms.status("roomb")?.call?.participants.map(\.room.value) == ["roomc"] }, "B's call back goes to C")
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("roomb") })
         pause()
-        _ = try rooms.control("roomb", .hangUp)
+        _ = try rooms.control("roomb", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3, idle))
         pause()
 
@@ -145,35 +146,35 @@ final class TerminalEventRigTests: XCTestCase {
         XCTAssertEqual(rooms.history("rooma").last?.participants.first?.status, .declined(.refused))
         pause()
         try aRingsB()
-        XCTAssertEqual(try rooms.control("roomb", .decline), .success(.done))
+        XCTAssertEqual(try rooms.control("roomb", .perform(.decline)), .success(.done))
         XCTAssertTrue(rooms.wait(3, idle), "declined by command")
         pause()
         try aRingsB()
-        XCTAssertEqual(try rooms.control("roomb", .answer), .success(.done))
+        XCTAssertEqual(try rooms.control("roomb", .perform(.answer)), .success(.done))
         XCTAssertTrue(rooms.wait(3) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "answered by command")
-        _ = try rooms.control("roomb", .hangUp)
+        _ = try rooms.control("roomb", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3, idle))
         pause()
 
         // 7: A and C talk; B finds A busy.
-        _ = try rooms.control("rooma", .call(button: "roomc"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomc")))
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("roomc") })
-        _ = try rooms.control("roomb", .call(button: "rooma"))
+        _ = try rooms.control("roomb", .perform(.call(button: "rooma")))
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomb") })
         pause()
-        _ = try rooms.control("rooma", .hangUp)
+        _ = try rooms.control("rooma", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3, idle))
         pause()
 
         // 8: A calls B and C; B answers with intercomctl; C leaves (A hears it); A hangs up.
-        _ = try rooms.control("rooma", .call(button: "all"))
+        _ = try rooms.control("rooma", .perform(.call(button: "all")))
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("roomc") && rooms.status("roomb")?.call != nil })
         XCTAssertTrue(try intercomctl("roomb", ["answer"]).contains("answered"))
         XCTAssertTrue(rooms.wait(3) { rooms.isConnected("roomb") })
         pause()
-        _ = try rooms.control("roomc", .hangUp)
+        _ = try rooms.control("roomc", .perform(.hangUp))
         pause()
-        _ = try rooms.control("rooma", .hangUp)
+        _ = try rooms.control("rooma", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3, idle))
         pause()
 
@@ -183,7 +184,7 @@ final class TerminalEventRigTests: XCTestCase {
 
         // 10: B's ring timeout (4.5 s) keeps a missed call, reminded every 2 s; it survives a
         // restart; a second one; B acknowledges one by key and calls the other back by key.
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(6, idle), "the ring timeout ends the call on both sides")
         XCTAssertEqual(rooms.history("roomb").last?.outcome, .missed)
         XCTAssertEqual(rooms.history("roomb").last?.acknowledged, false)
@@ -194,7 +195,7 @@ final class TerminalEventRigTests: XCTestCase {
         XCTAssertEqual(rooms.status("roomb")?.missedCalls, 1, "the missed call survives a restart")
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
         let keys2 = try FIFOKeyWriter(path: fifo)
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(6, idle))
         XCTAssertEqual(rooms.status("roomb")?.missedCalls, 2)
         keys2.press(2 + 2)  // KEY_3: acknowledge the oldest
@@ -206,7 +207,7 @@ final class TerminalEventRigTests: XCTestCase {
         XCTAssertTrue(rooms.wait(2) { rooms.status("roomb")?.missedCalls == 0 }, "calling back acknowledges it")
         XCTAssertEqual(rooms.history("roomb").filter(\.awaitsAcknowledgement).count, 0)
         pause()
-        _ = try rooms.control("roomb", .hangUp)
+        _ = try rooms.control("roomb", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3, idle))
         Thread.sleep(forTimeInterval: 1)
         for (_, r) in recorders { r.stop() }

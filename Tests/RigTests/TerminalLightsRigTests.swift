@@ -106,23 +106,23 @@ final class TerminalLightsRigTests: XCTestCase {
         func hold() { Thread.sleep(forTimeInterval: 0.4) }
 
         // A calls, B rings (fast blink) and answers with a short press; mute lights red.
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(3) { green("fast_blink", "ringing") })
         hold()
         keys.press(2)  // KEY_1 short: answer
         XCTAssertTrue(rooms.wait(3) { rooms.isConnected("roomb") }, "answered by a short press")
         XCTAssertTrue(rooms.wait(2) { green("steady", "in_call") })
         hold()
-        _ = try rooms.control("roomb", .setMuted(.microphone, true))
+        _ = try rooms.control("roomb", .perform(.setMicrophoneMuted(true)))
         hold()
-        _ = try rooms.control("roomb", .setMuted(.microphone, false))
+        _ = try rooms.control("roomb", .perform(.setMicrophoneMuted(false)))
         hold()
-        _ = try rooms.control("rooma", .hangUp)
+        _ = try rooms.control("rooma", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomb") })
         hold()
 
         // A calls again; nobody answers: a missed call blinks yellow (the daemon's own blink).
-        _ = try rooms.control("rooma", .call(button: "roomb"))
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(3) { green("fast_blink", "ringing") })
         XCTAssertTrue(rooms.wait(5) { rooms.isIdle("roomb") && rooms.isIdle("rooma") }, "the ring timeout ends the call")
         XCTAssertEqual(rooms.status("roomb")?.missedCalls, 1)
@@ -140,19 +140,19 @@ final class TerminalLightsRigTests: XCTestCase {
         XCTAssertTrue(rooms.wait(3) { rooms.status("roomb")?.call?.participants.map(\.room.value) == ["rooma"] }, "the long press called back A")
         XCTAssertTrue(rooms.wait(5) { rooms.isConnected("roomb") })
         hold()
-        _ = try rooms.control("roomb", .hangUp)
+        _ = try rooms.control("roomb", .perform(.hangUp))
         XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomb") })
         hold()
 
         // Acknowledged, the blinking stops; do-not-disturb lights yellow steadily.
-        _ = try rooms.control("roomb", .acknowledge(all: true))
+        _ = try rooms.control("roomb", .perform(.acknowledge(all: true)))
         XCTAssertTrue(rooms.wait(2) { watcher.sequence("yellow").last == "0" })
         hold()
         let beforeDND = watcher.sequence("yellow").count
-        _ = try rooms.control("roomb", .setDoNotDisturb(true))
+        _ = try rooms.control("roomb", .perform(.setDoNotDisturb(true)))
         Thread.sleep(forTimeInterval: 1.5)
         XCTAssertEqual(Array(watcher.sequence("yellow").dropFirst(beforeDND)), ["1"], "steady through 1.5 s")
-        _ = try rooms.control("roomb", .setDoNotDisturb(false))
+        _ = try rooms.control("roomb", .perform(.setDoNotDisturb(false)))
         XCTAssertTrue(rooms.wait(2) { watcher.sequence("yellow").last == "0" })
         hold()
         watcher.stop()

@@ -124,7 +124,7 @@ final class ConfigCallsTests: XCTestCase {
         XCTAssertEqual(config.keys.device, "/dev/input/event3")
         XCTAssertEqual(config.keys.debounce, .milliseconds(40))
         XCTAssertEqual(config.keys.map, ["KEY_F1": "call:alle", "KEY_F2": "call:2", "KEY_ESC": "hang_up"])
-        XCTAssertEqual(config.keyMap(), KeyMap([59: .callButton(.name("alle")), 60: .callButton(.index(2)), 1: .hangUp]))
+        XCTAssertEqual(config.keyMap(), KeyMap([59: .perform(.call(button: "alle")), 60: .callButton(2), 1: .perform(.hangUp)]))
 
         let defaults = try DaemonConfig.parse("[room]\nid = \"a\"\n[rooms.a]\naddress = \"10.0.0.1\"\n")
         XCTAssertEqual(defaults.controlSettings(), ControlSettings())
@@ -390,8 +390,8 @@ final class ConfigCallsTests: XCTestCase {
         XCTAssertEqual(config.tones.wav, ["busy": "/etc/intercomd/busy.wav"])
         XCTAssertEqual(config.tones.gainDB, ["missed_call": 6])
         XCTAssertEqual(config.tones.inCallDB, -18)
-        XCTAssertEqual(config.keyMap()[2], .answer)
-        XCTAssertEqual(config.keyMap()[6], .acknowledgeAll)
+        XCTAssertEqual(config.keyMap()[2], .perform(.answer))
+        XCTAssertEqual(config.keyMap()[6], .perform(.acknowledge(all: true)))
         XCTAssertEqual(try DaemonConfig.parse(config.rendered()).tones, config.tones, "rendered and read back")
         assertIssue(tones.replacingOccurrences(of: "busy = ", with: "bussy = "), key: "tones.wav.bussy", "did you mean busy?")
         assertIssue(tones.replacingOccurrences(of: "missed_call = 6", with: "missed_call = 60"), key: "tones.gain_db.missed_call",
@@ -456,8 +456,8 @@ final class ConfigCallsTests: XCTestCase {
         let long = practice + "[keys.long_map]\nKEY_F1 = \"call_back\"\nBTN_0 = \"acknowledge_all\"\n"
         let config = try DaemonConfig.parse(long.replacingOccurrences(of: "debounce_ms = 40", with: "debounce_ms = 40\nlong_press_ms = 600"))
         XCTAssertEqual(config.keys.longPress, .milliseconds(600))
-        XCTAssertEqual(config.keyMap().long, [59: .callBack, 0x100: .acknowledgeAll])
-        XCTAssertEqual(config.keyMap()[59], .callButton(.name("alle")), "the short action stays")
+        XCTAssertEqual(config.keyMap().long, [59: .perform(.callBack), 0x100: .perform(.acknowledge(all: true))])
+        XCTAssertEqual(config.keyMap()[59], .perform(.call(button: "alle")), "the short action stays")
         XCTAssertEqual(try DaemonConfig.parse(config.rendered()).keys, config.keys, "rendered and read back")
         assertIssue(long.replacingOccurrences(of: "\"call_back\"", with: "\"call_bak\""), key: "keys.long_map.KEY_F1",
                     "\"call_bak\" is not an action")

@@ -62,7 +62,7 @@ final class ControlCtlTests: XCTestCase {
         XCTAssertTrue(history.out.contains("finished, 30 s"), history.out)
 
         XCTAssertEqual(f.handler.seen.withLock { $0.commands }, [
-            .call(button: "Alle"), .status, .setMuted(.microphone, true), .setDoNotDisturb(true), .hangUp, .rooms, .history(limit: 2),
+            .perform(.call(button: "Alle")), .status, .perform(.setMicrophoneMuted(true)), .perform(.setDoNotDisturb(true)), .perform(.hangUp), .rooms, .history(limit: 2),
         ])
     }
 

@@ -34,17 +34,17 @@ final class ControlProtocolTests: XCTestCase {
             .historyErased,
         ]
         for e in events {
-            let line = try ControlJSON.encode(e).encodedLine()
+            let line = try Wire.encode(e)
             XCTAssertFalse(line.contains(UInt8(ascii: "\n")))
-            XCTAssertEqual(try ControlJSON.decodeEvent(JSONValue.parse(line)), .call(e), String(decoding: line, as: UTF8.self))
+            XCTAssertEqual(try Wire.decode(ControlEvent.self, from: line), .call(e), String(decoding: line, as: UTF8.self))
         }
-        XCTAssertEqual(try ControlJSON.decodeEvent(JSONValue.parse(ControlJSON.eventsLost(3).encodedLine())), .eventsLost(3))
+        XCTAssertEqual(try Wire.decode(ControlEvent.self, from: Wire.encode(ControlEvent.eventsLost(3))), .eventsLost(3))
     }
 
     func testStatusesAreWordsWithAReasonAndKeysAreSnakeCase() throws {
-        let text = try ControlJSON.encode(CallEvent.participantStatus(CallID(0x2A), room: b, status: .declined(.doNotDisturb))).encodedString()
+        let text = try Wire.string(CallEvent.participantStatus(CallID(0x2A), room: b, status: .declined(.doNotDisturb)))
         XCTAssertEqual(text, #"{"call_id":"2a","event":"participant_status","reason":"do_not_disturb","room":"buero","status":"declined"}"#)
-        let presence = try ControlJSON.encode(CallEvent.presenceChanged(room: k, Presence(online: true, doNotDisturb: true, inCall: true))).encodedString()
+        let presence = try Wire.string(CallEvent.presenceChanged(room: k, Presence(online: true, doNotDisturb: true, inCall: true)))
         XCTAssertEqual(presence, #"{"dnd":true,"event":"presence_changed","in_call":true,"online":true,"room":"kueche"}"#)
     }
 
@@ -58,19 +58,19 @@ final class ControlProtocolTests: XCTestCase {
                                   outcome: .missed, started: 1_800_000_000, ended: 1_800_000_000)
         missed.acknowledged = false
         let pairs: [(ControlCommand, ControlReply)] = [
-            (.call(button: "Alle"), .callPlaced(CallID(9), to: [k, b])),
-            (.callRooms([k]), .callPlaced(CallID(10), to: [k])),
-            (.hangUp, .done),
-            (.setMuted(.microphone, true), .mute(MuteState(microphone: true))),
-            (.setDoNotDisturb(true), .doNotDisturb(true)),
+            (.perform(.call(button: "Alle")), .callPlaced(CallID(9), to: [k, b])),
+            (.perform(.callRooms([k])), .callPlaced(CallID(10), to: [k])),
+            (.perform(.hangUp), .done),
+            (.perform(.setMicrophoneMuted(true)), .mute(MuteState(microphone: true))),
+            (.perform(.setDoNotDisturb(true)), .doNotDisturb(true)),
             (.status, .status(status)),
             (.status, .status(ControlStatus(room: k, name: "K", doNotDisturb: false, mute: MuteState()))),
             (.rooms, .rooms(RoomDirectory(rooms: [.init(id: b, name: "Büro", presence: Presence(online: true, inCall: true))],
                                           buttons: [.init(name: "Alle", rooms: [k, b])]))),
             (.history(limit: nil), .history([], notifications: [])),
             (.history(limit: nil), .history([missed], notifications: [])),
-            (.answer, .done), (.decline, .done), (.acknowledge(all: true), .done), (.eraseHistory, .done),
-            (.callBack, .callPlaced(CallID(12), to: [b])), (.callMissed, .callPlaced(CallID(13), to: [b])),
+            (.perform(.answer), .done), (.perform(.decline), .done), (.perform(.acknowledge(all: true)), .done), (.eraseHistory, .done),
+            (.perform(.callBack), .callPlaced(CallID(12), to: [b])), (.perform(.callMissed), .callPlaced(CallID(13), to: [b])),
             (.loopback(insertMs: 7.5), .loopback(LoopbackStatus(state: .running))),
             (.loopbackResult, .loopback(LoopbackStatus(state: .aborted))),
             (.networkLoopback(room: k, count: 4), .networkLoopback(NetworkLoopbackStatus(state: .running, room: k))),
@@ -85,15 +85,15 @@ final class ControlProtocolTests: XCTestCase {
             (.statistics, .statistics(DaemonStatistics(audio: Self.statistics.audio, network: nil, calls: nil, reload: .none))),
         ]
         for (command, reply) in pairs {
-            let line = try ControlJSON.encode(reply).encodedLine()
-            XCTAssertEqual(try ControlJSON.decodeReply(JSONValue.parse(line), for: command), reply, "\(command)")
+            let line = try Wire.encode(reply)
+            XCTAssertEqual(try ControlReply.read(line, to: .command(command)), reply, "\(command): \(String(decoding: line, as: UTF8.self))")
         }
         // A status without "media" (an older daemon) reads as no streams; a fractional count is refused.
         let old: JSONValue = ["room": "kueche", "name": "K", "dnd": false, "mute": ["microphone": false, "speaker": false], "call": .null]
-        XCTAssertEqual(try ControlJSON.decodeReply(old, for: .status), .status(ControlStatus(room: k, name: "K", doNotDisturb: false, mute: MuteState())))
+        XCTAssertEqual(try reply(old, for: .status), .status(ControlStatus(room: k, name: "K", doNotDisturb: false, mute: MuteState())))
         let bad: JSONValue = ["room": "kueche", "name": "K", "dnd": false, "mute": ["microphone": false, "speaker": false], "call": .null,
                               "media": [["source": "1.2.3.4:5", "received": .number(1.5), "played": 1, "delay_ms": 2]]]
-        XCTAssertThrowsError(try ControlJSON.decodeReply(bad, for: .status))
+        XCTAssertThrowsError(try reply(bad, for: .status))
     }
 
     static let statistics = DaemonStatistics(
@@ -131,17 +131,17 @@ final class ControlProtocolTests: XCTestCase {
     func testTheFuzzersStatisticsSeedIsTodaysReply() throws {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("fuzz/control/seed-stats.json").path
-        let line = try ControlJSON.encode(.statistics(Self.statistics)).encodedLine()
+        let line = try Wire.encode(ControlReply.statistics(Self.statistics))
         if ProcessInfo.processInfo.environment["INTERCOM_WRITE_SEEDS"] == "1" { try Data(line).write(to: URL(fileURLWithPath: path)) }
         let seed = try XCTUnwrap(FileManager.default.contents(atPath: path), path)
-        XCTAssertEqual(try ControlJSON.decodeReply(JSONValue.parse(Array(seed)), for: .statistics), .statistics(Self.statistics),
+        XCTAssertEqual(try ControlReply.read(seed, to: .command(.statistics)), .statistics(Self.statistics),
                        "\(path) is not today's stats reply: INTERCOM_WRITE_SEEDS=1 writes it again")
     }
 
     /// `stats` is typed on the wire: every counter is required, so a daemon that leaves one out
     /// is a protocol error, never a silent 0; an unmeasured echo delay is null, not absent.
     func testStatisticsNameEveryCounterAndAMissingOneIsAViolation() throws {
-        let json = ControlJSON.encode(.statistics(Self.statistics))
+        let json = try tree(ControlReply.statistics(Self.statistics))
         XCTAssertEqual(json["audio"]?["capture_gap_frames"], 7)
         XCTAssertEqual(json["audio"]?["echo_delay_ms"], .null)
         XCTAssertEqual(json["audio"]?["microphone_clipped_samples"], 12)
@@ -157,65 +157,111 @@ final class ControlProtocolTests: XCTestCase {
         XCTAssertEqual(json["reload"]?["restart_needed"]?.arrayValue?.first, "audio.period_ms")
         XCTAssertEqual(json["site"]?["transfers"]?["fetch_busy"], 1)
         XCTAssertEqual(json["site"]?["arrival"]?["fetch_started"], .number(1_764_400_000.25))
-        XCTAssertEqual(try ControlJSON.decodeReply(json, for: .statistics), .statistics(Self.statistics), "round trip")
+        XCTAssertEqual(try reply(json, for: .statistics), .statistics(Self.statistics), "round trip")
         var noError = Self.statistics
         noError.reload = .none
-        XCTAssertEqual(ControlJSON.encode(.statistics(noError))["reload"]?["last_error"], .null, "null, not absent")
+        XCTAssertEqual(try tree(ControlReply.statistics(noError))["reload"]?["last_error"], .null, "null, not absent")
         guard case .object(var top) = json, case .object(var audio)? = top["audio"] else { return XCTFail("an object") }
         audio["xruns"] = nil
         top["audio"] = .object(audio)
-        XCTAssertThrowsError(try ControlJSON.decodeReply(.object(top), for: .statistics)) { error in
+        XCTAssertThrowsError(try reply(.object(top), for: .statistics)) { error in
             XCTAssertTrue("\(error)".contains("audio.xruns"), "the violation names the field: \(error)")
         }
         top = [:]
         if case .object(let t) = json { top = t }
         top["calls"] = nil
-        XCTAssertThrowsError(try ControlJSON.decodeReply(.object(top), for: .statistics), "a section is null or present, never absent")
+        XCTAssertThrowsError(try reply(.object(top), for: .statistics), "a section is null or present, never absent")
     }
 
     func testEveryRequestRoundTripsAndAliasesParse() throws {
         let commands: [ControlRequest] = [
-            .ping, .subscribe, .command(.call(button: "Empfang")), .command(.callRooms([k, b])), .command(.hangUp),
-            .command(.callRooms([k], kind: .emergency)), .command(.callRooms([k, b], kind: .announcement)),
-            .command(.answer), .command(.decline), .command(.callBack), .command(.callMissed),
-            .command(.acknowledge(all: false)), .command(.acknowledge(all: true)), .command(.eraseHistory),
-            .command(.setMuted(.speaker, false)), .command(.setMuted(.microphone, true)), .command(.setDoNotDisturb(false)),
+            .ping, .subscribe, .command(.perform(.call(button: "Empfang"))), .command(.perform(.callRooms([k, b]))), .command(.perform(.hangUp)),
+            .command(.perform(.callRooms([k], kind: .emergency))), .command(.perform(.callRooms([k, b], kind: .announcement))),
+            .command(.perform(.answer)), .command(.perform(.decline)), .command(.perform(.callBack)), .command(.perform(.callMissed)),
+            .command(.perform(.acknowledge(all: false))), .command(.perform(.acknowledge(all: true))), .command(.eraseHistory),
+            .command(.perform(.setSpeakerMuted(false))), .command(.perform(.setMicrophoneMuted(true))), .command(.perform(.setDoNotDisturb(false))),
             .command(.status), .command(.rooms), .command(.history(limit: 3)), .command(.history(limit: nil)),
             .command(.loopback(insertMs: 0)), .command(.loopback(insertMs: 7.5)), .command(.loopbackResult),
             .command(.networkLoopback(room: b, count: 200)), .command(.networkLoopbackResult), .command(.statistics),
         ]
         for (i, r) in commands.enumerated() {
-            let json = try JSONValue.parse(r.json(id: Int64(i)).encodedLine())
+            let line = try r.line(id: Int64(i))
+            let json = try JSONValue.parse(line)
             XCTAssertEqual(json["id"], .integer(Int64(i)))
-            XCTAssertEqual(ControlRequest.parse(json), .success(r))
+            XCTAssertEqual(ControlRequest.read(line).request, .success(r))
         }
-        XCTAssertEqual(ControlRequest.parse(["cmd": "leave"]), .success(.command(.hangUp)))
-        XCTAssertEqual(ControlRequest.parse(["cmd": "unmute", "target": "microphone"]), .success(.command(.setMuted(.microphone, false))))
-        XCTAssertEqual(ControlRequest.parse(["cmd": "call", "rooms": ["kueche", "kueche"]]), .success(.command(.callRooms([k]))))
-        XCTAssertEqual(ControlRequest.parse(["cmd": "status", "future_option": 1]), .success(.command(.status)))
-        XCTAssertEqual(ControlRequest.parse(["cmd": "call", "rooms": ["kueche"], "kind": "paging"]),
+        XCTAssertEqual(parse(["cmd": "leave"]), .success(.command(.perform(.hangUp))))
+        XCTAssertEqual(parse(["cmd": "unmute", "target": "microphone"]), .success(.command(.perform(.setMicrophoneMuted(false)))))
+        XCTAssertEqual(parse(["cmd": "call", "rooms": ["kueche", "kueche"]]), .success(.command(.perform(.callRooms([k])))))
+        XCTAssertEqual(parse(["cmd": "status", "future_option": 1]), .success(.command(.status)))
+        XCTAssertEqual(parse(["cmd": "call", "rooms": ["kueche"], "kind": "paging"]),
                        .failure(ControlFailure(.invalidArgument, "\"kind\" is call, emergency or announcement")))
-        guard case .failure(let f) = ControlRequest.parse(["cmd": "call", "button": "a", "kind": "emergency"]) else {
+        guard case .failure(let f) = parse(["cmd": "call", "button": "a", "kind": "emergency"]) else {
             return XCTFail("a button's call takes no kind")
         }
         XCTAssertEqual(f.code, .invalidArgument)
     }
 
-    func testJSONScalarsKeepTheirKinds() throws {
-        XCTAssertEqual(try JSONValue.parse(Array("[1, true, 1.5, \"1\", null, {}]".utf8)), [1, true, .number(1.5), "1", nil, [:]])
+    /// A refused request names the member and what it must be, whichever type reads it.
+    func testRefusalsNameTheMember() {
+        func refusal(_ line: String) -> ControlFailure? {
+            if case .failure(let f) = ControlRequest.read(Array(line.utf8)).request { return f }
+            return nil
+        }
+        XCTAssertEqual(refusal(#"{"cmd": 5}"#), ControlFailure(.invalidArgument, "\"cmd\" must be a string"))
+        XCTAssertEqual(refusal(#"{"id": 1}"#), ControlFailure(.invalidArgument, "missing \"cmd\""))
+        XCTAssertEqual(refusal(#"{"cmd": "call", "rooms": "kueche"}"#), ControlFailure(.invalidArgument, "\"rooms\" must be an array of room ids"))
+        XCTAssertEqual(refusal(#"{"cmd": "history", "limit": "all"}"#), ControlFailure(.invalidArgument, "\"limit\" must be a positive integer"))
+        XCTAssertEqual(refusal(#"{"cmd": "dnd", "state": true}"#), ControlFailure(.invalidArgument, "\"state\" must be \"on\" or \"off\""))
+        XCTAssertEqual(refusal(#"{"cmd": "teleport"}"#), ControlFailure(.unknownCommand, "unknown command \"teleport\""))
+        XCTAssertEqual(refusal(#"{"cmd": "call", "button": 7}"#)?.code, .invalidArgument)
+        XCTAssertEqual(refusal(#"[1, 2]"#), ControlFailure(.parseError, "a request is a JSON object"))
+        XCTAssertEqual(refusal(#"{"cmd": "status""#)?.code, .parseError)
+        let badID = ControlRequest.read(Array(#"{"id": [1], "cmd": "status"}"#.utf8))
+        XCTAssertNil(badID.id)
+        XCTAssertEqual(badID.request, .failure(ControlFailure(.invalidArgument, "\"id\" must be an integer or a string")))
+        XCTAssertEqual(ControlRequest.read(Array(#"{"id": "a", "cmd": "status"}"#.utf8)).id, .string("a"))
+    }
+
+    /// One vocabulary: every command a key can be set to do is also a control command by the same
+    /// name, and each is written under its first name and read back as itself.
+    func testEveryKeyCommandIsAControlCommandByTheSameName() throws {
+        for (name, command) in CallCommand.named {
+            XCTAssertEqual(parse(["cmd": .string(name)]), .success(.command(.perform(command))), name)
+            let line = try ControlRequest.command(.perform(command)).line(id: 1)
+            XCTAssertEqual(ControlRequest.read(line).request, .success(.command(.perform(command))), name)
+        }
+        XCTAssertEqual(parse(["cmd": "toggle_dnd"]), .success(.command(.perform(.toggleDoNotDisturb))))
+        XCTAssertEqual(parse(["cmd": "acknowledge_all"]), .success(.command(.perform(.acknowledge(all: true)))))
+        XCTAssertEqual(try reply(["dnd": true], for: .perform(.toggleDoNotDisturb)), .doNotDisturb(true))
+        // What older daemons know is written as they know it.
+        XCTAssertEqual(try tree(ControlRequest.command(.perform(.hangUp)))["cmd"], "hangup")
+        XCTAssertEqual(try tree(ControlRequest.command(.perform(.acknowledge(all: true)))), ["cmd": "acknowledge", "all": true])
+    }
+
+    /// The envelope: a response whose id could not be read says null, not nothing.
+    func testAResponseAlwaysCarriesItsID() throws {
+        XCTAssertEqual(try Wire.string(ControlResponse(id: nil, outcome: .failure(.init(.parseError, "x")))),
+                       #"{"error":{"code":"parse_error","message":"x"},"id":null,"ok":false}"#)
+        XCTAssertEqual(try Wire.string(ControlResponse(id: .integer(3), outcome: .success(.pong(protocolVersion: 2)))),
+                       #"{"id":3,"ok":true,"result":{"pong":true,"protocol":2}}"#)
+        XCTAssertEqual(try ControlReply.read(Array(#"{"pong":true}"#.utf8), to: .ping), .pong(protocolVersion: 1), "a daemon before 2")
+        let read = try ControlResponse.read(Array(#"{"id":3,"ok":false,"error":{"code":"from_the_future","message":"m"}}"#.utf8), to: .ping)
+        XCTAssertEqual(read.outcome, .failure(.init(.internal, "m")), "an unknown code reads as internal")
     }
 
     func testMalformedRepliesAreProtocolViolations() {
-        XCTAssertThrowsError(try ControlJSON.decodeReply(["dnd": "yes"], for: .setDoNotDisturb(true)))
-        XCTAssertThrowsError(try ControlJSON.decodeReply(["call_id": "not hex", "to": []], for: .call(button: "x")))
-        XCTAssertThrowsError(try ControlJSON.decodeEvent(["event": "participant_status", "call_id": "1", "room": "k", "status": "declined"]))
-        XCTAssertThrowsError(try ControlJSON.decodeEvent(["event": "teleported"]))
+        XCTAssertThrowsError(try reply(["dnd": "yes"], for: .perform(.setDoNotDisturb(true))))
+        XCTAssertThrowsError(try reply(["call_id": "not hex", "to": []], for: .perform(.call(button: "x"))))
+        XCTAssertThrowsError(try event(["event": "participant_status", "call_id": "1", "room": "k", "status": "declined"]))
+        XCTAssertThrowsError(try event(["event": "teleported"]))
     }
 
-    func testTheCallEngineCommandForEachControlCommand() {
-        XCTAssertEqual(ControlCommand.setMuted(.speaker, true).callCommand, .setSpeakerMuted(true))
-        XCTAssertEqual(ControlCommand.setMuted(.microphone, false).callCommand, .setMicrophoneMuted(false))
-        XCTAssertEqual(ControlCommand.callRooms([k]).callCommand, .callRooms([k]))
-        XCTAssertNil(ControlCommand.status.callCommand)
+    // Helpers: a reply or event read from a hand-made JSON tree, a request line parsed as the daemon does.
+    private func tree(_ value: some Encodable) throws -> JSONValue { try JSONValue.parse(Wire.encode(value)) }
+    private func reply(_ json: JSONValue, for command: ControlCommand) throws -> ControlReply {
+        try ControlReply.read(json.encodedLine(), to: .command(command))
     }
+    private func event(_ json: JSONValue) throws -> ControlEvent { try Wire.decode(ControlEvent.self, from: json.encodedLine()) }
+    private func parse(_ json: JSONValue) -> Result<ControlRequest, ControlFailure> { ControlRequest.read(try! json.encodedLine()).request }
 }

@@ -30,7 +30,7 @@ final class ControlRobustnessTests: XCTestCase {
         let answer = chunk[..<n]
         XCTAssertEqual(try JSONValue.parse(answer.dropLast())["error"]?["code"], "parse_error", String(decoding: answer, as: UTF8.self))
 
-        XCTAssertEqual(try c.send(.ping).response.outcome, .success(["pong": true]))
+        XCTAssertEqual(try c.send(.ping).response.outcome, .success(.pong(protocolVersion: 2)))
         XCTAssertEqual(f.server.statistics.dropped, 0)
     }
 
@@ -67,7 +67,7 @@ final class ControlRobustnessTests: XCTestCase {
         XCTAssertEqual(json["error"]?["code"], "parse_error")
         XCTAssertTrue(json["error"]?["message"]?.stringValue?.contains("\(f.settings.maxLineBytes)") ?? false)
 
-        XCTAssertEqual(try bystander.send(.ping).response.outcome, .success(["pong": true]))
+        XCTAssertEqual(try bystander.send(.ping).response.outcome, .success(.pong(protocolVersion: 2)))
         XCTAssertEqual(f.server.statistics.dropped, 1)
     }
 
@@ -84,7 +84,7 @@ final class ControlRobustnessTests: XCTestCase {
         let entry = HistoryEntry(callID: CallID(1), direction: .outgoing, caller: FakeControlHandler.here,
                                  participants: (0..<8).map { Participant(room: RoomID("room-\($0)")!, status: .declined(.doNotDisturb)) },
                                  outcome: .notReached, started: 1_700_000_000, ended: 1_700_000_010)
-        let eventBytes = try ControlJSON.encode(CallEvent.historyAdded(entry)).encodedLine().count + 1
+        let eventBytes = try Wire.encode(CallEvent.historyAdded(entry)).count + 1
         let count = f.settings.maxQueuedOutputBytes * 40 / eventBytes
         let total = count * eventBytes
 
@@ -96,10 +96,10 @@ final class ControlRobustnessTests: XCTestCase {
             defer { done.signal() }
             do {
                 while let line = try readerClient.readLine(timeout: 10) {
-                    guard let json = try? ControlTestTools.parse(line) else {
-                        return readerEnd.withLock { $0 = "not JSON (\(line.utf8.count) bytes): \(line.prefix(100)) … \(line.suffix(100))" }
+                    guard let event = try? ControlTestTools.event(line) else {
+                        return readerEnd.withLock { $0 = "not an event (\(line.utf8.count) bytes): \(line.prefix(100)) … \(line.suffix(100))" }
                     }
-                    guard case .call(.historyAdded(let e)) = try ControlJSON.decodeEvent(json) else {
+                    guard case .call(.historyAdded(let e)) = event else {
                         return readerEnd.withLock { $0 = "unexpected line \(line.prefix(200))" }
                     }
                     if received.withLock({ $0.append(e.callID.value); return $0.count }) == count { return }
@@ -189,7 +189,7 @@ final class ControlRobustnessTests: XCTestCase {
         XCTAssertGreaterThan(latencies.count, 0)
         // Generous against scheduling on a loaded 2-core machine, far below the client's own timeout.
         XCTAssertLessThan(worst, good.timeout / 10)
-        XCTAssertEqual(try held.first?.send(.ping).response.outcome, .success(["pong": true]))
+        XCTAssertEqual(try held.first?.send(.ping).response.outcome, .success(.pong(protocolVersion: 2)))
     }
 
     func testASubscriberWhoseOutputDoesNotMoveIsDroppedAfterTheStallTimeout() throws {

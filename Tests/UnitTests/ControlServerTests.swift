@@ -11,22 +11,22 @@ final class ControlServerTests: XCTestCase {
         defer { f.stop() }
         let c = try f.client()
 
-        XCTAssertEqual(try c.run(.call(button: "Alle")).get(), .callPlaced(FakeControlHandler.placedCall, to: [FakeControlHandler.kitchen, FakeControlHandler.office]))
-        XCTAssertEqual(try c.run(.setMuted(.speaker, true)).get(), .mute(MuteState(microphone: false, speaker: true)))
+        XCTAssertEqual(try c.run(.perform(.call(button: "Alle"))).get(), .callPlaced(FakeControlHandler.placedCall, to: [FakeControlHandler.kitchen, FakeControlHandler.office]))
+        XCTAssertEqual(try c.run(.perform(.setSpeakerMuted(true))).get(), .mute(MuteState(microphone: false, speaker: true)))
         guard case .status(let status) = try c.run(.status).get() else { return XCTFail("status reply expected") }
         XCTAssertEqual(status.call?.participants.last?.status, .declined(.busy))
         XCTAssertEqual(try c.run(.history(limit: 2)).get(), .history(Array(FakeControlHandler.history.suffix(2)), notifications: []))
 
         // Ids are echoed as sent, integer or string; a request without id is answered with null.
         try c.sendLine(#"{"id": "abc", "cmd": "ping"}"#)
-        XCTAssertEqual(try ControlTestTools.parse(c.readLine(timeout: 5)), ["id": "abc", "ok": true, "result": ["pong": true]])
+        XCTAssertEqual(try ControlTestTools.parse(c.readLine(timeout: 5)), ["id": "abc", "ok": true, "result": ["pong": true, "protocol": 2]])
         try c.sendLine(#"{"id": 9007199254740993, "cmd": "dnd", "state": "on"}"#)
         XCTAssertEqual(try ControlTestTools.parse(c.readLine(timeout: 5)), ["id": 9007199254740993, "ok": true, "result": ["dnd": true]])
         try c.sendLine(#"{"cmd": "leave"}"#)
         XCTAssertEqual(try ControlTestTools.parse(c.readLine(timeout: 5)), ["id": nil, "ok": true, "result": [:]])
 
         let seen = f.handler.seen.withLock { $0 }
-        XCTAssertEqual(seen.commands, [.call(button: "Alle"), .setMuted(.speaker, true), .status, .history(limit: 2), .setDoNotDisturb(true), .hangUp])
+        XCTAssertEqual(seen.commands, [.perform(.call(button: "Alle")), .perform(.setSpeakerMuted(true)), .status, .history(limit: 2), .perform(.setDoNotDisturb(true)), .perform(.hangUp)])
         let credentials = try XCTUnwrap(seen.clients.first?.credentials)
         XCTAssertEqual(credentials, PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()))
         XCTAssertEqual(seen.connected.map(\.credentials), [credentials])
@@ -113,12 +113,12 @@ final class ControlServerTests: XCTestCase {
         var received: [ControlEvent] = []
         while received.count < events.count {
             let line = try XCTUnwrap(subscriber.readLine(timeout: 5))
-            received.append(try ControlJSON.decodeEvent(ControlTestTools.parse(line)))
+            received.append(try ControlTestTools.event(line))
         }
         XCTAssertEqual(received, events.map { .call($0) })
 
         // The bystander's next line is its own answer, not an event.
-        XCTAssertEqual(try bystander.send(.ping).response.outcome, .success(["pong": true]))
+        XCTAssertEqual(try bystander.send(.ping).response.outcome, .success(.pong(protocolVersion: 2)))
         XCTAssertEqual(f.server.statistics.eventsDelivered, events.count)
         XCTAssertEqual(f.server.statistics.subscribers, 1)
     }
@@ -155,7 +155,7 @@ final class ControlServerTests: XCTestCase {
 
         let server = try ControlServer(settings: ControlSettings(socketPath: path), handler: FakeControlHandler())
         try server.start()
-        XCTAssertEqual(try ControlClient(path: path, timeout: 5).send(.ping).response.outcome, .success(["pong": true]))
+        XCTAssertEqual(try ControlClient(path: path, timeout: 5).send(.ping).response.outcome, .success(.pong(protocolVersion: 2)))
         server.stop()
 
         let regular = directory.socket("not-a-socket")
@@ -176,7 +176,7 @@ final class ControlServerTests: XCTestCase {
             XCTAssertTrue("\(error)".contains(f.settings.socketPath), "\(error)")
             XCTAssertTrue("\(error)".contains("pid \(getpid())"), "names the owner: \(error)")
         }
-        XCTAssertEqual(try f.client().send(.ping).response.outcome, .success(["pong": true]))
+        XCTAssertEqual(try f.client().send(.ping).response.outcome, .success(.pong(protocolVersion: 2)))
     }
 
     /// Two daemons started at the same moment: before the lock, the second could find the first's
@@ -206,7 +206,7 @@ final class ControlServerTests: XCTestCase {
             for case .failure(let e) in all { XCTAssertEqual(e.code, EADDRINUSE, "round \(round): \(e)") }
             guard let owner = owners.first else { continue }
             try owner.start()
-            XCTAssertEqual(try ControlClient(path: path, timeout: 5).send(.ping).response.outcome, .success(["pong": true]),
+            XCTAssertEqual(try ControlClient(path: path, timeout: 5).send(.ping).response.outcome, .success(.pong(protocolVersion: 2)),
                            "round \(round): the owner's file is the one on the path")
             owner.stop()
             XCTAssertFalse(FileManager.default.fileExists(atPath: path), "round \(round): no socket file left")
@@ -238,7 +238,7 @@ final class ControlServerTests: XCTestCase {
         XCTAssertTrue(ControlTestTools.drainUntilClosed(idle, timeout: f.settings.idleTimeout * 10).closed)
         XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), f.settings.idleTimeout * 0.9)
         f.server.publish(.doNotDisturbChanged(false))
-        XCTAssertEqual(try ControlJSON.decodeEvent(ControlTestTools.parse(subscriber.readLine(timeout: 5))), .call(.doNotDisturbChanged(false)))
+        XCTAssertEqual(try ControlTestTools.event(subscriber.readLine(timeout: 5)), .call(.doNotDisturbChanged(false)))
     }
 
     func testAClientThatHalfClosesAfterItsLastRequestStillGetsTheAnswer() throws {

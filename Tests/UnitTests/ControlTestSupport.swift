@@ -41,26 +41,26 @@ final class FakeControlHandler: ControlHandler {
         }
         return state.withLock { s in
             switch command {
-            case .call(let button):
+            case .perform(.call(let button)):
                 guard let rooms = Self.buttons[button] else { return .failure(.init(.invalidArgument, "no button \(button)")) }
                 s.inCall = true
                 return .success(.callPlaced(Self.placedCall, to: rooms))
-            case .callRooms(let rooms, _):
+            case .perform(.callRooms(let rooms, _)):
                 if rooms.contains(Self.forbidden) { return .failure(.init(.notPermitted, "empfang may not call serverraum")) }
                 if s.inCall { return .failure(.init(.busy, "already in a call")) }
                 s.inCall = true
                 return .success(.callPlaced(Self.placedCall, to: rooms))
-            case .hangUp:
+            case .perform(.hangUp):
                 guard s.inCall else { return .failure(.init(.notInCall, "no call to end")) }
                 s.inCall = false
                 return .success(.done)
-            case .setMuted(.microphone, let on):
+            case .perform(.setMicrophoneMuted(let on)):
                 s.mute.microphone = on
                 return .success(.mute(s.mute))
-            case .setMuted(.speaker, let on):
+            case .perform(.setSpeakerMuted(let on)):
                 s.mute.speaker = on
                 return .success(.mute(s.mute))
-            case .setDoNotDisturb(let on):
+            case .perform(.setDoNotDisturb(let on)):
                 s.dnd = on
                 return .success(.doNotDisturb(on))
             case .status:
@@ -78,7 +78,7 @@ final class FakeControlHandler: ControlHandler {
                 return .success(.history(Array(Self.history.suffix(limit ?? Self.history.count)), notifications: []))
             case .loopback, .loopbackResult, .networkLoopback, .networkLoopbackResult, .statistics:
                 return .failure(.init(.unavailable, "no audio in this fake"))
-            case .answer, .decline, .callBack, .callMissed, .acknowledge, .eraseHistory, .notify, .setReadAloud, .site:
+            case .perform, .eraseHistory, .site:
                 return .failure(.init(.unavailable, "no calls in this fake"))
             }
         }
@@ -117,8 +117,13 @@ enum ControlTestTools {
         return condition()
     }
 
+    static func event(_ line: String?) throws -> ControlEvent {
+        guard let line else { throw ControlClientError.closed(path: "test", reason: "connection closed") }
+        return try Wire.decode(ControlEvent.self, from: Array(line.utf8))
+    }
+
     static func parse(_ line: String?) throws -> JSONValue {
-        guard let line else { throw ControlProtocolViolation("connection closed") }
+        guard let line else { throw ControlClientError.closed(path: "test", reason: "connection closed") }
         return try JSONValue.parse(Array(line.utf8))
     }
 

@@ -46,6 +46,65 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(try files(), ["history.json"], "no temporary file is left behind")
     }
 
+    /// One shape: the file holds each entry and notification exactly as the control socket and the
+    /// site service send it (`Wire`), not a second spelling of its own.
+    func testTheFileHoldsEntriesInTheirWireForm() throws {
+        let n = StaffNotification(id: NotificationID(0xBEEF), sender: room("kitchen"), recipients: [room("office")], type: "material",
+                                  label: "Material", text: "Bitte Material bringen", priority: .urgent, tone: .gong, readAloud: true, sent: 5)
+        let record = NotificationRecord(notification: n, direction: .incoming, received: 6, heard: 6.5)
+        let store = try HistoryStore(path: path)
+        store.record(record)
+        try store.append(entry(0x2A, outcome: .declined, reason: .doNotDisturb))
+        let file = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+        XCTAssertEqual(file["format"] as? Int, 2)
+        let entries = try XCTUnwrap(file["entries"] as? [Any])
+        let notifications = try XCTUnwrap(file["notifications"] as? [Any])
+        func same(_ stored: Any, _ wire: some Encodable) throws {
+            let a = try JSONSerialization.data(withJSONObject: stored, options: .sortedKeys)
+            let b = try JSONSerialization.data(withJSONObject: JSONSerialization.jsonObject(with: Data(Wire.encode(wire))), options: .sortedKeys)
+            XCTAssertEqual(String(decoding: a, as: UTF8.self), String(decoding: b, as: UTF8.self))
+        }
+        try same(entries[0], entry(0x2A, outcome: .declined, reason: .doNotDisturb))
+        try same(notifications[0], record)
+        XCTAssertEqual((entries[0] as? [String: Any])?["call_id"] as? String, "2a")
+        XCTAssertEqual((notifications[0] as? [String: Any])?["notification_id"] as? String, "beef")
+    }
+
+    /// A history written before 0.10 (format 1, Swift's own spelling) is read whole and written
+    /// again in the wire form with the next change.
+    func testAFormatOneFileIsReadAndRewritten() throws {
+        let old = #"""
+        {"entries":[{"callID":{"value":42},"caller":"kitchen","direction":"incoming","ended":13,"outcome":"declined",
+        "participants":[{"room":"kitchen","status":{"declined":{"_0":"do_not_disturb"}}},{"room":"office","status":{"connected":{}}}],
+        "reason":"do_not_disturb","started":10},
+        {"acknowledged":false,"callID":{"value":43},"caller":"office","direction":"incoming","ended":21,"kind":"emergency","outcome":"missed",
+        "participants":[{"room":"kitchen","status":{"unavailable":{}}}],"started":20}],
+        "format":1,
+        "notifications":[{"acknowledged":false,"acknowledgedBy":[],"delivered":[],"direction":"incoming","heard":6.5,"held":false,
+        "notification":{"id":{"value":48879},"label":"Material","priority":"urgent","readAloud":true,"recipients":["office"],
+        "sender":"kitchen","sent":5,"text":"Bitte","tone":"gong","type":"material"},"received":6}]}
+        """#
+        try Data(old.utf8).write(to: URL(fileURLWithPath: path))
+        let store = try HistoryStore(path: path)
+        XCTAssertNil(store.loadProblem)
+        var missed = HistoryEntry(callID: CallID(43), direction: .incoming, caller: room("office"),
+                                  participants: [Participant(room: room("kitchen"), status: .unavailable)], outcome: .missed,
+                                  started: 20, ended: 21, acknowledged: false, kind: .emergency)
+        missed.acknowledged = false
+        XCTAssertEqual(store.all(), [HistoryEntry(callID: CallID(42), direction: .incoming, caller: room("kitchen"),
+                                                  participants: [Participant(room: room("kitchen"), status: .declined(.doNotDisturb)),
+                                                                 Participant(room: room("office"), status: .connected)],
+                                                  outcome: .declined, reason: .doNotDisturb, started: 10, ended: 13), missed])
+        XCTAssertEqual(store.notifications().map(\.notification.text), ["Bitte"])
+        XCTAssertEqual(store.notifications().first?.id, NotificationID(48879))
+        try store.append(entry(44))
+        let again = try HistoryStore(path: path)
+        XCTAssertNil(again.loadProblem)
+        XCTAssertEqual(again.all().count, 3)
+        XCTAssertEqual(again.notifications(), store.notifications())
+        XCTAssertTrue(try String(contentsOfFile: path, encoding: .utf8).contains(#""format":2"#))
+    }
+
     func testHistoryKeepsTheNewestEntriesUpToItsCapacity() throws {
         let capacity = 7
         let store = try HistoryStore(path: path, capacity: capacity)

@@ -10,7 +10,7 @@ final class KeyLongPressTests: XCTestCase {
     private let longOnly: UInt16 = 60   // KEY_F2: only a long action
     private let plain: UInt16 = 61      // KEY_F3: only a short action
     private var map: KeyMap {
-        KeyMap([key: .callButton(.index(1)), plain: .hangUp], long: [key: .callBack, longOnly: .acknowledgeAll])
+        KeyMap([key: .callButton(1), plain: .perform(.hangUp)], long: [key: .perform(.callBack), longOnly: .perform(.acknowledge(all: true))])
     }
     private let ms: Int64 = 1000
 
@@ -37,13 +37,13 @@ final class KeyLongPressTests: XCTestCase {
 
     func testAShortTapFiresTheShortActionOnceTheReleaseIsNoBounce() {
         let d = run([(100, key, InputEvent.press), (250, key, InputEvent.release)], until: 2000)
-        XCTAssertEqual(d.map(\.1), [.init(code: key, action: .callButton(.index(1)), long: false)])
+        XCTAssertEqual(d.map(\.1), [.init(code: key, action: .callButton(1), long: false)])
         XCTAssertEqual(d.first?.ms, 280, "decided one debounce window after the release")
     }
 
     func testAHoldFiresTheLongActionAtTheThresholdWhileStillHeldAndNothingOnRelease() {
         let d = run([(100, key, InputEvent.press), (500, key, InputEvent.autorepeat), (2000, key, InputEvent.release)], until: 3000)
-        XCTAssertEqual(d.map(\.1), [.init(code: key, action: .callBack, long: true)])
+        XCTAssertEqual(d.map(\.1), [.init(code: key, action: .perform(.callBack), long: true)])
         XCTAssertEqual(d.first?.ms, 900)
     }
 
@@ -51,25 +51,25 @@ final class KeyLongPressTests: XCTestCase {
         // Down, a 5 ms opening, down again, held past the threshold.
         let d = run([(100, key, InputEvent.press), (110, key, InputEvent.release), (115, key, InputEvent.press),
                      (1200, key, InputEvent.release), (1205, key, InputEvent.press), (1210, key, InputEvent.release)], until: 3000)
-        XCTAssertEqual(d.map(\.1), [.init(code: key, action: .callBack, long: true)],
+        XCTAssertEqual(d.map(\.1), [.init(code: key, action: .perform(.callBack), long: true)],
                        "one long press: the bounce on the way down continues the hold, the one on the way up is ignored")
     }
 
     func testLetGoJustBeforeTheThresholdIsShort() {
         let d = run([(0, key, InputEvent.press), (799, key, InputEvent.release)], until: 2000)
-        XCTAssertEqual(d.map(\.1), [.init(code: key, action: .callButton(.index(1)), long: false)])
+        XCTAssertEqual(d.map(\.1), [.init(code: key, action: .callButton(1), long: false)])
     }
 
     func testAKeyWithOnlyALongActionReportsAShortPressAsDoingNothing() {
         let d = run([(0, longOnly, InputEvent.press), (100, longOnly, InputEvent.release),
                      (500, longOnly, InputEvent.press), (1400, longOnly, InputEvent.release)], until: 2000)
         XCTAssertEqual(d.map(\.1), [.init(code: longOnly, action: nil, long: false),
-                                    .init(code: longOnly, action: .acknowledgeAll, long: true)])
+                                    .init(code: longOnly, action: .perform(.acknowledge(all: true)), long: true)])
     }
 
     func testKeysWithoutALongActionStillFireOnTheWayDown() {
         var f = KeyFilter(map: map, debounce: .milliseconds(30), longPress: .milliseconds(800))
-        XCTAssertEqual(f.handle(event(plain, InputEvent.press), arrivalMicroseconds: 0), .action(.hangUp))
+        XCTAssertEqual(f.handle(event(plain, InputEvent.press), arrivalMicroseconds: 0), .action(.perform(.hangUp)))
         XCTAssertEqual(f.handle(event(key, InputEvent.press), arrivalMicroseconds: 0), .held)
         XCTAssertNil(f.due(now: 0).first)
     }
@@ -77,8 +77,8 @@ final class KeyLongPressTests: XCTestCase {
     func testTwoKeysHeldTogetherAreDecidedEachOnItsOwn() {
         let d = run([(0, key, InputEvent.press), (100, longOnly, InputEvent.press), (300, key, InputEvent.release),
                      (1000, longOnly, InputEvent.release)], until: 2000)
-        XCTAssertEqual(d.map(\.1), [.init(code: key, action: .callButton(.index(1)), long: false),
-                                    .init(code: longOnly, action: .acknowledgeAll, long: true)])
+        XCTAssertEqual(d.map(\.1), [.init(code: key, action: .callButton(1), long: false),
+                                    .init(code: longOnly, action: .perform(.acknowledge(all: true)), long: true)])
         XCTAssertEqual(d.map(\.ms), [330, 900])
     }
 
@@ -105,15 +105,15 @@ final class KeyLongPressTests: XCTestCase {
         let w = try FIFOWriter(path: fifo)
         defer { w.close() }
         w.write([event(key, InputEvent.press), event(key, InputEvent.release)])
-        XCTAssertEqual(c.waitForActions(1), [.callButton(.index(1))])
+        XCTAssertEqual(c.waitForActions(1), [.callButton(1)])
         let down = Date()
         w.write([event(key, InputEvent.press)])
-        XCTAssertEqual(c.waitForActions(2), [.callButton(.index(1)), .callBack], "the long action fires while the key is down")
+        XCTAssertEqual(c.waitForActions(2), [.callButton(1), .perform(.callBack)], "the long action fires while the key is down")
         let fired = Date().timeIntervalSince(down)
         XCTAssertGreaterThanOrEqual(fired, 0.3)
         usleep(200_000)
         w.write([event(key, InputEvent.release), event(plain, InputEvent.press), event(plain, InputEvent.release)])
-        XCTAssertEqual(c.waitForActions(3), [.callButton(.index(1)), .callBack, .hangUp])
+        XCTAssertEqual(c.waitForActions(3), [.callButton(1), .perform(.callBack), .perform(.hangUp)])
         XCTAssertEqual(c.allPresses.map(\.long), [false, true, false])
         XCTAssertEqual(reader.stats.longPresses, 1)
         XCTAssertEqual(reader.stats.actions, 3)

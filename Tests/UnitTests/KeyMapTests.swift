@@ -6,12 +6,12 @@ final class KeyMapTests: XCTestCase {
     func testConfigurationTextMapsCodesAndNamesToActions() throws {
         let map = try KeyMap.parse(["59": "call:1", "KEY_F2": "call:empfang", "BTN_0": "hang_up",
                                     "key_micmute": "toggle_mic_mute", "KEY_MUTE": "toggle_speaker_mute", "KEY_ESC": "toggle_dnd"])
-        XCTAssertEqual(map[59], .callButton(.index(1)))
-        XCTAssertEqual(map[KeyMap.keyCode("KEY_F1")! + 1], .callButton(.name("empfang")))
-        XCTAssertEqual(map[0x100], .hangUp)
-        XCTAssertEqual(map[KeyMap.keyCode("KEY_MICMUTE")!], .toggleMicMute)
-        XCTAssertEqual(map[KeyMap.keyCode("KEY_MUTE")!], .toggleSpeakerMute)
-        XCTAssertEqual(map[1], .toggleDoNotDisturb)
+        XCTAssertEqual(map[59], .callButton(1))
+        XCTAssertEqual(map[KeyMap.keyCode("KEY_F1")! + 1], .perform(.call(button: "empfang")))
+        XCTAssertEqual(map[0x100], .perform(.hangUp))
+        XCTAssertEqual(map[KeyMap.keyCode("KEY_MICMUTE")!], .perform(.toggleMicrophoneMute))
+        XCTAssertEqual(map[KeyMap.keyCode("KEY_MUTE")!], .perform(.toggleSpeakerMute))
+        XCTAssertEqual(map[1], .perform(.toggleDoNotDisturb))
         XCTAssertNil(map[2])
         for action in map.actions.values {
             XCTAssertEqual(KeyAction(configValue: action.description), action, "description is the config spelling")
@@ -34,13 +34,13 @@ final class KeyMapTests: XCTestCase {
 
     func testActionsBecomeCallCommands() {
         let buttons = ["empfang", "all-rooms"]
-        XCTAssertEqual(KeyAction.callButton(.index(2)).command(buttons: buttons), .call(button: "all-rooms"))
-        XCTAssertEqual(KeyAction.callButton(.name("empfang")).command(buttons: buttons), .call(button: "empfang"))
-        XCTAssertNil(KeyAction.callButton(.index(3)).command(buttons: buttons))
-        XCTAssertNil(KeyAction.callButton(.name("kitchen")).command(buttons: buttons))
-        XCTAssertEqual(KeyAction.hangUp.command(buttons: buttons), .hangUp)
-        XCTAssertEqual(KeyAction.toggleMicMute.command(buttons: buttons), .toggleMicrophoneMute)
-        XCTAssertEqual(KeyAction.toggleSpeakerMute.command(buttons: buttons), .toggleSpeakerMute)
-        XCTAssertEqual(KeyAction.toggleDoNotDisturb.command(buttons: buttons), .toggleDoNotDisturb)
+        XCTAssertEqual(KeyAction.callButton(2).command(buttons: buttons), .call(button: "all-rooms"))
+        XCTAssertEqual(KeyAction.perform(.call(button: "empfang")).command(buttons: buttons), .call(button: "empfang"))
+        XCTAssertNil(KeyAction.callButton(3).command(buttons: buttons))
+        XCTAssertNil(KeyAction.perform(.call(button: "kitchen")).command(buttons: buttons))
+        XCTAssertEqual(KeyAction.perform(.hangUp).command(buttons: buttons), .hangUp)
+        XCTAssertEqual(KeyAction.perform(.toggleMicrophoneMute).command(buttons: buttons), .toggleMicrophoneMute)
+        XCTAssertEqual(KeyAction.perform(.toggleSpeakerMute).command(buttons: buttons), .toggleSpeakerMute)
+        XCTAssertEqual(KeyAction.perform(.toggleDoNotDisturb).command(buttons: buttons), .toggleDoNotDisturb)
     }
 }

@@ -15,7 +15,7 @@ final class KeyReaderTests: XCTestCase {
     private let sentinelKey: UInt16 = 61 // KEY_F3: pressed last, proves everything before it was handled
     private let unmappedKey: UInt16 = 30 // KEY_A
     private var map: KeyMap {
-        KeyMap([callKey: .callButton(.index(1)), hangUpKey: .hangUp, sentinelKey: .toggleMicMute])
+        KeyMap([callKey: .callButton(1), hangUpKey: .perform(.hangUp), sentinelKey: .perform(.toggleMicrophoneMute)])
     }
 
     override func setUpWithError() throws {
@@ -65,7 +65,7 @@ final class KeyReaderTests: XCTestCase {
                  .key(callKey, InputEvent.autorepeat, at: 100.4), .key(callKey, InputEvent.release, at: 100.5)])
         w.write(tap(hangUpKey, at: 101) + tap(sentinelKey, at: 102))
 
-        XCTAssertEqual(c.waitForActions(3), [.callButton(.index(1)), .hangUp, .toggleMicMute])
+        XCTAssertEqual(c.waitForActions(3), [.callButton(1), .perform(.hangUp), .perform(.toggleMicrophoneMute)])
         let stats = try XCTUnwrap(reader?.stats)
         XCTAssertEqual(stats.actions, 3)
         XCTAssertEqual(stats.autorepeats, 2)
@@ -84,7 +84,7 @@ final class KeyReaderTests: XCTestCase {
         let absurd = [InputEvent(seconds: .max, microseconds: .max, type: InputEvent.keyType, code: callKey, value: InputEvent.press),
                       InputEvent(seconds: .min, microseconds: .min, type: InputEvent.keyType, code: callKey, value: InputEvent.press)]
         w.write(absurd + tap(sentinelKey, at: 300))
-        XCTAssertEqual(c.waitForActions(3), [.callButton(.index(1)), .callButton(.index(1)), .toggleMicMute])
+        XCTAssertEqual(c.waitForActions(3), [.callButton(1), .callButton(1), .perform(.toggleMicrophoneMute)])
     }
 
     func testBounceWithinTheDebounceWindowIsFilteredAndALaterPressIsNot() throws {
@@ -103,7 +103,7 @@ final class KeyReaderTests: XCTestCase {
         // A deliberate second press after the window.
         w.write(tap(callKey, at: t0 + window * 3) + tap(sentinelKey, at: t0 + 10))
 
-        XCTAssertEqual(c.waitForActions(4), [.callButton(.index(1)), .hangUp, .callButton(.index(1)), .toggleMicMute])
+        XCTAssertEqual(c.waitForActions(4), [.callButton(1), .perform(.hangUp), .callButton(1), .perform(.toggleMicrophoneMute)])
         XCTAssertEqual(reader?.stats.bounces, 1)
     }
 
@@ -116,10 +116,10 @@ final class KeyReaderTests: XCTestCase {
         let press = InputEvent(type: InputEvent.keyType, code: callKey, value: InputEvent.press)
         let release = InputEvent(type: InputEvent.keyType, code: callKey, value: InputEvent.release)
         w.write([press, release, press, release]) // arrive together: the second is a bounce
-        XCTAssertEqual(c.waitForActions(1), [.callButton(.index(1))])
+        XCTAssertEqual(c.waitForActions(1), [.callButton(1)])
         usleep(UInt32(debounceMS * 3 * 1000))
         w.write([press, release])
-        XCTAssertEqual(c.waitForActions(2), [.callButton(.index(1)), .callButton(.index(1))])
+        XCTAssertEqual(c.waitForActions(2), [.callButton(1), .callButton(1)])
         XCTAssertEqual(reader?.stats.bounces, 1)
     }
 
@@ -138,7 +138,7 @@ final class KeyReaderTests: XCTestCase {
             from = cut
             usleep(50_000) // let the reader see each piece on its own
         }
-        XCTAssertEqual(c.waitForActions(3), [.callButton(.index(1)), .hangUp, .toggleMicMute])
+        XCTAssertEqual(c.waitForActions(3), [.callButton(1), .perform(.hangUp), .perform(.toggleMicrophoneMute)])
         XCTAssertEqual(reader?.stats.otherEvents, 0, "a misaligned decode would produce garbage events")
     }
 
@@ -149,7 +149,7 @@ final class KeyReaderTests: XCTestCase {
         defer { w.close() }
         w.write(tap(unmappedKey, at: 400) + tap(unmappedKey, at: 401) + tap(sentinelKey, at: 402))
 
-        XCTAssertEqual(c.waitForActions(1), [.toggleMicMute])
+        XCTAssertEqual(c.waitForActions(1), [.perform(.toggleMicrophoneMute)])
         XCTAssertEqual(reader?.stats.unknownKeys, 2)
         XCTAssertEqual(c.allEvents.filter { $0 == .unknownKey(code: unmappedKey) }.count, 2)
     }
@@ -159,7 +159,7 @@ final class KeyReaderTests: XCTestCase {
         try start(c)
         var w = try FIFOWriter(path: fifo)
         w.write(tap(callKey, at: 500))
-        XCTAssertEqual(c.waitForActions(1), [.callButton(.index(1))])
+        XCTAssertEqual(c.waitForActions(1), [.callButton(1)])
 
         w.close()
         XCTAssertEqual(unlink(fifo), 0)
@@ -174,7 +174,7 @@ final class KeyReaderTests: XCTestCase {
         w = try FIFOWriter(path: fifo)
         defer { w.close() }
         w.write(tap(hangUpKey, at: 510))
-        XCTAssertEqual(c.waitForActions(2), [.callButton(.index(1)), .hangUp])
+        XCTAssertEqual(c.waitForActions(2), [.callButton(1), .perform(.hangUp)])
         let events = c.allEvents
         let lastOpen = try XCTUnwrap(events.lastIndex(of: .opened(path: fifo)))
         let firstFailure = try XCTUnwrap(events.firstIndex { if case .openFailed = $0 { true } else { false } })
@@ -187,7 +187,7 @@ final class KeyReaderTests: XCTestCase {
         let old = try FIFOWriter(path: fifo)
         defer { old.close() }
         old.write(tap(callKey, at: 600))
-        XCTAssertEqual(c.waitForActions(1), [.callButton(.index(1))])
+        XCTAssertEqual(c.waitForActions(1), [.callButton(1)])
 
         // No end of file reaches the reader: only the periodic path check can notice this.
         // rename() swaps the path in one step, so the check never sees it missing.
@@ -197,7 +197,7 @@ final class KeyReaderTests: XCTestCase {
         let new = try FIFOWriter(path: fifo)
         defer { new.close() }
         new.write(tap(hangUpKey, at: 610))
-        XCTAssertEqual(c.waitForActions(2), [.callButton(.index(1)), .hangUp])
+        XCTAssertEqual(c.waitForActions(2), [.callButton(1), .perform(.hangUp)])
         XCTAssertTrue(c.allEvents.contains { if case .lost(_, let reason) = $0 { reason.contains("another file") } else { false } },
                       "\(c.allEvents)")
     }

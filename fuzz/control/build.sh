@@ -11,7 +11,7 @@ rm -rf "$src"; mkdir -p "$src" .build-fuzz/control-corpus
 # SignalTools' WAV files and the chime read from it are left out: they sit on Posix's WholeFile
 # (swift-system), and no control message reads a file.
 for f in Sources/Calls/*.swift Sources/Posix/IPv4Endpoint.swift $(ls Sources/SignalTools/*.swift | grep -v -e PosixFile -e WAV -e Chime) \
-         Sources/Control/JSONValue.swift Sources/Control/ControlProtocol.swift Sources/Control/ControlJSON.swift \
+         Sources/Control/ControlProtocol.swift \
          Sources/Control/ControlLoopback.swift Sources/Control/ControlReply.swift Sources/Control/ControlStatistics.swift \
          Sources/Control/SiteOverview.swift Sources/Posix/HexDigits.swift; do
     sed -e '/^import Calls$/d' -e '/^import SignalTools$/d' -e '/^import Posix$/d' "$f" > "$src/$(basename "$(dirname "$f")")-$(basename "$f")"

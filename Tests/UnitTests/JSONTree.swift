@@ -1,9 +1,8 @@
 import Foundation
 
-/// A JSON document as a plain Swift value, read and written with Foundation's JSON coders. The
-/// protocol code works on this tree so that a wrong type yields an `invalid_argument` naming the
-/// field instead of one undifferentiated decoding error.
-public enum JSONValue: Sendable, Equatable {
+/// Tests only: a JSON document as a plain Swift value, to look at what the daemon wrote member
+/// by member (the product reads and writes its Codable types through `Wire`).
+enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     case integer(Int64)
@@ -12,16 +11,16 @@ public enum JSONValue: Sendable, Equatable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    public subscript(key: String) -> JSONValue? {
+    subscript(key: String) -> JSONValue? {
         if case .object(let members) = self { return members[key] }
         return nil
     }
 
-    public var stringValue: String? { if case .string(let s) = self { return s }; return nil }
-    public var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
-    public var integerValue: Int64? { if case .integer(let i) = self { return i }; return nil }
-    public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a }; return nil }
-    public var numberValue: Double? {
+    var stringValue: String? { if case .string(let s) = self { return s }; return nil }
+    var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
+    var integerValue: Int64? { if case .integer(let i) = self { return i }; return nil }
+    var arrayValue: [JSONValue]? { if case .array(let a) = self { return a }; return nil }
+    var numberValue: Double? {
         switch self {
         case .integer(let i): Double(i)
         case .number(let d): d
@@ -30,22 +29,22 @@ public enum JSONValue: Sendable, Equatable {
     }
 
     /// Parses one document (a line without its newline).
-    public static func parse(_ bytes: some Collection<UInt8>) throws -> JSONValue {
+    static func parse(_ bytes: some Collection<UInt8>) throws -> JSONValue {
         try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
     }
 
     /// One line of compact JSON with keys sorted (stable output for people and tests), no newline.
-    public func encodedLine() throws -> [UInt8] {
+    func encodedLine() throws -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return Array(try encoder.encode(self))
     }
 
-    public func encodedString() throws -> String { String(decoding: try encodedLine(), as: UTF8.self) }
+    func encodedString() throws -> String { String(decoding: try encodedLine(), as: UTF8.self) }
 }
 
 extension JSONValue: Codable {
-    public init(from decoder: Decoder) throws {
+    init(from decoder: Decoder) throws {
         let c = try decoder.singleValueContainer()
         // Most likely first: a failed attempt throws, which is slow.
         if c.decodeNil() { self = .null }
@@ -57,7 +56,7 @@ extension JSONValue: Codable {
         else { self = .number(try c.decode(Double.self)) }
     }
 
-    public func encode(to encoder: Encoder) throws {
+    func encode(to encoder: Encoder) throws {
         var c = encoder.singleValueContainer()
         switch self {
         case .null: try c.encodeNil()
@@ -74,12 +73,12 @@ extension JSONValue: Codable {
 
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
     ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral {
-    public init(stringLiteral value: String) { self = .string(value) }
-    public init(integerLiteral value: Int64) { self = .integer(value) }
-    public init(booleanLiteral value: Bool) { self = .bool(value) }
-    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
-    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+    init(stringLiteral value: String) { self = .string(value) }
+    init(integerLiteral value: Int64) { self = .integer(value) }
+    init(booleanLiteral value: Bool) { self = .bool(value) }
+    init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { $1 }))
     }
-    public init(nilLiteral: ()) { self = .null }
+    init(nilLiteral: ()) { self = .null }
 }
