@@ -20,6 +20,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        // The site service (intercom-site serve): HTTP over TLS, its database, its certificate.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // C libraries from Debian, one system-library target each (pkg-config names).
@@ -89,10 +95,23 @@ let package = Package(
         .target(name: "Site", dependencies: ["SiteSecurity", "Calls", "Posix"]),
         // The administrator's tool: create a site, convert terminal files, check and sign documents.
         .executableTarget(name: "intercom-site", dependencies: [
-            "Configuration", "Site", "SiteSecurity", "Posix", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "IntercomConfig", "Site", "SiteSecurity", "SiteService", "Posix", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        // The site service: the practice manager's page and the practice software's API over HTTPS,
+        // accounts, tokens and the audit log in one SQLite file (docs/site-service.md). Never in intercomd.
+        .target(name: "SiteService", dependencies: [
+            "Calls", "Control", "Posix",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdTLS", package: "hummingbird"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "_CryptoExtras", package: "swift-crypto"),
         ]),
         // The daemon's configuration: TOML in, checked settings out (nothing that runs).
-        .target(name: "Configuration", dependencies: [
+        .target(name: "IntercomConfig", dependencies: [
             "Calls", "Control", "Keys", "Lights", "Posix", "SiteSecurity",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
@@ -100,11 +119,11 @@ let package = Package(
         // The configuration parser's libFuzzer target (fuzz/config/build.sh); a stub otherwise.
         // It needs only Configuration, so its instrumented build leaves out swift-crypto.
         .target(name: "FuzzDriver"),
-        .executableTarget(name: "config-fuzz", dependencies: ["Configuration", "FuzzDriver"]),
+        .executableTarget(name: "config-fuzz", dependencies: ["IntercomConfig", "FuzzDriver"]),
         .executableTarget(name: "seal-fuzz", dependencies: ["SiteSecurity", "FuzzDriver"]),
         // Supervision, calls, media, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
-            "Configuration", "AudioPipeline", "Codec", "Frames", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
+            "IntercomConfig", "AudioPipeline", "Codec", "Frames", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
             "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Site", "Posix",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
@@ -114,7 +133,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "intercom-bench", dependencies: [
-            "IntercomDaemon", "AudioPipeline", "Codec", "Configuration", "Control", "Frames", "EchoCancel", "SignalTools", "CAllocCounter", "Jitter", "RTP", "SpeexDSP", "Transport", "Posix",
+            "IntercomDaemon", "AudioPipeline", "Codec", "IntercomConfig", "Control", "Frames", "EchoCancel", "SignalTools", "CAllocCounter", "Jitter", "RTP", "SpeexDSP", "Transport", "Posix",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
@@ -122,18 +141,18 @@ let package = Package(
         // (TalkerProbe), room recorders, key presses into a key FIFO, speech clips and scores.
         // Shared by the rig tests and the main job.
         .target(name: "RigKit", dependencies: [
-            "AudioPipeline", "Configuration", "Control", "EchoCancel", "Frames", "IntercomDaemon", "Keys", "Posix", "RealTime", "SignalTools",
+            "AudioPipeline", "IntercomConfig", "Control", "EchoCancel", "Frames", "IntercomDaemon", "Keys", "Posix", "RealTime", "SignalTools",
         ]),
         .executableTarget(name: "intercom-demo", dependencies: [
-            "RigKit", "Calls", "Control", "Configuration", "Keys", "Posix", "SignalTools",
+            "RigKit", "Calls", "Control", "IntercomConfig", "Keys", "Posix", "SignalTools",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
-        .target(name: "TestSupport", dependencies: ["RigKit", "SignalTools", "CAllocCounter", "Control", "Configuration"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["RigKit", "SignalTools", "CAllocCounter", "Control", "IntercomConfig"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "Keys", "Lights", "Speech", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "SiteSecurity", "Site", "Posix", "SpeexDSP",
+            "Calls", "Keys", "Lights", "Speech", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "IntercomConfig", "TestSupport", "SiteSecurity", "Site", "Posix", "SpeexDSP", "SiteService",
         ]),
         .testTarget(name: "RigTests", dependencies: [
-            "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "Configuration", "TestSupport", "CAllocCounter",
+            "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "IntercomConfig", "TestSupport", "CAllocCounter",
             "Jitter", "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Site", "Posix",
         ]),
     ]

@@ -21,6 +21,7 @@ PACKAGES=(
     valgrind binutils                            # the measurement suite counts instructions (callgrind) of a stripped copy
     systemd                                      # systemd-analyze verify/security for the unit; systemd-sysusers for the package
     pkg-config
+    curl openssl                                 # the site service's tests: a real HTTPS client, the certificate checked by another TLS stack
     python3-venv python3-dev gcc                 # .venv for speech quality measures (pesq builds a C extension); gcc also builds the rig's wall client (scripts/rig-leak.c)
 )
 PEERS=(trx baresip gstreamer1.0-alsa)           # the suite's side-by-side (SuitePeersTests)

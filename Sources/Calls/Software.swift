@@ -2,5 +2,5 @@
 /// release number is raised by hand with each release; scripts/build-deb.sh reads it from here and
 /// appends the commit, so that the package and the terminals name the same release.
 public enum Software {
-    public static let version = "0.9.0"
+    public static let version = "0.10.0"
 }

@@ -1,2 +1,2 @@
 // The configuration types are part of the daemon's interface: importing IntercomDaemon brings them.
-@_exported import Configuration
+@_exported import IntercomConfig

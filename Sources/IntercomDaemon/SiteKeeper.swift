@@ -1,5 +1,5 @@
 import Calls
-import Configuration
+import IntercomConfig
 import Control
 import Foundation
 import Posix

@@ -1,4 +1,4 @@
-import Configuration
+import IntercomConfig
 
 /// The daemon's defaults (`DaemonConfig.default`) with a few keys changed, at a frame of `frame`
 /// samples. Tests build library settings from it the way the daemon does (`JitterSettings(config)`

@@ -1,4 +1,4 @@
-import Configuration
+import IntercomConfig
 
 // libFuzzer target for the configuration parser (TOMLKit and our rules), built by
 // fuzz/config/build.sh with -DFUZZING and -sanitize=fuzzer,address.

@@ -1,4 +1,4 @@
-import Configuration
+import IntercomConfig
 import Control
 import Foundation
 import Glibc

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Configuration
+import IntercomConfig
 import Foundation
 import Posix
 import Site
@@ -10,7 +10,7 @@ import SiteSecurity
 // in the site folder on the administrator's machine; terminals get only the public key.
 
 @main
-struct IntercomSite: ParsableCommand {
+struct IntercomSite: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "intercom-site",
         abstract: "Create, check and sign a site's document (docs/site.md).",
@@ -23,7 +23,7 @@ struct IntercomSite: ParsableCommand {
             Exit status: 0 done; 1 the document or a file has problems (each named on stderr); 64 usage.
             """,
         subcommands: [Create.self, Convert.self, Check.self, Sign.self, Show.self, Publish.self, Pending.self, Approve.self, Revoke.self,
-                      Rekey.self])
+                      Rekey.self, Serve.self, AccountCommand.self])
 }
 
 /// Which terminals a command asks, and how long it waits for each.

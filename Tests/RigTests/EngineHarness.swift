@@ -1,5 +1,5 @@
 import AudioPipeline
-import Configuration
+import IntercomConfig
 import EchoCancel
 import Foundation
 import Frames

@@ -1,7 +1,7 @@
 import AudioPipeline
 import Calls
 import Codec
-import Configuration
+import IntercomConfig
 import Foundation
 import IntercomDaemon
 import Posix

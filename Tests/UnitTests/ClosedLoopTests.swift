@@ -1,4 +1,4 @@
-import Configuration
+import IntercomConfig
 import EchoCancel
 import SignalTools
 import TestSupport

@@ -8,7 +8,7 @@ import Lights
 import XCTest
 
 @testable import IntercomDaemon
-@testable import Configuration
+@testable import IntercomConfig
 
 final class ConfigCallsTests: XCTestCase {
     /// Three rooms; this terminal is the reception.

@@ -2,7 +2,7 @@ import Foundation
 import XCTest
 
 @testable import IntercomDaemon
-@testable import Configuration
+@testable import IntercomConfig
 
 final class ConfigTests: XCTestCase {
     // MARK: Helpers

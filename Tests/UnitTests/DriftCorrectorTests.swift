@@ -1,4 +1,4 @@
-import Configuration
+import IntercomConfig
 import IntercomDaemon
 import Jitter
 import SignalTools

@@ -1,4 +1,4 @@
-import Configuration
+import IntercomConfig
 import Frames
 import Impairment
 import IntercomDaemon

@@ -1,4 +1,4 @@
-import Configuration
+import IntercomConfig
 import Impairment
 import IntercomDaemon
 import Jitter

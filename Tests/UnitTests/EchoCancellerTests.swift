@@ -1,5 +1,5 @@
 import Calls
-import Configuration
+import IntercomConfig
 @testable import EchoCancel
 import IntercomDaemon
 import SignalTools

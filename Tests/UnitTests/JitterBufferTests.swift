@@ -1,4 +1,4 @@
-import Configuration
+import IntercomConfig
 import Foundation
 import CAllocCounter
 import IntercomDaemon

@@ -1,6 +1,6 @@
 import AudioPipeline
 import Codec
-import Configuration
+import IntercomConfig
 import IntercomDaemon
 import Jitter
 import SignalTools

@@ -1,7 +1,7 @@
 import AudioPipeline
 import CAllocCounter
 import Codec
-import Configuration
+import IntercomConfig
 import EchoCancel
 import Foundation
 import SignalTools

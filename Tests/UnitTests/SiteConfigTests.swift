@@ -2,7 +2,7 @@ import Foundation
 import SiteSecurity
 import XCTest
 
-@testable import Configuration
+@testable import IntercomConfig
 
 /// The site document's body and a terminal's file: each key in one of them, joined in layers
 /// (the site's, the kind's, the terminal's), every problem named by its key.

@@ -1,5 +1,5 @@
 import Codec
-import Configuration
+import IntercomConfig
 import Foundation
 import Impairment
 import IntercomDaemon

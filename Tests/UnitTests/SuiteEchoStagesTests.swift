@@ -1,6 +1,6 @@
 import AudioPipeline
 import Codec
-import Configuration
+import IntercomConfig
 import Foundation
 import IntercomDaemon
 import SignalTools

@@ -1,0 +1,51 @@
+import Calls
+import Foundation
+import Hummingbird
+
+/// A problem document (RFC 9457), as the API answers every refusal: the HTTP status, a title for
+/// people and, for bad input, the member of the request it is about.
+public struct ProblemDocument: Codable, Sendable, Equatable {
+    public var type: String
+    public var title: String
+    public var status: Int
+    public var detail: String
+    public var field: String?
+}
+
+/// A refusal of the service: thrown by a handler, answered as `application/problem+json`.
+public struct Problem: Error, HTTPResponseError, Sendable, Equatable {
+    public let status: HTTPResponse.Status
+    public let document: ProblemDocument
+
+    public init(_ status: HTTPResponse.Status, _ slug: String, _ title: String, detail: String, field: String? = nil) {
+        self.status = status
+        document = ProblemDocument(type: "https://intercom.invalid/problems/\(slug)", title: title, status: status.code,
+                                   detail: detail, field: field)
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/problem+json"
+        if status == .tooManyRequests { headers[.retryAfter] = "60" }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: .init(bytes: (try? Wire.encode(document)) ?? [])))
+    }
+
+    public static func badInput(_ field: String?, _ detail: String) -> Problem {
+        Problem(.badRequest, "bad-input", "The request is not valid", detail: detail, field: field)
+    }
+    public static let unauthenticated = Problem(.unauthorized, "unauthenticated", "Log in first",
+                                                detail: "no valid session cookie or bearer token")
+    public static func forbidden(_ detail: String) -> Problem { Problem(.forbidden, "forbidden", "Not allowed", detail: detail) }
+    public static func notFound(_ detail: String) -> Problem { Problem(.notFound, "not-found", "Not found", detail: detail) }
+    public static let tooManyLogins = Problem(.tooManyRequests, "too-many-logins", "Too many failed logins",
+                                              detail: "wait a minute before the next attempt")
+
+    /// The problem for a `SiteServiceError`.
+    public init(_ error: SiteServiceError) {
+        switch error {
+        case .invalid(let field, let what): self = .badInput(field, "\"\(field)\" must be \(what)")
+        case .conflict(let field, let what): self = Problem(.conflict, "conflict", "Already there", detail: what, field: field)
+        case .storage(let what): self = Problem(.internalServerError, "storage", "The database failed", detail: what)
+        }
+    }
+}

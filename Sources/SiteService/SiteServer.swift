@@ -1,0 +1,247 @@
+import Calls
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTLS
+import Logging
+import NIOCore
+import Synchronization
+
+/// The site service's HTTPS server: the API under `/api/v1` (docs/api.md). Each route is a small
+/// handler taking and giving one Codable type through `Wire`; refusals are `Problem`s.
+public final class SiteServer: Sendable {
+    public let database: SiteDatabase
+    private let sessions = Mutex<[String: (account: Account, csrf: String, expires: Double)]>([:])
+    private let limiter = Mutex(LoginLimiter())
+    /// A session lasts this long after login (seconds): a working day.
+    public static let sessionLifetime = 12 * 3600.0
+    /// The largest request body taken.
+    public static let maxBody = 64 * 1024
+    public static let sessionCookie = "intercom_session"
+
+    public init(database: SiteDatabase) {
+        self.database = database
+    }
+
+    private static func now() -> Double { Date().timeIntervalSince1970 }
+
+    // MARK: Wire types of the API
+
+    public struct Health: Codable, Sendable { public var status: String; public var software: String }
+    public struct Login: Codable, Sendable { public var name: String; public var password: String }
+    public struct SessionInfo: Codable, Sendable, Equatable {
+        public var name: String
+        public var role: Role?
+        public var scopes: [TokenScope]?
+        /// Sent back in `X-CSRF-Token` with every change made under the session cookie.
+        public var csrfToken: String?
+    }
+    public struct NewToken: Codable, Sendable { public var name: String; public var scopes: [TokenScope] }
+    public struct CreatedToken: Codable, Sendable { public var token: APIToken; public var secret: String }
+    public struct NewAccount: Codable, Sendable { public var name: String; public var role: Role; public var password: String }
+    public struct List<T: Codable & Sendable>: Codable, Sendable { public var items: [T] }
+
+    // MARK: Routes
+
+    public func router() -> Router<SiteContext> {
+        let router = Router(context: SiteContext.self)
+        router.add(middleware: Authenticator(server: self))
+        let api = router.group("api/v1")
+        api.get("health") { _, _ in try Self.json(Health(status: "ok", software: Software.version)) }
+        api.post("session") { request, context in try await self.login(request, context) }
+        api.get("session") { _, context in
+            switch try Self.who(context) {
+            case .person(let a, _, let csrf): try Self.json(SessionInfo(name: a.name, role: a.role, csrfToken: csrf))
+            case .software(let t): try Self.json(SessionInfo(name: t.name, scopes: t.scopes))
+            }
+        }
+        api.delete("session") { _, context in
+            guard case .person(_, let id, _) = try Self.who(context) else { throw Problem.forbidden("a token has no session") }
+            _ = self.sessions.withLock { $0.removeValue(forKey: id) }
+            var response = Response(status: .noContent)
+            response.setCookie(.init(name: Self.sessionCookie, value: "", maxAge: 0, path: "/", secure: true, httpOnly: true, sameSite: .strict))
+            return response
+        }
+        api.get("accounts") { _, context in
+            try self.require(context, .manager)
+            return try Self.json(List(items: try self.database.accounts()))
+        }
+        api.post("accounts") { request, context in
+            let who = try self.require(context, .manager)
+            let new = try await Self.decode(NewAccount.self, request)
+            do {
+                return try Self.json(try self.database.addAccount(name: new.name, role: new.role, password: new.password, by: who.actor, now: Self.now()),
+                                     status: .created)
+            } catch let error as SiteServiceError { throw Problem(error) }
+        }
+        api.get("tokens") { _, context in
+            try self.require(context, .manager)
+            return try Self.json(List(items: try self.database.tokens()))
+        }
+        api.post("tokens") { request, context in
+            let who = try self.require(context, .manager)
+            let new = try await Self.decode(NewToken.self, request)
+            do {
+                let made = try self.database.createToken(name: new.name, scopes: new.scopes, by: who.actor, now: Self.now())
+                return try Self.json(CreatedToken(token: made.token, secret: made.secret), status: .created)
+            } catch let error as SiteServiceError { throw Problem(error) }
+        }
+        api.delete("tokens/:id") { _, context in
+            let who = try self.require(context, .manager)
+            guard let id = context.parameters.get("id").flatMap(Int64.init) else { throw Problem.badInput("id", "\"id\" must be a token's number") }
+            guard try self.database.revokeToken(id: id, by: who.actor, now: Self.now()) else { throw Problem.notFound("no live token \(id)") }
+            return Response(status: .noContent)
+        }
+        api.get("audit") { request, context in
+            try self.require(context, .manager, .technician)
+            let limit = request.uri.queryParameters.get("limit").map { Int($0) } ?? 100
+            guard let limit, (1...10_000).contains(limit) else { throw Problem.badInput("limit", "\"limit\" must be an integer, 1...10000") }
+            return try Self.json(List(items: try self.database.auditLog(limit: limit)))
+        }
+        return router
+    }
+
+    private func login(_ request: Request, _ context: SiteContext) async throws -> Response {
+        let now = Self.now()
+        let peer = context.peer
+        guard limiter.withLock({ $0.mayTry(peer, now: now) }) else {
+            try database.audit(actor: "?", action: "login.limited", detail: peer, now: now)
+            throw Problem.tooManyLogins
+        }
+        let login = try await Self.decode(Login.self, request)
+        guard let account = try database.login(name: login.name, password: login.password) else {
+            limiter.withLock { $0.failed(peer, now: now) }
+            try database.audit(actor: login.name.prefix(64).description, action: "login.refused", detail: peer, now: now)
+            throw Problem(.unauthorized, "wrong-login", "Wrong name or password", detail: "the name or the password is wrong")
+        }
+        limiter.withLock { $0.succeeded(peer) }
+        let id = Self.randomToken(), csrf = Self.randomToken()
+        sessions.withLock { s in
+            s = s.filter { $0.value.expires > now }
+            s[id] = (account, csrf, now + Self.sessionLifetime)
+        }
+        try database.audit(actor: account.name, action: "login", detail: peer, now: now)
+        var response = try Self.json(SessionInfo(name: account.name, role: account.role, csrfToken: csrf))
+        response.setCookie(.init(name: Self.sessionCookie, value: id, maxAge: Int(Self.sessionLifetime), path: "/", secure: true,
+                                 httpOnly: true, sameSite: .strict))
+        return response
+    }
+
+    /// The session a cookie names, if live.
+    func session(_ id: String, now: Double) -> Identity? {
+        sessions.withLock { s in
+            guard let found = s[id], found.expires > now else { return nil }
+            return .person(found.account, session: id, csrf: found.csrf)
+        }
+    }
+
+    /// Refused requests, by reason, since start (the audit log has each).
+    public var refusedLogins: Int { limiter.withLock { $0.refused } }
+
+    // MARK: Helpers
+
+    private static func who(_ context: SiteContext) throws -> Identity {
+        guard let identity = context.identity else { throw Problem.unauthenticated }
+        return identity
+    }
+
+    /// A person with one of `roles`; a token never (the page's functions are people's). The
+    /// refusal is written to the audit log.
+    @discardableResult
+    private func require(_ context: SiteContext, _ roles: Role...) throws -> Identity {
+        let identity = try Self.who(context)
+        guard case .person(let account, _, _) = identity, roles.contains(account.role) else {
+            try? database.audit(actor: identity.actor, action: "refused", detail: context.endpointPath ?? "?", now: Self.now())
+            throw Problem.forbidden("\(identity.actor) may not do this (needs \(roles.map(\.rawValue).joined(separator: " or ")))")
+        }
+        return identity
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T {
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: maxBody)
+        } catch {
+            throw Problem(.contentTooLarge, "too-large", "The request is too large", detail: "at most \(maxBody) bytes")
+        }
+        do {
+            return try Wire.decode(T.self, from: body.readableBytesView)
+        } catch {
+            throw Problem.badInput(Self.field(of: error), Wire.describe(error))
+        }
+    }
+
+    /// The member a decoding error is about.
+    private static func field(of error: any Error) -> String? {
+        let path: [any CodingKey]
+        switch error {
+        case DecodingError.keyNotFound(let key, let c): path = c.codingPath + [key]
+        case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c), DecodingError.dataCorrupted(let c): path = c.codingPath
+        default: return nil
+        }
+        guard !path.isEmpty else { return nil }
+        return path.map { $0.intValue.map(String.init) ?? Self.snakeCase($0.stringValue) }.joined(separator: ".")
+    }
+
+    private static func snakeCase(_ key: String) -> String {
+        key.unicodeScalars.reduce(into: "") { out, c in
+            if CharacterSet.uppercaseLetters.contains(c) { out += "_" + String(c).lowercased() } else { out.unicodeScalars.append(c) }
+        }
+    }
+
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(bytes: try Wire.encode(value))))
+    }
+
+    static func randomToken() -> String {
+        SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+}
+
+/// Finds who is asking (session cookie or bearer token) and, under a cookie, refuses a change
+/// without the session's cross-site token: another site's page cannot make the browser change
+/// anything here.
+struct Authenticator: RouterMiddleware {
+    let server: SiteServer
+
+    func handle(_ request: Request, context: SiteContext, next: (Request, SiteContext) async throws -> Response) async throws -> Response {
+        var context = context
+        let now = Date().timeIntervalSince1970
+        if let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer ") {
+            guard let token = try server.database.token(secret: String(authorization.dropFirst("Bearer ".count))) else {
+                try? server.database.audit(actor: "?", action: "token.refused", detail: context.peer, now: now)
+                throw Problem.unauthenticated
+            }
+            context.identity = .software(token)
+        } else if let id = request.cookies[SiteServer.sessionCookie]?.value, let identity = server.session(id, now: now) {
+            if request.method != .get, request.method != .head, case .person(_, _, let csrf) = identity {
+                guard request.headers[HTTPField.Name("X-CSRF-Token")!] == csrf else {
+                    try? server.database.audit(actor: identity.actor, action: "csrf.refused", detail: request.uri.path, now: now)
+                    throw Problem.forbidden("a change needs the session's X-CSRF-Token header")
+                }
+            }
+            context.identity = identity
+        }
+        return try await next(request, context)
+    }
+}
+
+/// Runs the service until SIGTERM or SIGINT.
+public enum SiteService {
+    /// `onListening` gets the port bound (the settings may ask for 0: any).
+    public static func run(database: SiteDatabase, certificate: SiteCertificate, host: String, port: Int,
+                           onListening: @escaping @Sendable (Int) -> Void) async throws {
+        let server = SiteServer(database: database)
+        var logger = Logger(label: "intercom-site")
+        logger.logLevel = .notice
+        let app = Application(
+            router: server.router(),
+            server: try .tls(.http1(), tlsConfiguration: try certificate.serverConfiguration()),
+            configuration: .init(address: .hostname(host, port: port), serverName: nil),
+            onServerRunning: { channel in onListening(channel.localAddress?.port ?? port) },
+            logger: logger)
+        try await app.runService()
+    }
+}
