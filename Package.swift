@@ -109,7 +109,7 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "_CryptoExtras", package: "swift-crypto"),
-        ]),
+        ], resources: [.embedInCode("Resources/openapi.yaml")]),
         // The daemon's configuration: TOML in, checked settings out (nothing that runs).
         .target(name: "IntercomConfig", dependencies: [
             "Calls", "Control", "Keys", "Lights", "Posix", "SiteSecurity",

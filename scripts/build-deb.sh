@@ -42,14 +42,16 @@ rm -rf "$STAGE"
 install -d "$STAGE/DEBIAN" "$STAGE/usr/bin" "$STAGE/lib/systemd/system" "$STAGE/etc/intercomd" \
     "$STAGE/usr/lib/sysusers.d" "$STAGE/usr/lib/udev/rules.d" "$STAGE/usr/share/doc/$NAME"
 install -m 0755 -s "$BIN/intercomd" "$BIN/intercomctl" "$BIN/intercom-site" "$STAGE/usr/bin/"
-install -m 0644 systemd/intercomd.service "$STAGE/lib/systemd/system/"
+install -m 0644 systemd/intercomd.service systemd/intercom-site.service "$STAGE/lib/systemd/system/"
 install -m 0644 systemd/60-intercomd.rules "$STAGE/usr/lib/udev/rules.d/"
 # The configuration holds the room directory and (later) names the site key: not world-readable.
 install -m 0640 config/intercomd.example.toml "$STAGE/etc/intercomd/intercomd.toml"
-install -m 0644 README.md docs/architecture.md docs/calls.md docs/site.md "$STAGE/usr/share/doc/$NAME/"
+install -m 0644 README.md docs/architecture.md docs/calls.md docs/site.md docs/site-service.md "$STAGE/usr/share/doc/$NAME/"
 cat >"$STAGE/usr/lib/sysusers.d/$NAME.conf" <<'EOF'
 # The service user: owns the control socket, the call history and do-not-disturb.
 u intercomd - "intercomd room intercom terminal" /var/lib/intercomd
+# The site service's user: owns the site folder (database, certificate authority), nothing else.
+u intercom-site - "intercom site service" /var/lib/intercom-site
 EOF
 
 # Dependencies: the package of every shared library the binaries load.
@@ -76,7 +78,8 @@ Description: room intercom terminal daemon
  Real-time audio daemon for wall-mounted intercom terminals: ALSA capture,
  acoustic echo cancellation (speexdsp), Opus over RTP, an adaptive jitter
  buffer and ALSA playback; calls between rooms, do-not-disturb, call history,
- a control socket (intercomctl) and loopback measurements for technicians.
+ a control socket (intercomctl) and loopback measurements for technicians;
+ intercom-site, the administrator's tool and the site service (page and API).
 EOF
 echo "/etc/intercomd/intercomd.toml" >"$STAGE/DEBIAN/conffiles"
 
@@ -100,6 +103,7 @@ cat >"$STAGE/DEBIAN/prerm" <<'EOF'
 set -e
 if [ -d /run/systemd/system ] && [ "$1" = remove ]; then
     systemctl disable --now intercomd.service >/dev/null || true
+    systemctl disable --now intercom-site.service >/dev/null || true
 fi
 EOF
 cat >"$STAGE/DEBIAN/postrm" <<'EOF'

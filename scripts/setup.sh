@@ -59,3 +59,16 @@ if [[ ! -x $VENV/bin/python || $(cat "$VENV/.installed" 2>/dev/null) != "$stamp"
     "$VENV/bin/python" -c "import pystoi, pesq" || { echo "setup: the quality measures do not import" >&2; exit 1; }
     echo "$stamp" >"$VENV/.installed"
 fi
+
+# The API check (schemathesis against the site service's OpenAPI document), in a venv of its own:
+# its dependencies and the quality measures' need not agree.
+API_VENV=.venv-api
+API_REQUIREMENTS=scripts/api-requirements.txt
+api_stamp=$(sha256sum "$API_REQUIREMENTS" | cut -c1-16)
+if [[ ! -x $API_VENV/bin/st || $(cat "$API_VENV/.installed" 2>/dev/null) != "$api_stamp" ]]; then
+    echo "setup: installing the API check into $API_VENV (schemathesis)" >&2
+    [[ -x $API_VENV/bin/python ]] || /usr/bin/python3 -m venv "$API_VENV"
+    "$API_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-input -r "$API_REQUIREMENTS" >/dev/null
+    "$API_VENV/bin/st" --version >/dev/null || { echo "setup: schemathesis does not run" >&2; exit 1; }
+    echo "$api_stamp" >"$API_VENV/.installed"
+fi

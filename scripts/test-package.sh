@@ -34,7 +34,7 @@ trap 'dpkg --purge intercomd >/dev/null 2>&1 || true' EXIT
 check "dpkg installs it" dpkg -i "$DEB"
 
 check "binaries installed" test -x /usr/bin/intercomd -a -x /usr/bin/intercomctl -a -x /usr/bin/intercom-site
-check "unit installed" test -f /lib/systemd/system/intercomd.service
+check "units installed" test -f /lib/systemd/system/intercomd.service -a -f /lib/systemd/system/intercom-site.service
 check "udev rules for the status lights installed" test -f /usr/lib/udev/rules.d/60-intercomd.rules
 check "configuration is a conffile" grep -qx /etc/intercomd/intercomd.toml /var/lib/dpkg/info/intercomd.conffiles
 check "configuration readable by the service only (root:intercomd 0640)" \
@@ -45,7 +45,14 @@ check "the shipped configuration is valid, read as the service user" \
     setpriv --reuid=intercomd --regid=intercomd --clear-groups /usr/bin/intercomd --check-config --config /etc/intercomd/intercomd.toml
 check "intercomctl runs" sh -c '/usr/bin/intercomctl --help | grep -q loopback'
 check "intercom-site runs" sh -c '/usr/bin/intercom-site --help | grep -q convert'
-check "systemd-analyze verify passes on the installed unit" systemd-analyze verify /lib/systemd/system/intercomd.service
+check "systemd-analyze verify passes on the installed units" \
+    systemd-analyze verify /lib/systemd/system/intercomd.service /lib/systemd/system/intercom-site.service
+check "system user intercom-site exists, no login" sh -c 'getent passwd intercom-site | grep -q ":/usr/sbin/nologin$\|:/bin/false$\|:/sbin/nologin$"'
+check "intercom-site serves" sh -c '/usr/bin/intercom-site serve --help | grep -q HTTPS'
+site_score=$(systemd-analyze security --offline=true /lib/systemd/system/intercom-site.service 2>/dev/null |
+    sed -n 's/.*Overall exposure level for intercom-site.service: \([0-9.]*\).*/\1/p')
+echo "package: the site service's exposure score $site_score (goal $GOAL)"
+check "the site service's exposure score $site_score is at most $GOAL" awk -v s="$site_score" -v g="$GOAL" 'BEGIN { exit !(s != "" && s <= g) }'
 
 score=$(systemd-analyze security --offline=true /lib/systemd/system/intercomd.service 2>/dev/null |
     sed -n 's/.*Overall exposure level for intercomd.service: \([0-9.]*\).*/\1/p')
@@ -54,7 +61,7 @@ check "exposure score $score is at most $GOAL" awk -v s="$score" -v g="$GOAL" 'B
 
 check "dpkg purges it" dpkg --purge intercomd
 check "purge removes binaries, unit and configuration" \
-    sh -c '! test -e /usr/bin/intercomd && ! test -e /lib/systemd/system/intercomd.service && ! test -e /etc/intercomd/intercomd.toml'
+    sh -c '! test -e /usr/bin/intercomd && ! test -e /lib/systemd/system/intercomd.service && ! test -e /lib/systemd/system/intercom-site.service && ! test -e /etc/intercomd/intercomd.toml'
 trap - EXIT
 if ((fail)); then
     echo "package: FAILED" >&2

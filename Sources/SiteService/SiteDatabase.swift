@@ -103,7 +103,8 @@ public final class SiteDatabase: Sendable {
     @discardableResult
     public func addAccount(name: String, role: Role, password: String, by actor: String, now: Double) throws -> Account {
         guard AccountName.isValid(name) else { throw SiteServiceError.invalid("name", "1-64 letters, digits, '.', '-' or '_'") }
-        guard password.count >= PasswordHash.minimumLength else {
+        // Counted in code points, as JSON Schema's minLength counts.
+        guard password.unicodeScalars.count >= PasswordHash.minimumLength else {
             throw SiteServiceError.invalid("password", "at least \(PasswordHash.minimumLength) characters")
         }
         let hash = try PasswordHash.make(password)
@@ -147,7 +148,7 @@ public final class SiteDatabase: Sendable {
 
     /// Makes a token; the returned secret is shown once and kept only as its hash.
     public func createToken(name: String, scopes: [TokenScope], by actor: String, now: Double) throws -> (token: APIToken, secret: String) {
-        guard !name.isEmpty, name.count <= 64 else { throw SiteServiceError.invalid("name", "1-64 characters") }
+        guard (1...64).contains(name.unicodeScalars.count) else { throw SiteServiceError.invalid("name", "1-64 characters") }
         guard !scopes.isEmpty else { throw SiteServiceError.invalid("scopes", "at least one of \(TokenScope.allCases.map(\.rawValue).joined(separator: ", "))") }
         let secret = "ict_" + SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
@@ -215,8 +216,10 @@ public final class SiteDatabase: Sendable {
 /// Account names: what a person types at the login, and what the audit log shows.
 public enum AccountName {
     public static func isValid(_ name: String) -> Bool {
-        (1...64).contains(name.utf8.count)
-            && name.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || ".-_".unicodeScalars.contains($0) }
+        // ASCII only: what every keyboard types and the audit log shows unambiguously.
+        (1...64).contains(name.utf8.count) && name.utf8.allSatisfy { c in
+            (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 46 || c == 45 || c == 95
+        }
     }
 }
 

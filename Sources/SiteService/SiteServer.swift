@@ -46,9 +46,14 @@ public final class SiteServer: Sendable {
 
     public func router() -> Router<SiteContext> {
         let router = Router(context: SiteContext.self)
+        router.add(middleware: ProblemMiddleware())
         router.add(middleware: Authenticator(server: self))
         let api = router.group("api/v1")
         api.get("health") { _, _ in try Self.json(Health(status: "ok", software: Software.version)) }
+        // The document is kept in the repository (Sources/SiteService/Resources) and built in.
+        api.get("openapi.yaml") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: .init(bytes: PackageResources.openapi_yaml)))
+        }
         api.post("session") { request, context in try await self.login(request, context) }
         api.get("session") { _, context in
             switch try Self.who(context) {
@@ -197,6 +202,20 @@ public final class SiteServer: Sendable {
     static func randomToken() -> String {
         SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+}
+
+/// Every refusal is a problem document, the router's own too (no such path, no such method).
+struct ProblemMiddleware: RouterMiddleware {
+    func handle(_ request: Request, context: SiteContext, next: (Request, SiteContext) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let problem as Problem {
+            throw problem
+        } catch let error as HTTPError {
+            throw Problem(error.status, "http-\(error.status.code)", error.status.reasonPhrase,
+                          detail: error.body ?? "\(request.method) \(request.uri.path): \(error.status.reasonPhrase.lowercased())")
+        }
     }
 }
 

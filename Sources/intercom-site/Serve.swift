@@ -44,7 +44,7 @@ struct Serve: AsyncParsableCommand {
         let listening = folder.folder + "/listening.json"
         try await SiteService.run(database: database, certificate: certificate, host: self.host, port: port) { port in
             let text = "{\"port\":\(port)}\n"
-            FileManager.default.createFile(atPath: listening + ".tmp", contents: Data(text.utf8))
+            _ = FileManager.default.createFile(atPath: listening + ".tmp", contents: Data(text.utf8))
             _ = rename(listening + ".tmp", listening)
             FileHandle.standardError.write(Data("intercom-site: serving https://\(names[0]):\(port)/ (authority: \(certificate.caPath))\n".utf8))
         }

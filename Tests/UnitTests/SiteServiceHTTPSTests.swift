@@ -1,7 +1,9 @@
 import Calls
 import Foundation
+import FoundationXML
 import Glibc
 @testable import SiteService
+import TestSupport
 import XCTest
 
 /// The site service through its real path: `intercom-site serve` (the built program) over TLS
@@ -42,6 +44,8 @@ final class SiteServiceHTTPSTests: XCTestCase {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: arguments[0].hasPrefix("/") ? arguments[0] : "/usr/bin/env")
         p.arguments = arguments[0].hasPrefix("/") ? Array(arguments.dropFirst()) : arguments
+        // In the test's folder: schemathesis keeps a cache in its working directory.
+        p.currentDirectoryURL = URL(fileURLWithPath: dir)
         let out = Pipe(), err = Pipe(), inp = Pipe()
         p.standardOutput = out
         p.standardError = err
@@ -86,6 +90,45 @@ final class SiteServiceHTTPSTests: XCTestCase {
             usleep(50_000)
         }
         throw NSError(domain: "serve", code: 1, userInfo: [NSLocalizedDescriptionKey: "intercom-site serve did not start"])
+    }
+
+    /// Schemathesis (PyPI, in .venv-api) generates requests from the OpenAPI document the service
+    /// serves, good and bad, logged in as a manager: no reply is a server error, and every reply's
+    /// status, content type and body are the document's. Read from its JUnit report.
+    func testSchemathesisFindsNoServerErrorAndNoReplyOutsideTheDocument() throws {
+        let st = Repo.root + "/.venv-api/bin/st"
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: st), "scripts/setup.sh installs schemathesis into .venv-api")
+        XCTAssertEqual(try run([Self.binary, "account", "add", "anna", "--role", "manager", "--dir", dir], input: "Empfang-2026!\n").status, 0)
+        try startServer()
+        let served = try request("GET", "/api/v1/openapi.yaml")
+        XCTAssertEqual(served.status, 200)
+        let kept = try Data(contentsOf: URL(fileURLWithPath: Repo.root + "/Sources/SiteService/Resources/openapi.yaml"))
+        XCTAssertEqual(served.body, kept, "the document served is the one in the repository")
+        let unknown = try request("GET", "/api/v1/nothing-here")
+        XCTAssertEqual(unknown.status, 404)
+        XCTAssertEqual(unknown.problem?.status, 404, "the router's own refusals are problem documents too")
+
+        let jar = "\(dir)/anna.cookies"
+        let login = try request("POST", "/api/v1/session", json: #"{"name":"anna","password":"Empfang-2026!"}"#, cookies: jar)
+        let csrf = try XCTUnwrap(try login.decode(SiteServer.SessionInfo.self).csrfToken)
+        let cookie = try XCTUnwrap(try String(contentsOfFile: jar, encoding: .utf8).split(separator: "\n")
+            .first { $0.contains(SiteServer.sessionCookie) }?.split(separator: "\t").last)
+        let report = "\(dir)/schemathesis.xml"
+        let base = "https://127.0.0.1:\(port)/api/v1"
+        let result = try run([st, "run", "\(base)/openapi.yaml", "--url", base, "--tls-verify", "\(dir)/service/tls/ca.pem",
+                              "-H", "Cookie: \(SiteServer.sessionCookie)=\(cookie)", "-H", "X-CSRF-Token: \(csrf)",
+                              "--exclude-operation-id", "logout",
+                              "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
+                              "--max-examples", "30", "--seed", "54", "--no-color",
+                              "--report", "junit", "--report-junit-path", report])
+        print(result.out.split(separator: "\n").suffix(25).joined(separator: "\n"))
+        XCTAssertEqual(result.status, 0, "schemathesis found failures:\n\(result.out.suffix(4000))\(result.err.suffix(2000))")
+        let xml = try XMLDocument(contentsOf: URL(fileURLWithPath: report))
+        let cases = try xml.nodes(forXPath: "//testcase")
+        let failed = try xml.nodes(forXPath: "//testcase[failure or error]")
+        print("schemathesis: \(cases.count) operations tested, \(failed.count) with failures")
+        XCTAssertGreaterThanOrEqual(cases.count, 9, "every operation but logout was tested")
+        XCTAssertEqual(failed.count, 0)
     }
 
     func testLoginRolesTokensAndRefusalsOverTLS() throws {
