@@ -93,14 +93,17 @@ let package = Package(
         // The site as one document: which one a terminal holds and whether an offered one replaces
         // it, and how it spreads between terminals (no I/O).
         .target(name: "Site", dependencies: ["SiteSecurity", "Calls", "Posix"]),
+        // The administrator's side of a site: its folder (key, document, signed versions), signing,
+        // handing a version to terminals, and what a change would change where (no HTTP).
+        .target(name: "SiteAdmin", dependencies: ["IntercomConfig", "Site", "SiteSecurity", "Posix"]),
         // The administrator's tool: create a site, convert terminal files, check and sign documents.
         .executableTarget(name: "intercom-site", dependencies: [
-            "IntercomConfig", "Site", "SiteSecurity", "SiteService", "Posix", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "IntercomConfig", "Site", "SiteAdmin", "SiteSecurity", "SiteService", "Posix", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // The site service: the practice manager's page and the practice software's API over HTTPS,
         // accounts, tokens and the audit log in one SQLite file (docs/site-service.md). Never in intercomd.
         .target(name: "SiteService", dependencies: [
-            "Calls", "Control", "Posix",
+            "Calls", "Control", "IntercomConfig", "Posix", "SiteAdmin", "SiteSecurity",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdTLS", package: "hummingbird"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -147,13 +150,13 @@ let package = Package(
             "RigKit", "Calls", "Control", "IntercomConfig", "Keys", "Posix", "SignalTools",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
-        .target(name: "TestSupport", dependencies: ["RigKit", "SignalTools", "CAllocCounter", "Control", "IntercomConfig"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["RigKit", "SignalTools", "CAllocCounter", "Calls", "Control", "IntercomConfig"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "Keys", "Lights", "Speech", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "IntercomConfig", "TestSupport", "SiteSecurity", "Site", "Posix", "SpeexDSP", "SiteService",
+            "Calls", "Keys", "Lights", "Speech", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "IntercomConfig", "TestSupport", "SiteSecurity", "Site", "Posix", "SpeexDSP", "SiteService", "SiteAdmin",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "IntercomConfig", "TestSupport", "CAllocCounter",
-            "Jitter", "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Site", "Posix",
+            "Jitter", "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Site", "SiteAdmin", "SiteService", "Posix",
         ]),
     ]
 )

@@ -10,6 +10,15 @@ public struct ProblemDocument: Codable, Sendable, Equatable {
     public var status: Int
     public var detail: String
     public var field: String?
+    /// For a document with problems: each, with the key it is about.
+    public var errors: [ProblemItem]?
+}
+
+/// One problem of a document sent (a site document's key and what is wrong with it).
+public struct ProblemItem: Codable, Sendable, Equatable {
+    public var key: String
+    public var problem: String
+    public var line: Int?
 }
 
 /// A refusal of the service: thrown by a handler, answered as `application/problem+json`.
@@ -17,10 +26,11 @@ public struct Problem: Error, HTTPResponseError, Sendable, Equatable {
     public let status: HTTPResponse.Status
     public let document: ProblemDocument
 
-    public init(_ status: HTTPResponse.Status, _ slug: String, _ title: String, detail: String, field: String? = nil) {
+    public init(_ status: HTTPResponse.Status, _ slug: String, _ title: String, detail: String, field: String? = nil,
+                errors: [ProblemItem]? = nil) {
         self.status = status
         document = ProblemDocument(type: "https://intercom.invalid/problems/\(slug)", title: title, status: status.code,
-                                   detail: detail, field: field)
+                                   detail: detail, field: field, errors: errors)
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {

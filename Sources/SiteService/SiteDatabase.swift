@@ -37,6 +37,15 @@ public enum TokenScope: String, Sendable, Codable, CaseIterable {
     case read
 }
 
+/// A version of the site document: who made it, when and how (`site.change`, `site.edit`,
+/// `site.restore`, or `site.found` for one signed before the service knew it).
+public struct SiteVersion: Sendable, Equatable, Codable {
+    public var version: UInt64
+    public var at: Double
+    public var actor: String
+    public var action: String
+}
+
 /// One line of the audit log: who did what, when.
 public struct AuditEntry: Sendable, Equatable, Codable {
     public var id: Int64
@@ -95,7 +104,43 @@ public final class SiteDatabase: Sendable {
                 t.column("detail", .text).notNull()
             }
         }
+        m.registerMigration("v2") { db in
+            // Each version of the site document the service signed (or found signed), for undo.
+            try db.create(table: "siteVersion") { t in
+                t.primaryKey("version", .integer)
+                t.column("at", .double).notNull()
+                t.column("actor", .text).notNull()
+                t.column("action", .text).notNull()
+                t.column("text", .text).notNull()
+            }
+        }
         return m
+    }
+
+    // MARK: Site versions
+
+    /// Records a version of the site document and the audit line for it, in one transaction.
+    public func recordSiteVersion(_ version: SiteVersion, text: String, detail: String) throws {
+        try queue.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO siteVersion (version, at, actor, action, text) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [Int64(version.version), version.at, version.actor, version.action, text])
+            try Self.audit(db, actor: version.actor, action: version.action, detail: detail, now: version.at)
+        }
+    }
+
+    /// The versions known, newest first.
+    public func siteVersions(limit: Int) throws -> [SiteVersion] {
+        try queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT version, at, actor, action FROM siteVersion ORDER BY version DESC LIMIT ?", arguments: [limit]).map { row in
+                SiteVersion(version: UInt64(row["version"] as Int64), at: row["at"], actor: row["actor"], action: row["action"])
+            }
+        }
+    }
+
+    /// The document's text at `version`, if the service knows it.
+    public func siteText(version: UInt64) throws -> String? {
+        guard let v = Int64(exactly: version) else { return nil }
+        return try queue.read { db in try String.fetchOne(db, sql: "SELECT text FROM siteVersion WHERE version = ?", arguments: [v]) }
     }
 
     // MARK: Accounts

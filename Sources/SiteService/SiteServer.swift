@@ -5,6 +5,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTLS
 import Logging
+import SiteAdmin
 import NIOCore
 import Synchronization
 
@@ -12,6 +13,7 @@ import Synchronization
 /// handler taking and giving one Codable type through `Wire`; refusals are `Problem`s.
 public final class SiteServer: Sendable {
     public let database: SiteDatabase
+    public let editor: SiteEditor
     private let sessions = Mutex<[String: (account: Account, csrf: String, expires: Double)]>([:])
     private let limiter = Mutex(LoginLimiter())
     /// A session lasts this long after login (seconds): a working day.
@@ -20,8 +22,9 @@ public final class SiteServer: Sendable {
     public static let maxBody = 64 * 1024
     public static let sessionCookie = "intercom_session"
 
-    public init(database: SiteDatabase) {
+    public init(database: SiteDatabase, editor: SiteEditor) {
         self.database = database
+        self.editor = editor
     }
 
     private static func now() -> Double { Date().timeIntervalSince1970 }
@@ -100,11 +103,51 @@ public final class SiteServer: Sendable {
         }
         api.get("audit") { request, context in
             try self.require(context, .manager, .technician)
-            let limit = request.uri.queryParameters.get("limit").map { Int($0) } ?? 100
-            guard let limit, (1...10_000).contains(limit) else { throw Problem.badInput("limit", "\"limit\" must be an integer, 1...10000") }
-            return try Self.json(List(items: try self.database.auditLog(limit: limit)))
+            return try Self.json(List(items: try self.database.auditLog(limit: try Self.limit(request))))
+        }
+        api.get("site") { _, context in
+            try self.require(context, .manager, .technician, scope: .read)
+            return try Self.json(try await self.editor.view())
+        }
+        api.put("site") { request, context in
+            let who = try self.require(context, .manager)
+            let body = try await Self.decode(SiteEditor.NewText.self, request)
+            return try Self.json(try await self.editor.change(base: body.version, text: body.text, dryRun: try Self.dryRun(request),
+                                                              actor: who.actor, action: "site.change"))
+        }
+        api.patch("site") { request, context in
+            let who = try self.require(context, .manager)
+            let body = try await Self.decode(SiteEditor.Edits.self, request)
+            return try Self.json(try await self.editor.edit(base: body.version, edits: body.edits, dryRun: try Self.dryRun(request), actor: who.actor))
+        }
+        api.get("site/versions") { request, context in
+            try self.require(context, .manager, .technician)
+            return try Self.json(List(items: try await self.editor.versions(limit: try Self.limit(request))))
+        }
+        api.post("site/versions/:version/restore") { request, context in
+            let who = try self.require(context, .manager)
+            guard let version = context.parameters.get("version").flatMap(UInt64.init) else {
+                throw Problem.badInput("version", "\"version\" must be a version number")
+            }
+            return try Self.json(try await self.editor.restore(version: version, dryRun: try Self.dryRun(request), actor: who.actor))
         }
         return router
+    }
+
+    /// `?dry_run=true`: plan and check only.
+    private static func dryRun(_ request: Request) throws -> Bool {
+        switch request.uri.queryParameters.get("dry_run") {
+        case nil, "false": false
+        case "true": true
+        default: throw Problem.badInput("dry_run", "\"dry_run\" must be true or false")
+        }
+    }
+
+    /// `?limit=N`, 1...10000, 100 when absent.
+    private static func limit(_ request: Request) throws -> Int {
+        let limit = request.uri.queryParameters.get("limit").map { Int($0) } ?? 100
+        guard let limit, (1...10_000).contains(limit) else { throw Problem.badInput("limit", "\"limit\" must be an integer, 1...10000") }
+        return limit
     }
 
     private func login(_ request: Request, _ context: SiteContext) async throws -> Response {
@@ -151,14 +194,19 @@ public final class SiteServer: Sendable {
         return identity
     }
 
-    /// A person with one of `roles`; a token never (the page's functions are people's). The
-    /// refusal is written to the audit log.
+    /// A person with one of `roles`, or a token with `scope` (never without one: the page's
+    /// functions are people's). The refusal is written to the audit log.
     @discardableResult
-    private func require(_ context: SiteContext, _ roles: Role...) throws -> Identity {
+    private func require(_ context: SiteContext, _ roles: Role..., scope: TokenScope? = nil) throws -> Identity {
         let identity = try Self.who(context)
-        guard case .person(let account, _, _) = identity, roles.contains(account.role) else {
+        let allowed = switch identity {
+        case .person(let account, _, _): roles.contains(account.role)
+        case .software(let token): scope.map(token.scopes.contains) ?? false
+        }
+        guard allowed else {
             try? database.audit(actor: identity.actor, action: "refused", detail: context.endpointPath ?? "?", now: Self.now())
-            throw Problem.forbidden("\(identity.actor) may not do this (needs \(roles.map(\.rawValue).joined(separator: " or ")))")
+            let needs = roles.map(\.rawValue) + (scope.map { ["a token with scope \($0.rawValue)"] } ?? [])
+            throw Problem.forbidden("\(identity.actor) may not do this (needs \(needs.joined(separator: " or ")))")
         }
         return identity
     }
@@ -250,9 +298,9 @@ struct Authenticator: RouterMiddleware {
 /// Runs the service until SIGTERM or SIGINT.
 public enum SiteService {
     /// `onListening` gets the port bound (the settings may ask for 0: any).
-    public static func run(database: SiteDatabase, certificate: SiteCertificate, host: String, port: Int,
+    public static func run(database: SiteDatabase, site: SiteFiles, certificate: SiteCertificate, host: String, port: Int,
                            onListening: @escaping @Sendable (Int) -> Void) async throws {
-        let server = SiteServer(database: database)
+        let server = SiteServer(database: database, editor: SiteEditor(files: site, database: database))
         var logger = Logger(label: "intercom-site")
         logger.logLevel = .notice
         let app = Application(

@@ -3,6 +3,7 @@ import IntercomConfig
 import Foundation
 import Posix
 import Site
+import SiteAdmin
 import SiteSecurity
 
 // The administrator's tool: creates a site (its signing key and a first document), converts the
@@ -40,34 +41,30 @@ struct SiteFolder: ParsableArguments {
     @Option(name: .long, help: "The site folder.")
     var dir: String = "."
 
-    var key: String { dir + "/administrator.key" }
-    var publicKey: String { dir + "/administrator.pub" }
-    var document: String { dir + "/site.toml" }
-    var signed: String { dir + "/site.json" }
-    var enrolment: String { dir + "/enrolment.toml" }
-    var handovers: String { dir + "/handovers.json" }
+    var files: SiteFiles { SiteFiles(dir: dir) }
+    var key: String { files.key }
+    var publicKey: String { files.publicKey }
+    var document: String { files.document }
+    var signed: String { files.signed }
+    var enrolment: String { files.enrolment }
+    var handovers: String { files.handovers }
 
     /// The administrator's key handovers so far (none before the first `rekey`).
-    func handoverChain() -> [KeyHandover] {
-        guard FileManager.default.fileExists(atPath: handovers) else { return [] }
-        guard let chain = try? JSONDecoder().decode([KeyHandover].self, from: Data(readText(handovers).utf8)) else {
-            fail(["\(handovers): not a list of key handovers"])
-        }
-        return chain
-    }
+    func handoverChain() -> [KeyHandover] { orFail { () throws(SiteFolderError) in try files.handoverChain() } }
 
     /// What is signed: site.toml, then enrolment.toml when there is one.
-    func documentText() -> String {
-        let text = readText(document)
-        guard FileManager.default.fileExists(atPath: enrolment) else { return text }
-        return text + "\n" + readText(enrolment)
-    }
+    func documentText() -> String { orFail { () throws(SiteFolderError) in try files.documentText() } }
 }
 
 /// Prints `lines` to stderr and exits 1.
 func fail(_ lines: [String]) -> Never {
     for line in lines { FileHandle.standardError.write(Data((line + "\n").utf8)) }
     Foundation.exit(1)
+}
+
+/// `body`'s value, or exit 1 naming the problem.
+func orFail<T>(_ body: () throws(SiteFolderError) -> T) -> T {
+    do { return try body() } catch { fail([error.description]) }
 }
 
 /// Reads each terminal file (a whole configuration) or fails naming every problem.
@@ -82,59 +79,24 @@ func readTerminalFiles(_ paths: [String]) -> [(source: String, config: DaemonCon
 }
 
 /// The text of `path`, or exit 1 naming the problem.
-func readText(_ path: String) -> String {
-    let bytes: [UInt8]?
-    do { bytes = try WholeFile.read(path) } catch { fail(["\(path): \(error.cannotText)"]) }
-    guard let bytes else { fail(["\(path): no such file"]) }
-    return String(decoding: bytes, as: UTF8.self)
-}
+func readText(_ path: String) -> String { orFail { () throws(SiteFolderError) in try SiteFiles.text(of: path) } }
 
 /// Writes `text` to `path` atomically (mode 0644).
-func writeText(_ text: String, to path: String) throws {
-    try WholeFile.replace(path, temporary: path + ".tmp-\(getpid())", mode: 0o644, syncDirectory: true) { fd in
-        try Array(text.utf8).withUnsafeBytes { try WholeFile.write(fd, $0) }
-    }
-}
+func writeText(_ text: String, to path: String) throws { try SiteFiles.write(text, to: path) }
 
 /// Checks `site.toml` and signs it as the version after `previous` (or 1), with the key's handovers.
 func signDocument(_ folder: SiteFolder, site: String, key: AdministratorKey, previous: SignedSiteDocument?) throws -> SignedSiteDocument {
-    let text = folder.documentText()
-    do { _ = try SiteDocument.parse(text, source: folder.document) } catch { fail(["\(error)"]) }
-    let chain = folder.handoverChain()
-    if let first = chain.first {
-        // Terminals follow the chain from the site's first key: it must end at the key that signs.
-        let start = try? SiteVerifier(publicKey: [UInt8](first.from))
-        guard let start, KeyHandover.follow(chain, site: site, from: start) == key.verifier else {
-            fail(["\(folder.handovers) does not lead to \(folder.key) (\(key.verifier.fingerprint)): a re-keying was interrupted; "
-                  + "if \(folder.key).new exists, it holds the new key: move it over \(folder.key)"])
-        }
-    }
-    let version = (previous?.version ?? 0) + 1
-    let signed = SignedSiteDocument(site: site, version: version, body: Array(text.utf8), signedWith: key, handovers: chain)
-    try writeText(String(decoding: signed.encoded(), as: UTF8.self), to: folder.signed)
-    return signed
+    orFail { () throws(SiteFolderError) in try folder.files.sign(site: site, key: key, previous: previous) }
 }
 
 /// The folder's signing key and the last document it signed, or exit 1 naming what is missing.
 func keyAndLastDocument(_ folder: SiteFolder) -> (key: AdministratorKey, last: SignedSiteDocument) {
-    let key: AdministratorKey
-    do { key = try AdministratorKey(path: folder.key) } catch { fail(["\(error)"]) }
-    guard let last = readSigned(folder, verifier: key.verifier) else {
-        fail(["\(folder.signed): no signed document yet; `intercom-site create` makes the first"])
-    }
-    return (key, last)
+    orFail { () throws(SiteFolderError) in try folder.files.keyAndLastDocument() }
 }
 
 /// The signed document in the folder, verified with the folder's public key.
 func readSigned(_ folder: SiteFolder, verifier: SiteVerifier) -> SignedSiteDocument? {
-    guard let bytes = try? WholeFile.read(folder.signed) else { return nil }
-    guard let envelope = try? JSONDecoder().decode(SignedSiteDocument.self, from: Data(bytes)) else {
-        fail(["\(folder.signed): not a signed site document"])
-    }
-    switch SignedSiteDocument.open(bytes, site: envelope.site, verifier: verifier) {
-    case .success(let opened): return opened.document
-    case .failure(let reason): fail(["\(folder.signed): refused: \(reason.rawValue)"])
-    }
+    orFail { () throws(SiteFolderError) in try folder.files.readSigned(verifier: verifier) }
 }
 
 struct Create: ParsableCommand {
@@ -270,38 +232,27 @@ struct Publish: ParsableCommand {
         do { document = try SiteDocument.parse(String(decoding: signed.body, as: UTF8.self), source: folder.signed) } catch { fail(["\(error)"]) }
         var took = 0
         for t in terminalEndpoints(terminals.targets, document: document) {
-            let outcome: String
-            switch SiteTransfer.exchange(.offer(site: signed.site, document: bytes), with: t.endpoint, timeout: terminals.timeout) {
-            case .success(.adopted): outcome = "took version \(signed.version)"; took += 1
-            case .success(.alreadyHeld): outcome = "already holds version \(signed.version)"; took += 1
-            case .success(.refused(let reason)): outcome = "refused it: \(reason)"
-            case .success(.otherSite): outcome = "is not a terminal of site \(signed.site)"
-            case .success(.busy): outcome = "busy; try again"
-            case .success(let other): outcome = "answered \(other)"
-            case .failure(let error): outcome = "not reached: \(error)"
+            let outcome = PublishOutcome.offer(bytes, site: signed.site, to: t, timeout: terminals.timeout)
+            if outcome.holdsIt { took += 1 }
+            let words = switch outcome.result {
+            case .took: "took version \(signed.version)"
+            case .alreadyHeld: "already holds version \(signed.version)"
+            case .refused: "refused it: \(outcome.detail ?? "")"
+            case .unreached: "not reached: \(outcome.detail ?? "")"
+            case .otherSite, .busy: outcome.detail ?? outcome.result.rawValue
             }
-            print("\(t.name) (\(t.endpoint)): \(outcome)")
+            print("\(t.name) (\(t.endpoint)): \(words)")
         }
         if took == 0 { fail(["no terminal took version \(signed.version)"]) }
     }
 }
 
 /// The terminals to ask: those given with --to, or every room's address in the document.
-func terminalEndpoints(_ targets: [String], document: SiteDocument) -> [(name: String, endpoint: IPv4Endpoint)] {
-    var terminals: [(name: String, endpoint: IPv4Endpoint)] = []
-    if targets.isEmpty {
-        for (id, room) in document.rooms.sorted(by: { $0.key < $1.key }) {
-            guard let a = try? IPv4Endpoint.parseAddress(room.address), let port = UInt16(exactly: room.signallingPort) else {
-                fail(["rooms.\(id).address: \(room.address) is not an IPv4 address"])
-            }
-            terminals.append((id, IPv4Endpoint(address: a, port: port)))
-        }
-    } else {
-        for t in targets {
-            do throws(IPv4ParseError) { terminals.append((t, try IPv4Endpoint.parse(t))) } catch { fail(["--to \(error)"]) }
-        }
+func terminalEndpoints(_ targets: [String], document: SiteDocument) -> [TerminalAddress] {
+    guard !targets.isEmpty else { return orFail { () throws(SiteFolderError) in try TerminalAddress.all(in: document) } }
+    return targets.map { t in
+        do throws(IPv4ParseError) { return TerminalAddress(name: t, endpoint: try IPv4Endpoint.parse(t)) } catch { fail(["--to \(error)"]) }
     }
-    return terminals
 }
 
 /// The folder's site as the enrolment tools need it: its id (from the signed document), the

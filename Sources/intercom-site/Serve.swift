@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SiteAdmin
 import SiteService
 
 // The site service: the page and the API over HTTPS (docs/site-service.md), with its database
@@ -42,7 +43,7 @@ struct Serve: AsyncParsableCommand {
         let names = self.names.isEmpty ? [host, "localhost", "127.0.0.1"] : self.names
         let certificate = try SiteCertificate.prepare(directory: folder.tls, siteID: siteId, names: names)
         let listening = folder.folder + "/listening.json"
-        try await SiteService.run(database: database, certificate: certificate, host: self.host, port: port) { port in
+        try await SiteService.run(database: database, site: SiteFiles(dir: folder.dir), certificate: certificate, host: self.host, port: port) { port in
             let text = "{\"port\":\(port)}\n"
             _ = FileManager.default.createFile(atPath: listening + ".tmp", contents: Data(text.utf8))
             _ = rename(listening + ".tmp", listening)

@@ -11,86 +11,35 @@ import XCTest
 /// the client that checks it. Logins, the cross-site token, roles, API tokens, problem
 /// documents, the login limit and the audit log, each read from the typed replies.
 final class SiteServiceHTTPSTests: XCTestCase {
-    static var binary: String {
-        let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let candidate = dir.appendingPathComponent("intercom-site").path
-        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        return dir.deletingLastPathComponent().appendingPathComponent("intercom-site").path
-    }
-
-    struct Reply {
-        var status: Int
-        var body: Data
-        func decode<T: Decodable>(_ type: T.Type) throws -> T { try Wire.decode(T.self, from: body) }
-        var problem: ProblemDocument? { try? decode(ProblemDocument.self) }
-        var text: String { String(decoding: body, as: UTF8.self) }
-    }
+    static var binary: String { SiteServiceProcess.binary }
+    typealias Reply = SiteServiceProcess.Reply
 
     private var dir = ""
-    private var server: Process?
-    private var port = 0
+    private var service: SiteServiceProcess!
+    private var port: Int { service.port }
 
     override func setUpWithError() throws {
         dir = NSTemporaryDirectory() + "site-https-\(getpid())-\(UInt32.random(in: .min ... .max))"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        service = SiteServiceProcess(dir: dir)
     }
 
     override func tearDownWithError() throws {
-        if let server, server.isRunning { server.terminate(); server.waitUntilExit() }
+        service.stop()
         try? FileManager.default.removeItem(atPath: dir)
     }
 
+    /// In the test's folder: schemathesis keeps a cache in its working directory.
     private func run(_ arguments: [String], input: String? = nil) throws -> (status: Int32, out: String, err: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: arguments[0].hasPrefix("/") ? arguments[0] : "/usr/bin/env")
-        p.arguments = arguments[0].hasPrefix("/") ? Array(arguments.dropFirst()) : arguments
-        // In the test's folder: schemathesis keeps a cache in its working directory.
-        p.currentDirectoryURL = URL(fileURLWithPath: dir)
-        let out = Pipe(), err = Pipe(), inp = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        p.standardInput = inp
-        try p.run()
-        if let input { inp.fileHandleForWriting.write(Data(input.utf8)) }
-        try inp.fileHandleForWriting.close()
-        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+        try SiteServiceProcess.run(arguments, input: input, in: dir)
     }
 
-    /// One request with curl, checking the server's certificate against the site's authority.
     private func request(_ method: String, _ path: String, json: String? = nil, cookies: String? = nil, headers: [String] = [],
                          extra: [String] = []) throws -> Reply {
-        var args = ["curl", "-sS", "--max-time", "10", "--cacert", "\(dir)/service/tls/ca.pem", "-X", method,
-                    "-o", "\(dir)/body", "-w", "%{http_code}"] + extra
-        if let cookies { args += ["-b", cookies, "-c", cookies] }
-        if let json { args += ["-H", "Content-Type: application/json", "--data-binary", json] }
-        for h in headers { args += ["-H", h] }
-        args.append("https://127.0.0.1:\(port)\(path)")
-        let r = try run(args)
-        guard r.status == 0, let code = Int(r.out) else { throw NSError(domain: "curl", code: Int(r.status), userInfo: [NSLocalizedDescriptionKey: r.err]) }
-        return Reply(status: code, body: (try? Data(contentsOf: URL(fileURLWithPath: "\(dir)/body"))) ?? Data())
+        try service.request(method, path, json: json, cookies: cookies, headers: headers, extra: extra)
     }
 
-    private func startServer() throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Self.binary)
-        p.arguments = ["serve", "--dir", dir, "--host", "127.0.0.1", "--port", "0", "--name", "127.0.0.1", "--name", "localhost"]
-        p.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try p.run()
-        server = p
-        let listening = "\(dir)/service/listening.json"
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline, p.isRunning {
-            if let data = FileManager.default.contents(atPath: listening),
-               let object = try? JSONSerialization.jsonObject(with: data) as? [String: Int], let port = object["port"] {
-                self.port = port
-                return
-            }
-            usleep(50_000)
-        }
-        throw NSError(domain: "serve", code: 1, userInfo: [NSLocalizedDescriptionKey: "intercom-site serve did not start"])
-    }
+    private func startServer() throws { try service.start() }
 
     /// Schemathesis (PyPI, in .venv-api) generates requests from the OpenAPI document the service
     /// serves, good and bad, logged in as a manager: no reply is a server error, and every reply's
@@ -99,6 +48,10 @@ final class SiteServiceHTTPSTests: XCTestCase {
         let st = Repo.root + "/.venv-api/bin/st"
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: st), "scripts/setup.sh installs schemathesis into .venv-api")
         XCTAssertEqual(try run([Self.binary, "account", "add", "anna", "--role", "manager", "--dir", dir], input: "Empfang-2026!\n").status, 0)
+        // A site whose one terminal does not listen (port 1): changes are signed and handed to nobody.
+        XCTAssertEqual(try run([Self.binary, "create", "--dir", dir, "--id", "praxis", "--room", "empfang=127.0.0.1"]).status, 0)
+        try "[rooms.empfang]\naddress = \"127.0.0.1\"\nsignalling_port = 1\n".write(toFile: dir + "/site.toml", atomically: true, encoding: .utf8)
+        XCTAssertEqual(try run([Self.binary, "sign", "--dir", dir]).status, 0)
         try startServer()
         let served = try request("GET", "/api/v1/openapi.yaml")
         XCTAssertEqual(served.status, 200)
@@ -127,7 +80,7 @@ final class SiteServiceHTTPSTests: XCTestCase {
         let cases = try xml.nodes(forXPath: "//testcase")
         let failed = try xml.nodes(forXPath: "//testcase[failure or error]")
         print("schemathesis: \(cases.count) operations tested, \(failed.count) with failures")
-        XCTAssertGreaterThanOrEqual(cases.count, 9, "every operation but logout was tested")
+        XCTAssertGreaterThanOrEqual(cases.count, 15, "every operation but logout was tested")
         XCTAssertEqual(failed.count, 0)
     }
 
@@ -215,9 +168,115 @@ final class SiteServiceHTTPSTests: XCTestCase {
         XCTAssertTrue(audit.contains { $0.action == "refused" && $0.actor == "vera" })
 
         // SIGTERM ends it at once.
-        let stopping = Date()
-        server?.terminate()
-        server?.waitUntilExit()
-        XCTAssertLessThan(Date().timeIntervalSince(stopping), 5)
+        XCTAssertLessThan(service.stop(), 5)
     }
+
+    /// The site document through the API: read, a dry run that plans without signing, edits
+    /// signed as the next version and handed to the terminals (here none answer), a stale version,
+    /// a broken document and a viewer refused with what is wrong, undo, and each step in the log.
+    func testTheSiteDocumentIsPlannedSignedAndUndoneOverTLS() throws {
+        let tool = Self.binary
+        XCTAssertEqual(try run([tool, "create", "--dir", dir, "--id", "praxis", "--room", "empfang=127.0.0.1"]).status, 0)
+        let original = """
+            # Praxis am Markt: written by hand, comments kept while it is in force.
+            [site]
+            name = "Praxis am Markt"
+            [rooms.empfang]
+            address = "127.0.0.1"
+            signalling_port = 1
+            [rooms.labor]
+            address = "127.0.0.1"
+            signalling_port = 2
+            media_port = 5006
+            [notifications.naechster]
+            label = "Nächster Patient"
+            recipients = ["empfang"]
+
+            """
+        try original.write(toFile: dir + "/site.toml", atomically: true, encoding: .utf8)
+        XCTAssertEqual(try run([tool, "sign", "--dir", dir]).status, 0)
+        try service.addAccount("anna", role: "manager", password: "Empfang-2026!")
+        try service.addAccount("vera", role: "viewer", password: "Wartezimmer-7")
+        try startServer()
+        let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
+        let vera = try XCTUnwrap(try service.login("vera", password: "Wartezimmer-7"))
+
+        let view = try service.request("GET", "/api/v1/site", as: anna).decode(SiteEditor.View.self)
+        XCTAssertEqual(view.version, 2)
+        XCTAssertEqual(view.rooms, ["empfang", "labor"])
+        XCTAssertEqual(view.text, original, "site.toml as signed, comments and all")
+
+        // A notification type for the lab on every terminal's F3: planned, nothing signed.
+        let edits = """
+            {"version":2,"edits":[{"path":["notifications","material"],"value":{"label":"Material bringen","recipients":["labor"],"tone":"bell"}},
+            {"path":["keys","map","KEY_F3"],"value":"notify:material"}]}
+            """
+        let dry = try service.request("PATCH", "/api/v1/site?dry_run=true", as: anna, json: edits)
+        XCTAssertEqual(dry.status, 200, dry.text)
+        let planned = try dry.decode(SiteEditor.Outcome.self)
+        XCTAssertFalse(planned.applied)
+        XCTAssertEqual(planned.plan.version, 3)
+        XCTAssertEqual(planned.plan.terminals.map(\.room), ["empfang", "labor"])
+        XCTAssertEqual(planned.plan.terminals[0].settings.first { $0.key == "keys.map" }?.after, #"{ KEY_F3 = "notify:material" }"#)
+        XCTAssertTrue(try run([tool, "show", "--dir", dir]).out.contains("version 2,"), "a dry run signs nothing")
+
+        // Applied: version 3, signed, handed to both rooms (nobody listens on ports 1 and 2).
+        let applied = try service.request("PATCH", "/api/v1/site", as: anna, json: edits).decode(SiteEditor.Outcome.self)
+        XCTAssertTrue(applied.applied)
+        XCTAssertEqual(applied.plan, planned.plan, "what was shown is what was done")
+        XCTAssertEqual(applied.published.map(\.room), ["empfang", "labor"])
+        XCTAssertEqual(Set(applied.published.map(\.result)), [.unreached])
+        let shown = try run([tool, "show", "--dir", dir])
+        XCTAssertTrue(shown.out.contains("version 3,"), "the folder's own tool verifies version 3: \(shown.out)\(shown.err)")
+        XCTAssertTrue(try String(contentsOfFile: dir + "/site.toml", encoding: .utf8).contains("Material bringen"))
+
+        // Made on version 2 again: refused, nothing lost. A broken document: each problem by its key.
+        let stale = try service.request("PATCH", "/api/v1/site", as: anna, json: edits)
+        XCTAssertEqual(stale.status, 409)
+        XCTAssertEqual(stale.problem?.field, "version")
+        let broken = try service.request("PATCH", "/api/v1/site", as: anna,
+                                         json: #"{"version":3,"edits":[{"path":["notifications","x"],"value":{"recipients":["labor"],"tone":"quack"}}]}"#)
+        XCTAssertEqual(broken.status, 422, broken.text)
+        XCTAssertEqual(broken.problem?.field, "edits")
+        XCTAssertEqual(broken.problem?.errors?.first?.key, "notifications.x.tone")
+        let badText = try service.request("PUT", "/api/v1/site", as: anna, json: #"{"version":3,"text":"[rooms.a]\naddress = 1"}"#)
+        XCTAssertEqual(badText.status, 422, badText.text)
+        XCTAssertEqual(badText.problem?.errors?.first?.key, "rooms.a.address")
+        let enrolment = try service.request("PUT", "/api/v1/site", as: anna, json: try String(decoding: JSONEncoder().encode(
+            SiteEditor.NewText(version: 3, text: original + "[enrolment.approved]\nempfang = \"abc\"\n")), as: UTF8.self))
+        XCTAssertEqual(enrolment.problem?.field, "text", enrolment.text)
+        let missing = try service.request("PATCH", "/api/v1/site", as: anna, json: #"{"edits":[]}"#)
+        XCTAssertEqual(missing.problem?.field, "version", missing.text)
+
+        // A viewer reads nothing of it and changes nothing; a token reads it with scope read only.
+        XCTAssertEqual(try service.request("PATCH", "/api/v1/site", as: vera, json: edits).status, 403)
+        XCTAssertEqual(try service.request("GET", "/api/v1/site", as: vera).status, 403)
+        let made = try service.request("POST", "/api/v1/tokens", as: anna, json: #"{"name":"Praxissoftware","scopes":["read"]}"#)
+        let secret = try made.decode(SiteServer.CreatedToken.self).secret
+        XCTAssertEqual(try request("GET", "/api/v1/site", headers: ["Authorization: Bearer \(secret)"]).status, 200)
+        XCTAssertEqual(try request("PATCH", "/api/v1/site", json: edits, headers: ["Authorization: Bearer \(secret)"]).status, 403)
+
+        // Undo: version 2's text becomes version 4, planned first.
+        let versions = try service.request("GET", "/api/v1/site/versions", as: anna).decode(SiteServer.List<SiteVersion>.self).items
+        XCTAssertEqual(versions.map(\.version), [3, 2])
+        XCTAssertEqual(versions.map(\.action), ["site.edit", "site.found"])
+        XCTAssertEqual(versions[0].actor, "anna")
+        let undoPlan = try service.request("POST", "/api/v1/site/versions/2/restore?dry_run=true", as: anna).decode(SiteEditor.Outcome.self)
+        XCTAssertEqual(undoPlan.plan.terminals.map { $0.settings.map(\.key) }, applied.plan.terminals.map { $0.settings.map(\.key) },
+                       "undo changes back exactly what the change changed")
+        XCTAssertEqual(undoPlan.plan.terminals[0].settings.first { $0.key == "keys.map" }?.after, "{}")
+        let undone = try service.request("POST", "/api/v1/site/versions/2/restore", as: anna).decode(SiteEditor.Outcome.self)
+        XCTAssertEqual(undone.plan.version, 4)
+        XCTAssertEqual(try service.request("GET", "/api/v1/site", as: anna).decode(SiteEditor.View.self).text, original)
+        XCTAssertEqual(try service.request("POST", "/api/v1/site/versions/99/restore", as: anna).status, 404)
+
+        let actions = try service.request("GET", "/api/v1/audit", as: anna).decode(SiteServer.List<AuditEntry>.self).items.map(\.action)
+        for action in ["site.found", "site.edit", "site.restore", "refused"] {
+            XCTAssertTrue(actions.contains(action), "\(action) is in the audit log: \(actions)")
+        }
+    }
+}
+
+extension SiteServiceProcess.Reply {
+    var problem: ProblemDocument? { try? decode(ProblemDocument.self) }
 }
