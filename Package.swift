@@ -112,7 +112,10 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "_CryptoExtras", package: "swift-crypto"),
-        ], resources: [.embedInCode("Resources/openapi.yaml")]),
+        ], resources: [
+            .embedInCode("Resources/openapi.yaml"), .embedInCode("Resources/page/index.html"),
+            .embedInCode("Resources/page/app.js"), .embedInCode("Resources/page/app.css"),
+        ]),
         // The daemon's configuration: TOML in, checked settings out (nothing that runs).
         .target(name: "IntercomConfig", dependencies: [
             "Calls", "Control", "Keys", "Lights", "Posix", "SiteSecurity",

@@ -22,6 +22,7 @@ PACKAGES=(
     systemd                                      # systemd-analyze verify/security for the unit; systemd-sysusers for the package
     pkg-config
     curl openssl                                 # the site service's tests: a real HTTPS client, the certificate checked by another TLS stack
+    chromium chromium-driver                     # the site service's page in a real browser (Selenium, .venv-api)
     python3-venv python3-dev gcc                 # .venv for speech quality measures (pesq builds a C extension); gcc also builds the rig's wall client (scripts/rig-leak.c)
 )
 PEERS=(trx baresip gstreamer1.0-alsa)           # the suite's side-by-side (SuitePeersTests)
@@ -60,15 +61,17 @@ if [[ ! -x $VENV/bin/python || $(cat "$VENV/.installed" 2>/dev/null) != "$stamp"
     echo "$stamp" >"$VENV/.installed"
 fi
 
-# The API check (schemathesis against the site service's OpenAPI document), in a venv of its own:
+# The API and page checks (schemathesis against the site service's OpenAPI document; Selenium
+# driving Debian's chromium through the page), in a venv of their own:
 # its dependencies and the quality measures' need not agree.
 API_VENV=.venv-api
 API_REQUIREMENTS=scripts/api-requirements.txt
 api_stamp=$(sha256sum "$API_REQUIREMENTS" | cut -c1-16)
 if [[ ! -x $API_VENV/bin/st || $(cat "$API_VENV/.installed" 2>/dev/null) != "$api_stamp" ]]; then
-    echo "setup: installing the API check into $API_VENV (schemathesis)" >&2
+    echo "setup: installing the API and page checks into $API_VENV (schemathesis, selenium)" >&2
     [[ -x $API_VENV/bin/python ]] || /usr/bin/python3 -m venv "$API_VENV"
     "$API_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-input -r "$API_REQUIREMENTS" >/dev/null
     "$API_VENV/bin/st" --version >/dev/null || { echo "setup: schemathesis does not run" >&2; exit 1; }
+    "$API_VENV/bin/python" -c "import selenium" || { echo "setup: selenium does not import" >&2; exit 1; }
     echo "$api_stamp" >"$API_VENV/.installed"
 fi

@@ -60,6 +60,25 @@ public enum Wire {
         }
     }
 
+    /// The member a decoding error is about, as the wire spells it (`scopes.0`, `csrf_token`); nil
+    /// for the document as a whole.
+    public static func field(of error: any Error) -> String? {
+        let path: [any CodingKey]
+        switch error {
+        case DecodingError.keyNotFound(let key, let c): path = c.codingPath + [key]
+        case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c), DecodingError.dataCorrupted(let c): path = c.codingPath
+        default: return nil
+        }
+        guard !path.isEmpty else { return nil }
+        return path.map { $0.intValue.map(String.init) ?? snakeCase($0.stringValue) }.joined(separator: ".")
+    }
+
+    private static func snakeCase(_ key: String) -> String {
+        key.unicodeScalars.reduce(into: "") { out, c in
+            if c.properties.isUppercase { out += "_" + String(c).lowercased() } else { out.unicodeScalars.append(c) }
+        }
+    }
+
     private static func describe(_ type: Any.Type) -> String {
         switch type {
         case is String.Type: "a string"

@@ -43,6 +43,9 @@ public struct SiteDocument: Sendable, Equatable {
 
     /// The rooms of the site, by id.
     public var rooms: [String: RoomEntry] { shared.config.rooms }
+    /// What the document sets for every terminal: its tables (rooms, buttons, groups, notification
+    /// types) and the shared keys (each kind's and terminal's own come on top, `configuration`).
+    public var sharedSettings: DaemonConfig { shared.config }
     /// The kinds of terminal the document names.
     public var kindNames: [String] { kinds.keys.sorted() }
 

@@ -132,7 +132,7 @@ public struct TerminalAddress: Sendable, Equatable {
 
 /// What a terminal did with a document it was handed. The one wire type for that answer.
 public struct PublishOutcome: Sendable, Equatable, Codable {
-    public enum Result: String, Sendable, Codable {
+    public enum Result: String, Sendable, Codable, CaseIterable {
         case took, alreadyHeld = "already_held", refused, otherSite = "other_site", busy, unreached
     }
     public var room: String

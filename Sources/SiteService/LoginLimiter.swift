@@ -8,7 +8,10 @@ public struct LoginLimiter: Sendable {
     /// Logins refused by the limit, since start.
     public private(set) var refused = 0
 
-    public init(allowed: Int = 5, window: Double = 60) {
+    /// The service's limit: 5 failures a minute.
+    public static let standard = LoginLimiter(allowed: 5, window: 60)
+
+    public init(allowed: Int, window: Double) {
         self.allowed = allowed
         self.window = window
     }

@@ -36,7 +36,7 @@ public struct Problem: Error, HTTPResponseError, Sendable, Equatable {
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/problem+json"
-        if status == .tooManyRequests { headers[.retryAfter] = "60" }
+        if status == .tooManyRequests { headers[.retryAfter] = String(Int(LoginLimiter.standard.window)) }
         return Response(status: status, headers: headers, body: .init(byteBuffer: .init(bytes: (try? Wire.encode(document)) ?? [])))
     }
 
@@ -48,7 +48,7 @@ public struct Problem: Error, HTTPResponseError, Sendable, Equatable {
     public static func forbidden(_ detail: String) -> Problem { Problem(.forbidden, "forbidden", "Not allowed", detail: detail) }
     public static func notFound(_ detail: String) -> Problem { Problem(.notFound, "not-found", "Not found", detail: detail) }
     public static let tooManyLogins = Problem(.tooManyRequests, "too-many-logins", "Too many failed logins",
-                                              detail: "wait a minute before the next attempt")
+                                              detail: "wait \(Int(LoginLimiter.standard.window)) s before the next attempt")
 
     /// The problem for a `SiteServiceError`.
     public init(_ error: SiteServiceError) {

@@ -195,8 +195,7 @@ public final class SiteDatabase: Sendable {
     public func createToken(name: String, scopes: [TokenScope], by actor: String, now: Double) throws -> (token: APIToken, secret: String) {
         guard (1...64).contains(name.unicodeScalars.count) else { throw SiteServiceError.invalid("name", "1-64 characters") }
         guard !scopes.isEmpty else { throw SiteServiceError.invalid("scopes", "at least one of \(TokenScope.allCases.map(\.rawValue).joined(separator: ", "))") }
-        let secret = "ict_" + SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let secret = "ict_" + Self.randomSecret()
         let scopeText = scopes.map(\.rawValue).joined(separator: " ")
         return try queue.write { db in
             try db.execute(sql: "INSERT INTO token (name, scopes, hash, createdBy, createdAt) VALUES (?, ?, ?, ?, ?)",
@@ -232,6 +231,12 @@ public final class SiteDatabase: Sendable {
         APIToken(id: row["id"], name: row["name"],
                  scopes: (row["scopes"] as String).split(separator: " ").compactMap { TokenScope(rawValue: String($0)) },
                  createdBy: row["createdBy"], createdAt: row["createdAt"], revokedAt: row["revokedAt"])
+    }
+
+    /// 256 random bits, base64url: token secrets, session ids, cross-site tokens.
+    public static func randomSecret() -> String {
+        SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 
     private static func digest(_ secret: String) -> Data { Data(SHA256.hash(data: Array(secret.utf8))) }

@@ -21,14 +21,30 @@ public actor SiteEditor {
 
     // MARK: Wire types
 
-    /// The document in force.
+    /// The document in force: its text, and what the page shows of it.
     public struct View: Codable, Sendable, Equatable {
         public var site: String
         public var version: UInt64
         public var name: String
-        public var rooms: [String]
+        public var rooms: [Room]
+        public var buttons: [Button]
+        public var groups: [String: [String]]
+        public var notifications: [NotificationType]
+        /// The keys every terminal shares (`[keys.map]`: key → action); a kind's or a terminal's own come on top.
+        public var keys: [String: String]
         /// The document's text as signed, without the enrolment decisions (approve and revoke keep those).
         public var text: String
+
+        public struct Room: Codable, Sendable, Equatable { public var id: String; public var name: String }
+        public struct Button: Codable, Sendable, Equatable { public var id: String; public var label: String; public var rooms: [String]; public var kind: String }
+        public struct NotificationType: Codable, Sendable, Equatable {
+            public var id: String
+            public var label: String
+            public var recipients: [String]
+            public var text: String
+            public var tone: String
+            public var priority: String
+        }
     }
     /// A whole new text, made on `version` (`PUT /site`).
     public struct NewText: Codable, Sendable { public var version: UInt64; public var text: String }
@@ -82,7 +98,15 @@ public actor SiteEditor {
 
     public func view() throws -> View {
         let h = try held()
-        return View(site: h.site, version: h.signed.version, name: h.document.name, rooms: h.document.rooms.keys.sorted(), text: h.text)
+        let shared = h.document.sharedSettings
+        return View(site: h.site, version: h.signed.version, name: h.document.name,
+                    rooms: shared.rooms.sorted { $0.key < $1.key }.map { View.Room(id: $0.key, name: $0.value.name.isEmpty ? $0.key : $0.value.name) },
+                    buttons: shared.buttons.sorted { $0.key < $1.key }.map { View.Button(id: $0.key, label: $0.value.label, rooms: $0.value.rooms, kind: $0.value.kind) },
+                    groups: shared.groups,
+                    notifications: shared.notifications.sorted { $0.key < $1.key }.map { id, n in
+                        View.NotificationType(id: id, label: n.label.isEmpty ? id : n.label, recipients: n.recipients, text: n.text, tone: n.tone, priority: n.priority)
+                    },
+                    keys: shared.keys.map, text: h.text)
     }
 
     public func versions(limit: Int) throws -> [SiteVersion] {

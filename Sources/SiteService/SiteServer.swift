@@ -15,7 +15,7 @@ public final class SiteServer: Sendable {
     public let database: SiteDatabase
     public let editor: SiteEditor
     private let sessions = Mutex<[String: (account: Account, csrf: String, expires: Double)]>([:])
-    private let limiter = Mutex(LoginLimiter())
+    private let limiter = Mutex(LoginLimiter.standard)
     /// A session lasts this long after login (seconds): a working day.
     public static let sessionLifetime = 12 * 3600.0
     /// The largest request body taken.
@@ -51,6 +51,14 @@ public final class SiteServer: Sendable {
         let router = Router(context: SiteContext.self)
         router.add(middleware: ProblemMiddleware())
         router.add(middleware: Authenticator(server: self))
+        // The page: three files of our own, built in; nothing is fetched from elsewhere.
+        for (path, bytes, type) in [("/", PackageResources.index_html, "text/html; charset=utf-8"),
+                                    ("/app.js", PackageResources.app_js, "text/javascript; charset=utf-8"),
+                                    ("/app.css", PackageResources.app_css, "text/css; charset=utf-8")] {
+            router.get(RouterPath(path)) { _, _ in
+                Response(status: .ok, headers: Self.pageHeaders(type), body: .init(byteBuffer: .init(bytes: bytes)))
+            }
+        }
         let api = router.group("api/v1")
         api.get("health") { _, _ in try Self.json(Health(status: "ok", software: Software.version)) }
         // The document is kept in the repository (Sources/SiteService/Resources) and built in.
@@ -106,7 +114,7 @@ public final class SiteServer: Sendable {
             return try Self.json(List(items: try self.database.auditLog(limit: try Self.limit(request))))
         }
         api.get("site") { _, context in
-            try self.require(context, .manager, .technician, scope: .read)
+            try self.require(context, .manager, .technician, .viewer, scope: .read)
             return try Self.json(try await self.editor.view())
         }
         api.put("site") { request, context in
@@ -132,6 +140,12 @@ public final class SiteServer: Sendable {
             return try Self.json(try await self.editor.restore(version: version, dryRun: try Self.dryRun(request), actor: who.actor))
         }
         return router
+    }
+
+    /// The page's own files only, never framed, never sniffed as another type.
+    private static func pageHeaders(_ type: String) -> HTTPFields {
+        [.contentType: type, .contentSecurityPolicy: "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+         HTTPField.Name("X-Content-Type-Options")!: "nosniff", .cacheControl: "no-cache"]
     }
 
     /// `?dry_run=true`: plan and check only.
@@ -164,7 +178,7 @@ public final class SiteServer: Sendable {
             throw Problem(.unauthorized, "wrong-login", "Wrong name or password", detail: "the name or the password is wrong")
         }
         limiter.withLock { $0.succeeded(peer) }
-        let id = Self.randomToken(), csrf = Self.randomToken()
+        let id = SiteDatabase.randomSecret(), csrf = SiteDatabase.randomSecret()
         sessions.withLock { s in
             s = s.filter { $0.value.expires > now }
             s[id] = (account, csrf, now + Self.sessionLifetime)
@@ -184,7 +198,7 @@ public final class SiteServer: Sendable {
         }
     }
 
-    /// Refused requests, by reason, since start (the audit log has each).
+    /// Logins refused by the limit since start (the audit log has each, and every other refusal).
     public var refusedLogins: Int { limiter.withLock { $0.refused } }
 
     // MARK: Helpers
@@ -221,35 +235,12 @@ public final class SiteServer: Sendable {
         do {
             return try Wire.decode(T.self, from: body.readableBytesView)
         } catch {
-            throw Problem.badInput(Self.field(of: error), Wire.describe(error))
-        }
-    }
-
-    /// The member a decoding error is about.
-    private static func field(of error: any Error) -> String? {
-        let path: [any CodingKey]
-        switch error {
-        case DecodingError.keyNotFound(let key, let c): path = c.codingPath + [key]
-        case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c), DecodingError.dataCorrupted(let c): path = c.codingPath
-        default: return nil
-        }
-        guard !path.isEmpty else { return nil }
-        return path.map { $0.intValue.map(String.init) ?? Self.snakeCase($0.stringValue) }.joined(separator: ".")
-    }
-
-    private static func snakeCase(_ key: String) -> String {
-        key.unicodeScalars.reduce(into: "") { out, c in
-            if CharacterSet.uppercaseLetters.contains(c) { out += "_" + String(c).lowercased() } else { out.unicodeScalars.append(c) }
+            throw Problem.badInput(Wire.field(of: error), Wire.describe(error))
         }
     }
 
     static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
         Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(bytes: try Wire.encode(value))))
-    }
-
-    static func randomToken() -> String {
-        SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 }
 

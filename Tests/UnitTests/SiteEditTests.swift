@@ -1,3 +1,4 @@
+import Calls
 import IntercomConfig
 import SignalTools
 import SiteAdmin
@@ -63,6 +64,16 @@ final class SiteEditTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("site.name is a value, not a table"), "\(error)")
         }
         XCTAssertThrowsError(try SiteDocument.edited(Self.base, [SiteEdit(path: [], value: .integer(1))]))
+    }
+
+    /// The keys inside a value are the document's, not Swift's: the wire's snake_case conversion
+    /// leaves them as they are, both ways.
+    func testAnEditsValueKeepsItsKeysOnTheWire() throws {
+        let json = #"{"path":["notifications","x"],"value":{"KEY_F1":"a","read_aloud":false,"n":[1,2.5,true]}}"#
+        let edit = try Wire.decode(SiteEdit.self, from: Array(json.utf8))
+        XCTAssertEqual(edit.value, .table(["KEY_F1": .string("a"), "read_aloud": .boolean(false), "n": .list([.integer(1), .number(2.5), .boolean(true)])]))
+        XCTAssertEqual(try Wire.string(edit), #"{"path":["notifications","x"],"value":{"KEY_F1":"a","n":[1,2.5,true],"read_aloud":false}}"#)
+        XCTAssertNil(try Wire.decode(SiteEdit.self, from: Array(#"{"path":["a"]}"#.utf8)).value, "no value: remove")
     }
 
     func testAPlanListsOnlyTheTerminalsThatChangeAndWhatChangesThere() throws {

@@ -203,7 +203,8 @@ final class SiteServiceHTTPSTests: XCTestCase {
 
         let view = try service.request("GET", "/api/v1/site", as: anna).decode(SiteEditor.View.self)
         XCTAssertEqual(view.version, 2)
-        XCTAssertEqual(view.rooms, ["empfang", "labor"])
+        XCTAssertEqual(view.rooms.map(\.id), ["empfang", "labor"])
+        XCTAssertEqual(view.notifications.map(\.label), ["Nächster Patient"])
         XCTAssertEqual(view.text, original, "site.toml as signed, comments and all")
 
         // A notification type for the lab on every terminal's F3: planned, nothing signed.
@@ -248,9 +249,9 @@ final class SiteServiceHTTPSTests: XCTestCase {
         let missing = try service.request("PATCH", "/api/v1/site", as: anna, json: #"{"edits":[]}"#)
         XCTAssertEqual(missing.problem?.field, "version", missing.text)
 
-        // A viewer reads nothing of it and changes nothing; a token reads it with scope read only.
+        // A viewer reads it and changes nothing; a token reads it with scope read only.
         XCTAssertEqual(try service.request("PATCH", "/api/v1/site", as: vera, json: edits).status, 403)
-        XCTAssertEqual(try service.request("GET", "/api/v1/site", as: vera).status, 403)
+        XCTAssertEqual(try service.request("GET", "/api/v1/site", as: vera).status, 200)
         let made = try service.request("POST", "/api/v1/tokens", as: anna, json: #"{"name":"Praxissoftware","scopes":["read"]}"#)
         let secret = try made.decode(SiteServer.CreatedToken.self).secret
         XCTAssertEqual(try request("GET", "/api/v1/site", headers: ["Authorization: Bearer \(secret)"]).status, 200)

@@ -1,0 +1,314 @@
+// The practice manager's page: talks to /api/v1 only (docs/site-service.md). Every change is a
+// dry run first (what changes at which terminal, in words), then applied, then can be undone.
+"use strict";
+
+const words = {
+  de: {
+    title: "Praxis-Intercom", login: "Anmelden", logout: "Abmelden", name: "Name", password: "Passwort",
+    overview: "Übersicht", notifications: "Benachrichtigungen", keys: "Tasten", versions: "Änderungen",
+    version: "Version", rooms: "Räume", label: "Bezeichnung", spoken: "Gesprochener Text", recipients: "Empfänger",
+    tone: "Ton", priority: "Dringlichkeit", "new-notification": "Neue Benachrichtigung", "tone-default": "passend zur Dringlichkeit",
+    "tone-gong": "Gong", "tone-bell": "Glocke", "tone-alert": "Hinweis", "tone-alarm": "Alarm", normal: "normal", urgent: "dringend", emergency: "Notfall",
+    preview: "Vorschau", "keys-hint": "Diese Tasten gelten an jedem Terminal.", key: "Taste", action: "Wirkung",
+    "assign-key": "Taste belegen", when: "Wann", who: "Wer", "preview-title": "Das ändert sich", apply: "Übernehmen",
+    discard: "Verwerfen", undo: "Rückgängig machen", remove: "Entfernen", restore: "Wiederherstellen",
+    "wrong-login": "Name oder Passwort falsch.", "too-many": "Zu viele Versuche. Bitte eine Minute warten.",
+    "no-change": "Das ändert an keinem Terminal etwas.", "in-force": "Version {v} gilt.", "stale": "Inzwischen hat jemand anderes geändert. Die Seite zeigt jetzt den neuen Stand.",
+    took: "hat sie übernommen", already_held: "hatte sie schon", unreached: "nicht erreicht (übernimmt sie von den anderen, sobald es läuft)",
+    refused: "hat sie abgelehnt", busy: "war beschäftigt", other_site: "gehört nicht zu dieser Praxis",
+    added: "neu", removed: "entfällt", "terminal-added": "neues Terminal", "terminal-removed": "Terminal entfällt",
+    "notification-new": "Benachrichtigung „{x}“ kommt hinzu", "notification-gone": "Benachrichtigung „{x}“ entfällt",
+    "notification-changed": "Benachrichtigung „{x}“ ändert sich", "key-set": "Taste {k}: {a}", "key-gone": "Taste {k} ist nicht mehr belegt",
+    "sends": "sendet „{x}“", "calls": "ruft „{x}“", hang_up: "legt auf", answer: "nimmt an", decline: "lehnt ab",
+    toggle_dnd: "Nicht stören an/aus", toggle_mic_mute: "Mikrofon stumm an/aus", acknowledge: "bestätigt", acknowledge_all: "bestätigt alle",
+    call_back: "ruft zurück", what: "Was", "site.edit": "geändert", "site.change": "Text ersetzt", "site.restore": "frühere Version wiederhergestellt",
+    "site.found": "außerhalb der Seite signiert", forbidden: "Dazu fehlt Ihnen die Berechtigung (nur die Praxisleitung ändert die Anlage).",
+  },
+  en: {
+    title: "Practice intercom", login: "Log in", logout: "Log out", name: "Name", password: "Password",
+    overview: "Overview", notifications: "Notifications", keys: "Keys", versions: "Changes",
+    version: "Version", rooms: "Rooms", label: "Name", spoken: "Spoken text", recipients: "Recipients",
+    tone: "Tone", priority: "Priority", "new-notification": "New notification", "tone-default": "as the priority says",
+    "tone-gong": "Gong", "tone-bell": "Bell", "tone-alert": "Alert", "tone-alarm": "Alarm", normal: "normal", urgent: "urgent", emergency: "emergency",
+    preview: "Preview", "keys-hint": "These keys work at every terminal.", key: "Key", action: "Does",
+    "assign-key": "Assign a key", when: "When", who: "Who", "preview-title": "What changes", apply: "Apply",
+    discard: "Discard", undo: "Undo", remove: "Remove", restore: "Restore",
+    "wrong-login": "Wrong name or password.", "too-many": "Too many attempts. Please wait a minute.",
+    "no-change": "This changes nothing at any terminal.", "in-force": "Version {v} is in force.", "stale": "Someone else changed the site meanwhile. The page now shows their version.",
+    took: "took it", already_held: "had it already", unreached: "not reached (takes it from the others once it runs)",
+    refused: "refused it", busy: "was busy", other_site: "is not a terminal of this practice",
+    added: "new", removed: "gone", "terminal-added": "new terminal", "terminal-removed": "terminal removed",
+    "notification-new": "Notification “{x}” is added", "notification-gone": "Notification “{x}” is removed",
+    "notification-changed": "Notification “{x}” changes", "key-set": "Key {k}: {a}", "key-gone": "Key {k} does nothing any more",
+    "sends": "sends “{x}”", "calls": "calls “{x}”", hang_up: "hangs up", answer: "answers", decline: "declines",
+    toggle_dnd: "do not disturb on/off", toggle_mic_mute: "microphone mute on/off", acknowledge: "acknowledges", acknowledge_all: "acknowledges all",
+    call_back: "calls back", what: "What", "site.edit": "changed", "site.change": "text replaced", "site.restore": "earlier version restored",
+    "site.found": "signed outside the page", forbidden: "You may not do this (only the practice manager changes the site).",
+  },
+};
+
+let lang = localStorage.getItem("lang") || (navigator.language || "de").slice(0, 2);
+if (!words[lang]) lang = "de";
+let csrf = null;
+let site = null;
+let pending = null;   // the change previewed: {method, path, body}
+let lastVersion = null;
+
+const $ = (id) => document.getElementById(id);
+const t = (key, values = {}) => (words[lang][key] || key).replace(/\{(\w+)\}/g, (_, k) => values[k] ?? "");
+
+function translatePage() {
+  document.documentElement.lang = lang;
+  for (const el of document.querySelectorAll("[data-t]")) el.textContent = t(el.dataset.t);
+  $("lang").textContent = lang === "de" ? "English" : "Deutsch";
+  if (site) render();
+}
+
+async function api(method, path, body) {
+  const headers = {};
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET" && csrf) headers["X-CSRF-Token"] = csrf;
+  const response = await fetch("/api/v1/" + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: "same-origin" });
+  const text = await response.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!response.ok) { const e = new Error(data && data.detail || response.statusText); e.status = response.status; e.problem = data; throw e; }
+  return data;
+}
+
+function show(view) {
+  $("login-view").hidden = view !== "login";
+  $("site-view").hidden = view !== "site";
+  $("logout").hidden = view !== "site";
+}
+
+function say(text, bad = false) {
+  const m = $("message");
+  m.textContent = text;
+  m.className = bad ? "message bad" : "message";
+  m.hidden = !text;
+  if (text) m.scrollIntoView({ block: "start" });
+}
+
+function tab(name) {
+  for (const b of document.querySelectorAll(".tab")) b.setAttribute("aria-selected", String(b.dataset.tab === name));
+  for (const p of ["overview", "notifications", "keys", "versions"]) $("panel-" + p).hidden = p !== name;
+  if (name === "versions") loadVersions();
+}
+
+function cell(row, text) { const td = row.insertCell(); td.textContent = text; return td; }
+function roomName(id) { const r = site.rooms.find((r) => r.id === id); return r ? r.name : id; }
+function typeLabel(id) { const n = site.notifications.find((n) => n.id === id); return n ? n.label : id; }
+
+function describeAction(action) {
+  const [verb, arg] = action.split(":");
+  if (verb === "notify") return t("sends", { x: typeLabel(arg) });
+  if (verb === "call") { const b = site.buttons.find((b) => b.id === arg); return t("calls", { x: b && b.label || (b ? b.rooms.map(roomName).join(", ") : arg) }); }
+  return t(action);
+}
+
+function keyName(key) { return key.replace(/^KEY_/, ""); }
+
+function render() {
+  $("site-name").textContent = site.name || site.site;
+  $("site-version").textContent = site.version;
+  $("room-list").replaceChildren(...site.rooms.map((r) => { const li = document.createElement("li"); li.textContent = r.name; return li; }));
+
+  const body = $("notification-table").tBodies[0];
+  body.replaceChildren();
+  for (const n of site.notifications) {
+    const row = body.insertRow();
+    cell(row, n.label); cell(row, n.text || n.label); cell(row, n.recipients.map((r) => site.groups[r] ? r : roomName(r)).join(", "));
+    cell(row, n.tone ? t("tone-" + n.tone) : t("tone-default")); cell(row, t(n.priority));
+    const remove = document.createElement("button");
+    remove.className = "quiet small manager-only"; remove.textContent = t("remove");
+    remove.onclick = () => preview("PATCH", "site", { version: site.version, edits: [{ path: ["notifications", n.id] }] });
+    row.insertCell().append(remove);
+  }
+  $("n-recipients").replaceChildren(...site.rooms.map((r) => {
+    const label = document.createElement("label");
+    const box = document.createElement("input");
+    box.type = "checkbox"; box.value = r.id; box.name = "recipient";
+    label.append(box, " " + r.name);
+    return label;
+  }));
+
+  const keys = $("key-table").tBodies[0];
+  keys.replaceChildren();
+  for (const [key, action] of Object.entries(site.keys).sort()) {
+    const row = keys.insertRow();
+    cell(row, keyName(key)); cell(row, describeAction(action));
+    const remove = document.createElement("button");
+    remove.className = "quiet small manager-only"; remove.textContent = t("remove");
+    remove.onclick = () => preview("PATCH", "site", { version: site.version, edits: [{ path: ["keys", "map", key] }] });
+    row.insertCell().append(remove);
+  }
+  const keySelect = $("k-key");
+  keySelect.replaceChildren(...["KEY_1", "KEY_2", "KEY_3", "KEY_4", "KEY_F1", "KEY_F2", "KEY_F3", "KEY_F4"].map((k) => new Option(keyName(k), k)));
+  const actions = [...site.notifications.map((n) => "notify:" + n.id), ...site.buttons.map((b) => "call:" + b.id),
+    "hang_up", "answer", "toggle_dnd", "toggle_mic_mute", "acknowledge_all"];
+  $("k-action").replaceChildren(...actions.map((a) => new Option(describeAction(a), a)));
+}
+
+async function load() {
+  site = await api("GET", "site");
+  render();
+}
+
+function newID(label) {
+  const base = label.toLowerCase().replace(/ä/g, "ae").replace(/ö/g, "oe").replace(/ü/g, "ue").replace(/ß/g, "ss")
+    .normalize("NFD").replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "benachrichtigung";
+  let id = base, n = 2;
+  while (site.notifications.some((x) => x.id === id)) id = base + "-" + n++;
+  return id;
+}
+
+// What a plan changes at one terminal, in words.
+function describeTerminal(change) {
+  const items = [];
+  const byType = {};
+  for (const s of change.settings) {
+    const m = s.key.match(/^notifications\.([^.]+)\.(.+)$/);
+    if (m) { (byType[m[1]] = byType[m[1]] || []).push(s); continue; }
+    if (s.key === "keys.map") {
+      const parse = (v) => Object.fromEntries([...(v || "").matchAll(/([A-Za-z0-9_]+) = "([^"]*)"/g)].map((x) => [x[1], x[2]]));
+      const before = parse(s.before), after = parse(s.after);
+      for (const k of new Set([...Object.keys(before), ...Object.keys(after)])) {
+        if (before[k] === after[k]) continue;
+        items.push(after[k] ? [t("key-set", { k: keyName(k), a: describeAction(after[k]) }), "added"] : [t("key-gone", { k: keyName(k) }), "removed"]);
+      }
+      continue;
+    }
+    items.push([`${s.key}: ${s.before ?? "–"} → ${s.after ?? "–"}`, ""]);
+  }
+  for (const [id, settings] of Object.entries(byType)) {
+    const label = (settings.find((s) => s.key.endsWith(".label")) || {}).after?.replace(/^"|"$/g, "") || typeLabel(id);
+    if (settings.every((s) => s.before === undefined)) items.push([t("notification-new", { x: label }), "added"]);
+    else if (settings.every((s) => s.after === undefined)) items.push([t("notification-gone", { x: typeLabel(id) }), "removed"]);
+    else items.push([t("notification-changed", { x: label }), ""]);
+  }
+  return items;
+}
+
+async function preview(method, path, body) {
+  say("");
+  $("result").hidden = true;
+  try {
+    const outcome = await api(method, path + (path.includes("?") ? "&" : "?") + "dry_run=true", body);
+    pending = { method, path, body };
+    const list = $("preview-list");
+    list.replaceChildren();
+    if (outcome.plan.terminals.length === 0) list.textContent = t("no-change");
+    for (const change of outcome.plan.terminals) {
+      const div = document.createElement("div");
+      div.className = "terminal";
+      const h = document.createElement("h3");
+      h.textContent = roomName(change.room) + (change.kind === "changed" ? "" : " – " + t("terminal-" + change.kind));
+      const ul = document.createElement("ul");
+      for (const [text, kind] of describeTerminal(change)) { const li = document.createElement("li"); li.textContent = text; li.className = kind; ul.append(li); }
+      div.append(h, ul);
+      list.append(div);
+    }
+    $("preview").hidden = false;
+    $("apply").disabled = outcome.plan.terminals.length === 0;
+    $("preview").scrollIntoView({ block: "start" });
+  } catch (e) { await refused(e); }
+}
+
+async function apply() {
+  if (!pending) return;
+  try {
+    const before = site.version;
+    const outcome = await api(pending.method, pending.path, pending.body);
+    pending = null;
+    $("preview").hidden = true;
+    lastVersion = before;
+    for (const form of document.forms) if (form.id !== "login-form") form.reset();
+    $("result-title").textContent = t("in-force", { v: outcome.plan.version });
+    $("result-list").replaceChildren(...outcome.published.map((p) => {
+      const li = document.createElement("li");
+      li.textContent = `${roomName(p.room)}: ${t(p.result)}`;
+      li.className = p.result;
+      return li;
+    }));
+    $("result").hidden = false;
+    await load();
+    if (!$("panel-versions").hidden) await loadVersions();
+    $("result").scrollIntoView({ block: "start" });
+  } catch (e) { await refused(e); }
+}
+
+async function refused(e) {
+  if (e.status === 409) { say(t("stale"), true); $("preview").hidden = true; await load(); return; }
+  if (e.status === 403) { say(t("forbidden"), true); return; }
+  const details = e.problem && e.problem.errors ? " " + e.problem.errors.map((x) => x.problem).join("; ") : "";
+  say((e.message || String(e)) + details, true);
+}
+
+async function loadVersions() {
+  const list = await api("GET", "site/versions?limit=50");
+  const body = $("version-table").tBodies[0];
+  body.replaceChildren();
+  for (const v of list.items) {
+    const row = body.insertRow();
+    cell(row, v.version); cell(row, new Date(v.at * 1000).toLocaleString(lang)); cell(row, t(v.action));
+    cell(row, v.action === "site.found" ? "" : v.actor);
+    const td = row.insertCell();
+    if (v.version !== site.version) {
+      const b = document.createElement("button");
+      b.className = "quiet small manager-only"; b.textContent = t("restore");
+      b.onclick = () => preview("POST", `site/versions/${v.version}/restore`);
+      td.append(b);
+    }
+  }
+}
+
+async function start() {
+  translatePage();
+  try {
+    const me = await api("GET", "session");
+    csrf = me.csrf_token;
+    $("who").textContent = me.name;
+    document.body.classList.toggle("readonly", me.role !== "manager");
+    show("site");
+    tab("overview");
+    await load();
+  } catch (e) { show("login"); }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("lang").onclick = () => { lang = lang === "de" ? "en" : "de"; localStorage.setItem("lang", lang); translatePage(); };
+  for (const b of document.querySelectorAll(".tab")) b.onclick = () => tab(b.dataset.tab);
+  $("login-form").onsubmit = async (event) => {
+    event.preventDefault();
+    $("login-error").textContent = "";
+    try {
+      const me = await api("POST", "session", { name: $("login-name").value, password: $("login-password").value });
+      csrf = me.csrf_token;
+      $("login-password").value = "";
+      await start();
+    } catch (e) { $("login-error").textContent = e.status === 429 ? t("too-many") : t("wrong-login"); }
+  };
+  $("logout").onclick = async () => {
+    try { await api("DELETE", "session"); } catch (e) {}
+    csrf = null; site = null; pending = null; lastVersion = null;
+    for (const form of document.forms) form.reset();
+    for (const id of ["preview", "result", "message"]) $(id).hidden = true;
+    show("login");
+  };
+  $("notification-form").onsubmit = (event) => {
+    event.preventDefault();
+    const label = $("n-label").value.trim();
+    const recipients = [...document.querySelectorAll("input[name=recipient]:checked")].map((b) => b.value);
+    const value = { label, recipients, tone: $("n-tone").value, priority: $("n-priority").value };
+    if ($("n-text").value.trim()) value.text = $("n-text").value.trim();
+    preview("PATCH", "site", { version: site.version, edits: [{ path: ["notifications", newID(label)], value }] });
+  };
+  $("key-form").onsubmit = (event) => {
+    event.preventDefault();
+    preview("PATCH", "site", { version: site.version, edits: [{ path: ["keys", "map", $("k-key").value], value: $("k-action").value }] });
+  };
+  $("apply").onclick = apply;
+  $("discard").onclick = () => { pending = null; $("preview").hidden = true; };
+  $("undo").onclick = () => { if (lastVersion) preview("POST", `site/versions/${lastVersion}/restore`); };
+  start();
+});

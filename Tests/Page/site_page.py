@@ -1,0 +1,142 @@
+"""Walks the site service's page in Debian's chromium, headless, driven by Selenium.
+
+Run by SitePageRigTests with one JSON argument: url, server certificate (the browser trusts
+exactly that key), the manager's and the viewer's logins, the room to notify, the key to put the
+new type on, and a folder for screenshots. Prints one JSON line of what the page showed; every
+check is the Swift test's, which reads these facts.
+"""
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as seen
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+args = json.loads(sys.argv[1])
+facts = {"screenshots": []}
+
+der = subprocess.run(["openssl", "x509", "-in", args["certificate"], "-pubkey", "-noout"], capture_output=True, check=True).stdout
+spki = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=der, capture_output=True, check=True).stdout
+pin = base64.b64encode(hashlib.sha256(spki).digest()).decode()
+
+options = webdriver.ChromeOptions()
+options.binary_location = "/usr/bin/chromium"
+for flag in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,900",
+             f"--ignore-certificate-errors-spki-list={pin}", f"--user-data-dir={tempfile.mkdtemp()}", f"--lang={args['lang']}"]:
+    options.add_argument(flag)
+options.add_experimental_option("prefs", {"intl.accept_languages": args["lang"]})
+driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+wait = WebDriverWait(driver, 15)
+
+
+def shot(name):
+    path = f"{args['screenshots']}/page-{name}.png"
+    driver.save_screenshot(path)
+    facts["screenshots"].append(path)
+
+
+def visible(element_id):
+    return wait.until(seen.visibility_of_element_located((By.ID, element_id)))
+
+
+def login(name, password):
+    visible("login-name").clear()
+    driver.find_element(By.ID, "login-name").send_keys(name)
+    driver.find_element(By.ID, "login-password").clear()
+    driver.find_element(By.ID, "login-password").send_keys(password)
+    driver.find_element(By.ID, "login-submit").click()
+
+
+def apply_previewed(name):
+    visible("preview")
+    facts[name + "_preview"] = driver.find_element(By.ID, "preview-list").text
+    shot(name + "-preview")
+    driver.find_element(By.ID, "apply").click()
+    visible("result")
+    wait.until(lambda d: d.find_element(By.ID, "result-list").text)
+    facts[name + "_result"] = driver.find_element(By.ID, "result-title").text
+    facts[name + "_published"] = driver.find_element(By.ID, "result-list").text
+    shot(name + "-applied")
+
+
+try:
+    driver.get(args["url"])
+    visible("login-form")
+    shot("login")
+    login(args["manager"], args["manager_password"] + "x")
+    wait.until(lambda d: d.find_element(By.ID, "login-error").text)
+    facts["wrong_password"] = driver.find_element(By.ID, "login-error").text
+
+    login(args["manager"], args["manager_password"])
+    visible("site-view")
+    wait.until(lambda d: d.find_element(By.ID, "site-version").text)
+    facts["version_before"] = driver.find_element(By.ID, "site-version").text
+    shot("overview")
+
+    # A new notification type for one room.
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=notifications]").click()
+    visible("notification-form")
+    driver.find_element(By.ID, "n-label").send_keys(args["label"])
+    driver.find_element(By.ID, "n-text").send_keys(args["text"])
+    driver.find_element(By.CSS_SELECTOR, f"input[name=recipient][value={args['room']}]").click()
+    Select(driver.find_element(By.ID, "n-tone")).select_by_value("bell")
+    shot("notification-form")
+    driver.find_element(By.ID, "n-preview").click()
+    apply_previewed("notification")
+    facts["notification_rows"] = driver.find_element(By.ID, "notification-table").text
+
+    # On a key of every terminal.
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=keys]").click()
+    visible("key-form")
+    Select(driver.find_element(By.ID, "k-key")).select_by_value(args["key"])
+    action = Select(driver.find_element(By.ID, "k-action"))
+    action.select_by_visible_text(next(o.text for o in action.options if args["label"] in o.text))
+    driver.find_element(By.ID, "k-preview").click()
+    apply_previewed("key")
+    facts["key_rows"] = driver.find_element(By.ID, "key-table").text
+
+    # Undone (the key is free again), then the version before the undo restored (it is back).
+    driver.find_element(By.ID, "undo").click()
+    apply_previewed("undo")
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=versions]").click()
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#version-table tbody tr")) >= 4)
+    driver.find_element(By.XPATH, "//table[@id='version-table']//tr[td[1]='4']//button").click()
+    apply_previewed("restore")
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#version-table tbody tr")) >= 5)
+    facts["versions"] = driver.find_element(By.ID, "version-table").text
+    facts["version_after"] = driver.find_element(By.ID, "site-version").get_attribute("textContent")
+    shot("versions")
+
+    # A viewer sees the site but no change on offer; the change she sends anyway (the request the
+    # manager's page sends, from her logged-in page) is refused.
+    driver.find_element(By.ID, "logout").click()
+    login(args["viewer"], args["viewer_password"])
+    visible("site-view")
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=notifications]").click()
+    wait.until(lambda d: "Material" in d.find_element(By.ID, "notification-table").text)
+    facts["viewer_sees_types"] = driver.find_element(By.ID, "notification-table").text
+    facts["viewer_form_shown"] = driver.find_element(By.ID, "notification-form").is_displayed()
+    facts["viewer_status"] = driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        api("PATCH", "site", {version: site.version, edits: [{path: ["notifications", "tee"], value: {recipients: ["roomb"]}}]})
+          .then(() => done("applied"), (e) => { refused(e); done(String(e.status)); });""")
+    visible("message")
+    facts["viewer_refused"] = driver.find_element(By.ID, "message").text
+    shot("viewer-refused")
+    facts["ok"] = True
+except Exception as error:  # the facts so far, and what stopped the walk
+    facts["ok"] = False
+    facts["error"] = f"{type(error).__name__}: {error}"
+    try:
+        shot("failure")
+    except Exception:
+        pass
+finally:
+    driver.quit()
+print(json.dumps(facts))
