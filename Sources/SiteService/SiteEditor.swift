@@ -13,6 +13,9 @@ public actor SiteEditor {
     private let database: SiteDatabase
     /// How long a terminal may take to answer a handed version (seconds).
     public static let publishTimeout = 2.0
+    /// The largest `PUT /site` body: a signed envelope's limit, which a text in JSON cannot exceed
+    /// by more than its escapes (a 50-room site is about 40 KB).
+    public static let maxText = SignedSiteDocument.maximumBytes
 
     public init(files: SiteFiles, database: SiteDatabase) {
         self.files = files

@@ -18,7 +18,7 @@ public final class SiteServer: Sendable {
     private let limiter = Mutex(LoginLimiter.standard)
     /// A session lasts this long after login (seconds): a working day.
     public static let sessionLifetime = 12 * 3600.0
-    /// The largest request body taken.
+    /// The largest request body taken; a site document's text (`PUT /site`) may be larger.
     public static let maxBody = 64 * 1024
     public static let sessionCookie = "intercom_session"
 
@@ -119,7 +119,7 @@ public final class SiteServer: Sendable {
         }
         api.put("site") { request, context in
             let who = try self.require(context, .manager)
-            let body = try await Self.decode(SiteEditor.NewText.self, request)
+            let body = try await Self.decode(SiteEditor.NewText.self, request, limit: SiteEditor.maxText)
             return try Self.json(try await self.editor.change(base: body.version, text: body.text, dryRun: try Self.dryRun(request),
                                                               actor: who.actor, action: "site.change"))
         }
@@ -225,12 +225,12 @@ public final class SiteServer: Sendable {
         return identity
     }
 
-    static func decode<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T {
+    static func decode<T: Decodable>(_ type: T.Type, _ request: Request, limit: Int = maxBody) async throws -> T {
         let body: ByteBuffer
         do {
-            body = try await request.body.collect(upTo: maxBody)
+            body = try await request.body.collect(upTo: limit)
         } catch {
-            throw Problem(.contentTooLarge, "too-large", "The request is too large", detail: "at most \(maxBody) bytes")
+            throw Problem(.contentTooLarge, "too-large", "The request is too large", detail: "at most \(limit) bytes")
         }
         do {
             return try Wire.decode(T.self, from: body.readableBytesView)
