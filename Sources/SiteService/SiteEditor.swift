@@ -62,6 +62,26 @@ public actor SiteEditor {
         public var published: [PublishOutcome]
     }
 
+    /// A room's terminal as the page's terminal list shows it: what it said when asked (its key,
+    /// the room it was set up for, its software) and what the document makes of its key.
+    public struct Terminal: Codable, Sendable, Equatable {
+        public enum Standing: String, Codable, Sendable { case pending, approved, revoked, unknown }
+        public var room: String
+        public var endpoint: String
+        /// Whether it answered; `detail` says why not.
+        public var reached: Bool
+        public var detail: String?
+        /// Its key's fingerprint, as the terminal shows it.
+        public var identity: String?
+        public var setUpFor: String?
+        public var software: String?
+        public var standing: Standing
+        /// The key the document approves for this room, if any (it may be another box's).
+        public var approved: String?
+    }
+    /// An approval: the enrolment code read at the terminal (12 digits; spaces and dashes ignored).
+    public struct Approval: Codable, Sendable { public var code: String }
+
     // MARK: Reading
 
     private struct Held {
@@ -178,6 +198,84 @@ public actor SiteEditor {
         return try await change(base: base, text: text, dryRun: dryRun, actor: actor, action: "site.edit", field: "edits")
     }
 
+    // MARK: Terminals
+
+    /// Every room's terminal, asked at once.
+    public func terminals() async throws -> [Terminal] {
+        let h = try held()
+        let approved = h.document.enrolment.approved, revoked = h.document.enrolment.revoked
+        let addresses = (try? TerminalAddress.all(in: h.document)) ?? []
+        return await TerminalAnswer.ask(addresses, site: h.site, timeout: Self.publishTimeout).map { a in
+            var t = Terminal(room: a.terminal.name, endpoint: "\(a.terminal.endpoint)", reached: false, standing: .unknown,
+                             approved: approved[a.terminal.name]?.fingerprint)
+            switch a.result {
+            case .success(let r):
+                t.reached = true
+                t.identity = r.identity.fingerprint
+                t.setUpFor = r.request.room.isEmpty ? nil : r.request.room
+                t.software = r.request.software
+                t.standing = switch Enrolment.standing(of: r.identity, approved: approved, revoked: revoked) {
+                case .pending: .pending
+                case .approved: .approved
+                case .revoked: .revoked
+                }
+            case .failure(let why): t.detail = why.description
+            }
+            return t
+        }
+    }
+
+    /// Approves for `room` the terminal whose key has `code` (read at it), then signs and hands
+    /// out the next version with it.
+    public func approve(room: String, code: String, actor: String) async throws -> Outcome {
+        guard let typed = EnrolmentCode(typed: code) else {
+            throw Problem.badInput("code", "\"code\" must be the \(EnrolmentCode.digits) digits the terminal shows")
+        }
+        let h = try held()
+        var enrolment = SiteFiles.enrolment(of: h.document, site: h.site)
+        for answer in await TerminalAnswer.ask((try? TerminalAddress.all(in: h.document)) ?? [], site: h.site, timeout: Self.publishTimeout) {
+            if case .success(let r) = answer.result { _ = enrolment.apply(.heard(r.request, r.identity)) }
+        }
+        switch enrolment.apply(.approve(room: room, code: typed)) {
+        case .approved, .alreadyApproved: break
+        case .refused(.unknownRoom): throw Problem.notFound("no room \(room)")
+        case .refused(let reason): throw Problem(.unprocessableContent, "not-approved", "Not approved", detail: Self.explain(reason), field: "code")
+        case let other: throw Problem(.unprocessableContent, "not-approved", "Not approved", detail: "\(other)", field: "code")
+        }
+        return try await decided(enrolment, held: h, actor: actor, action: "terminal.approve")
+    }
+
+    /// Revokes the terminal approved for `room` (a lost or stolen box): its key is never approved again.
+    public func revoke(room: String, actor: String) async throws -> Outcome {
+        let h = try held()
+        var enrolment = SiteFiles.enrolment(of: h.document, site: h.site)
+        switch enrolment.apply(.revoke(room: room)) {
+        case .revoked: break
+        case .refused(.unknownRoom): throw Problem.notFound("no room \(room)")
+        case .refused(let reason): throw Problem(.conflict, "not-revoked", "Not revoked", detail: "\(room) has no approved terminal (\(reason.rawValue))", field: "room")
+        case let other: throw Problem(.conflict, "not-revoked", "Not revoked", detail: "\(other)", field: "room")
+        }
+        return try await decided(enrolment, held: h, actor: actor, action: "terminal.revoke")
+    }
+
+    /// Writes the decisions and makes them the next version (the document's text unchanged).
+    private func decided(_ enrolment: Enrolment, held h: Held, actor: String, action: String) async throws -> Outcome {
+        do { try files.writeEnrolment(enrolment) } catch {
+            throw Problem(.internalServerError, "not-signed", "The decision was not kept", detail: error.description)
+        }
+        return try await change(base: h.signed.version, text: h.text, dryRun: false, actor: actor, action: action)
+    }
+
+    private static func explain(_ reason: EnrolmentRefusal) -> String {
+        switch reason {
+        case .noRequest: "no terminal with that code answered: is it on?"
+        case .wrongCode: "no terminal that answered has that code: read it again at the terminal"
+        case .ambiguous: "two terminals have that code: approve nothing and check the network"
+        case .revokedIdentity: "that terminal was revoked: reset it to make a new key"
+        default: reason.rawValue
+        }
+    }
+
     /// Makes the text of `version` the next version: undo.
     public func restore(version: UInt64, dryRun: Bool, actor: String) async throws -> Outcome {
         try recordFound(try held())
@@ -185,24 +283,10 @@ public actor SiteEditor {
         return try await change(base: nil, text: text, dryRun: dryRun, actor: actor, action: "site.restore")
     }
 
-    /// Hands `signed` to every terminal at once; each answers within `publishTimeout`. Blocking
-    /// exchanges run on Dispatch's threads, never on the server's.
+    /// Hands `signed` to every terminal at once; each answers within `publishTimeout`.
     private static func publish(_ signed: SignedSiteDocument, to terminals: [TerminalAddress]) async -> [PublishOutcome] {
         let bytes = signed.encoded()
-        return await withTaskGroup(of: PublishOutcome.self) { group in
-            for terminal in terminals {
-                group.addTask {
-                    await withCheckedContinuation { done in
-                        DispatchQueue.global().async {
-                            done.resume(returning: PublishOutcome.offer(bytes, site: signed.site, to: terminal, timeout: publishTimeout))
-                        }
-                    }
-                }
-            }
-            var outcomes: [PublishOutcome] = []
-            for await outcome in group { outcomes.append(outcome) }
-            return outcomes.sorted { $0.room < $1.room }
-        }
+        return await eachAtOnce(terminals) { PublishOutcome.offer(bytes, site: signed.site, to: $0, timeout: publishTimeout) }
     }
 
     /// The problem for a document with problems: each names its key (and line).

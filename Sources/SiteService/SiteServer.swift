@@ -139,6 +139,19 @@ public final class SiteServer: Sendable {
             }
             return try Self.json(try await self.editor.restore(version: version, dryRun: try Self.dryRun(request), actor: who.actor))
         }
+        api.get("terminals") { _, context in
+            try self.require(context, .manager, .technician, .viewer, scope: .read)
+            return try Self.json(List(items: try await self.editor.terminals()))
+        }
+        api.post("terminals/:room/approve") { request, context in
+            let who = try self.require(context, .manager)
+            let body = try await Self.decode(SiteEditor.Approval.self, request)
+            return try Self.json(try await self.editor.approve(room: context.parameters.get("room") ?? "", code: body.code, actor: who.actor))
+        }
+        api.post("terminals/:room/revoke") { _, context in
+            let who = try self.require(context, .manager)
+            return try Self.json(try await self.editor.revoke(room: context.parameters.get("room") ?? "", actor: who.actor))
+        }
         return router
     }
 

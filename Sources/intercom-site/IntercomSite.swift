@@ -273,32 +273,17 @@ struct EnrolmentFolder {
         do { document = try SiteDocument.parse(folder.documentText(), source: folder.document) } catch { fail(["\(error)"]) }
     }
 
-    var enrolment: Enrolment {
-        let e = document.enrolment
-        return Enrolment(site: site, rooms: Set(document.rooms.keys), approved: e.approved, revoked: e.revoked, retired: e.retired)
-    }
+    var enrolment: Enrolment { SiteFiles.enrolment(of: document, site: site) }
 
     /// Each terminal's request, or why there is none.
     func requests(from terminals: TerminalTargets) -> [(name: String, endpoint: IPv4Endpoint, request: Result<(request: EnrolmentRequest, identity: PublicIdentity), SiteTransferError>)] {
         terminalEndpoints(terminals.targets, document: document).map { t in
-            let result: Result<(request: EnrolmentRequest, identity: PublicIdentity), SiteTransferError>
-            switch SiteTransfer.exchange(.enrolment(site: site), with: t.endpoint, timeout: terminals.timeout) {
-            case .success(.enrolment(let bytes)):
-                result = EnrolmentRequest.open(bytes, site: site).mapError { SiteTransferError("its request was refused: \($0.rawValue)") }
-            case .success(.otherSite): result = .failure(SiteTransferError("is not a terminal of site \(site)"))
-            case .success(let other): result = .failure(SiteTransferError("answered \(other)"))
-            case .failure(let error): result = .failure(SiteTransferError("not reached: \(error)"))
-            }
-            return (t.name, t.endpoint, result)
+            (t.name, t.endpoint, TerminalAnswer.ask(t, site: site, timeout: terminals.timeout).result)
         }
     }
 
     /// Writes the decisions to enrolment.toml; `sign` puts them in the next version.
-    func write(_ enrolment: Enrolment) throws {
-        let section = SiteEnrolment(approved: enrolment.approved, revoked: enrolment.revoked, retired: enrolment.retired)
-        try writeText("# Which terminal each room has (docs/identity.md). Kept by `intercom-site approve` and `revoke`;\n"
-                      + "# `intercom-site sign` signs it with site.toml. Do not edit.\n" + section.rendered(), to: folder.enrolment)
-    }
+    func write(_ enrolment: Enrolment) throws { try folder.files.writeEnrolment(enrolment) }
 }
 
 struct Pending: ParsableCommand {

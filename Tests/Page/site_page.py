@@ -53,16 +53,18 @@ def login(name, password):
     driver.find_element(By.ID, "login-submit").click()
 
 
-def apply_previewed(name):
+def apply_previewed(name, photograph=True):
     visible("preview")
     facts[name + "_preview"] = driver.find_element(By.ID, "preview-list").text
-    shot(name + "-preview")
+    if photograph:
+        shot(name + "-preview")
     driver.find_element(By.ID, "apply").click()
     visible("result")
     wait.until(lambda d: d.find_element(By.ID, "result-list").text)
     facts[name + "_result"] = driver.find_element(By.ID, "result-title").text
     facts[name + "_published"] = driver.find_element(By.ID, "result-list").text
-    shot(name + "-applied")
+    if photograph:
+        shot(name + "-applied")
 
 
 try:
@@ -112,6 +114,21 @@ try:
     facts["versions"] = driver.find_element(By.ID, "version-table").text
     facts["version_after"] = driver.find_element(By.ID, "site-version").get_attribute("textContent")
     shot("versions")
+
+    # Terminals: each pending one approved with the code read at it, then one revoked.
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=terminals]").click()
+    for n, (room, code) in enumerate(args["approve"]):
+        visible(f"code-{room}").send_keys(code)
+        driver.find_element(By.ID, f"approve-{room}").click()
+        apply_previewed(f"approve_{room}", photograph=n == 0)
+        wait.until(lambda d: d.find_elements(By.ID, f"revoke-{room}"))
+    facts["terminals_approved"] = driver.find_element(By.ID, "terminal-table").text
+    shot("terminals")
+    driver.find_element(By.ID, f"revoke-{args['revoke']}").click()
+    apply_previewed("revoke")
+    wait.until(lambda d: not d.find_elements(By.ID, f"revoke-{args['revoke']}"))
+    facts["terminals_after_revoke"] = driver.find_element(By.ID, "terminal-table").text
+    facts["version_final"] = driver.find_element(By.ID, "site-version").get_attribute("textContent")
 
     # A viewer sees the site but no change on offer; the change she sends anyway (the request the
     # manager's page sends, from her logged-in page) is refused.

@@ -63,19 +63,23 @@ final class SiteServiceRigTests: XCTestCase {
 
     /// The done-when of the page: Debian's chromium, headless, driven by Selenium
     /// (Tests/Page/site_page.py), logs in after a wrong password, adds a notification type for B
-    /// (previewed per terminal, applied, taken by both), puts it on every terminal's key 1, undoes
-    /// that and restores it from the list of changes; a viewer's change is refused. Then the key press at A sends it and B reads it aloud.
+    /// (previewed per terminal, applied, taken by every terminal), puts it on every terminal's key 1,
+    /// undoes that and restores it from the list of changes; approves the three pending terminals
+    /// with the codes read at them and revokes C; a viewer's change is refused. Then the key press at A sends it and B reads it aloud.
     /// Screenshots of each page go to `INTERCOM_SCREENSHOTS` when set (docs/page), else the test's folder.
     func testThePageInChromiumAddsANotificationTypePutsItOnAKeyAndTheTerminalReadsItAloud() throws {
-        let rooms = try CallRooms(["roomA", "roomB"])
+        let rooms = try CallRooms(["roomA", "roomB", "roomC"])
         defer { rooms.stopAll() }
         let folder = rooms.dir + "/site"
-        try SiteKit.create(folder, document: SiteKit.document(rooms, names: ["rooma": "Empfang", "roomb": "Labor"]))
+        try SiteKit.create(folder, document: SiteKit.document(rooms, names: ["rooma": "Empfang", "roomb": "Labor", "roomc": "Lager"]))
         let fifo = "\(rooms.dir)/roomA-keys"
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
         let a = try SiteKit.start(rooms, "rooma", folder: folder, own: "[keys]\ndevice = \"\(fifo)\"")
         let b = try SiteKit.start(rooms, "roomb", folder: folder)
-        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), a.log)
+        let c = try SiteKit.start(rooms, "roomc", folder: folder)
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc"]), a.log)
+        // The codes the installer reads at each terminal.
+        let codes = try [a, b, c].map { try XCTUnwrap(try $0.statistics().site?.terminal?.enrolmentCode, "pending with a code") }
 
         let service = SiteServiceProcess(dir: folder)
         defer { service.stop() }
@@ -84,10 +88,11 @@ final class SiteServiceRigTests: XCTestCase {
         try service.start()
 
         let screenshots = ProcessInfo.processInfo.environment["INTERCOM_SCREENSHOTS"] ?? rooms.dir
-        let arguments: [String: String] = [
+        let arguments: [String: Any] = [
             "url": "https://127.0.0.1:\(service.port)/", "certificate": folder + "/service/tls/server.pem", "lang": "de",
             "manager": "anna", "manager_password": "Empfang-2026!", "viewer": "vera", "viewer_password": "Wartezimmer-7",
             "label": "Material bringen", "text": "Bitte Material ins Labor bringen", "room": "roomb", "key": "KEY_1", "screenshots": screenshots,
+            "approve": [["rooma", codes[0]], ["roomb", codes[1]], ["roomc", codes[2]]], "revoke": "roomc",
         ]
         let python = Repo.root + "/.venv-api/bin/python"
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: python), "scripts/setup.sh installs selenium into .venv-api")
@@ -102,7 +107,7 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertTrue(fact("notification_preview").contains("Benachrichtigung „Material bringen“ kommt hinzu"), fact("notification_preview"))
         XCTAssertTrue(fact("notification_preview").contains("Empfang") && fact("notification_preview").contains("Labor"), "both terminals learn the type")
         XCTAssertEqual(fact("notification_result"), "Version 3 gilt.")
-        XCTAssertEqual(fact("notification_published"), "Empfang: hat sie übernommen\nLabor: hat sie übernommen")
+        XCTAssertEqual(fact("notification_published"), "Empfang: hat sie übernommen\nLabor: hat sie übernommen\nLager: hat sie übernommen")
         XCTAssertTrue(fact("key_preview").contains("Taste 1: sendet „Material bringen“"), fact("key_preview"))
         XCTAssertEqual(fact("key_result"), "Version 4 gilt.")
         XCTAssertTrue(fact("undo_preview").contains("Taste 1 ist nicht mehr belegt"), fact("undo_preview"))
@@ -110,15 +115,26 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertTrue(fact("restore_preview").contains("Taste 1: sendet „Material bringen“"), fact("restore_preview"))
         XCTAssertEqual(fact("restore_result"), "Version 6 gilt.")
         XCTAssertEqual(fact("version_after"), "6")
+        XCTAssertTrue(fact("approve_rooma_preview").contains("Das Terminal mit dem Code \(codes[0]) wird für „Empfang“ freigegeben."), fact("approve_rooma_preview"))
+        XCTAssertEqual(fact("approve_roomc_result"), "Version 9 gilt.")
+        XCTAssertEqual(fact("terminals_approved").components(separatedBy: "freigegeben").count - 1, 3, fact("terminals_approved"))
+        XCTAssertTrue(fact("revoke_preview").contains("„Lager“ wird gesperrt"), fact("revoke_preview"))
+        XCTAssertEqual(fact("revoke_result"), "Version 10 gilt.")
+        XCTAssertTrue(fact("terminals_after_revoke").contains("gesperrt"), fact("terminals_after_revoke"))
+        XCTAssertEqual(fact("version_final"), "10")
         XCTAssertTrue(fact("viewer_sees_types").contains("Material bringen"), "a viewer sees the site")
         XCTAssertEqual(facts["viewer_form_shown"] as? Bool, false, "a viewer's page offers no change")
         XCTAssertEqual(fact("viewer_status"), "403", "the change a viewer sends anyway is refused")
         XCTAssertTrue(fact("viewer_refused").hasPrefix("Dazu fehlt Ihnen die Berechtigung"), fact("viewer_refused"))
-        XCTAssertEqual((facts["screenshots"] as? [String])?.count, 13, "every page photographed")
+        XCTAssertEqual((facts["screenshots"] as? [String])?.count, 18, "every page photographed")
 
         for (id, daemon) in [("rooma", a), ("roomb", b)] {
-            XCTAssertNotNil(daemon.waitForStatistics(timeout: 10) { $0.site?.version == 6 && $0.site?.appliedAt != nil }, "\(id) runs version 6: \(daemon.log)")
+            XCTAssertNotNil(daemon.waitForStatistics(timeout: 10) {
+                $0.site?.version == 10 && $0.site?.appliedAt != nil && $0.site?.terminal?.standing == .approved && $0.calls?.protection == .terminalKeys
+            }, "\(id) runs version 10, approved, sealing by terminal keys: \(daemon.log)")
         }
+        XCTAssertNotNil(c.waitForStatistics(timeout: 10) { $0.site?.terminal?.standing == .revoked }, "C knows it is revoked: \(c.log)")
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"], timeout: 10), "A and B hear each other under their own keys")
         let before = try b.statistics().calls?.speech.spoken ?? 0
         try FIFOKeyWriter(path: fifo).press(2)  // KEY_1
         XCTAssertTrue(rooms.wait(5) {
@@ -130,7 +146,71 @@ final class SiteServiceRigTests: XCTestCase {
         let audit = try service.request("GET", "/api/v1/audit", as: anna).decode(SiteServer.List<AuditEntry>.self).items
         XCTAssertEqual(audit.filter { $0.action == "site.edit" && $0.actor == "anna" }.count, 2)
         XCTAssertEqual(audit.filter { $0.action == "site.restore" && $0.actor == "anna" }.count, 2)
+        XCTAssertEqual(audit.filter { $0.action == "terminal.approve" && $0.actor == "anna" }.count, 3)
+        XCTAssertEqual(audit.filter { $0.action == "terminal.revoke" && $0.actor == "anna" }.count, 1)
         XCTAssertTrue(audit.contains { $0.action == "refused" && $0.actor == "vera" }, "the viewer's attempt is in the audit log")
         XCTAssertTrue(audit.contains { $0.action == "login.refused" && $0.actor == "anna" }, "so is the wrong password")
+    }
+
+    /// Approval and revocation through the API, with terminals that run secure (no key, no
+    /// signalling until approved): the service lists both pending with the key each shows; a
+    /// wrong code and a viewer are refused; each approved with the code read at it, they seal
+    /// to each other by terminal keys; one revoked is out at once, and its key is never approved again.
+    func testTerminalsAreApprovedAndRevokedThroughTheService() throws {
+        let ids = ["desk1", "desk2"]
+        let rooms = try CallRooms(ids, soundCards: false)
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site"
+        try SiteKit.create(folder, document: SiteKit.document(rooms))  // versions 1 and 2
+        let daemons = try ids.map { try SiteKit.start(rooms, $0, folder: folder, lab: false) }
+        let service = SiteServiceProcess(dir: folder)
+        defer { service.stop() }
+        XCTAssertEqual(try service.addAccount("anna", role: "manager", password: "Empfang-2026!").status, 0)
+        XCTAssertEqual(try service.addAccount("vera", role: "viewer", password: "Wartezimmer-7").status, 0)
+        try service.start()
+        let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
+        let vera = try XCTUnwrap(try service.login("vera", password: "Wartezimmer-7"))
+        func terminals() throws -> [SiteEditor.Terminal] {
+            try service.request("GET", "/api/v1/terminals", as: anna).decode(SiteServer.List<SiteEditor.Terminal>.self).items
+        }
+
+        let keys = try daemons.map { try XCTUnwrap(try $0.statistics().site?.terminal?.key) }
+        let codes = try daemons.map { try XCTUnwrap(try $0.statistics().site?.terminal?.enrolmentCode, "pending with a code") }
+        let listed = try terminals()
+        XCTAssertEqual(listed.map(\.room), ids)
+        XCTAssertEqual(listed.map(\.standing), [.pending, .pending])
+        XCTAssertEqual(listed.map(\.identity), keys, "the key each terminal shows")
+        XCTAssertEqual(listed.map(\.setUpFor), ids)
+
+        let wrong = try service.request("POST", "/api/v1/terminals/desk1/approve", as: anna, json: #"{"code":"000 000 000 000"}"#)
+        XCTAssertEqual(wrong.status, 422, wrong.text)
+        XCTAssertEqual(try wrong.decode(ProblemDocument.self).field, "code")
+        XCTAssertEqual(try service.request("POST", "/api/v1/terminals/desk1/approve", as: vera, json: #"{"code":"\#(codes[0])"}"#).status, 403)
+
+        for (n, id) in ids.enumerated() {
+            let approved = try service.request("POST", "/api/v1/terminals/\(id)/approve", as: anna, json: #"{"code":"\#(codes[n])"}"#)
+            XCTAssertEqual(approved.status, 200, approved.text)
+            XCTAssertEqual(try approved.decode(SiteEditor.Outcome.self).plan.version, UInt64(3 + n))
+        }
+        for (id, d) in zip(ids, daemons) {
+            XCTAssertNotNil(d.waitForStatistics(timeout: 15) {
+                $0.calls?.protection == .terminalKeys && $0.site?.version == 4 && $0.site?.appliedAt != nil && $0.site?.terminal?.standing == .approved
+            }, "\(id) is approved and seals by terminal keys: \(d.log)")
+        }
+        XCTAssertTrue(rooms.waitOnline("desk1", ["desk2"], timeout: 10), "the two hear each other under their own keys")
+        XCTAssertEqual(try terminals().map(\.standing), [.approved, .approved])
+
+        let revoked = try service.request("POST", "/api/v1/terminals/desk2/revoke", as: anna)
+        XCTAssertEqual(revoked.status, 200, revoked.text)
+        XCTAssertNotNil(daemons[1].waitForStatistics(timeout: 10) { $0.site?.terminal?.standing == .revoked }, daemons[1].log)
+        XCTAssertEqual(try terminals().map(\.standing), [.approved, .revoked])
+        let again = try service.request("POST", "/api/v1/terminals/desk2/approve", as: anna, json: #"{"code":"\#(codes[1])"}"#)
+        XCTAssertEqual(again.status, 422, "a revoked key is never approved again: \(again.text)")
+        XCTAssertEqual(try service.request("POST", "/api/v1/terminals/desk2/revoke", as: anna).status, 409, "nothing left to revoke")
+
+        let audit = try service.request("GET", "/api/v1/audit", as: anna).decode(SiteServer.List<AuditEntry>.self).items
+        XCTAssertEqual(audit.filter { $0.action == "terminal.approve" }.count, 2)
+        XCTAssertEqual(audit.filter { $0.action == "terminal.revoke" }.count, 1)
+        XCTAssertTrue(audit.contains { $0.action == "refused" && $0.actor == "vera" })
     }
 }

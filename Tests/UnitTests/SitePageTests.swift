@@ -16,13 +16,16 @@ final class SitePageTests: XCTestCase {
 
     func testEveryTextHasGermanAndEnglishWords() throws {
         let de = try XCTUnwrap(script.range(of: "  de: {")), en = try XCTUnwrap(script.range(of: "  en: {"))
-        let german = String(script[de.upperBound..<en.lowerBound]), english = String(script[en.upperBound...].prefix { $0 != ";" })
+        let german = String(script[de.upperBound..<en.lowerBound])
+        let rest = script[en.upperBound...]
+        let english = String(rest[..<(rest.range(of: "\n};")?.lowerBound ?? rest.endIndex)])
         // Texts named in the page and the script, and those the script puts together from what
         // the service answers (tones, publish results, kinds of change, priorities, key actions).
         let named = (matches(#"data-t="([^"]+)""#, in: html) + matches(#"\bt\("([a-z_.-]+)""#, in: script)).filter { !$0.hasSuffix("-") }
         let built = ["gong", "bell", "alert", "alarm"].map { "tone-" + $0 } + ["added", "removed"].map { "terminal-" + $0 }
-            + PublishOutcome.Result.allCases.map(\.rawValue) + ["site.edit", "site.change", "site.restore", "site.found"]
+            + PublishOutcome.Result.allCases.map(\.rawValue) + ["site.edit", "site.change", "site.restore", "site.found", "terminal.approve", "terminal.revoke"]
             + ["normal", "urgent", "emergency", "hang_up", "answer", "toggle_dnd", "toggle_mic_mute", "acknowledge_all"]
+            + ["pending", "approved", "revoked", "unknown"]
         let keys = Set(named + built)
         XCTAssertGreaterThan(keys.count, 40)
         for key in keys.sorted() {

@@ -5,6 +5,10 @@
 const words = {
   de: {
     title: "Praxis-Intercom", login: "Anmelden", logout: "Abmelden", name: "Name", password: "Passwort",
+    terminals: "Terminals", "terminals-hint": "Ein neues Terminal nennt seinen Freigabecode, wenn man eine Taste drückt. Geben Sie ihn hier ein.",
+    room: "Raum", terminal: "Terminal", software: "Software", state: "Zustand", pending: "wartet auf Freigabe", approved: "freigegeben",
+    revoked: "gesperrt", unknown: "nicht erreicht", code: "Freigabecode", approve: "Freigeben", revoke: "Sperren",
+    "approve-what": "Das Terminal mit dem Code {c} wird für „{r}“ freigegeben.", "revoke-what": "Das Terminal von „{r}“ wird gesperrt; es kann nie wieder freigegeben werden.",
     overview: "Übersicht", notifications: "Benachrichtigungen", keys: "Tasten", versions: "Änderungen",
     version: "Version", rooms: "Räume", label: "Bezeichnung", spoken: "Gesprochener Text", recipients: "Empfänger",
     tone: "Ton", priority: "Dringlichkeit", "new-notification": "Neue Benachrichtigung", "tone-default": "passend zur Dringlichkeit",
@@ -22,10 +26,14 @@ const words = {
     "sends": "sendet „{x}“", "calls": "ruft „{x}“", hang_up: "legt auf", answer: "nimmt an", decline: "lehnt ab",
     toggle_dnd: "Nicht stören an/aus", toggle_mic_mute: "Mikrofon stumm an/aus", acknowledge: "bestätigt", acknowledge_all: "bestätigt alle",
     call_back: "ruft zurück", what: "Was", "site.edit": "geändert", "site.change": "Text ersetzt", "site.restore": "frühere Version wiederhergestellt",
-    "site.found": "außerhalb der Seite signiert", forbidden: "Dazu fehlt Ihnen die Berechtigung (nur die Praxisleitung ändert die Anlage).",
+    "site.found": "außerhalb der Seite signiert", "terminal.approve": "Terminal freigegeben", "terminal.revoke": "Terminal gesperrt", forbidden: "Dazu fehlt Ihnen die Berechtigung (nur die Praxisleitung ändert die Anlage).",
   },
   en: {
     title: "Practice intercom", login: "Log in", logout: "Log out", name: "Name", password: "Password",
+    terminals: "Terminals", "terminals-hint": "A new terminal says its enrolment code when a key is pressed. Enter it here.",
+    room: "Room", terminal: "Terminal", software: "Software", state: "State", pending: "waiting for approval", approved: "approved",
+    revoked: "revoked", unknown: "not reached", code: "Enrolment code", approve: "Approve", revoke: "Revoke",
+    "approve-what": "The terminal with code {c} is approved for “{r}”.", "revoke-what": "The terminal of “{r}” is revoked; it can never be approved again.",
     overview: "Overview", notifications: "Notifications", keys: "Keys", versions: "Changes",
     version: "Version", rooms: "Rooms", label: "Name", spoken: "Spoken text", recipients: "Recipients",
     tone: "Tone", priority: "Priority", "new-notification": "New notification", "tone-default": "as the priority says",
@@ -43,7 +51,7 @@ const words = {
     "sends": "sends “{x}”", "calls": "calls “{x}”", hang_up: "hangs up", answer: "answers", decline: "declines",
     toggle_dnd: "do not disturb on/off", toggle_mic_mute: "microphone mute on/off", acknowledge: "acknowledges", acknowledge_all: "acknowledges all",
     call_back: "calls back", what: "What", "site.edit": "changed", "site.change": "text replaced", "site.restore": "earlier version restored",
-    "site.found": "signed outside the page", forbidden: "You may not do this (only the practice manager changes the site).",
+    "site.found": "signed outside the page", "terminal.approve": "terminal approved", "terminal.revoke": "terminal revoked", forbidden: "You may not do this (only the practice manager changes the site).",
   },
 };
 
@@ -91,8 +99,9 @@ function say(text, bad = false) {
 
 function tab(name) {
   for (const b of document.querySelectorAll(".tab")) b.setAttribute("aria-selected", String(b.dataset.tab === name));
-  for (const p of ["overview", "notifications", "keys", "versions"]) $("panel-" + p).hidden = p !== name;
+  for (const p of ["overview", "notifications", "keys", "terminals", "versions"]) $("panel-" + p).hidden = p !== name;
   if (name === "versions") loadVersions();
+  if (name === "terminals") loadTerminals();
 }
 
 function cell(row, text) { const td = row.insertCell(); td.textContent = text; return td; }
@@ -221,9 +230,11 @@ async function apply() {
   try {
     const before = site.version;
     const outcome = await api(pending.method, pending.path, pending.body);
+    // A terminal's approval or revocation is not undone by an earlier text (a revoked key stays revoked).
+    lastVersion = pending.path.startsWith("terminals/") ? null : before;
+    $("undo").hidden = lastVersion === null;
     pending = null;
     $("preview").hidden = true;
-    lastVersion = before;
     for (const form of document.forms) if (form.id !== "login-form") form.reset();
     $("result-title").textContent = t("in-force", { v: outcome.plan.version });
     $("result-list").replaceChildren(...outcome.published.map((p) => {
@@ -235,6 +246,7 @@ async function apply() {
     $("result").hidden = false;
     await load();
     if (!$("panel-versions").hidden) await loadVersions();
+    if (!$("panel-terminals").hidden) await loadTerminals();
     $("result").scrollIntoView({ block: "start" });
   } catch (e) { await refused(e); }
 }
@@ -244,6 +256,44 @@ async function refused(e) {
   if (e.status === 403) { say(t("forbidden"), true); return; }
   const details = e.problem && e.problem.errors ? " " + e.problem.errors.map((x) => x.problem).join("; ") : "";
   say((e.message || String(e)) + details, true);
+}
+
+// A change with nothing to plan (an approval, a revocation): said in words, applied on "apply".
+function confirmChange(text, method, path, body) {
+  say("");
+  $("result").hidden = true;
+  pending = { method, path, body };
+  $("preview-list").textContent = text;
+  $("apply").disabled = false;
+  $("preview").hidden = false;
+  $("preview").scrollIntoView({ block: "start" });
+}
+
+async function loadTerminals() {
+  const list = await api("GET", "terminals");
+  const body = $("terminal-table").tBodies[0];
+  body.replaceChildren();
+  for (const term of list.items) {
+    const row = body.insertRow();
+    row.id = "terminal-" + term.room;
+    cell(row, roomName(term.room)); cell(row, term.identity || "–"); cell(row, term.software || "–");
+    cell(row, t(term.reached ? term.standing : "unknown")).className = "state";
+    const td = row.insertCell();
+    if (term.reached && term.standing === "pending") {
+      const code = document.createElement("input");
+      code.id = "code-" + term.room; code.placeholder = t("code"); code.size = 16; code.className = "manager-only";
+      const b = document.createElement("button");
+      b.id = "approve-" + term.room; b.className = "small manager-only"; b.textContent = t("approve");
+      b.onclick = () => confirmChange(t("approve-what", { c: code.value, r: roomName(term.room) }), "POST",
+        `terminals/${encodeURIComponent(term.room)}/approve`, { code: code.value });
+      td.append(code, " ", b);
+    } else if (term.approved) {
+      const b = document.createElement("button");
+      b.id = "revoke-" + term.room; b.className = "quiet small manager-only"; b.textContent = t("revoke");
+      b.onclick = () => confirmChange(t("revoke-what", { r: roomName(term.room) }), "POST", `terminals/${encodeURIComponent(term.room)}/revoke`);
+      td.append(b);
+    }
+  }
 }
 
 async function loadVersions() {
