@@ -49,6 +49,12 @@ public struct SiteDocument: Sendable, Equatable {
     /// The kinds of terminal the document names.
     public var kindNames: [String] { kinds.keys.sorted() }
 
+    /// Whether `text` has an `[enrolment]` table (the service keeps it out of texts it is sent:
+    /// approvals are made by approving). False for a text that is not TOML: parsing says why.
+    public static func holdsEnrolment(_ text: String) -> Bool {
+        (try? DaemonConfig.tomlRoot(text, source: "").0)?.contains(key: "enrolment") ?? false
+    }
+
     /// Reads a document's text and checks it for every room it lists.
     /// - Throws: `ConfigError` naming each problem's key (`kinds.wall.keys.map.KEY_F1`), and for
     ///   problems that show only once a room's layers are joined, the room.

@@ -61,3 +61,17 @@ public func eachAtOnce<T: Sendable>(_ terminals: [TerminalAddress], _ exchange: 
         return answers.sorted { $0.0 < $1.0 }.map(\.1)
     }
 }
+
+extension EnrolmentRefusal {
+    /// Why an approval was refused, in the words the page and `intercom-site approve` both show.
+    public var explanation: String {
+        switch self {
+        case .noRequest: "no terminal with that code answered: is it on, and was it asked?"
+        case .wrongCode: "no terminal that answered has that code: read it again at the terminal"
+        case .ambiguous: "two terminals have that code (one of them made its key to match): approve nothing and check the network"
+        case .revokedIdentity: "that terminal is revoked: reset it to make a new key"
+        case .unknownRoom: "not a room of the document"
+        default: rawValue
+        }
+    }
+}

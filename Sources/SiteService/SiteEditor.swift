@@ -1,4 +1,5 @@
 import Calls
+import Control
 import Foundation
 import IntercomConfig
 import SiteAdmin
@@ -65,7 +66,6 @@ public actor SiteEditor {
     /// A room's terminal as the page's terminal list shows it: what it said when asked (its key,
     /// the room it was set up for, its software) and what the document makes of its key.
     public struct Terminal: Codable, Sendable, Equatable {
-        public enum Standing: String, Codable, Sendable { case pending, approved, revoked, unknown }
         public var room: String
         public var endpoint: String
         /// Whether it answered; `detail` says why not.
@@ -75,7 +75,8 @@ public actor SiteEditor {
         public var identity: String?
         public var setUpFor: String?
         public var software: String?
-        public var standing: Standing
+        /// What the document makes of its key; nil when it did not answer.
+        public var standing: DaemonStatistics.Site.TerminalStanding?
         /// The key the document approves for this room, if any (it may be another box's).
         public var approved: String?
     }
@@ -151,12 +152,8 @@ public actor SiteEditor {
     /// records it and hands it to every room's terminal.
     public func change(base: UInt64?, text: String, dryRun: Bool, actor: String, action: String, field: String = "text") async throws -> Outcome {
         let h = try held()
-        if let base, base != h.signed.version {
-            throw Problem(.conflict, "stale-version", "The document changed meanwhile",
-                          detail: "made on version \(base), but version \(h.signed.version) is in force: reload and make the change again",
-                          field: "version")
-        }
-        if let own = try? SiteDocument.parse(text, source: "the new document"), own.enrolment != SiteEnrolment() {
+        if let base { try Self.check(base: base, inForce: h.signed.version) }
+        if SiteDocument.holdsEnrolment(text) {
             throw Problem.badInput(field, "[enrolment] is kept by approving and revoking terminals, not in the document's text")
         }
         let proposed: SiteDocument
@@ -206,7 +203,7 @@ public actor SiteEditor {
         let approved = h.document.enrolment.approved, revoked = h.document.enrolment.revoked
         let addresses = (try? TerminalAddress.all(in: h.document)) ?? []
         return await TerminalAnswer.ask(addresses, site: h.site, timeout: Self.publishTimeout).map { a in
-            var t = Terminal(room: a.terminal.name, endpoint: "\(a.terminal.endpoint)", reached: false, standing: .unknown,
+            var t = Terminal(room: a.terminal.name, endpoint: "\(a.terminal.endpoint)", reached: false, standing: nil,
                              approved: approved[a.terminal.name]?.fingerprint)
             switch a.result {
             case .success(let r):
@@ -239,7 +236,7 @@ public actor SiteEditor {
         switch enrolment.apply(.approve(room: room, code: typed)) {
         case .approved, .alreadyApproved: break
         case .refused(.unknownRoom): throw Problem.notFound("no room \(room)")
-        case .refused(let reason): throw Problem(.unprocessableContent, "not-approved", "Not approved", detail: Self.explain(reason), field: "code")
+        case .refused(let reason): throw Problem(.unprocessableContent, "not-approved", "Not approved", detail: reason.explanation, field: "code")
         case let other: throw Problem(.unprocessableContent, "not-approved", "Not approved", detail: "\(other)", field: "code")
         }
         return try await decided(enrolment, held: h, actor: actor, action: "terminal.approve")
@@ -259,21 +256,13 @@ public actor SiteEditor {
     }
 
     /// Writes the decisions and makes them the next version (the document's text unchanged).
+    /// `h` was read before the terminals were asked: another change may have come meanwhile.
     private func decided(_ enrolment: Enrolment, held h: Held, actor: String, action: String) async throws -> Outcome {
+        try Self.check(base: h.signed.version, inForce: try held().signed.version)
         do { try files.writeEnrolment(enrolment) } catch {
             throw Problem(.internalServerError, "not-signed", "The decision was not kept", detail: error.description)
         }
         return try await change(base: h.signed.version, text: h.text, dryRun: false, actor: actor, action: action)
-    }
-
-    private static func explain(_ reason: EnrolmentRefusal) -> String {
-        switch reason {
-        case .noRequest: "no terminal with that code answered: is it on?"
-        case .wrongCode: "no terminal that answered has that code: read it again at the terminal"
-        case .ambiguous: "two terminals have that code: approve nothing and check the network"
-        case .revokedIdentity: "that terminal was revoked: reset it to make a new key"
-        default: reason.rawValue
-        }
     }
 
     /// Makes the text of `version` the next version: undo.
@@ -287,6 +276,13 @@ public actor SiteEditor {
     private static func publish(_ signed: SignedSiteDocument, to terminals: [TerminalAddress]) async -> [PublishOutcome] {
         let bytes = signed.encoded()
         return await eachAtOnce(terminals) { PublishOutcome.offer(bytes, site: signed.site, to: $0, timeout: publishTimeout) }
+    }
+
+    private static func check(base: UInt64, inForce: UInt64) throws {
+        guard base != inForce else { return }
+        throw Problem(.conflict, "stale-version", "The document changed meanwhile",
+                      detail: "made on version \(base), but version \(inForce) is in force: reload and make the change again",
+                      field: "version")
     }
 
     /// The problem for a document with problems: each names its key (and line).

@@ -356,20 +356,9 @@ struct Approve: ParsableCommand {
         case .alreadyApproved(let room):
             print("that terminal is already approved for \(room)")
         case .refused(let reason):
-            fail(["not approved: \(reason.rawValue) (\(Self.explain(reason)))"])
+            fail(["not approved: \(reason.rawValue) (\(reason.explanation))"])
         case let other:
             fail(["not approved: \(other)"])
-        }
-    }
-
-    static func explain(_ reason: EnrolmentRefusal) -> String {
-        switch reason {
-        case .noRequest: "no terminal with that code answered; is it on, and was it asked (--to)?"
-        case .wrongCode: "no terminal that answered has that code; read it again at the terminal"
-        case .ambiguous: "two terminals have that code: one of them made its key to match. Approve nothing; check the network"
-        case .revokedIdentity: "that terminal is revoked; reset it to make a new key"
-        case .unknownRoom: "not a room of the document"
-        default: reason.rawValue
         }
     }
 }
