@@ -40,7 +40,9 @@ BIN=$(swift build "${BUILD[@]}" --show-bin-path)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 RIG=(bash scripts/rig.sh run --dir "$PWD/.rig-suite" --)
-step() { echo "bench-suite: $*" >&2; }
+# Each step with the seconds the one before took (CI's time is planned from these).
+STEP_START=$SECONDS
+step() { echo "bench-suite: [$((SECONDS - STEP_START)) s] $*" >&2; STEP_START=$SECONDS; }
 
 step "audio core: CPU, allocations, Swift/C by time, rig round trip"
 "${RIG[@]}" "$BIN/intercom-bench" "${CORE[@]}" | sed "s/^## /### /" >"$WORK/10-core.md"
@@ -90,6 +92,9 @@ INTERCOM_SUITE=$MODE "${RIG[@]}" swift test "${BUILD[@]}" --skip-build --disable
         exit 1
     }
 sed -n 's/^SUITE|//p' "$WORK/suite.log" >"$WORK/50-suite.md"
+# Each rig measurement's time, longest first.
+sed -nE "s/^Test Case '-?\[?([A-Za-z]+)[. ]([A-Za-z]+)\]?' passed \(([0-9.]+) seconds\)/\3 s \1.\2/p" "$WORK/suite.log" | sort -rn | sed 's/^/bench-suite:   /' >&2
+step "done"
 
 {
     echo "# Benchmarks"

@@ -53,7 +53,7 @@ stage_done build
 
 # Every fuzz target for a bounded time (parsers of outside input: RTP, signalling, control
 # requests, key events); a crash fails the run. Longer runs: fuzz/<target>/build.sh run.
-sh fuzz/run-all.sh 15
+sh fuzz/run-all.sh 10
 stage_done fuzz
 
 # Let the build's writes reach the disk before real-time tests start.
