@@ -90,7 +90,10 @@ public struct CallEngine: Sendable {
         return call.role == .caller ? .ringingOutgoing : .ringingIncoming
     }
 
-    public func presence(of room: RoomID) -> Presence { presenceTable[room].presence }
+    /// A room's presence as its hellos say; this terminal's own as it is (it runs, so it is online).
+    public func presence(of room: RoomID) -> Presence {
+        room == settings.room ? Presence(online: true, doNotDisturb: doNotDisturb, inCall: call != nil) : presenceTable[room].presence
+    }
 
     /// What each other room's newest hello with an announcement said, while it is online.
     public var announcements: [RoomID: SiteAnnouncement] {

@@ -1,4 +1,5 @@
 import Calls
+import Control
 import Foundation
 import Hummingbird
 
@@ -57,5 +58,21 @@ public struct Problem: Error, HTTPResponseError, Sendable, Equatable {
         case .conflict(let field, let what): self = Problem(.conflict, "conflict", "Already there", detail: what, field: field)
         case .storage(let what): self = Problem(.internalServerError, "storage", "The database failed", detail: what)
         }
+    }
+}
+
+extension Problem {
+    /// The problem for the member terminal's refusal of a command; `field` is the request's
+    /// member the command was made from.
+    public init(_ refusal: ControlFailure, field: String? = nil) {
+        let status: HTTPResponse.Status = switch refusal.code {
+        case .invalidArgument, .unknownCommand: .unprocessableContent
+        case .notPermitted: .forbidden
+        case .busy, .notInCall: .conflict
+        case .unavailable: .serviceUnavailable
+        case .parseError, .internal: .badGateway
+        }
+        self.init(status, "terminal-\(refusal.code.rawValue.replacingOccurrences(of: "_", with: "-"))", "The terminal refused",
+                  detail: refusal.message, field: status == .unprocessableContent ? field : nil)
     }
 }

@@ -76,6 +76,9 @@ public struct SiteCertificate: Sendable {
             certificateChain: try NIOSSLCertificate.fromPEMFile(certificatePath).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(file: keyPath, format: .pem)))
         tls.minimumTLSVersion = .tlsv12
+        // A connection closed by the service (stopping, or an event stream ended) waits this long
+        // for the client's close_notify, not NIOSSL's 5 s: a stop must not wait for clients.
+        tls.shutdownTimeout = .milliseconds(500)
         return tls
     }
 

@@ -22,9 +22,13 @@ public final class SiteServer: Sendable {
     public static let maxBody = 64 * 1024
     public static let sessionCookie = "intercom_session"
 
-    public init(database: SiteDatabase, editor: SiteEditor) {
+    /// The terminal the service sends notifications and sees the site through; nil: none set.
+    public let member: SiteMember?
+
+    public init(database: SiteDatabase, editor: SiteEditor, member: SiteMember? = nil) {
         self.database = database
         self.editor = editor
+        self.member = member
     }
 
     private static func now() -> Double { Date().timeIntervalSince1970 }
@@ -152,6 +156,7 @@ public final class SiteServer: Sendable {
             let who = try self.require(context, .manager)
             return try Self.json(try await self.editor.revoke(room: context.parameters.get("room") ?? "", actor: who.actor))
         }
+        addSignalling(to: api)
         return router
     }
 
@@ -171,7 +176,7 @@ public final class SiteServer: Sendable {
     }
 
     /// `?limit=N`, 1...10000, 100 when absent.
-    private static func limit(_ request: Request) throws -> Int {
+    static func limit(_ request: Request) throws -> Int {
         let limit = request.uri.queryParameters.get("limit").map { Int($0) } ?? 100
         guard let limit, (1...10_000).contains(limit) else { throw Problem.badInput("limit", "\"limit\" must be an integer, 1...10000") }
         return limit
@@ -224,7 +229,7 @@ public final class SiteServer: Sendable {
     /// A person with one of `roles`, or a token with `scope` (never without one: the page's
     /// functions are people's). The refusal is written to the audit log.
     @discardableResult
-    private func require(_ context: SiteContext, _ roles: Role..., scope: TokenScope? = nil) throws -> Identity {
+    func require(_ context: SiteContext, _ roles: Role..., scope: TokenScope? = nil) throws -> Identity {
         let identity = try Self.who(context)
         let allowed = switch identity {
         case .person(let account, _, _): roles.contains(account.role)
@@ -302,9 +307,11 @@ struct Authenticator: RouterMiddleware {
 /// Runs the service until SIGTERM or SIGINT.
 public enum SiteService {
     /// `onListening` gets the port bound (the settings may ask for 0: any).
-    public static func run(database: SiteDatabase, site: SiteFiles, certificate: SiteCertificate, host: String, port: Int,
+    public static func run(database: SiteDatabase, site: SiteFiles, certificate: SiteCertificate, member: SiteMember?, host: String, port: Int,
                            onListening: @escaping @Sendable (Int) -> Void) async throws {
-        let server = SiteServer(database: database, editor: SiteEditor(files: site, database: database))
+        let server = SiteServer(database: database, editor: SiteEditor(files: site, database: database), member: member)
+        member?.follow()
+        defer { member?.stop() }
         var logger = Logger(label: "intercom-site")
         logger.logLevel = .notice
         let app = Application(

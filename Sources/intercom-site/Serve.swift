@@ -36,6 +36,8 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("name"), help: "A host name or IPv4 address the page is reached by; repeat for more (default: this host's name, localhost, 127.0.0.1).")
     var names: [String] = []
     @Option(help: "The site's name in its certificate authority.") var siteId = "practice"
+    @Option(help: "The control socket of the terminal the service takes part in signalling through (its notifications, presence, history and events; the API answers 503 for those without one).")
+    var member: String?
 
     func run() async throws {
         let database = try folder.open()
@@ -43,7 +45,8 @@ struct Serve: AsyncParsableCommand {
         let names = self.names.isEmpty ? [host, "localhost", "127.0.0.1"] : self.names
         let certificate = try SiteCertificate.prepare(directory: folder.tls, siteID: siteId, names: names)
         let listening = folder.folder + "/listening.json"
-        try await SiteService.run(database: database, site: SiteFiles(dir: folder.dir), certificate: certificate, host: self.host, port: port) { port in
+        try await SiteService.run(database: database, site: SiteFiles(dir: folder.dir), certificate: certificate,
+                                  member: member.map { SiteMember(socket: $0) }, host: self.host, port: port) { port in
             let text = "{\"port\":\(port)}\n"
             _ = FileManager.default.createFile(atPath: listening + ".tmp", contents: Data(text.utf8))
             _ = rename(listening + ".tmp", listening)

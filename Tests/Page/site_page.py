@@ -130,6 +130,20 @@ try:
     facts["terminals_after_revoke"] = driver.find_element(By.ID, "terminal-table").text
     facts["version_final"] = driver.find_element(By.ID, "site-version").get_attribute("textContent")
 
+    # The live board: who is reachable, then a test of the new type sent from the page, and what
+    # the terminals say of it as it happens (the event stream).
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=live]").click()
+    wait.until(lambda d: args["live_room_name"] in d.find_element(By.ID, "presence-table").text)
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=notifications]").click()
+    visible(f"test-{args['live_type']}").click()
+    visible("message")
+    facts["test_sent"] = driver.find_element(By.ID, "message").text
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=live]").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#event-list li[data-event=notification_sent]"))
+    facts["live_presence"] = driver.find_element(By.ID, "presence-table").text
+    facts["live_events"] = driver.find_element(By.ID, "event-list").text
+    shot("live")
+
     # A viewer sees the site but no change on offer; the change she sends anyway (the request the
     # manager's page sends, from her logged-in page) is refused.
     driver.find_element(By.ID, "logout").click()

@@ -85,7 +85,7 @@ final class SiteServiceRigTests: XCTestCase {
         defer { service.stop() }
         XCTAssertEqual(try service.addAccount("anna", role: "manager", password: "Empfang-2026!").status, 0)
         XCTAssertEqual(try service.addAccount("vera", role: "viewer", password: "Wartezimmer-7").status, 0)
-        try service.start()
+        try service.start(member: try XCTUnwrap(a.controlSocket))
 
         let screenshots = ProcessInfo.processInfo.environment["INTERCOM_SCREENSHOTS"] ?? rooms.dir
         let arguments: [String: Any] = [
@@ -93,6 +93,7 @@ final class SiteServiceRigTests: XCTestCase {
             "manager": "anna", "manager_password": "Empfang-2026!", "viewer": "vera", "viewer_password": "Wartezimmer-7",
             "label": "Material bringen", "text": "Bitte Material ins Labor bringen", "room": "roomb", "key": "KEY_1", "screenshots": screenshots,
             "approve": [["rooma", codes[0]], ["roomb", codes[1]], ["roomc", codes[2]]], "revoke": "roomc",
+            "live_type": "material-bringen", "live_room_name": "Labor",
         ]
         let python = Repo.root + "/.venv-api/bin/python"
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: python), "scripts/setup.sh installs selenium into .venv-api")
@@ -107,7 +108,10 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertTrue(fact("notification_preview").contains("Benachrichtigung „Material bringen“ kommt hinzu"), fact("notification_preview"))
         XCTAssertTrue(fact("notification_preview").contains("Empfang") && fact("notification_preview").contains("Labor"), "both terminals learn the type")
         XCTAssertEqual(fact("notification_result"), "Version 3 gilt.")
-        XCTAssertEqual(fact("notification_published"), "Empfang: hat sie übernommen\nLabor: hat sie übernommen\nLager: hat sie übernommen")
+        // Each took it from the service, or had it already from another terminal (they pass it on).
+        let published = fact("notification_published").split(separator: "\n").map { String($0) }
+        XCTAssertEqual(published.map { $0.components(separatedBy: ": ")[0] }, ["Empfang", "Labor", "Lager"], fact("notification_published"))
+        XCTAssertTrue(published.allSatisfy { $0.hasSuffix(": hat sie übernommen") || $0.hasSuffix(": hatte sie schon") }, fact("notification_published"))
         XCTAssertTrue(fact("key_preview").contains("Taste 1: sendet „Material bringen“"), fact("key_preview"))
         XCTAssertEqual(fact("key_result"), "Version 4 gilt.")
         XCTAssertTrue(fact("undo_preview").contains("Taste 1 ist nicht mehr belegt"), fact("undo_preview"))
@@ -126,7 +130,11 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertEqual(facts["viewer_form_shown"] as? Bool, false, "a viewer's page offers no change")
         XCTAssertEqual(fact("viewer_status"), "403", "the change a viewer sends anyway is refused")
         XCTAssertTrue(fact("viewer_refused").hasPrefix("Dazu fehlt Ihnen die Berechtigung"), fact("viewer_refused"))
-        XCTAssertEqual((facts["screenshots"] as? [String])?.count, 18, "every page photographed")
+        XCTAssertEqual(fact("test_sent"), "„Material bringen“ gesendet an Labor.")
+        XCTAssertTrue(fact("live_presence").contains("Labor\terreichbar") || fact("live_presence").contains("Labor erreichbar"), fact("live_presence"))
+        XCTAssertTrue(fact("live_events").contains("„Material bringen“ ist bei Labor angekommen"), fact("live_events"))
+        XCTAssertTrue(fact("live_events").contains("„Material bringen“: 1 von 1 haben sie"), fact("live_events"))
+        XCTAssertEqual((facts["screenshots"] as? [String])?.count, 19, "every page photographed")
 
         for (id, daemon) in [("rooma", a), ("roomb", b)] {
             XCTAssertNotNil(daemon.waitForStatistics(timeout: 10) {
@@ -135,11 +143,13 @@ final class SiteServiceRigTests: XCTestCase {
         }
         XCTAssertNotNil(c.waitForStatistics(timeout: 10) { $0.site?.terminal?.standing == .revoked }, "C knows it is revoked: \(c.log)")
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"], timeout: 10), "A and B hear each other under their own keys")
+        // The page's test reached B and was read there; then the key sends one more.
+        func material() -> Int { rooms.notifications("roomb").filter { $0.notification.type == "material-bringen" }.count }
+        XCTAssertEqual(material(), 1, "the test sent from the page reached B")
+        XCTAssertNotNil(b.waitForStatistics(timeout: 10) { ($0.calls?.speech.spoken ?? 0) >= 1 }, "B read the test aloud: \(b.log)")
         let before = try b.statistics().calls?.speech.spoken ?? 0
         try FIFOKeyWriter(path: fifo).press(2)  // KEY_1
-        XCTAssertTrue(rooms.wait(5) {
-            rooms.notifications("roomb").contains { $0.notification.type == "material-bringen" }
-        }, "B has the type made on the page: \(b.log)")
+        XCTAssertTrue(rooms.wait(5) { material() == 2 }, "B has the type made on the page from the key too: \(b.log)")
         XCTAssertNotNil(b.waitForStatistics(timeout: 8) { ($0.calls?.speech.spoken ?? 0) > before }, "B read it aloud: \(b.log)")
 
         let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
@@ -148,6 +158,7 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertEqual(audit.filter { $0.action == "site.restore" && $0.actor == "anna" }.count, 2)
         XCTAssertEqual(audit.filter { $0.action == "terminal.approve" && $0.actor == "anna" }.count, 3)
         XCTAssertEqual(audit.filter { $0.action == "terminal.revoke" && $0.actor == "anna" }.count, 1)
+        XCTAssertEqual(audit.filter { $0.action == "notification.sent" && $0.actor == "anna" }.count, 1, "the test sent from the page")
         XCTAssertTrue(audit.contains { $0.action == "refused" && $0.actor == "vera" }, "the viewer's attempt is in the audit log")
         XCTAssertTrue(audit.contains { $0.action == "login.refused" && $0.actor == "anna" }, "so is the wrong password")
     }
@@ -212,5 +223,98 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertEqual(audit.filter { $0.action == "terminal.approve" }.count, 2)
         XCTAssertEqual(audit.filter { $0.action == "terminal.revoke" }.count, 1)
         XCTAssertTrue(audit.contains { $0.action == "refused" && $0.actor == "vera" })
+    }
+
+    /// The practice software's one request: "Nächster Patient" sent through the API with a token
+    /// of scope notify. The service takes part in signalling through the reception's terminal (its
+    /// control socket: `--member`); the examination room's terminal reads it aloud. The event
+    /// stream shows it sent and delivered with ids, and a stream that comes back with the first
+    /// id it saw gets exactly the rest again. Presence and history read through the same member;
+    /// bad input names its field, a token without the scope is refused.
+    func testANotificationSentThroughTheAPIIsReadAloudAndTheEventStreamReplaysFromTheLastID() throws {
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site"
+        let types = """
+            [notifications.naechster-patient]
+            label = "Nächster Patient"
+            recipients = ["roomb"]
+            text = "Nächster Patient bitte"
+            tone = "bell"
+            """
+        try SiteKit.create(folder, document: SiteKit.document(rooms, names: ["rooma": "Empfang", "roomb": "Behandlung 1"], extra: types))
+        let a = try SiteKit.start(rooms, "rooma", folder: folder)
+        let b = try SiteKit.start(rooms, "roomb", folder: folder)
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), a.log)
+
+        let service = SiteServiceProcess(dir: folder)
+        defer { service.stop() }
+        XCTAssertEqual(try service.addAccount("anna", role: "manager", password: "Empfang-2026!").status, 0)
+        try service.start(member: try XCTUnwrap(a.controlSocket))
+        let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
+        struct Made: Decodable { var secret: String }
+        let software = try service.request("POST", "/api/v1/tokens", as: anna, json: #"{"name":"Praxissoftware","scopes":["notify","read"]}"#)
+            .decode(Made.self).secret
+        let reader = try service.request("POST", "/api/v1/tokens", as: anna, json: #"{"name":"Wartezimmer","scopes":["read"]}"#)
+            .decode(Made.self).secret
+        func asSoftware(_ method: String, _ path: String, token: String = software, json: String? = nil) throws -> SiteServiceProcess.Reply {
+            try service.request(method, path, json: json, headers: ["Authorization: Bearer \(token)"])
+        }
+
+        let stream = try service.events(token: software)
+        defer { stream.stop() }
+        XCTAssertTrue(rooms.wait(5) { stream.opened }, "the stream is open")
+
+        // The one request of docs/api.md.
+        let before = try b.statistics().calls?.speech.spoken ?? 0
+        let t0 = Date()
+        let sent = try asSoftware("POST", "/api/v1/notifications", json: #"{"type":"naechster-patient"}"#)
+        XCTAssertEqual(sent.status, 201, sent.text)
+        struct Sent: Decodable { var notificationId: String; var to: [String] }
+        let reply = try sent.decode(Sent.self)
+        XCTAssertEqual(reply.to, ["roomb"])
+        XCTAssertNotNil(b.waitForStatistics(timeout: 8) { ($0.calls?.speech.spoken ?? 0) > before }, "B read it aloud: \(b.log)")
+        print("api: notification answered in \(String(format: "%.0f", Date().timeIntervalSince(t0) * 1000)) ms, read aloud at B")
+        XCTAssertEqual(rooms.notifications("roomb").last?.notification.type, "naechster-patient")
+
+        XCTAssertTrue(rooms.wait(5) { stream.events.contains { $0.name == "notification_sent" && $0.data.contains("\"\(reply.notificationId)\"") } },
+                      "delivered, then sent (all have it), in the stream: \(stream.events)")
+        let seen = stream.events.filter { $0.id != nil }
+        XCTAssertEqual(seen.map(\.name).filter { $0.hasPrefix("notification_") }, ["notification_delivered", "notification_sent"])
+        XCTAssertEqual(seen.compactMap(\.id), seen.compactMap(\.id).sorted(), "ids increase")
+        // Back with the first id it saw: exactly the rest again.
+        let again = try service.events(token: reader, lastEventID: seen[0].id, name: "again")
+        defer { again.stop() }
+        XCTAssertTrue(rooms.wait(5) { again.events.count >= seen.count - 1 }, "\(again.events)")
+        XCTAssertEqual(again.events.prefix(seen.count - 1).map(\.id), seen.dropFirst().map(\.id))
+        XCTAssertEqual(again.events.prefix(seen.count - 1).map(\.data), seen.dropFirst().map(\.data))
+
+        // Presence and history through the same member, in the control socket's own form.
+        let presence = try asSoftware("GET", "/api/v1/presence", token: reader)
+        XCTAssertEqual(presence.status, 200, presence.text)
+        XCTAssertTrue(try XCTUnwrap(try JSONSerialization.jsonObject(with: presence.body) as? [String: Any]).description.contains("roomb"), presence.text)
+        let history = try asSoftware("GET", "/api/v1/history?limit=10", token: reader)
+        XCTAssertEqual(history.status, 200, history.text)
+        XCTAssertTrue(history.text.contains("\(reply.notificationId)"), history.text)
+
+        // Refusals: each names what is wrong, nothing is sent.
+        let unknown = try asSoftware("POST", "/api/v1/notifications", json: #"{"type":"kaffee"}"#)
+        XCTAssertEqual(unknown.status, 422, unknown.text)
+        XCTAssertEqual(try unknown.decode(ProblemDocument.self).field, "type")
+        let malformed = try asSoftware("POST", "/api/v1/notifications", json: #"{"type":"Nächster Patient"}"#)
+        XCTAssertEqual(malformed.status, 400, malformed.text)
+        XCTAssertEqual(try malformed.decode(ProblemDocument.self).field, "type")
+        let missing = try asSoftware("POST", "/api/v1/notifications", json: #"{}"#)
+        XCTAssertEqual(try missing.decode(ProblemDocument.self).field, "type", missing.text)
+        let readOnly = try asSoftware("POST", "/api/v1/notifications", token: reader, json: #"{"type":"naechster-patient"}"#)
+        XCTAssertEqual(readOnly.status, 403, readOnly.text)
+        XCTAssertEqual(rooms.notifications("rooma").filter { $0.direction == .outgoing }.count, 1, "only the one sent")
+        let audit = try service.request("GET", "/api/v1/audit", as: anna).text
+        XCTAssertTrue(audit.contains("notification.sent") && audit.contains("token:Praxissoftware"), audit)
+
+        // SIGTERM with both streams open: they end, and so does the service, at once.
+        let stopping = service.stop()
+        print("api: the service stopped in \(String(format: "%.2f", stopping)) s with two event streams open")
+        XCTAssertLessThan(stopping, 3, "the open streams do not hold the service up: \(service.ended ?? "?"): \(service.log)")
     }
 }

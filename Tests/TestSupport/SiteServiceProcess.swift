@@ -49,11 +49,14 @@ public final class SiteServiceProcess {
     }
 
     /// Starts the service and waits until it listens (the port it writes to listening.json).
-    public func start() throws {
+    /// `member`: the control socket of the terminal it takes part in signalling through.
+    public func start(member: String? = nil) throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.binary)
         p.arguments = ["serve", "--dir", dir, "--host", "127.0.0.1", "--port", "0", "--name", "127.0.0.1", "--name", "localhost"]
-        p.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            + (member.map { ["--member", $0] } ?? [])
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        p.standardError = FileHandle(forWritingAtPath: logPath)
         try p.run()
         process = p
         let listening = "\(dir)/service/listening.json"
@@ -76,10 +79,17 @@ public final class SiteServiceProcess {
         let t0 = Date()
         p.terminate()
         p.waitUntilExit()
+        ended = "\(p.terminationReason == .uncaughtSignal ? "signal" : "exit") \(p.terminationStatus)"
         return Date().timeIntervalSince(t0)
     }
 
     public var isRunning: Bool { process?.isRunning ?? false }
+    /// How it ended, once `stop` saw it end.
+    public private(set) var ended: String?
+    public var pid: Int32 { process?.processIdentifier ?? 0 }
+    /// What the service wrote to its standard error.
+    public var logPath: String { "\(dir)/service.log" }
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// One request with curl; `cookies` is a cookie jar file read and written.
     public func request(_ method: String, _ path: String, json: String? = nil, cookies: String? = nil, headers: [String] = [],
@@ -93,6 +103,54 @@ public final class SiteServiceProcess {
         let r = try Self.run(args)
         guard r.status == 0, let code = Int(r.out) else { throw NSError(domain: "curl", code: Int(r.status), userInfo: [NSLocalizedDescriptionKey: r.err]) }
         return Reply(status: code, body: (try? Data(contentsOf: URL(fileURLWithPath: "\(dir)/body"))) ?? Data())
+    }
+
+    /// An event stream (`GET /api/v1/events`) read by curl into a file until `stop`.
+    public final class EventStream {
+        public let file: String
+        private let process: Process
+        init(file: String, process: Process) {
+            self.file = file
+            self.process = process
+        }
+        public struct Event: Equatable {
+            public var id: UInt64?
+            public var name: String
+            public var data: String
+        }
+        /// Whether the service has answered (its first line, `retry:`, arrived).
+        public var opened: Bool { ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").hasPrefix("retry:") }
+        /// The events written so far (comments left out).
+        public var events: [Event] {
+            let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
+            return text.components(separatedBy: "\n\n").compactMap { block in
+                var e = Event(id: nil, name: "message", data: "")
+                var any = false
+                for line in block.split(separator: "\n") where !line.hasPrefix(":") {
+                    if line.hasPrefix("id: ") { e.id = UInt64(line.dropFirst(4)); any = true }
+                    if line.hasPrefix("event: ") { e.name = String(line.dropFirst(7)); any = true }
+                    if line.hasPrefix("data: ") { e.data = String(line.dropFirst(6)); any = true }
+                }
+                return any && !e.data.isEmpty ? e : nil
+            }
+        }
+        public func stop() {
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+        }
+    }
+
+    /// Opens the event stream with `token` (a bearer secret), resuming after `lastEventID`.
+    public func events(token: String, lastEventID: UInt64? = nil, name: String = "events") throws -> EventStream {
+        let file = "\(dir)/\(name).sse"
+        FileManager.default.createFile(atPath: file, contents: nil)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        p.arguments = ["-sS", "-N", "--cacert", "\(dir)/service/tls/ca.pem", "-H", "Authorization: Bearer \(token)", "-o", file]
+            + (lastEventID.map { ["-H", "Last-Event-ID: \($0)"] } ?? []) + ["https://127.0.0.1:\(port)/api/v1/events"]
+        p.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try p.run()
+        return EventStream(file: file, process: p)
     }
 
     /// A logged-in person: the cookie jar and the session's cross-site token, for `request`.

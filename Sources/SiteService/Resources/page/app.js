@@ -4,6 +4,11 @@
 
 const words = {
   de: {
+    live: "Jetzt", "live-hint": "Wer gerade erreichbar ist, und was an den Terminals geschieht.", online: "erreichbar", offline: "nicht erreichbar",
+    "in-call": "im Gespräch", dnd: "nicht stören", events: "Ereignisse", test: "Test senden", "test-sent": "„{x}“ gesendet an {r}.",
+    "ev-delivered": "„{x}“ ist bei {r} angekommen", "ev-sent": "„{x}“: {d} von {n} haben sie", "ev-acknowledged": "„{x}“ bestätigt von {r}",
+    "ev-presence": "{r} ist {s}", "ev-call": "Gespräch {r}", "ev-ended": "Gespräch beendet", "ev-member-up": "Verbindung zur Anlage steht",
+    "ev-member-down": "Verbindung zur Anlage unterbrochen", "ev-lost": "{n} Ereignisse verpasst", "no-member": "Die Anlage ist von hier aus nicht erreichbar.",
     title: "Praxis-Intercom", login: "Anmelden", logout: "Abmelden", name: "Name", password: "Passwort",
     terminals: "Terminals", "terminals-hint": "Ein neues Terminal nennt seinen Freigabecode, wenn man eine Taste drückt. Geben Sie ihn hier ein.",
     room: "Raum", terminal: "Terminal", software: "Software", state: "Zustand", pending: "wartet auf Freigabe", approved: "freigegeben",
@@ -29,6 +34,11 @@ const words = {
     "site.found": "außerhalb der Seite signiert", "terminal.approve": "Terminal freigegeben", "terminal.revoke": "Terminal gesperrt", forbidden: "Dazu fehlt Ihnen die Berechtigung (nur die Praxisleitung ändert die Anlage).",
   },
   en: {
+    live: "Now", "live-hint": "Who can be reached now, and what happens at the terminals.", online: "reachable", offline: "not reachable",
+    "in-call": "in a call", dnd: "do not disturb", events: "Events", test: "Send a test", "test-sent": "“{x}” sent to {r}.",
+    "ev-delivered": "“{x}” reached {r}", "ev-sent": "“{x}”: {d} of {n} have it", "ev-acknowledged": "“{x}” acknowledged by {r}",
+    "ev-presence": "{r} is {s}", "ev-call": "call {r}", "ev-ended": "call ended", "ev-member-up": "connected to the intercom",
+    "ev-member-down": "connection to the intercom lost", "ev-lost": "{n} events missed", "no-member": "The intercom cannot be reached from here.",
     title: "Practice intercom", login: "Log in", logout: "Log out", name: "Name", password: "Password",
     terminals: "Terminals", "terminals-hint": "A new terminal says its enrolment code when a key is pressed. Enter it here.",
     room: "Room", terminal: "Terminal", software: "Software", state: "State", pending: "waiting for approval", approved: "approved",
@@ -99,7 +109,8 @@ function say(text, bad = false) {
 
 function tab(name) {
   for (const b of document.querySelectorAll(".tab")) b.setAttribute("aria-selected", String(b.dataset.tab === name));
-  for (const p of ["overview", "notifications", "keys", "terminals", "versions"]) $("panel-" + p).hidden = p !== name;
+  for (const p of ["overview", "live", "notifications", "keys", "terminals", "versions"]) $("panel-" + p).hidden = p !== name;
+  if (name === "live") startLive();
   if (name === "versions") loadVersions();
   if (name === "terminals") loadTerminals();
 }
@@ -128,10 +139,13 @@ function render() {
     const row = body.insertRow();
     cell(row, n.label); cell(row, n.text || n.label); cell(row, n.recipients.map((r) => site.groups[r] ? r : roomName(r)).join(", "));
     cell(row, n.tone ? t("tone-" + n.tone) : t("tone-default")); cell(row, t(n.priority));
+    const test = document.createElement("button");
+    test.className = "quiet small staff-only"; test.textContent = t("test"); test.id = "test-" + n.id;
+    test.onclick = () => sendTest(n);
     const remove = document.createElement("button");
     remove.className = "quiet small manager-only"; remove.textContent = t("remove");
     remove.onclick = () => preview("PATCH", "site", { version: site.version, edits: [{ path: ["notifications", n.id] }] });
-    row.insertCell().append(remove);
+    row.insertCell().append(test, " ", remove);
   }
   $("n-recipients").replaceChildren(...site.rooms.map((r) => {
     const label = document.createElement("label");
@@ -314,6 +328,74 @@ async function loadVersions() {
   }
 }
 
+// The live board: presence, then what the event stream says, in words (the newest first).
+let events = null;
+const sentTypes = {};   // notification id → type, for the words of later events
+
+async function sendTest(n) {
+  try {
+    const sent = await api("POST", "notifications", { type: n.id });
+    sentTypes[sent.notification_id] = n.id;
+    // Its events may have come before this answer: their words again, now with its name.
+    for (const li of $("event-list").children) if (li.event && li.event.notification_id === sent.notification_id) describeItem(li);
+    say(t("test-sent", { x: n.label, r: sent.to.map(roomName).join(", ") }));
+  } catch (e) { say(e.status === 503 ? t("no-member") : (e.message || String(e)), true); }
+}
+
+function presenceWords(p) {
+  if (!p.online) return t("offline");
+  return [t("online"), p.in_call ? t("in-call") : null, p.do_not_disturb ? t("dnd") : null].filter(Boolean).join(", ");
+}
+
+async function loadPresence() {
+  try {
+    const d = await api("GET", "presence");
+    const body = $("presence-table").tBodies[0];
+    body.replaceChildren();
+    for (const r of d.rooms) {
+      const row = body.insertRow();
+      row.id = "presence-" + r.id;
+      cell(row, r.name); cell(row, presenceWords(r)).className = r.online ? "took" : "unreached";
+    }
+  } catch (e) { $("presence-table").tBodies[0].replaceChildren(); say(e.status === 503 ? t("no-member") : e.message, true); }
+}
+
+function describeEvent(e) {
+  const x = typeLabel(sentTypes[e.notification_id] || "") || t("notifications");
+  switch (e.event) {
+    case "notification_delivered": return t("ev-delivered", { x, r: roomName(e.room) });
+    case "notification_sent": return t("ev-sent", { x, d: e.delivered.length, n: e.delivered.length + e.waiting.length });
+    case "notification_acknowledged": return t("ev-acknowledged", { x, r: roomName(e.by) });
+    case "presence_changed": return t("ev-presence", { r: roomName(e.room), s: presenceWords(e) });
+    case "incoming_call": return t("ev-call", { r: roomName(e.from) });
+    case "outgoing_call": return t("ev-call", { r: e.to.map(roomName).join(", ") });
+    case "call_ended": return t("ev-ended");
+    case "member": return t(e.connected ? "ev-member-up" : "ev-member-down");
+    case "events_lost": return t("ev-lost", { n: e.count });
+    default: return e.event;
+  }
+}
+
+function describeItem(li) { li.textContent = li.at.toLocaleTimeString(lang) + " – " + describeEvent(li.event); }
+
+function startLive() {
+  loadPresence();
+  if (events) return;
+  events = new EventSource("/api/v1/events");
+  const shown = (m) => {
+    const e = JSON.parse(m.data);
+    const li = document.createElement("li");
+    li.className = "event"; li.dataset.event = e.event; li.event = e; li.at = new Date();
+    describeItem(li);
+    if (e.event === "presence_changed") loadPresence();
+    const list = $("event-list");
+    list.prepend(li);
+    while (list.children.length > 50) list.lastChild.remove();
+  };
+  for (const name of ["notification_delivered", "notification_sent", "notification_acknowledged", "presence_changed",
+    "incoming_call", "outgoing_call", "call_ended", "member", "events_lost"]) events.addEventListener(name, shown);
+}
+
 async function start() {
   translatePage();
   try {
@@ -321,6 +403,7 @@ async function start() {
     csrf = me.csrf_token;
     $("who").textContent = me.name;
     document.body.classList.toggle("readonly", me.role !== "manager");
+    document.body.classList.toggle("viewer", me.role === "viewer");
     show("site");
     tab("overview");
     await load();
@@ -343,6 +426,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("logout").onclick = async () => {
     try { await api("DELETE", "session"); } catch (e) {}
     csrf = null; site = null; pending = null; lastVersion = null;
+    if (events) { events.close(); events = null; }
+    $("event-list").replaceChildren();
     for (const form of document.forms) form.reset();
     for (const id of ["preview", "result", "message"]) $(id).hidden = true;
     show("login");
