@@ -82,7 +82,7 @@ step "SRTP per packet"
 step "mouth-to-ear delay on the rig"
 "${RIG[@]}" "$BIN/intercom-bench" --mouth-to-ear "${M2E[@]}" >"$WORK/40-mouth-to-ear.md"
 
-step "rig measurements (Suite… tests): echo, drift, speech quality, 1:n, howling, notifications, a site of 5-50 terminals, call set-up with keys per call, the site service and its page"
+step "rig measurements (Suite… tests): echo, drift, speech quality, 1:n, howling, notifications, a site of 5-50 terminals, call set-up with keys per call, the site service, its page and its API under load"
 INTERCOM_SUITE=$MODE "${RIG[@]}" swift test "${BUILD[@]}" --skip-build --disable-swift-testing --filter 'Suite' \
     >"$WORK/suite.log" 2>&1 || {
         tail -40 "$WORK/suite.log" >&2

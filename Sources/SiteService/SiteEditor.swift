@@ -92,7 +92,20 @@ public actor SiteEditor {
         var text: String
     }
 
+    /// The last read, with the bytes of the files it came from: a read of unchanged files
+    /// parses nothing again (TOMLKit keeps about 1.6 KB of every parse, LebJe/TOMLKit#26, and
+    /// `GET /site` is read often).
+    private var lastRead: (files: [Data?], held: Held)?
+
     private func held() throws -> Held {
+        let bytes = [files.signed, files.document, files.enrolment].map { FileManager.default.contents(atPath: $0) }
+        if let lastRead, lastRead.files == bytes { return lastRead.held }
+        let h = try read()
+        lastRead = (bytes, h)
+        return h
+    }
+
+    private func read() throws -> Held {
         guard FileManager.default.fileExists(atPath: files.signed) else {
             throw Problem.notFound("no site document yet: `intercom-site create --dir \(files.dir)` makes the first")
         }
