@@ -252,11 +252,8 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertEqual(try service.addAccount("anna", role: "manager", password: "Empfang-2026!").status, 0)
         try service.start(member: try XCTUnwrap(a.controlSocket))
         let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
-        struct Made: Decodable { var secret: String }
-        let software = try service.request("POST", "/api/v1/tokens", as: anna, json: #"{"name":"Praxissoftware","scopes":["notify","read"]}"#)
-            .decode(Made.self).secret
-        let reader = try service.request("POST", "/api/v1/tokens", as: anna, json: #"{"name":"Wartezimmer","scopes":["read"]}"#)
-            .decode(Made.self).secret
+        let software = try service.token("Praxissoftware", scopes: ["notify", "read"], as: anna)
+        let reader = try service.token("Wartezimmer", scopes: ["read"], as: anna)
         func asSoftware(_ method: String, _ path: String, token: String = software, json: String? = nil) throws -> SiteServiceProcess.Reply {
             try service.request(method, path, json: json, headers: ["Authorization: Bearer \(token)"])
         }

@@ -81,22 +81,9 @@ final class SuiteSiteServiceTests: XCTestCase {
         let mode = try SuiteMode.require()
         try Rig.require()
         let sends = mode.isSmoke ? 2 : 20
-        let rooms = try CallRooms(["roomA", "roomB"])
+        let (rooms, service, token) = try Self.siteWithMember(type: "naechster-patient", tone: "gong", text: "Nächster Patient bitte", scopes: ["notify"])
         defer { rooms.stopAll() }
-        let folder = rooms.dir + "/site"
-        let type = "[notifications.naechster-patient]\nrecipients = [\"roomb\"]\ntone = \"gong\"\ntext = \"Nächster Patient bitte\"\n"
-        try SiteKit.create(folder, document: SiteKit.document(rooms, extra: "notification_reminder_s = 3600\n" + type))
-        let a = try SiteKit.start(rooms, "rooma", folder: folder)
-        try SiteKit.start(rooms, "roomb", folder: folder)
-        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
-        let service = SiteServiceProcess(dir: folder)
         defer { service.stop() }
-        XCTAssertEqual(try service.addAccount("anna", role: "manager", password: "Empfang-2026!").status, 0)
-        try service.start(member: try XCTUnwrap(a.controlSocket))
-        let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
-        struct Made: Decodable { var secret: String }
-        let token = try service.request("POST", "/api/v1/tokens", as: anna, json: #"{"name":"Praxissoftware","scopes":["notify"]}"#)
-            .decode(Made.self).secret
         let tap = try SuiteNotificationTests.SpeakerTap(room: "roomB")
         defer { tap.stop() }
         Thread.sleep(forTimeInterval: 0.5)
@@ -142,25 +129,13 @@ final class SuiteSiteServiceTests: XCTestCase {
     func testSuiteEventStreamsAndRequestsHeldForMinutes() throws {
         let mode = try SuiteMode.require()
         let streams = 100, rate = 50, seconds = mode.isSmoke ? 8 : 600
-        let rooms = try CallRooms(["roomA", "roomB"])
+        let (rooms, service, token) = try Self.siteWithMember(type: "info", tone: "bell", text: "Info", scopes: ["notify", "read"])
         defer { rooms.stopAll() }
-        let folder = rooms.dir + "/site"
-        let type = "[notifications.info]\nrecipients = [\"roomb\"]\ntone = \"bell\"\ntext = \"Info\"\n"
-        try SiteKit.create(folder, document: SiteKit.document(rooms, extra: "notification_reminder_s = 3600\n" + type))
-        let a = try SiteKit.start(rooms, "rooma", folder: folder)
-        let b = try SiteKit.start(rooms, "roomb", folder: folder)
-        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
-        let service = SiteServiceProcess(dir: folder)
         defer { service.stop() }
-        XCTAssertEqual(try service.addAccount("anna", role: "manager", password: "Empfang-2026!").status, 0)
-        try service.start(member: try XCTUnwrap(a.controlSocket))
-        let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
-        struct Made: Decodable { var secret: String }
-        let token = try service.request("POST", "/api/v1/tokens", as: anna, json: #"{"name":"Last","scopes":["notify","read"]}"#)
-            .decode(Made.self).secret
+        let a = rooms.daemons["rooma"]!, b = rooms.daemons["roomb"]!
         let xrunsBefore = try [a, b].map { try $0.statistics().audio.xruns }
 
-        let arguments: [String: Any] = ["url": "https://127.0.0.1:\(service.port)", "ca": folder + "/service/tls/ca.pem", "token": token,
+        let arguments: [String: Any] = ["url": "https://127.0.0.1:\(service.port)", "ca": service.dir + "/service/tls/ca.pem", "token": token,
                                         "streams": streams, "rate": rate, "seconds": seconds, "notify_every": 10, "type": "info",
                                         "pid": Int(service.pid)]
         let run = try SiteServiceProcess.run([Repo.root + "/.venv-api/bin/python", Repo.root + "/Tests/Page/api_load.py",
@@ -205,5 +180,31 @@ final class SuiteSiteServiceTests: XCTestCase {
         SuiteMode.emit(String(format: "| memory growth from settled to end (goal: flat, at most 2 MiB) | %+.1f MiB: %@ |", growth, growth <= 2 ? "met" : "not met"))
         SuiteMode.emit("| terminal xruns during the run | \(zip(xrunsAfter, xrunsBefore).map { $0 - $1 }.reduce(0, +)) |")
         SuiteMode.emit("")
+    }
+
+    /// Rooms A and B of a site with one notification type for B (no reminders), the built site
+    /// service with A's terminal as its member, and a token with `scopes`.
+    static func siteWithMember(type: String, tone: String, text: String, scopes: [String]) throws -> (CallRooms, SiteServiceProcess, String) {
+        let rooms = try CallRooms(["roomA", "roomB"])
+        do {
+            return try siteWithMember(rooms, type: type, tone: tone, text: text, scopes: scopes)
+        } catch {
+            rooms.stopAll()
+            throw error
+        }
+    }
+
+    private static func siteWithMember(_ rooms: CallRooms, type: String, tone: String, text: String, scopes: [String]) throws -> (CallRooms, SiteServiceProcess, String) {
+        let folder = rooms.dir + "/site"
+        let types = "[notifications.\(type)]\nrecipients = [\"roomb\"]\ntone = \"\(tone)\"\ntext = \"\(text)\"\n"
+        try SiteKit.create(folder, document: SiteKit.document(rooms, extra: "notification_reminder_s = 3600\n" + types))
+        let a = try SiteKit.start(rooms, "rooma", folder: folder)
+        try SiteKit.start(rooms, "roomb", folder: folder)
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
+        let service = SiteServiceProcess(dir: folder)
+        XCTAssertEqual(try service.addAccount("anna", role: "manager", password: "Empfang-2026!").status, 0)
+        try service.start(member: try XCTUnwrap(a.controlSocket))
+        let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
+        return (rooms, service, try service.token("Praxissoftware", scopes: scopes, as: anna))
     }
 }

@@ -171,6 +171,13 @@ public final class SiteServiceProcess {
         return Session(jar: jar, csrf: csrf)
     }
 
+    /// Makes an API token named `name` with `scopes` as `session` (a manager); its secret.
+    public func token(_ name: String, scopes: [String], as session: Session) throws -> String {
+        struct Made: Decodable { var secret: String }
+        let body = String(decoding: try JSONSerialization.data(withJSONObject: ["name": name, "scopes": scopes]), as: UTF8.self)
+        return try request("POST", "/api/v1/tokens", as: session, json: body).decode(Made.self).secret
+    }
+
     /// `request` under a session: its cookie and, for a change, its cross-site token.
     public func request(_ method: String, _ path: String, as session: Session, json: String? = nil) throws -> Reply {
         try request(method, path, json: json, cookies: session.jar, headers: session.headers)
