@@ -44,17 +44,19 @@ extension SiteFiles {
     }
 }
 
+/// `work`, blocking, on a Dispatch thread of its own: never on a server's event loop or Swift's
+/// cooperative threads (two on this machine: one slow exchange would hold up everyone).
+public func onDispatchThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { done in DispatchQueue.global().async { done.resume(returning: work()) } }
+}
+
 /// `exchange` for each of `terminals` at once, answers in their order. Each blocking exchange
 /// runs on a Dispatch thread of its own, never on a server's event loop or Swift's cooperative
 /// threads (two on this machine: a slow terminal would hold up everyone).
 public func eachAtOnce<T: Sendable>(_ terminals: [TerminalAddress], _ exchange: @escaping @Sendable (TerminalAddress) -> T) async -> [T] {
     await withTaskGroup(of: (Int, T).self) { group in
         for (i, terminal) in terminals.enumerated() {
-            group.addTask {
-                await withCheckedContinuation { done in
-                    DispatchQueue.global().async { done.resume(returning: (i, exchange(terminal))) }
-                }
-            }
+            group.addTask { (i, await onDispatchThread { exchange(terminal) }) }
         }
         var answers: [(Int, T)] = []
         for await answer in group { answers.append(answer) }

@@ -115,9 +115,6 @@ public final class EventLog: Sendable {
         }
     }
 
-    /// The id of the newest event (`firstID - 1` when none yet).
-    public var newestID: UInt64 { state.withLock { $0.nextID - 1 } }
-
     /// A wake-up each time something is appended (coalesced: a slow reader gets one, then reads
     /// everything new with `after`), until the stream is dropped.
     public func wakeUps() -> AsyncStream<Void> {
@@ -133,7 +130,4 @@ public final class EventLog: Sendable {
         }
         return stream
     }
-
-    public var readers: Int { state.withLock { $0.waiters.count } }
-
 }

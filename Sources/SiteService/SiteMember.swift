@@ -1,6 +1,7 @@
 import Calls
 import Control
 import Foundation
+import SiteAdmin
 import Synchronization
 
 /// The site service's member of the site's signalling: a terminal's daemon, reached over its
@@ -15,28 +16,24 @@ public final class SiteMember: Sendable {
     /// Seconds between attempts to reach a member that is away.
     public static let retry = 1.0
     private let stopping = Atomic<Bool>(false)
-    private let state = Mutex<(connected: Bool, detail: String?)>((false, "not reached yet"))
+    /// Whether the events are followed now: a change is said once in the event stream.
+    private let connected = Atomic<Bool>(false)
 
     public init(socket: String, events: EventLog = EventLog()) {
         self.socket = socket
         self.events = events
     }
 
-    /// Whether the member's events are being followed now, and why not.
-    public var connection: (connected: Bool, detail: String?) { state.withLock { $0 } }
-
     /// Runs `command` at the member: a connection of its own on a Dispatch thread, so that a
     /// slow daemon holds up this request only, never the server's event loops.
     /// Its refusal is a problem naming `field`.
     public func run(_ command: ControlCommand, field: String? = nil) async throws -> ControlReply {
         let socket = socket
-        let answer: Result<Result<ControlReply, ControlFailure>, ControlClientError> = await withCheckedContinuation { done in
-            DispatchQueue.global().async {
-                done.resume(returning: Result { () throws(ControlClientError) in
-                    let client = try ControlClient(path: socket, timeout: Self.timeout)
-                    defer { client.close() }
-                    return try client.run(command)
-                })
+        let answer: Result<Result<ControlReply, ControlFailure>, ControlClientError> = await onDispatchThread {
+            Result { () throws(ControlClientError) in
+                let client = try ControlClient(path: socket, timeout: Self.timeout)
+                defer { client.close() }
+                return try client.run(command)
             }
         }
         switch answer {
@@ -48,7 +45,7 @@ public final class SiteMember: Sendable {
     }
 
     /// Follows the member's events into `events` on a thread of its own until `stop`; when the
-    /// daemon is away, tries again every `retry` seconds and says so in the log once.
+    /// daemon is away, tries again every `retry` seconds; the event stream says when it went and came.
     public func follow() {
         let thread = Thread { [self] in
             while !stopping.load(ordering: .relaxed) {
@@ -81,11 +78,7 @@ public final class SiteMember: Sendable {
 
     public func stop() { stopping.store(true, ordering: .relaxed) }
 
-    private func changed(connected: Bool, detail: String?) {
-        let news = state.withLock { s in
-            defer { s = (connected, detail) }
-            return s.connected != connected
-        }
-        if news { events.append(.member(connected: connected, detail: detail)) }
+    private func changed(connected now: Bool, detail: String?) {
+        if connected.exchange(now, ordering: .relaxed) != now { events.append(.member(connected: now, detail: detail)) }
     }
 }
