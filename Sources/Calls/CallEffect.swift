@@ -75,6 +75,8 @@ public enum CommandRejection: Sendable, Equatable {
     case noMissedCall
     /// `notify` with a type the configuration does not have.
     case unknownNotification(String)
+    /// A call placed or answered at a terminal without sound devices (`CallSettings.audio`).
+    case noAudio
 }
 
 public enum CallEffect: Sendable, Equatable {

@@ -18,7 +18,7 @@ extension CallEngine {
         // An emergency call breaks into any other call; only another emergency call keeps it out.
         let breaksIn = kind == .emergency && call.map { $0.kind != .emergency } ?? false
         let refusal: (DeclineReason, CallOutcome)? =
-            if !settings.permissions.allows(caller: caller, callee: me) { (.notPermitted, .declined) }
+            if !settings.audio || !settings.permissions.allows(caller: caller, callee: me) { (.notPermitted, .declined) }
             // The person here did not get the call: for them it is a missed call. An
             // announcement that passed by is not one (there is nobody to call back).
             else if doNotDisturb, kind != .emergency { (.doNotDisturb, kind == .announcement ? .declined : .missed) }

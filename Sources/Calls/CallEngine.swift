@@ -152,6 +152,15 @@ public struct CallEngine: Sendable {
     public mutating func handle(_ command: CallCommand, now: Double) -> [CallEffect] {
         out = []
         switch command {
+        case .call, .callRooms, .callBack, .callMissed:
+            // Nobody could talk or listen here: refused before anything goes out.
+            guard settings.audio else {
+                out.append(.rejected(command, .noAudio))
+                return take()
+            }
+        default: break
+        }
+        switch command {
         case .call(let button):
             if let b = settings.buttons[button] {
                 placeCall(to: b.rooms, kind: b.kind, command: command, now: now)

@@ -91,6 +91,9 @@ public struct CallSettings: Sendable, Equatable {
     public var notifications: [String: NotificationType] = [:]
     /// Read notifications aloud at first start (a persisted value, passed to the engine, wins).
     public var readAloud = true
+    /// false: this terminal has no sound devices; it places and takes no calls (an invite is
+    /// declined as not permitted), and notifications work as everywhere.
+    public var audio = true
     public var timing = CallTiming()
     public var limits = CallLimits()
 

@@ -63,6 +63,9 @@ public struct DaemonConfig: Sendable, Equatable {
 
 /// `[audio]`: sound devices and timing.
 public struct AudioSection: Sendable, Equatable {
+    /// false: a terminal without sound devices (the site service's member on a server): it takes
+    /// part in signalling, sends and receives notifications, and places and takes no calls.
+    public var enabled: Bool = true
     /// ALSA capture (microphone) device, as `arecord -L` lists it.
     public var captureDevice: String = "default"
     /// ALSA playback (speaker) device, as `aplay -L` lists it.
@@ -826,6 +829,8 @@ extension DaemonConfig {
     /// (see the section structs); only names, comments and allowed values.
     static let schema: [SchemaSection] = [
         SchemaSection(name: "audio", comment: "Sound devices and timing.", keys: [
+            .bool("enabled", \.audio.enabled,
+                  "false: no sound devices are opened. For a terminal that only takes part in the site's signalling, such as the site service's member on a server (docs/site-service.md): it sends and receives notifications, shows presence and history, and neither places nor takes calls (callers see it decline, not permitted)"),
             .string("capture_device", \.audio.captureDevice,
                     "ALSA capture (microphone) device. On a real sound card use the name `arecord -L` prints, e.g. \"plughw:CARD=Device,DEV=0\" (stable across reboots, ALSA converts formats) or \"hw:0,0\" (card 0, device 0: no conversion, numbers can change). \"roomA\" is a room of the virtual test rig").reloaded(.reopensAudio),
             .string("playback_device", \.audio.playbackDevice,

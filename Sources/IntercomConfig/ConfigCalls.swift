@@ -216,6 +216,7 @@ extension DaemonConfig {
         s.timing.missedReminder = calls.missedReminder.seconds
         s.timing.notificationReminder = calls.notificationReminder.seconds
         s.readAloud = calls.readAloud
+        s.audio = audio.enabled
         s.notifications = notificationTypes()
         return s
     }

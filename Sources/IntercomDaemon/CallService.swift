@@ -413,6 +413,7 @@ final class CallService: @unchecked Sendable {
         case .nobodyToCallBack: ControlFailure(.unavailable, "no call in the history to call back")
         case .noMissedCall: ControlFailure(.unavailable, "no notification or missed call waiting")
         case .unknownNotification(let t): ControlFailure(.invalidArgument, "no notification type \"\(t)\" ([notifications.\(t)])")
+        case .noAudio: ControlFailure(.unavailable, "this terminal has no audio ([audio] enabled = false): it places and takes no calls")
         }
     }
 

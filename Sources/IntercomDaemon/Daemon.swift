@@ -144,7 +144,7 @@ public final class Daemon: @unchecked Sendable {
             statistics: { statistics.read() }, loopback: loopback, audioRunning: { [engine] in engine.stats.running.isSet },
             calls: calls?.service, technicianGroup: technicianGroup, logger: logger))
         calls?.service.control = control
-        lights = TerminalLights(engine: engine, calls: calls?.service, logger: logger)
+        lights = TerminalLights(engine: engine, audio: a.enabled, calls: calls?.service, logger: logger)
         local = try LocalMode(farEndPath: l.farEndWav, farEndRing: farEndRing, recordPath: l.recordWav,
                               rawPath: l.recordRawWav, microphone: recorded, engine: engine, sampleRate: a.sampleRate)
     }
@@ -173,8 +173,12 @@ public final class Daemon: @unchecked Sendable {
             // path stops there, having made nothing); this starts its thread.
             try control.start()
             log.info("control socket \(control.settings.socketPath)")
-            try delayEstimator.start()
-            try supervisor.start()
+            if a.enabled {
+                try delayEstimator.start()
+                try supervisor.start()
+            } else {
+                log.notice("audio: off ([audio] enabled = false): signalling and notifications only, no calls")
+            }
             if config.log.statsIntervalS > 0 {
                 let network = network
                 reporter = StatsReporter(engine: engine, echoDelay: delayEstimator.estimate, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate,
@@ -260,8 +264,9 @@ public final class Daemon: @unchecked Sendable {
     /// and starts feeding the watchdog and updating the status.
     private func announceReady(_ notifier: ServiceNotifier) -> ServiceHealth {
         let until = Date().addingTimeInterval(5)
-        while !engine.stats.running.isSet, Date() < until { usleep(20_000) }
-        let health = ServiceHealth(notifier: notifier, progress: AudioProgress(frames: { [engine] in engine.stats.frames.load }),
+        while config.audio.enabled, !engine.stats.running.isSet, Date() < until { usleep(20_000) }
+        let progress = config.audio.enabled ? AudioProgress(frames: { [engine] in engine.stats.frames.load }) : nil
+        let health = ServiceHealth(notifier: notifier, progress: progress,
                                    status: { [self] in statusLine() }, logger: log)
         notifier.ready(status: statusLine())
         log.info("service manager notified: ready\(notifier.watchdogInterval.map { String(format: ", watchdog every %.1f s", $0) } ?? "")")
@@ -299,7 +304,8 @@ public final class Daemon: @unchecked Sendable {
 
     /// What `systemctl status` shows: the audio, then the calls.
     func statusLine() -> String {
-        var audio = engine.stats.running.isSet ? "audio running, \(engine.stats.xruns) xruns" : "audio device unavailable, retrying"
+        var audio = !config.audio.enabled ? "no audio (audio.enabled = false)"
+            : engine.stats.running.isSet ? "audio running, \(engine.stats.xruns) xruns" : "audio device unavailable, retrying"
         if let pending = pendingAudio { audio += "; audio devices open again after the call for " + pending.keys.joined(separator: ", ") }
         let room = config.callsEnabled ? "room \(config.room.id): " : ""
         return room + (calls?.service.summaryLine() ?? "no calls configured") + "; " + audio

@@ -10,7 +10,7 @@ import RealTime
 final class ServiceHealth: @unchecked Sendable {
     // @unchecked: the fields below belong to the health thread; `stopping` is atomic.
     private let notifier: ServiceNotifier
-    private let progress: AudioProgress
+    private let progress: AudioProgress?
     private let status: @Sendable () -> String
     private let log: Logger
     private let interval: Double
@@ -21,9 +21,10 @@ final class ServiceHealth: @unchecked Sendable {
     let pings = Counter()
 
     /// - Parameters:
-    ///   - progress: the audio thread's frame counter, watched.
+    ///   - progress: the audio thread's frame counter, watched; nil on a terminal without audio
+    ///     (`[audio] enabled = false`), where the watchdog is fed while this thread runs.
     ///   - status: the current one-line status.
-    init(notifier: ServiceNotifier, progress: AudioProgress, status: @escaping @Sendable () -> String,
+    init(notifier: ServiceNotifier, progress: AudioProgress?, status: @escaping @Sendable () -> String,
          logger: Logger) {
         self.notifier = notifier
         self.progress = progress
@@ -44,7 +45,7 @@ final class ServiceHealth: @unchecked Sendable {
 
     private func check() {
         let now = MonotonicClock.seconds()
-        if progress.stalledFor(now: now) == nil {
+        if progress?.stalledFor(now: now) == nil {
             if notifier.watchdogInterval != nil { notifier.watchdog(); pings.increment() }
             if let since = stalledSince {
                 log.notice("audio thread running again after \(String(format: "%.1f", now - since)) s; watchdog fed")

@@ -26,11 +26,13 @@ final class TerminalLights: Sendable {
     private let inputs: @Sendable () -> Set<LightState>
     private let log: Logger
 
-    init(engine: AudioEngine, calls: CallService?, logger: Logger) {
+    /// - Parameter audio: whether the terminal has sound devices (`[audio] enabled`); without,
+    ///   their absence is no fault.
+    init(engine: AudioEngine, audio: Bool, calls: CallService?, logger: Logger) {
         let progress = AudioProgress(frames: { engine.stats.frames.load })
         inputs = {
             var states = calls?.lightStates() ?? []
-            if !engine.stats.running.isSet || (progress.stalledFor(now: MonotonicClock.seconds()) ?? 0) > Self.audioStallSeconds {
+            if audio, !engine.stats.running.isSet || (progress.stalledFor(now: MonotonicClock.seconds()) ?? 0) > Self.audioStallSeconds {
                 states.insert(.fault)
             }
             return states

@@ -75,6 +75,32 @@ final class CallEngineTests: XCTestCase {
         XCTAssertEqual(sim2.history[rb]?.last?.reason, .notPermitted)
     }
 
+    /// A terminal without sound devices (the site service's member on a server) places and takes
+    /// no calls, and sends and hears notifications as every terminal does.
+    func testTerminalWithoutAudioPlacesAndTakesNoCallsButNotifies() {
+        var sim = CallSim(rooms: 2, seed: 17) { s in
+            if s.room == rb { s.audio = false }
+            s.notifications = ["naechster": NotificationType(id: "naechster", label: "Nächster Patient", recipients: [ra])]
+        }
+        sim.warmUp()
+        let sentBefore = sim.sent
+        sim.command(rb, .callRooms([ra], kind: .normal))
+        sim.command(rb, .callRooms([ra], kind: .emergency))
+        sim.command(rb, .callBack)
+        XCTAssertEqual(sim.rejections[rb], [.noAudio, .noAudio, .noAudio])
+        XCTAssertEqual(sim.sent, sentBefore, "nothing went out for them")
+        for kind in [CallKind.normal, .emergency] {
+            sim.command(ra, .callRooms([rb], kind: kind))
+            sim.run(for: settleTime(sim.timing(ra)))
+            XCTAssertEqual(sim.engine(ra).state, .idle, "\(kind)")
+            XCTAssertEqual(sim.history[ra]?.last?.participants, [Participant(room: rb, status: .declined(.notPermitted))], "\(kind)")
+            XCTAssertEqual(sim.history[rb]?.last?.reason, .notPermitted, "\(kind)")
+            XCTAssertTrue(sim.plan[rb]?.isIdle ?? true, "\(kind): no media opened")
+        }
+        sim.command(rb, .notify(type: "naechster"))
+        XCTAssertNotNil(sim.run(until: { !$0.announcements[ra, default: []].isEmpty }, timeout: 5), "its notification is heard")
+    }
+
     func testPresenceOnlineOfflineAndInCall() {
         var sim = CallSim(rooms: 3, seed: 16)
         sim.warmUp()
