@@ -68,10 +68,10 @@ API_VENV=.venv-api
 API_REQUIREMENTS=scripts/api-requirements.txt
 api_stamp=$(sha256sum "$API_REQUIREMENTS" | cut -c1-16)
 if [[ ! -x $API_VENV/bin/st || $(cat "$API_VENV/.installed" 2>/dev/null) != "$api_stamp" ]]; then
-    echo "setup: installing the API and page checks into $API_VENV (schemathesis, selenium)" >&2
+    echo "setup: installing the API and page checks into $API_VENV (schemathesis, selenium, websocket-client)" >&2
     [[ -x $API_VENV/bin/python ]] || /usr/bin/python3 -m venv "$API_VENV"
     "$API_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-input -r "$API_REQUIREMENTS" >/dev/null
     "$API_VENV/bin/st" --version >/dev/null || { echo "setup: schemathesis does not run" >&2; exit 1; }
-    "$API_VENV/bin/python" -c "import selenium" || { echo "setup: selenium does not import" >&2; exit 1; }
+    "$API_VENV/bin/python" -c "import selenium, websocket" || { echo "setup: selenium or websocket-client does not import" >&2; exit 1; }
     echo "$api_stamp" >"$API_VENV/.installed"
 fi

@@ -68,8 +68,9 @@ extension Problem {
         let status: HTTPResponse.Status = switch refusal.code {
         case .invalidArgument, .unknownCommand: .unprocessableContent
         case .notPermitted: .forbidden
-        case .busy, .notInCall: .conflict
-        case .unavailable: .serviceUnavailable
+        // The terminal answered but its state does not allow it (in a call already, nothing to
+        // acknowledge, no audio): 409. 503 stays for a terminal that does not answer.
+        case .busy, .notInCall, .unavailable: .conflict
         case .parseError, .internal: .badGateway
         }
         self.init(status, "terminal-\(refusal.code.rawValue.replacingOccurrences(of: "_", with: "-"))", "The terminal refused",

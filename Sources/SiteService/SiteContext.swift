@@ -1,4 +1,5 @@
 import Hummingbird
+import HummingbirdWebSocket
 import NIOCore
 
 /// Who is asking: a person logged in on the page (with the session's cross-site token), or
@@ -17,10 +18,12 @@ public enum Identity: Sendable, Equatable {
 }
 
 /// A request's context: the peer's address (for the login limit) and who it is, once known.
-public struct SiteContext: RequestContext, RemoteAddressRequestContext {
+public struct SiteContext: RequestContext, RemoteAddressRequestContext, WebSocketRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
     public var identity: Identity?
+    /// Set by the event socket's route when a request upgrades (`SiteServer.socketRouter`).
+    public let webSocket = WebSocketHandlerReference<SiteContext>()
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

@@ -3,7 +3,9 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import HummingbirdTLS
+import HummingbirdWebSocket
 import Logging
 import SiteAdmin
 import NIOCore
@@ -21,6 +23,10 @@ public final class SiteServer: Sendable {
     /// The largest request body taken; a site document's text (`PUT /site`) may be larger.
     public static let maxBody = 64 * 1024
     public static let sessionCookie = "intercom_session"
+    /// Seconds from connecting to the end of the first request's head (TLS handshake included).
+    public static let firstRequestTimeout: Int64 = 10
+    /// Seconds a connection may send nothing between requests before it is closed.
+    public static let idleTimeout: Int64 = 30
 
     /// The terminal the service sends notifications and sees the site through; nil: none set.
     public let member: SiteMember?
@@ -231,11 +237,7 @@ public final class SiteServer: Sendable {
     @discardableResult
     func require(_ context: SiteContext, _ roles: Role..., scope: TokenScope? = nil) throws -> Identity {
         let identity = try Self.who(context)
-        let allowed = switch identity {
-        case .person(let account, _, _): roles.contains(account.role)
-        case .software(let token): scope.map(token.scopes.contains) ?? false
-        }
-        guard allowed else {
+        guard Self.may(identity, roles, scope: scope) else {
             try? database.audit(actor: identity.actor, action: "refused", detail: context.endpointPath ?? "?", now: Self.now())
             let needs = roles.map(\.rawValue) + (scope.map { ["a token with scope \($0.rawValue)"] } ?? [])
             throw Problem.forbidden("\(identity.actor) may not do this (needs \(needs.joined(separator: " or ")))")
@@ -243,13 +245,41 @@ public final class SiteServer: Sendable {
         return identity
     }
 
+    static func may(_ identity: Identity, _ roles: [Role], scope: TokenScope?) -> Bool {
+        switch identity {
+        case .person(let account, _, _): roles.contains(account.role)
+        case .software(let token): scope.map(token.scopes.contains) ?? false
+        }
+    }
+
+    /// A browser's cross-origin request (its `Origin` is not this host) is refused: another
+    /// site's page cannot read the events with the manager's cookie. Software sends no `Origin`.
+    static func sameOrigin(_ request: Request) -> Bool {
+        guard let origin = request.headers[.origin] else { return true }
+        guard let host = URL(string: origin)?.host, let authority = request.head.authority else { return false }
+        let ours = authority.hasPrefix("[") ? String(authority.prefix { $0 != "]" }.dropFirst()) : String(authority.prefix { $0 != ":" })
+        return host == ours
+    }
+
     static func decode<T: Decodable>(_ type: T.Type, _ request: Request, limit: Int = maxBody) async throws -> T {
-        let body: ByteBuffer
+        try parse(T.self, try await collect(request, limit: limit))
+    }
+
+    /// A body that may be left out (an empty one reads as nil).
+    static func decodeIfSent<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T? {
+        let body = try await collect(request, limit: maxBody)
+        return body.readableBytes == 0 ? nil : try parse(T.self, body)
+    }
+
+    private static func collect(_ request: Request, limit: Int) async throws -> ByteBuffer {
         do {
-            body = try await request.body.collect(upTo: limit)
+            return try await request.body.collect(upTo: limit)
         } catch {
             throw Problem(.contentTooLarge, "too-large", "The request is too large", detail: "at most \(limit) bytes")
         }
+    }
+
+    private static func parse<T: Decodable>(_ type: T.Type, _ body: ByteBuffer) throws -> T {
         do {
             return try Wire.decode(T.self, from: body.readableBytesView)
         } catch {
@@ -284,23 +314,29 @@ struct Authenticator: RouterMiddleware {
 
     func handle(_ request: Request, context: SiteContext, next: (Request, SiteContext) async throws -> Response) async throws -> Response {
         var context = context
+        context.identity = try identify(request, peer: context.peer)
+        return try await next(request, context)
+    }
+
+    /// Who sent `request`: nil without credentials; a wrong token or a change without the
+    /// session's CSRF token is audited and thrown.
+    func identify(_ request: Request, peer: String) throws -> Identity? {
         let now = Date().timeIntervalSince1970
         if let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer ") {
             guard let token = try server.database.token(secret: String(authorization.dropFirst("Bearer ".count))) else {
-                try? server.database.audit(actor: "?", action: "token.refused", detail: context.peer, now: now)
+                try? server.database.audit(actor: "?", action: "token.refused", detail: peer, now: now)
                 throw Problem.unauthenticated
             }
-            context.identity = .software(token)
-        } else if let id = request.cookies[SiteServer.sessionCookie]?.value, let identity = server.session(id, now: now) {
-            if request.method != .get, request.method != .head, case .person(_, _, let csrf) = identity {
-                guard request.headers[HTTPField.Name("X-CSRF-Token")!] == csrf else {
-                    try? server.database.audit(actor: identity.actor, action: "csrf.refused", detail: request.uri.path, now: now)
-                    throw Problem.forbidden("a change needs the session's X-CSRF-Token header")
-                }
-            }
-            context.identity = identity
+            return .software(token)
         }
-        return try await next(request, context)
+        guard let id = request.cookies[SiteServer.sessionCookie]?.value, let identity = server.session(id, now: now) else { return nil }
+        if request.method != .get, request.method != .head, case .person(_, _, let csrf) = identity {
+            guard request.headers[HTTPField.Name("X-CSRF-Token")!] == csrf else {
+                try? server.database.audit(actor: identity.actor, action: "csrf.refused", detail: request.uri.path, now: now)
+                throw Problem.forbidden("a change needs the session's X-CSRF-Token header")
+            }
+        }
+        return identity
     }
 }
 
@@ -314,9 +350,20 @@ public enum SiteService {
         defer { member?.stop() }
         var logger = Logger(label: "intercom-site")
         logger.logLevel = .notice
+        // A connection gets `firstRequestTimeout` for its TLS handshake and first request head,
+        // then may send nothing for `idleTimeout`; a slow one holds up only itself
+        // (SiteServiceHTTPSTests, slow and silent clients).
+        let channel = HTTP1WebSocketUpgradeChannel.Configuration(
+            http1: .init(idleTimeout: .seconds(SiteServer.idleTimeout)),
+            ws: .init(maxFrameSize: 4096, autoPing: .enabled(timePeriod: .seconds(SiteServer.keepAlive))))
+        let tls = try certificate.serverConfiguration()
+        let sockets = server.socketRouter().buildResponder()
         let app = Application(
             router: server.router(),
-            server: try .tls(.http1(), tlsConfiguration: try certificate.serverConfiguration()),
+            server: HTTPServerBuilder { responder in
+                try TLSChannel(WithFirstRequestDeadline(base: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: sockets, configuration: channel),
+                                                        seconds: SiteServer.firstRequestTimeout), tlsConfiguration: tls)
+            },
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in onListening(channel.localAddress?.port ?? port) },
             logger: logger)

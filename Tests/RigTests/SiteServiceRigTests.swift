@@ -286,6 +286,38 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertEqual(again.events.prefix(seen.count - 1).map(\.id), seen.dropFirst().map(\.id))
         XCTAssertEqual(again.events.prefix(seen.count - 1).map(\.data), seen.dropFirst().map(\.data))
 
+        // The same events over the WebSocket, resuming after the first one: the same ids, names
+        // and JSON. A page of another origin, and a client without a token, are refused.
+        func socket(_ query: String, token: String? = software, origin: String? = nil) throws -> [String: Any] {
+            let arguments: [String: Any] = [
+                "url": "wss://127.0.0.1:\(service.port)/api/v1/events/socket\(query)", "ca": folder + "/service/tls/ca.pem",
+                "token": token ?? "", "origin": origin ?? "", "until": "notification_sent", "until_text": reply.notificationId, "seconds": 10,
+            ]
+            let run = try SiteServiceProcess.run([Repo.root + "/.venv-api/bin/python", Repo.root + "/Tests/Page/event_socket.py",
+                                                  String(decoding: try JSONSerialization.data(withJSONObject: arguments), as: UTF8.self)])
+            return try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.out.utf8)) as? [String: Any], "\(run.out)\(run.err)")
+        }
+        let overSocket = try socket("?last_event_id=\(seen[0].id!)", origin: "https://127.0.0.1:\(service.port)")
+        XCTAssertEqual(overSocket["status"] as? Int, 101, "\(overSocket)")
+        let socketEvents = try XCTUnwrap(overSocket["events"] as? [[String: Any]])
+        XCTAssertEqual(socketEvents.map { ($0["id"] as? NSNumber)?.uint64Value }, seen.dropFirst().map(\.id), "\(socketEvents)")
+        XCTAssertEqual(socketEvents.map { $0["event"] as? String }, seen.dropFirst().map(\.name))
+        func canonical(_ json: Any) throws -> String {
+            String(decoding: try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys, .fragmentsAllowed]), as: UTF8.self)
+        }
+        XCTAssertEqual(try socketEvents.map { try canonical($0["data"] as Any) },
+                       try seen.dropFirst().map { try canonical(try JSONSerialization.jsonObject(with: Data($0.data.utf8))) }, "the same JSON")
+        // Refusals come as the close frame's code and reason (a browser sees no handshake status).
+        let foreign = try socket("", origin: "https://praxis.example")
+        XCTAssertEqual(foreign["close_code"] as? Int, 4403, "\(foreign)")
+        XCTAssertEqual((foreign["events"] as? [Any])?.count, 0, "nothing before the refusal")
+        let anonymous = try socket("", token: nil)
+        XCTAssertEqual(anonymous["close_code"] as? Int, 4401, "\(anonymous)")
+        let badResume = try socket("?last_event_id=gestern")
+        XCTAssertEqual(badResume["close_code"] as? Int, 4400, "\(badResume)")
+        XCTAssertTrue((badResume["close_reason"] as? String)?.contains("last_event_id") == true, "\(badResume)")
+        XCTAssertNil(overSocket["close_code"], "the good socket was not refused: \(overSocket)")
+
         // Presence and history through the same member, in the control socket's own form.
         let presence = try asSoftware("GET", "/api/v1/presence", token: reader)
         XCTAssertEqual(presence.status, 200, presence.text)
@@ -313,5 +345,97 @@ final class SiteServiceRigTests: XCTestCase {
         let stopping = service.stop()
         print("api: the service stopped in \(String(format: "%.2f", stopping)) s with two event streams open")
         XCTAssertLessThan(stopping, 3, "the open streams do not hold the service up: \(service.ended ?? "?"): \(service.log)")
+    }
+
+    /// The practice software places a call at the service's terminal (the reception's, with its
+    /// audio on the rig), B rings and connects, the software hangs up; an emergency call too.
+    /// A notification B sent to the reception is acknowledged through the API, and B learns who
+    /// acknowledged. Bad input names its field; a token without `calls` is refused; a call on
+    /// nothing is a 409 the software can read.
+    func testCallsPlacedAndHungUpAndANotificationAcknowledgedThroughTheAPI() throws {
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site"
+        let types = """
+            [notifications.material]
+            label = "Material bringen"
+            recipients = ["rooma"]
+            """
+        try SiteKit.create(folder, document: SiteKit.document(rooms, names: ["rooma": "Empfang", "roomb": "Behandlung 1"], extra: types))
+        let a = try SiteKit.start(rooms, "rooma", folder: folder)
+        _ = try SiteKit.start(rooms, "roomb", folder: folder)
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), a.log)
+
+        let service = SiteServiceProcess(dir: folder)
+        defer { service.stop() }
+        XCTAssertEqual(try service.addAccount("anna", role: "manager", password: "Empfang-2026!").status, 0)
+        try service.start(member: try XCTUnwrap(a.controlSocket))
+        let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
+        let software = try service.token("Praxissoftware", scopes: ["calls", "notify", "read"], as: anna)
+        let notifier = try service.token("Tuerklingel", scopes: ["notify"], as: anna)
+        func api(_ method: String, _ path: String, token: String = software, json: String? = nil) throws -> SiteServiceProcess.Reply {
+            try service.request(method, path, json: json, headers: ["Authorization: Bearer \(token)"])
+        }
+        let stream = try service.events(token: software)
+        defer { stream.stop() }
+        XCTAssertTrue(rooms.wait(5) { stream.opened }, "the stream is open")
+
+        struct Placed: Decodable { var callId: String; var to: [String] }
+        for kind in ["call", "emergency"] {
+            let placed = try api("POST", "/api/v1/calls", json: #"{"rooms":["roomb"],"kind":"\#(kind)"}"#)
+            XCTAssertEqual(placed.status, 201, placed.text)
+            let call = try placed.decode(Placed.self)
+            XCTAssertEqual(call.to, ["roomb"])
+            XCTAssertTrue(rooms.wait(8) { rooms.isConnected("roomb") && rooms.isConnected("rooma") }, "\(kind): B answered: \(rooms.status("roomb").debugDescription)")
+            let status = try api("GET", "/api/v1/status")
+            XCTAssertEqual(status.status, 200, status.text)
+            struct Status: Decodable { struct Call: Decodable { var callId: String }; var call: Call? }
+            XCTAssertEqual(try status.decode(Status.self).call?.callId, call.callId, "the status names the call")
+            let busy = try api("POST", "/api/v1/calls", json: #"{"rooms":["roomb"]}"#)
+            XCTAssertEqual(busy.status, 409, "\(kind): a second call while one runs: \(busy.text)")
+            XCTAssertEqual(try busy.decode(ProblemDocument.self).type.hasSuffix("terminal-busy"), true, busy.text)
+            let hungUp = try api("POST", "/api/v1/calls/hangup")
+            XCTAssertEqual(hungUp.status, 204, hungUp.text)
+            XCTAssertTrue(rooms.wait(5) { rooms.isIdle("roomb") && rooms.isIdle("rooma") }, "\(kind): ended on both sides")
+            XCTAssertTrue(rooms.wait(5) { stream.events.contains { $0.name == "call_ended" && $0.data.contains(call.callId) } },
+                          "\(kind): the stream saw it end: \(stream.events.map(\.name))")
+            XCTAssertEqual(rooms.history("roomb").last?.kind?.rawValue ?? "call", kind)
+        }
+        let nothing = try api("POST", "/api/v1/calls/hangup")
+        XCTAssertEqual(nothing.status, 409, nothing.text)
+        XCTAssertEqual(try nothing.decode(ProblemDocument.self).type.hasSuffix("terminal-not-in-call"), true, nothing.text)
+
+        // B asks the reception for material; the software acknowledges it there, B hears who.
+        guard case .success(.notificationSent(let id, _)) = try rooms.control("roomb", .perform(.notify(type: "material"))) else {
+            return XCTFail("B sends the notification")
+        }
+        XCTAssertTrue(rooms.wait(5) { rooms.status("rooma")?.notifications == 1 }, "it waits at the reception")
+        let acknowledged = try api("POST", "/api/v1/notifications/acknowledge", token: notifier)
+        XCTAssertEqual(acknowledged.status, 204, acknowledged.text)
+        XCTAssertTrue(rooms.wait(5) {
+            rooms.notifications("roomb").contains { $0.notification.id == id && $0.acknowledgedBy == [RoomID("rooma")!] }
+        }, "B learns that the reception acknowledged it")
+        XCTAssertEqual(rooms.status("rooma")?.notifications, 0)
+        let again = try api("POST", "/api/v1/notifications/acknowledge", json: #"{"all":true}"#)
+        XCTAssertEqual(again.status, 409, "nothing waits any more: \(again.text)")
+
+        // Refusals name the field; nothing is called.
+        for (body, status, field) in [(#"{"rooms":[]}"#, 400, "rooms"), (#"{"rooms":["Behandlung 1"]}"#, 400, "rooms"),
+                                      (#"{"rooms":["roomb"],"kind":"laut"}"#, 400, "kind"), (#"{"rooms":["keller"]}"#, 422, "rooms"),
+                                      (#"{"kind":"call"}"#, 400, "rooms")] {
+            let refused = try api("POST", "/api/v1/calls", json: body)
+            XCTAssertEqual(refused.status, status, "\(body): \(refused.text)")
+            XCTAssertEqual(try refused.decode(ProblemDocument.self).field, field, "\(body): \(refused.text)")
+        }
+        let badAll = try api("POST", "/api/v1/notifications/acknowledge", json: #"{"all":"ja"}"#)
+        XCTAssertEqual(badAll.status, 400, badAll.text)
+        XCTAssertEqual(try badAll.decode(ProblemDocument.self).field, "all", badAll.text)
+        let noScope = try api("POST", "/api/v1/calls", token: notifier, json: #"{"rooms":["roomb"]}"#)
+        XCTAssertEqual(noScope.status, 403, noScope.text)
+        XCTAssertEqual(rooms.history("roomb").count, 2, "only the two calls reached B")
+        let audit = try service.request("GET", "/api/v1/audit", as: anna).text
+        for action in ["call.placed", "calls.hangup", "notification.acknowledged"] {
+            XCTAssertTrue(audit.contains(action), "\(action) in the audit log: \(audit)")
+        }
     }
 }

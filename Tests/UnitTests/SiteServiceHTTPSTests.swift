@@ -1,4 +1,5 @@
 import Calls
+import Control
 import Foundation
 import FoundationXML
 import Glibc
@@ -76,6 +77,7 @@ final class SiteServiceHTTPSTests: XCTestCase {
             """.write(toFile: dir + "/site.toml", atomically: true, encoding: .utf8)
         XCTAssertEqual(try run([Self.binary, "sign", "--dir", dir]).status, 0)
         try FileManager.default.copyItem(atPath: dir + "/site.json", toPath: dir + "/member-site.json")
+        // A member without sound devices, as on a server: signalling only.
         let config = try DaemonProcess.writeRoomConfig("no-sound-card", extra: """
             [network]
             listen_port = \(media)
@@ -91,7 +93,7 @@ final class SiteServiceHTTPSTests: XCTestCase {
             administrator_key = "\(dir)/administrator.pub"
             document = "\(dir)/member-site.json"
             identity_key = "\(dir)/member-terminal.key"
-            """)
+            """, audio: "enabled = false")
         let member = try DaemonProcess(arguments: ["--config", config])
         defer { _ = member.terminate() }
         XCTAssertNotNil(member.waitForStatistics(timeout: 10) { $0.site?.version == 2 }, "the member runs the site: \(member.log)")
@@ -109,6 +111,16 @@ final class SiteServiceHTTPSTests: XCTestCase {
         let csrf = try XCTUnwrap(try login.decode(SiteServer.SessionInfo.self).csrfToken)
         let cookie = try XCTUnwrap(try String(contentsOfFile: jar, encoding: .utf8).split(separator: "\n")
             .first { $0.contains(SiteServer.sessionCookie) }?.split(separator: "\t").last)
+        // Without audio it places no call: a 409 that says why, and the member is not stuck.
+        let call = try request("POST", "/api/v1/calls", json: #"{"rooms":["empfang"]}"#, cookies: jar, headers: ["X-CSRF-Token: \(csrf)"])
+        XCTAssertEqual(call.status, 409, call.text)
+        XCTAssertTrue(call.problem?.detail.contains("no audio") == true, call.text)
+        let status = try request("GET", "/api/v1/status", cookies: jar)
+        XCTAssertEqual(status.status, 200, status.text)
+        XCTAssertEqual(try status.decode(ControlStatus.self).room.description, "dienst")
+        let audio = try member.statistics().audio
+        XCTAssertFalse(audio.running)
+        XCTAssertEqual(audio.sessions, 0, "no device was opened")
         let report = "\(dir)/schemathesis.xml"
         let base = "https://127.0.0.1:\(port)/api/v1"
         let result = try run([st, "run", "\(base)/openapi.yaml", "--url", base, "--tls-verify", "\(dir)/service/tls/ca.pem",
@@ -127,6 +139,30 @@ final class SiteServiceHTTPSTests: XCTestCase {
         print("schemathesis: \(cases.count) operations tested, \(failed.count) with failures")
         XCTAssertGreaterThanOrEqual(cases.count, 21, "every operation but logout and events was tested")
         XCTAssertEqual(failed.count, 0)
+    }
+
+    /// Nothing a client sends holds up the others: 100 connections that send a request's header
+    /// one line a second and never end it, and 100 that never even begin the TLS handshake, while
+    /// an ordinary client asks twice a second. Every ordinary request is answered; the slow and
+    /// the silent connections are closed after `SiteServer.firstRequestTimeout`.
+    func testSlowAndSilentClientsHoldUpNobody() throws {
+        try startServer()
+        let seconds = Double(SiteServer.firstRequestTimeout) + 4
+        let arguments: [String: Any] = ["host": "127.0.0.1", "port": service.port, "ca": dir + "/service/tls/ca.pem",
+                                        "slow": 100, "silent": 100, "seconds": seconds]
+        let run = try run([Repo.root + "/.venv-api/bin/python", Repo.root + "/Tests/Page/slow_clients.py",
+                           String(decoding: try JSONSerialization.data(withJSONObject: arguments), as: UTF8.self)])
+        let facts = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(run.out.utf8)) as? [String: Any], "\(run.out)\(run.err)")
+        let requests = try XCTUnwrap(facts["requests"] as? [[String: Any]])
+        let times = requests.compactMap { $0["seconds"] as? Double }.sorted()
+        print("slow clients: \(requests.count) ordinary requests, median \(String(format: "%.1f", times[times.count / 2] * 1000)) ms, "
+              + "slowest \(String(format: "%.1f", (times.last ?? 0) * 1000)) ms; still open at the end: "
+              + "\(facts["slow_open"] ?? "?") of 100 slow, \(facts["silent_open"] ?? "?") of 100 silent")
+        XCTAssertGreaterThan(requests.count, Int(seconds), "the ordinary client kept going")
+        XCTAssertEqual(requests.filter { $0["status"] as? Int != 200 }.count, 0, "every ordinary request answered: \(requests.filter { $0["status"] as? Int != 200 })")
+        XCTAssertEqual(facts["silent_open"] as? Int, 0, "the silent connections were closed")
+        XCTAssertEqual(facts["slow_open"] as? Int, 0, "the slow connections were closed")
+        XCTAssertEqual(try request("GET", "/api/v1/health").status, 200)
     }
 
     func testLoginRolesTokensAndRefusalsOverTLS() throws {
