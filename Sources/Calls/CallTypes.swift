@@ -136,7 +136,7 @@ public enum CallCommand: Sendable, Hashable {
 }
 
 /// How a call ended or did not happen, for the history.
-public enum CallOutcome: String, Sendable, Codable {
+public enum CallOutcome: String, Sendable, Codable, CaseIterable {
     /// Talked; ended normally.
     case finished
     /// Incoming call this room could not take or did not hear (offline, no answer).
@@ -201,7 +201,7 @@ extension ParticipantStatus {
 
 /// One line of the call history, kept across restarts.
 public struct HistoryEntry: Sendable, Equatable, Codable {
-    public enum Direction: String, Sendable, Codable { case incoming, outgoing }
+    public enum Direction: String, Sendable, Codable, CaseIterable { case incoming, outgoing }
     public var callID: CallID
     public var direction: Direction
     /// The caller (for incoming calls) or this room (outgoing).

@@ -72,7 +72,7 @@ extension DaemonConfig {
     var ofSite: Bool { !site.id.isEmpty }
 
     /// Whether `caller` may call `callee` by the directory's may_call lists.
-    private func permits(_ caller: String, _ callee: String) -> Bool {
+    func permits(_ caller: String, _ callee: String) -> Bool {
         guard rooms.values.contains(where: { $0.mayCall != nil }) else { return true }
         return rooms[caller]?.mayCall?.contains(callee) ?? false
     }
@@ -110,7 +110,8 @@ extension DaemonConfig {
                     out.append((path, "\(quoted) is not a room in [rooms] nor a group in [groups]"))
                 } else if target == room.id, !ofSite {
                     out.append((path, "\(quoted) is this room"))
-                } else if callsEnabled, rooms[room.id] != nil, !permits(room.id, target) {
+                } else if callsEnabled, !ofSite, rooms[room.id] != nil, !permits(room.id, target) {
+                    // A site's buttons are every terminal's: here they call only whom this room may.
                     out.append((path, "\(quoted) may not be called from here (rooms.\(room.id).may_call)"))
                 }
             }

@@ -198,9 +198,12 @@ extension DaemonConfig {
         }
         let me = rooms[room.id]!
         var s = CallSettings(room: RoomID(room.id)!, directory: directory, media: me.endpoint(port: me.mediaPort)!)
+        // A site's button calls here only the rooms this one may call (`rooms.<id>.may_call`); one
+        // left with none (e.g. for this room alone) is refused when pressed here.
         s.buttons = buttons.mapValues {
-            CallButton(rooms: resolveRecipients($0.rooms).filter { $0 != room.id }.map { RoomID($0)! }, kind: CallKind(rawValue: $0.kind) ?? .normal)
-        }.filter { !$0.value.rooms.isEmpty }  // a site's button for this room alone (ofSite): pressed here, it is refused
+            CallButton(rooms: resolveRecipients($0.rooms).filter { $0 != room.id && (!ofSite || permits(room.id, $0)) }.map { RoomID($0)! },
+                       kind: CallKind(rawValue: $0.kind) ?? .normal)
+        }.filter { !$0.value.rooms.isEmpty }
         if rooms.values.contains(where: { $0.mayCall != nil }) {
             var allowed: [RoomID: Set<RoomID>] = [:]
             for (id, entry) in rooms {

@@ -280,7 +280,7 @@ final class CallService: @unchecked Sendable {
     /// refusal sounds the error tone (someone pressed it and expects something to happen).
     @discardableResult
     func perform(_ command: CallCommand, fromKey: Bool = false) -> CommandRejection? {
-        if case .rejected(let why) = perform(command, reading: { _ in () }) {
+        if case .rejected(let why) = perform(command, reading: { _, _ in () }) {
             if fromKey { keyDidNothing() }
             return why
         }
@@ -310,12 +310,12 @@ final class CallService: @unchecked Sendable {
 
     /// Runs a command and reads the engine right after it, under the same lock: an answer that
     /// arrives meanwhile (a callee declining at once) cannot change what the command did.
-    private func perform<T>(_ command: CallCommand, reading: (CallEngine) -> T) -> Performed<T> {
+    private func perform<T>(_ command: CallCommand, reading: (CallEngine, [CallEffect]) -> T) -> Performed<T> {
         let outcome: Performed<T> = withEngine { e in
             let effects = e.handle(command, now: Self.now())
             execute(effects)
             for case .rejected(_, let why) in effects { return .rejected(why) }
-            return .done(reading(e))
+            return .done(reading(e, effects))
         }
         wake.ring()  // the next deadline may have moved
         return outcome
@@ -351,7 +351,7 @@ final class CallService: @unchecked Sendable {
         default: break
         }
         if case .perform(let callCommand) = command {
-            switch perform(callCommand, reading: { reply(to: command, $0) }) {
+            switch perform(callCommand, reading: { reply(to: command, $0, effects: $1) }) {
             case .done(let reply): return reply
             case .rejected(let why): return .failure(Self.failure(why))
             }
@@ -360,10 +360,19 @@ final class CallService: @unchecked Sendable {
     }
 
     /// The reply to `command` from the engine's state (read under its lock).
-    private func reply(to command: ControlCommand, _ e: CallEngine) -> Result<ControlReply, ControlFailure> {
+    private func reply(to command: ControlCommand, _ e: CallEngine, effects: [CallEffect] = []) -> Result<ControlReply, ControlFailure> {
         switch command {
         case .perform(.call), .perform(.callRooms), .perform(.callBack), .perform(.callMissed):
-            guard let call = e.call else { return .failure(ControlFailure(.internal, "the call ended at once")) }
+            guard let call = e.call else {
+                // Nobody could be rung: the call is in the history, declined; say why.
+                var refused: [RoomID] = []
+                for case .event(.participantStatus(_, let room, .declined(.notPermitted))) in effects { refused.append(room) }
+                guard refused.isEmpty else {
+                    let me = e.settings.room
+                    return .failure(ControlFailure(.notPermitted, "\(me) may not call \(refused.map(\.description).joined(separator: ", ")) (rooms.\(me).may_call)"))
+                }
+                return .failure(ControlFailure(.internal, "the call ended at once"))
+            }
             return .success(.callPlaced(call.id, to: call.participants.map(\.room)))
         case .perform(.hangUp), .perform(.answer), .perform(.decline), .perform(.acknowledge), .eraseHistory: return .success(.done)
         case .perform(.setMicrophoneMuted), .perform(.setSpeakerMuted), .perform(.toggleMicrophoneMute), .perform(.toggleSpeakerMute):

@@ -39,7 +39,12 @@ public actor SiteEditor {
         /// The document's text as signed, without the enrolment decisions (approve and revoke keep those).
         public var text: String
 
-        public struct Room: Codable, Sendable, Equatable { public var id: String; public var name: String }
+        public struct Room: Codable, Sendable, Equatable {
+            public var id: String
+            public var name: String
+            /// The rooms it may call (`rooms.<id>.may_call`); nil: every room.
+            public var mayCall: [String]?
+        }
         public struct Button: Codable, Sendable, Equatable { public var id: String; public var label: String; public var rooms: [String]; public var kind: String }
         public struct NotificationType: Codable, Sendable, Equatable {
             public var id: String
@@ -137,7 +142,7 @@ public actor SiteEditor {
         let h = try held()
         let shared = h.document.sharedSettings
         return View(site: h.site, version: h.signed.version, name: h.document.name,
-                    rooms: shared.rooms.sorted { $0.key < $1.key }.map { View.Room(id: $0.key, name: $0.value.name.isEmpty ? $0.key : $0.value.name) },
+                    rooms: shared.rooms.sorted { $0.key < $1.key }.map { View.Room(id: $0.key, name: $0.value.name.isEmpty ? $0.key : $0.value.name, mayCall: $0.value.mayCall) },
                     buttons: shared.buttons.sorted { $0.key < $1.key }.map { View.Button(id: $0.key, label: $0.value.label, rooms: $0.value.rooms, kind: $0.value.kind) },
                     groups: shared.groups,
                     notifications: shared.notifications.sorted { $0.key < $1.key }.map { id, n in

@@ -144,6 +144,44 @@ try:
     facts["live_events"] = driver.find_element(By.ID, "event-list").text
     shot("live")
 
+    # Call buttons, a group and who may call whom, each previewed in words and applied; the new
+    # button on a key; then the history of the service's terminal, with the test just sent.
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=calling]").click()
+    visible("group-form")
+    driver.find_element(By.ID, "g-name").send_keys(args["group_name"])
+    for room in args["group_rooms"]:
+        driver.find_element(By.CSS_SELECTOR, f"input[name=g-room][value={room}]").click()
+    driver.find_element(By.ID, "g-preview").click()
+    apply_previewed("group")
+    driver.find_element(By.ID, "b-label").send_keys(args["call_label"])
+    driver.find_element(By.CSS_SELECTOR, f"input[name=b-room][value={args['room']}]").click()
+    Select(driver.find_element(By.ID, "b-kind")).select_by_value("call")
+    driver.find_element(By.ID, "b-preview").click()
+    apply_previewed("button")
+    Select(driver.find_element(By.ID, "p-room")).select_by_value(args["room"])
+    for box in driver.find_elements(By.CSS_SELECTOR, "input[name=p-callee]"):
+        if box.is_selected() != (box.get_attribute("value") in args["room_may_call"]):
+            box.click()
+    driver.find_element(By.ID, "p-preview").click()
+    apply_previewed("permission")
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=calling]").click()
+    wait.until(lambda d: args["call_label"] in d.find_element(By.ID, "button-table").text)
+    facts["buttons"] = driver.find_element(By.ID, "button-table").text
+    facts["groups"] = driver.find_element(By.ID, "group-table").text
+    facts["permissions"] = driver.find_element(By.ID, "permission-table").text
+    shot("calling")
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=keys]").click()
+    visible("key-form")
+    Select(driver.find_element(By.ID, "k-key")).select_by_value(args["call_key"])
+    Select(driver.find_element(By.ID, "k-action")).select_by_visible_text(f"ruft „{args['call_label']}“")
+    driver.find_element(By.ID, "k-preview").click()
+    apply_previewed("call_key", photograph=False)
+    facts["version_calling"] = driver.find_element(By.ID, "site-version").get_attribute("textContent")
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=history]").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#history-table tbody tr[id^=history-]"))
+    facts["history"] = driver.find_element(By.ID, "history-table").text
+    shot("history")
+
     # A viewer sees the site but no change on offer; the change she sends anyway (the request the
     # manager's page sends, from her logged-in page) is refused.
     driver.find_element(By.ID, "logout").click()

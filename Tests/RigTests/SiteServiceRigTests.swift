@@ -94,6 +94,8 @@ final class SiteServiceRigTests: XCTestCase {
             "label": "Material bringen", "text": "Bitte Material ins Labor bringen", "room": "roomb", "key": "KEY_1", "screenshots": screenshots,
             "approve": [["rooma", codes[0]], ["roomb", codes[1]], ["roomc", codes[2]]], "revoke": "roomc",
             "live_type": "material-bringen", "live_room_name": "Labor",
+            "group_name": "Labor und Lager", "group_rooms": ["roomb", "roomc"], "call_label": "Labor rufen", "room_may_call": ["rooma"],
+            "call_key": "KEY_2",
         ]
         let python = Repo.root + "/.venv-api/bin/python"
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: python), "scripts/setup.sh installs selenium into .venv-api")
@@ -134,12 +136,27 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertTrue(fact("live_presence").contains("Labor\terreichbar") || fact("live_presence").contains("Labor erreichbar"), fact("live_presence"))
         XCTAssertTrue(fact("live_events").contains("„Material bringen“ ist bei Labor angekommen"), fact("live_events"))
         XCTAssertTrue(fact("live_events").contains("„Material bringen“: 1 von 1 haben sie"), fact("live_events"))
-        XCTAssertEqual((facts["screenshots"] as? [String])?.count, 19, "every page photographed")
+        // Call buttons, groups and who may call whom, in words; the history of the service's terminal.
+        XCTAssertTrue(fact("group_preview").contains("Gruppe „labor-und-lager“ kommt hinzu"), fact("group_preview"))
+        XCTAssertEqual(fact("group_result"), "Version 11 gilt.")
+        XCTAssertTrue(fact("button_preview").contains("Ruftaste „Labor rufen“ kommt hinzu"), fact("button_preview"))
+        XCTAssertEqual(fact("button_result"), "Version 12 gilt.")
+        XCTAssertTrue(fact("permission_preview").contains("Labor darf anrufen: Empfang"), fact("permission_preview"))
+        XCTAssertTrue(fact("permission_preview").contains("Empfang darf anrufen: Labor, Lager"), "the others keep calling everyone: \(fact("permission_preview"))")
+        XCTAssertEqual(fact("permission_result"), "Version 13 gilt.")
+        XCTAssertTrue(fact("buttons").contains("Labor rufen Labor Gespräch"), fact("buttons"))
+        XCTAssertTrue(fact("groups").contains("labor-und-lager Labor, Lager"), fact("groups"))
+        XCTAssertTrue(fact("permissions").contains("Labor Empfang") && fact("permissions").contains("Empfang Labor, Lager"), fact("permissions"))
+        XCTAssertTrue(fact("call_key_preview").contains("Taste 2: ruft „Labor rufen“"), fact("call_key_preview"))
+        XCTAssertEqual(fact("version_calling"), "14")
+        XCTAssertTrue(fact("history").contains("„Material bringen“ (ausgehend)"), fact("history"))
+        XCTAssertTrue(fact("history").contains("Labor"), fact("history"))
+        XCTAssertEqual((facts["screenshots"] as? [String])?.count, 27, "every page photographed")
 
         for (id, daemon) in [("rooma", a), ("roomb", b)] {
             XCTAssertNotNil(daemon.waitForStatistics(timeout: 10) {
-                $0.site?.version == 10 && $0.site?.appliedAt != nil && $0.site?.terminal?.standing == .approved && $0.calls?.protection == .terminalKeys
-            }, "\(id) runs version 10, approved, sealing by terminal keys: \(daemon.log)")
+                $0.site?.version == 14 && $0.site?.appliedAt != nil && $0.site?.terminal?.standing == .approved && $0.calls?.protection == .terminalKeys
+            }, "\(id) runs version 14, approved, sealing by terminal keys: \(daemon.log)")
         }
         XCTAssertNotNil(c.waitForStatistics(timeout: 10) { $0.site?.terminal?.standing == .revoked }, "C knows it is revoked: \(c.log)")
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"], timeout: 10), "A and B hear each other under their own keys")
@@ -151,10 +168,19 @@ final class SiteServiceRigTests: XCTestCase {
         try FIFOKeyWriter(path: fifo).press(2)  // KEY_1
         XCTAssertTrue(rooms.wait(5) { material() == 2 }, "B has the type made on the page from the key too: \(b.log)")
         XCTAssertNotNil(b.waitForStatistics(timeout: 8) { ($0.calls?.speech.spoken ?? 0) > before }, "B read it aloud: \(b.log)")
+        // The call button made on the page, on key 2 at A, calls B; B may call only A now.
+        try FIFOKeyWriter(path: fifo).press(3)  // KEY_2
+        XCTAssertTrue(rooms.wait(8) { rooms.isConnected("roomb") }, "key 2 at A called B: \(rooms.status("roomb").debugDescription)")
+        _ = try rooms.control("rooma", .perform(.hangUp))
+        XCTAssertTrue(rooms.wait(5) { rooms.isIdle("roomb") && rooms.isIdle("rooma") })
+        guard case .failure(let refusal) = try rooms.control("roomb", .perform(.callRooms([RoomID("roomc")!]))) else {
+            return XCTFail("B may not call C any more")
+        }
+        XCTAssertEqual(refusal.code, .notPermitted, "\(refusal)")
 
         let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
         let audit = try service.request("GET", "/api/v1/audit", as: anna).decode(SiteServer.List<AuditEntry>.self).items
-        XCTAssertEqual(audit.filter { $0.action == "site.edit" && $0.actor == "anna" }.count, 2)
+        XCTAssertEqual(audit.filter { $0.action == "site.edit" && $0.actor == "anna" }.count, 6)
         XCTAssertEqual(audit.filter { $0.action == "site.restore" && $0.actor == "anna" }.count, 2)
         XCTAssertEqual(audit.filter { $0.action == "terminal.approve" && $0.actor == "anna" }.count, 3)
         XCTAssertEqual(audit.filter { $0.action == "terminal.revoke" && $0.actor == "anna" }.count, 1)

@@ -1,3 +1,4 @@
+import Calls
 import Foundation
 import SiteSecurity
 import XCTest
@@ -98,6 +99,27 @@ final class SiteConfigTests: XCTestCase {
         XCTAssertEqual(labor.calls.answerTimeout, .milliseconds(20000))
         XCTAssertEqual(labor.keys.debounce, .milliseconds(40))
         XCTAssertNoThrow(try labor.validate())
+    }
+
+    /// Who may call whom at a site: the buttons are every terminal's, so at a room that may not
+    /// call some of a button's rooms the button calls the others, and one that reaches none is
+    /// refused when pressed there. The document is valid for each room.
+    func testASitesButtonsCallOnlyWhomEachRoomMayCall() throws {
+        let site = try SiteDocument.parse(document.replacingOccurrences(of: "name = \"Behandlung 1\"\n", with: "name = \"Behandlung 1\"\nmay_call = [\"empfang\"]\n")
+            .replacingOccurrences(of: "name = \"Empfang\"\n", with: "name = \"Empfang\"\nmay_call = [\"beh1\", \"labor\"]\n"))
+        func settings(_ room: String) throws -> CallSettings {
+            let local = try terminal(room)
+            let config = try site.configuration(local: local.config, localPresent: local.present, source: "site for \(room)")
+            XCTAssertNoThrow(try config.validate(), room)
+            return config.callSettings()
+        }
+        let empfang = try settings("empfang")
+        XCTAssertEqual(empfang.buttons["alle"]?.rooms.map(\.description).sorted(), ["beh1", "labor"])
+        XCTAssertEqual(empfang.buttons["beh1"]?.rooms.map(\.description), ["beh1"])
+        let beh1 = try settings("beh1")
+        XCTAssertEqual(beh1.buttons["alle"]?.rooms.map(\.description), ["empfang"], "beh1 may call only the reception")
+        XCTAssertNil(beh1.buttons["beh1"], "its own button reaches nobody from there")
+        XCTAssertNil(try settings("labor").buttons["alle"], "labor has no list once others do: it calls nobody")
     }
 
     func testASiteTerminalsFileRefusesTheSitesKeysAndKeepsItsOwn() {

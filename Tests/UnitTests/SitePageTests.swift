@@ -1,3 +1,4 @@
+import Calls
 import Foundation
 import SiteAdmin
 @testable import SiteService
@@ -26,6 +27,8 @@ final class SitePageTests: XCTestCase {
             + PublishOutcome.Result.allCases.map(\.rawValue) + ["site.edit", "site.change", "site.restore", "site.found", "terminal.approve", "terminal.revoke"]
             + ["normal", "urgent", "emergency", "hang_up", "answer", "toggle_dnd", "toggle_mic_mute", "acknowledge_all"]
             + ["pending", "approved", "revoked", "unknown"]
+            + CallKind.allCases.map { "kind-" + $0.rawValue } + CallKind.allCases.filter { $0 != .normal }.map { "h-" + $0.rawValue }
+            + CallOutcome.allCases.map(\.rawValue) + HistoryEntry.Direction.allCases.map(\.rawValue)
         let keys = Set(named + built)
         XCTAssertGreaterThan(keys.count, 40)
         for key in keys.sorted() {

@@ -32,6 +32,17 @@ const words = {
     toggle_dnd: "Nicht stören an/aus", toggle_mic_mute: "Mikrofon stumm an/aus", acknowledge: "bestätigt", acknowledge_all: "bestätigt alle",
     call_back: "ruft zurück", what: "Was", "site.edit": "geändert", "site.change": "Text ersetzt", "site.restore": "frühere Version wiederhergestellt",
     "site.found": "außerhalb der Seite signiert", "terminal.approve": "Terminal freigegeben", "terminal.revoke": "Terminal gesperrt", forbidden: "Dazu fehlt Ihnen die Berechtigung (nur die Praxisleitung ändert die Anlage).",
+    calling: "Ruftasten", "calling-hint": "Eine Ruftaste ruft einen Raum oder mehrere zugleich; die Gerufenen hören einander nicht.",
+    "calls-whom": "Ruft", "call-kind": "Art", "new-button": "Neue Ruftaste", "kind-call": "Gespräch", "kind-announcement": "Durchsage (die Räume hören nur zu)",
+    "kind-emergency": "Notruf (auch bei „nicht stören“)", groups: "Gruppen", group: "Gruppe", "group-name": "Name der Gruppe",
+    "who-calls": "Wer wen anrufen darf", "may-call": "darf anrufen", everyone: "alle", nobody: "niemand",
+    "button-new": "Ruftaste „{x}“ kommt hinzu", "button-gone": "Ruftaste „{x}“ entfällt", "button-changed": "Ruftaste „{x}“ ändert sich",
+    "group-new": "Gruppe „{x}“ kommt hinzu", "group-gone": "Gruppe „{x}“ entfällt", "group-changed": "Gruppe „{x}“: {r}",
+    "may-call-set": "{r} darf anrufen: {x}", "may-call-all": "{r} darf alle anrufen", "pick-room": "Bitte mindestens einen Raum wählen.",
+    history: "Verlauf", "history-hint": "Gespräche und Benachrichtigungen am Terminal des Dienstes, die neuesten zuerst.", with: "Mit", outcome: "Ausgang",
+    "h-call": "Gespräch", "h-emergency": "Notruf", "h-announcement": "Durchsage", "h-notification": "„{x}“", incoming: "eingehend", outgoing: "ausgehend",
+    finished: "geführt", missed: "verpasst", declined: "abgelehnt", not_reached: "nicht erreicht", "h-acknowledged": "bestätigt", "h-acknowledged-by": "bestätigt von {r}",
+    "h-open": "noch nicht bestätigt", "h-delivered": "angekommen bei {r}", "history-empty": "Noch nichts.",
   },
   en: {
     live: "Now", "live-hint": "Who can be reached now, and what happens at the terminals.", online: "reachable", offline: "not reachable",
@@ -62,6 +73,17 @@ const words = {
     toggle_dnd: "do not disturb on/off", toggle_mic_mute: "microphone mute on/off", acknowledge: "acknowledges", acknowledge_all: "acknowledges all",
     call_back: "calls back", what: "What", "site.edit": "changed", "site.change": "text replaced", "site.restore": "earlier version restored",
     "site.found": "signed outside the page", "terminal.approve": "terminal approved", "terminal.revoke": "terminal revoked", forbidden: "You may not do this (only the practice manager changes the site).",
+    calling: "Call buttons", "calling-hint": "A call button calls one room or several at once; the rooms called do not hear each other.",
+    "calls-whom": "Calls", "call-kind": "Kind", "new-button": "New call button", "kind-call": "Call", "kind-announcement": "Announcement (the rooms only listen)",
+    "kind-emergency": "Emergency call (even in do not disturb)", groups: "Groups", group: "Group", "group-name": "Name of the group",
+    "who-calls": "Who may call whom", "may-call": "may call", everyone: "everyone", nobody: "nobody",
+    "button-new": "Call button “{x}” is added", "button-gone": "Call button “{x}” is removed", "button-changed": "Call button “{x}” changes",
+    "group-new": "Group “{x}” is added", "group-gone": "Group “{x}” is removed", "group-changed": "Group “{x}”: {r}",
+    "may-call-set": "{r} may call: {x}", "may-call-all": "{r} may call everyone", "pick-room": "Please choose at least one room.",
+    history: "History", "history-hint": "Calls and notifications at the service's terminal, newest first.", with: "With", outcome: "Outcome",
+    "h-call": "Call", "h-emergency": "Emergency call", "h-announcement": "Announcement", "h-notification": "“{x}”", incoming: "in", outgoing: "out",
+    finished: "held", missed: "missed", declined: "declined", not_reached: "not reached", "h-acknowledged": "acknowledged", "h-acknowledged-by": "acknowledged by {r}",
+    "h-open": "not yet acknowledged", "h-delivered": "reached {r}", "history-empty": "Nothing yet.",
   },
 };
 
@@ -109,14 +131,30 @@ function say(text, bad = false) {
 
 function tab(name) {
   for (const b of document.querySelectorAll(".tab")) b.setAttribute("aria-selected", String(b.dataset.tab === name));
-  for (const p of ["overview", "live", "notifications", "keys", "terminals", "versions"]) $("panel-" + p).hidden = p !== name;
+  for (const p of ["overview", "live", "calling", "notifications", "keys", "terminals", "history", "versions"]) $("panel-" + p).hidden = p !== name;
   if (name === "live") startLive();
   if (name === "versions") loadVersions();
   if (name === "terminals") loadTerminals();
+  if (name === "history") loadHistory();
 }
 
 function cell(row, text) { const td = row.insertCell(); td.textContent = text; return td; }
 function roomName(id) { const r = site.rooms.find((r) => r.id === id); return r ? r.name : id; }
+function buttonLabel(id) { const b = site.buttons.find((b) => b.id === id); return b ? b.label || id : id; }
+// A group stands for its rooms; its name is shown as it is.
+function targetNames(ids) { return ids.map((r) => site.groups[r] ? r : roomName(r)).join(", "); }
+// A TOML array as the plan shows it ("[\"a\", \"b\"]") → its strings.
+function tomlStrings(v) { return [...(v || "").matchAll(/"([^"]*)"/g)].map((x) => x[1]); }
+function checkboxes(name, items, checked = []) {
+  return items.map(([value, text]) => {
+    const label = document.createElement("label");
+    const box = document.createElement("input");
+    box.type = "checkbox"; box.value = value; box.name = name; box.checked = checked.includes(value);
+    label.append(box, " " + text);
+    return label;
+  });
+}
+function checked(name) { return [...document.querySelectorAll(`input[name=${name}]:checked`)].map((b) => b.value); }
 function typeLabel(id) { const n = site.notifications.find((n) => n.id === id); return n ? n.label : id; }
 
 function describeAction(action) {
@@ -155,6 +193,8 @@ function render() {
     return label;
   }));
 
+  renderCalling();
+
   const keys = $("key-table").tBodies[0];
   keys.replaceChildren();
   for (const [key, action] of Object.entries(site.keys).sort()) {
@@ -172,6 +212,93 @@ function render() {
   $("k-action").replaceChildren(...actions.map((a) => new Option(describeAction(a), a)));
 }
 
+// Call buttons, groups, and who may call whom (rooms.<id>.may_call: once any room has a list,
+// a room without one calls nobody).
+function renderCalling() {
+  const buttons = $("button-table").tBodies[0];
+  buttons.replaceChildren();
+  for (const b of site.buttons) {
+    const row = buttons.insertRow();
+    row.id = "button-" + b.id;
+    cell(row, b.label || b.id); cell(row, targetNames(b.rooms)); cell(row, t("kind-" + b.kind));
+    const remove = document.createElement("button");
+    remove.className = "quiet small manager-only"; remove.textContent = t("remove");
+    remove.onclick = () => preview("PATCH", "site", { version: site.version, edits: [{ path: ["buttons", b.id] }] });
+    row.insertCell().append(remove);
+  }
+  const targets = [...site.rooms.map((r) => [r.id, r.name]), ...Object.keys(site.groups).sort().map((g) => [g, g])];
+  $("b-rooms").replaceChildren(...checkboxes("b-room", targets));
+
+  const groups = $("group-table").tBodies[0];
+  groups.replaceChildren();
+  for (const [name, members] of Object.entries(site.groups).sort()) {
+    const row = groups.insertRow();
+    row.id = "group-" + name;
+    cell(row, name); cell(row, members.map(roomName).join(", "));
+    const remove = document.createElement("button");
+    remove.className = "quiet small manager-only"; remove.textContent = t("remove");
+    remove.onclick = () => preview("PATCH", "site", { version: site.version, edits: [{ path: ["groups", name] }] });
+    row.insertCell().append(remove);
+  }
+  $("g-rooms").replaceChildren(...checkboxes("g-room", site.rooms.map((r) => [r.id, r.name])));
+
+  const anyList = site.rooms.some((r) => r.may_call);
+  const permissions = $("permission-table").tBodies[0];
+  permissions.replaceChildren();
+  for (const r of site.rooms) {
+    const row = permissions.insertRow();
+    row.id = "may-call-" + r.id;
+    cell(row, r.name);
+    cell(row, r.may_call ? (r.may_call.length ? r.may_call.map(roomName).join(", ") : t("nobody")) : t(anyList ? "nobody" : "everyone"));
+  }
+  const select = $("p-room");
+  const chosen = select.value;
+  select.replaceChildren(...site.rooms.map((r) => new Option(r.name, r.id)));
+  if (site.rooms.some((r) => r.id === chosen)) select.value = chosen;
+  permissionChoices();
+}
+
+// The rooms the chosen room may call now, ticked.
+function permissionChoices() {
+  const room = site.rooms.find((r) => r.id === $("p-room").value);
+  if (!room) return;
+  const others = site.rooms.filter((r) => r.id !== room.id);
+  const anyList = site.rooms.some((r) => r.may_call);
+  const now = room.may_call || (anyList ? [] : others.map((r) => r.id));
+  $("p-rooms").replaceChildren(...checkboxes("p-callee", others.map((r) => [r.id, r.name]), now));
+}
+
+function slug(text, fallback) {
+  return text.toLowerCase().replace(/ä/g, "ae").replace(/ö/g, "oe").replace(/ü/g, "ue").replace(/ß/g, "ss")
+    .normalize("NFD").replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 28) || fallback;
+}
+function freeID(base, taken) { let id = base, n = 2; while (taken(id)) id = base + "-" + n++; return id; }
+
+async function loadHistory() {
+  const body = $("history-table").tBodies[0];
+  try {
+    const h = await api("GET", "history?limit=50");
+    const rows = [
+      ...h.entries.map((c) => ({ at: c.started, what: t(c.kind ? "h-" + c.kind : "h-call") + " (" + t(c.direction) + ")",
+        with: c.direction === "incoming" ? roomName(c.caller) : c.participants.map((p) => roomName(p.room)).join(", "),
+        outcome: t(c.outcome), id: c.call_id })),
+      ...h.notifications.map((n) => ({ at: n.sent, what: t("h-notification", { x: n.label || typeLabel(n.type) }) + " (" + t(n.direction) + ")",
+        with: n.direction === "incoming" ? roomName(n.sender) : n.recipients.map(roomName).join(", "),
+        outcome: n.direction === "incoming" ? t(n.acknowledged ? "h-acknowledged" : "h-open")
+          : (n.acknowledged_by && n.acknowledged_by.length ? t("h-acknowledged-by", { r: n.acknowledged_by.map(roomName).join(", ") })
+            : (n.delivered && n.delivered.length ? t("h-delivered", { r: n.delivered.map(roomName).join(", ") }) : t("h-open"))),
+        id: n.notification_id })),
+    ].sort((a, b) => b.at - a.at);
+    body.replaceChildren();
+    for (const r of rows) {
+      const row = body.insertRow();
+      row.id = "history-" + r.id;
+      cell(row, new Date(r.at * 1000).toLocaleString(lang)); cell(row, r.what); cell(row, r.with); cell(row, r.outcome);
+    }
+    if (rows.length === 0) cell(body.insertRow(), t("history-empty")).colSpan = 4;
+  } catch (e) { body.replaceChildren(); say(e.status === 503 ? t("no-member") : (e.message || String(e)), true); }
+}
+
 async function load() {
   site = await api("GET", "site");
   render();
@@ -179,21 +306,31 @@ async function load() {
   if (performance.getEntriesByName("site-shown").length === 0) performance.mark("site-shown");
 }
 
-function newID(label) {
-  const base = label.toLowerCase().replace(/ä/g, "ae").replace(/ö/g, "oe").replace(/ü/g, "ue").replace(/ß/g, "ss")
-    .normalize("NFD").replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "benachrichtigung";
-  let id = base, n = 2;
-  while (site.notifications.some((x) => x.id === id)) id = base + "-" + n++;
-  return id;
-}
+function newID(label) { return freeID(slug(label, "benachrichtigung"), (id) => site.notifications.some((x) => x.id === id)); }
 
 // What a plan changes at one terminal, in words.
 function describeTerminal(change) {
   const items = [];
-  const byType = {};
+  const byType = {}, byButton = {};
   for (const s of change.settings) {
     const m = s.key.match(/^notifications\.([^.]+)\.(.+)$/);
     if (m) { (byType[m[1]] = byType[m[1]] || []).push(s); continue; }
+    const b = s.key.match(/^buttons\.([^.]+)\.(.+)$/);
+    if (b) { (byButton[b[1]] = byButton[b[1]] || []).push(s); continue; }
+    const g = s.key.match(/^groups\.(.+)$/);
+    if (g) {
+      if (s.before === undefined) items.push([t("group-new", { x: g[1] }), "added"]);
+      else if (s.after === undefined) items.push([t("group-gone", { x: g[1] }), "removed"]);
+      else items.push([t("group-changed", { x: g[1], r: tomlStrings(s.after).map(roomName).join(", ") }), ""]);
+      continue;
+    }
+    const p = s.key.match(/^rooms\.([^.]+)\.may_call$/);
+    if (p) {
+      const list = tomlStrings(s.after);
+      items.push([s.after === undefined ? t("may-call-all", { r: roomName(p[1]) })
+        : t("may-call-set", { r: roomName(p[1]), x: list.length ? list.map(roomName).join(", ") : t("nobody") }), ""]);
+      continue;
+    }
     if (s.key === "keys.map") {
       const parse = (v) => Object.fromEntries([...(v || "").matchAll(/([A-Za-z0-9_]+) = "([^"]*)"/g)].map((x) => [x[1], x[2]]));
       const before = parse(s.before), after = parse(s.after);
@@ -204,6 +341,12 @@ function describeTerminal(change) {
       continue;
     }
     items.push([`${s.key}: ${s.before ?? "–"} → ${s.after ?? "–"}`, ""]);
+  }
+  for (const [id, settings] of Object.entries(byButton)) {
+    const label = (settings.find((s) => s.key.endsWith(".label")) || {}).after?.replace(/^"|"$/g, "") || buttonLabel(id);
+    if (settings.every((s) => s.before === undefined)) items.push([t("button-new", { x: label }), "added"]);
+    else if (settings.every((s) => s.after === undefined)) items.push([t("button-gone", { x: buttonLabel(id) }), "removed"]);
+    else items.push([t("button-changed", { x: label }), ""]);
   }
   for (const [id, settings] of Object.entries(byType)) {
     const label = (settings.find((s) => s.key.endsWith(".label")) || {}).after?.replace(/^"|"$/g, "") || typeLabel(id);
@@ -439,6 +582,32 @@ document.addEventListener("DOMContentLoaded", () => {
     const value = { label, recipients, tone: $("n-tone").value, priority: $("n-priority").value };
     if ($("n-text").value.trim()) value.text = $("n-text").value.trim();
     preview("PATCH", "site", { version: site.version, edits: [{ path: ["notifications", newID(label)], value }] });
+  };
+  $("button-form").onsubmit = (event) => {
+    event.preventDefault();
+    const label = $("b-label").value.trim();
+    const rooms = checked("b-room");
+    if (rooms.length === 0) { say(t("pick-room"), true); return; }
+    const id = freeID(slug(label, "ruf"), (x) => site.buttons.some((b) => b.id === x));
+    preview("PATCH", "site", { version: site.version, edits: [{ path: ["buttons", id], value: { label, rooms, kind: $("b-kind").value } }] });
+  };
+  $("group-form").onsubmit = (event) => {
+    event.preventDefault();
+    const rooms = checked("g-room");
+    if (rooms.length === 0) { say(t("pick-room"), true); return; }
+    const name = freeID(slug($("g-name").value.trim(), "gruppe"), (x) => x in site.groups || site.rooms.some((r) => r.id === x));
+    preview("PATCH", "site", { version: site.version, edits: [{ path: ["groups", name], value: rooms }] });
+  };
+  $("p-room").onchange = permissionChoices;
+  $("permission-form").onsubmit = (event) => {
+    event.preventDefault();
+    const room = $("p-room").value;
+    const edits = [{ path: ["rooms", room, "may_call"], value: checked("p-callee") }];
+    // The first list would leave every other room calling nobody: they keep calling everyone.
+    if (!site.rooms.some((r) => r.may_call)) {
+      for (const r of site.rooms) if (r.id !== room) edits.push({ path: ["rooms", r.id, "may_call"], value: site.rooms.filter((x) => x.id !== r.id).map((x) => x.id) });
+    }
+    preview("PATCH", "site", { version: site.version, edits });
   };
   $("key-form").onsubmit = (event) => {
     event.preventDefault();
