@@ -105,7 +105,7 @@ let package = Package(
         // The site service: the practice manager's page and the practice software's API over HTTPS,
         // accounts, tokens and the audit log in one SQLite file (docs/site-service.md). Never in intercomd.
         .target(name: "SiteService", dependencies: [
-            "Calls", "Control", "IntercomConfig", "Posix", "SiteAdmin", "SiteSecurity",
+            "Calls", "Control", "IntercomConfig", "Posix", "SignalTools", "SiteAdmin", "SiteSecurity", "Speech",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdCore", package: "hummingbird"),
             .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -123,7 +123,7 @@ let package = Package(
         ]),
         // The daemon's configuration: TOML in, checked settings out (nothing that runs).
         .target(name: "IntercomConfig", dependencies: [
-            "Calls", "Control", "Keys", "Lights", "Posix", "SiteSecurity",
+            "Calls", "Control", "Keys", "Lights", "Posix", "SignalTools", "SiteSecurity",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),

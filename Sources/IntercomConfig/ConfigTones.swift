@@ -1,4 +1,6 @@
 import Calls
+import Foundation
+import SignalTools
 import TOMLKit
 
 // `[tones]`: what the terminal sounds like. Every event has a generated tone (Calls' `Cue`);
@@ -79,5 +81,24 @@ extension SchemaKey {
                 return entries.isEmpty ? "{}" : "{ " + entries.map { "\(TOMLWrite.key($0.key)) = \(render($0.value))" }.joined(separator: ", ") + " }"
             },
             adopt: { $0[keyPath: path] = $1[keyPath: path] })
+    }
+}
+
+extension TonesSection {
+    /// A sound as a terminal plays it: the WAV file `wav[name]` names, else `notes` generated at
+    /// `levelDB`; then `gainDB[name]`; padded with silence to `length`. The terminal's sounds and
+    /// the site page's preview both come from here.
+    public func sound(_ name: String, notes: [Note], sampleRate: Int, length: Int? = nil) throws -> [Int16] {
+        var samples = if let path = wav[name] {
+            try Chime.load(path: path, sampleRate: sampleRate)
+        } else {
+            Tones.render(notes.map { ($0.hz, $0.ms) }, sampleRate: sampleRate, peakDBFS: levelDB)
+        }
+        if let gain = gainDB[name], gain != 0 {
+            let g = pow(10, gain / 20)
+            samples = samples.map { Int16(clamping: Int((Double($0) * g).rounded())) }
+        }
+        if let length, samples.count < length { samples += [Int16](repeating: 0, count: length - samples.count) }
+        return samples
     }
 }

@@ -64,18 +64,7 @@ final class TerminalSounds: Sendable {
         let t = config.tones
         let period = t.ringPeriodMs * rate / 1000
         func sound(_ name: String, notes: [Note], length: Int? = nil) throws -> [Int16] {
-            var samples: [Int16]
-            if let path = t.wav[name] {
-                samples = try Chime.load(path: path, sampleRate: rate)
-            } else {
-                samples = Tones.render(notes.map { ($0.hz, $0.ms) }, sampleRate: rate, peakDBFS: t.levelDB)
-            }
-            if let gain = t.gainDB[name], gain != 0 {
-                let g = pow(10, gain / 20)
-                samples = samples.map { Int16(clamping: Int((Double($0) * g).rounded())) }
-            }
-            if let length, samples.count < length { samples += [Int16](repeating: 0, count: length - samples.count) }
-            return samples
+            try t.sound(name, notes: notes, sampleRate: rate, length: length)
         }
         let path = config.calls.chimeWav
         let chime = path.isEmpty ? Chime.generate(ChimeSettings(sampleRate: rate)) : try Chime.load(path: path, sampleRate: rate)

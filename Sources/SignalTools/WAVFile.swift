@@ -188,6 +188,20 @@ public struct WAVAudio: Sendable, Equatable {
 
     // MARK: Writing
 
+    /// The whole file in memory (16-bit PCM), e.g. for an HTTP reply.
+    public func fileBytes() throws -> [UInt8] {
+        if let problem = WAVHeader.problem(sampleRate: sampleRate, channels: channels) {
+            throw WAVError(path: "(memory)", kind: .malformed, problem: problem)
+        }
+        guard samples.count * 2 <= WAVHeader.maxDataBytes else {
+            throw WAVError(path: "(memory)", kind: .tooLarge, problem: "\(samples.count * 2) bytes of audio exceed the 4 GiB WAV limit")
+        }
+        var bytes = WAVHeader.pcm16(sampleRate: sampleRate, channels: channels, dataBytes: UInt32(samples.count * 2))
+        bytes.reserveCapacity(bytes.count + samples.count * 2)
+        for s in samples { withUnsafeBytes(of: s.littleEndian) { bytes.append(contentsOf: $0) } }
+        return bytes
+    }
+
     /// Writes 16-bit PCM atomically: a temporary file in the same directory is written,
     /// synced and renamed over `path`, so readers never see a half-written file.
     public func write(path: String) throws {

@@ -151,6 +151,12 @@ public actor SiteEditor {
                     keys: shared.keys.map, text: h.text)
     }
 
+    /// The site's `[tones]` and `[speech]`: how its terminals sound.
+    public func sounds() throws -> (TonesSection, SpeechSection) {
+        let shared = try held().document.sharedSettings
+        return (shared.tones, shared.speech)
+    }
+
     public func versions(limit: Int) throws -> [SiteVersion] {
         try recordFound(try held())
         return try database.siteVersions(limit: limit)

@@ -30,6 +30,8 @@ public final class SiteServer: Sendable {
 
     /// The terminal the service sends notifications and sees the site through; nil: none set.
     public let member: SiteMember?
+    /// Notification previews for the page (espeak-ng's voice kept between them).
+    let previewSounds = PreviewSounds()
 
     public init(database: SiteDatabase, editor: SiteEditor, member: SiteMember? = nil) {
         self.database = database
@@ -163,12 +165,14 @@ public final class SiteServer: Sendable {
             return try Self.json(try await self.editor.revoke(room: context.parameters.get("room") ?? "", actor: who.actor))
         }
         addSignalling(to: api)
+        addPreview(to: api)
         return router
     }
 
-    /// The page's own files only, never framed, never sniffed as another type.
+    /// The page's own files only (and the previews it makes into blobs to play), never framed,
+    /// never sniffed as another type.
     private static func pageHeaders(_ type: String) -> HTTPFields {
-        [.contentType: type, .contentSecurityPolicy: "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+        [.contentType: type, .contentSecurityPolicy: "default-src 'self'; media-src blob:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
          HTTPField.Name("X-Content-Type-Options")!: "nosniff", .cacheControl: "no-cache"]
     }
 

@@ -138,6 +138,11 @@ try:
     visible(f"test-{args['live_type']}").click()
     visible("message")
     facts["test_sent"] = driver.find_element(By.ID, "message").text
+    # "Anhören": the type's tone and text, made by the service, played in the browser.
+    driver.find_element(By.ID, f"listen-{args['live_type']}").click()
+    wait.until(lambda d: d.execute_script("return heard !== null && heard.currentTime > 0.3"))
+    facts["listened"] = driver.execute_script(
+        "return {duration: heard.duration, played: heard.currentTime, error: heard.error ? heard.error.code : null}")
     driver.find_element(By.CSS_SELECTOR, "[data-tab=live]").click()
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#event-list li[data-event=notification_sent]"))
     facts["live_presence"] = driver.find_element(By.ID, "presence-table").text

@@ -3,6 +3,8 @@ import Control
 import Foundation
 import FoundationXML
 import Glibc
+import IntercomConfig
+import SignalTools
 @testable import SiteService
 import TestSupport
 import XCTest
@@ -137,7 +139,7 @@ final class SiteServiceHTTPSTests: XCTestCase {
         let cases = try xml.nodes(forXPath: "//testcase")
         let failed = try xml.nodes(forXPath: "//testcase[failure or error]")
         print("schemathesis: \(cases.count) operations tested, \(failed.count) with failures")
-        XCTAssertGreaterThanOrEqual(cases.count, 28, "every operation but logout and events was tested")
+        XCTAssertGreaterThanOrEqual(cases.count, 29, "every operation but logout and events was tested")
         XCTAssertEqual(failed.count, 0)
     }
 
@@ -163,6 +165,51 @@ final class SiteServiceHTTPSTests: XCTestCase {
         XCTAssertEqual(facts["silent_open"] as? Int, 0, "the silent connections were closed")
         XCTAssertEqual(facts["slow_open"] as? Int, 0, "the slow connections were closed")
         XCTAssertEqual(try request("GET", "/api/v1/health").status, 200)
+    }
+
+    /// The page's "Anhören": a type as a terminal sounds it, made by the terminal's own code with
+    /// the site's tones and voice. Without reading aloud it is, sample for sample, the tone a
+    /// terminal with the site's `[tones]` plays; with it, that tone and then speech, longer for a
+    /// longer text. Bad fields are named; a viewer may not.
+    func testANotificationPreviewIsTheTerminalsToneThenItsText() throws {
+        XCTAssertEqual(try run([Self.binary, "create", "--dir", dir, "--id", "praxis", "--room", "empfang=127.0.0.1"]).status, 0)
+        XCTAssertEqual(try run([Self.binary, "account", "add", "anna", "--role", "manager", "--dir", dir], input: "Empfang-2026!\n").status, 0)
+        XCTAssertEqual(try run([Self.binary, "account", "add", "vera", "--role", "viewer", "--dir", dir], input: "Wartezimmer-7\n").status, 0)
+        try startServer()
+        let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
+        func preview(_ json: String, as session: SiteServiceProcess.Session? = nil) throws -> (reply: Reply, audio: WAVAudio?) {
+            let reply = try service.request("POST", "/api/v1/notifications/preview", as: session ?? anna, json: json)
+            guard reply.status == 200 else { return (reply, nil) }
+            let path = dir + "/preview.wav"
+            try reply.body.write(to: URL(fileURLWithPath: path))
+            return (reply, try WAVAudio.read(path: path))
+        }
+        let tones = TonesSection()
+        let bell = try tones.sound("bell", notes: NotificationTone.bell.notes, sampleRate: 48000)
+        let toneOnly = try XCTUnwrap(preview(#"{"label":"Material bringen","tone":"bell","read_aloud":false}"#).audio)
+        XCTAssertEqual(toneOnly.sampleRate, 48000)
+        XCTAssertEqual(toneOnly.channels, 1)
+        XCTAssertEqual(toneOnly.samples, bell, "the tone a terminal plays, sample for sample")
+
+        let spoken = try XCTUnwrap(preview(#"{"label":"Material bringen","text":"Bitte Material ins Labor bringen","tone":"bell"}"#).audio)
+        XCTAssertEqual(Array(spoken.samples.prefix(bell.count)), bell, "first the tone")
+        let speech = Array(spoken.samples.dropFirst(bell.count))
+        XCTAssertGreaterThan(Double(speech.count) / 48000, 1.0, "then the text, read")
+        XCTAssertGreaterThan(Levels.rmsDB(Signals.toFloat(speech)), -35, "speech, not silence")
+        let short = try XCTUnwrap(preview(#"{"label":"Eins","tone":"bell"}"#).audio)
+        XCTAssertLessThan(short.samples.count, spoken.samples.count, "a shorter text is shorter: the label read when there is no text")
+        let alarm = try XCTUnwrap(preview(#"{"label":"Alarm","priority":"emergency","read_aloud":false}"#).audio)
+        XCTAssertEqual(alarm.samples, try tones.sound("alarm", notes: NotificationTone.alarm.notes, sampleRate: 48000), "an emergency's own tone")
+        print("preview: tone \(bell.count * 1000 / 48000) ms, with the text \(spoken.samples.count * 1000 / 48000) ms")
+
+        for (json, field) in [(#"{"label":"X","tone":"trompete"}"#, "tone"), (#"{"label":"","tone":"bell"}"#, "label"),
+                              (#"{"label":"X","text":"\#(String(repeating: "a", count: 201))"}"#, "text"), (#"{"label":"X","priority":"sofort"}"#, "priority")] {
+            let refused = try preview(json).reply
+            XCTAssertEqual(refused.status, 400, "\(json): \(refused.text)")
+            XCTAssertEqual(refused.problem?.field, field, "\(json): \(refused.text)")
+        }
+        let vera = try XCTUnwrap(try service.login("vera", password: "Wartezimmer-7"))
+        XCTAssertEqual(try preview(#"{"label":"X"}"#, as: vera).reply.status, 403, "a viewer does not")
     }
 
     func testLoginRolesTokensAndRefusalsOverTLS() throws {

@@ -42,6 +42,7 @@ const words = {
     history: "Verlauf", "history-hint": "Gespräche und Benachrichtigungen am Terminal des Dienstes, die neuesten zuerst.", with: "Mit", outcome: "Ausgang",
     "h-call": "Gespräch", "h-emergency": "Notruf", "h-announcement": "Durchsage", "h-notification": "„{x}“", incoming: "eingehend", outgoing: "ausgehend",
     finished: "geführt", missed: "verpasst", declined: "abgelehnt", not_reached: "nicht erreicht", "h-acknowledged": "bestätigt", "h-acknowledged-by": "bestätigt von {r}",
+    listen: "Anhören", "listen-failed": "Das lässt sich gerade nicht abspielen: {x}",
     "h-open": "noch nicht bestätigt", "h-delivered": "angekommen bei {r}", "history-empty": "Noch nichts.",
   },
   en: {
@@ -83,6 +84,7 @@ const words = {
     history: "History", "history-hint": "Calls and notifications at the service's terminal, newest first.", with: "With", outcome: "Outcome",
     "h-call": "Call", "h-emergency": "Emergency call", "h-announcement": "Announcement", "h-notification": "“{x}”", incoming: "in", outgoing: "out",
     finished: "held", missed: "missed", declined: "declined", not_reached: "not reached", "h-acknowledged": "acknowledged", "h-acknowledged-by": "acknowledged by {r}",
+    listen: "Listen", "listen-failed": "This cannot be played now: {x}",
     "h-open": "not yet acknowledged", "h-delivered": "reached {r}", "history-empty": "Nothing yet.",
   },
 };
@@ -180,10 +182,13 @@ function render() {
     const test = document.createElement("button");
     test.className = "quiet small staff-only"; test.textContent = t("test"); test.id = "test-" + n.id;
     test.onclick = () => sendTest(n);
+    const hear = document.createElement("button");
+    hear.className = "quiet small staff-only"; hear.textContent = t("listen"); hear.id = "listen-" + n.id;
+    hear.onclick = () => listen({ label: n.label, text: n.text, tone: n.tone || undefined, priority: n.priority });
     const remove = document.createElement("button");
     remove.className = "quiet small manager-only"; remove.textContent = t("remove");
     remove.onclick = () => preview("PATCH", "site", { version: site.version, edits: [{ path: ["notifications", n.id] }] });
-    row.insertCell().append(test, " ", remove);
+    row.insertCell().append(hear, " ", test, " ", remove);
   }
   $("n-recipients").replaceChildren(...site.rooms.map((r) => {
     const label = document.createElement("label");
@@ -471,6 +476,20 @@ async function loadVersions() {
   }
 }
 
+// A type's tone and text as a terminal sounds them (the service renders them with the site's
+// tones and voice), played here. `heard` is the last one, for the browser test.
+let heard = null;
+async function listen(value) {
+  try {
+    const response = await fetch("/api/v1/notifications/preview", { method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf }, body: JSON.stringify(value) });
+    if (!response.ok) { const p = await response.json().catch(() => null); throw new Error(p && p.detail || response.statusText); }
+    if (heard) { heard.pause(); URL.revokeObjectURL(heard.src); }
+    heard = new Audio(URL.createObjectURL(await response.blob()));
+    await heard.play();
+  } catch (e) { say(t("listen-failed", { x: e.message || String(e) }), true); }
+}
+
 // The live board: presence, then what the event stream says, in words (the newest first).
 let events = null;
 const sentTypes = {};   // notification id → type, for the words of later events
@@ -582,6 +601,10 @@ document.addEventListener("DOMContentLoaded", () => {
     const value = { label, recipients, tone: $("n-tone").value, priority: $("n-priority").value };
     if ($("n-text").value.trim()) value.text = $("n-text").value.trim();
     preview("PATCH", "site", { version: site.version, edits: [{ path: ["notifications", newID(label)], value }] });
+  };
+  $("n-listen").onclick = () => {
+    const label = $("n-label").value.trim() || "…";
+    listen({ label, text: $("n-text").value.trim(), tone: $("n-tone").value || undefined, priority: $("n-priority").value });
   };
   $("button-form").onsubmit = (event) => {
     event.preventDefault();
