@@ -114,7 +114,36 @@ public final class SiteDatabase: Sendable {
                 t.column("text", .text).notNull()
             }
         }
+        m.registerMigration("v3") { db in
+            // When each room's terminal was last seen online (`LastSeen`).
+            try db.create(table: "terminalSeen") { t in
+                t.primaryKey("room", .text)
+                t.column("at", .double).notNull()
+            }
+        }
         return m
+    }
+
+    // MARK: Terminals last seen
+
+    /// Notes `rooms` as seen online at `now`.
+    public func markSeen(_ rooms: [String], now: Double) throws {
+        guard !rooms.isEmpty else { return }
+        try queue.write { db in
+            for room in rooms {
+                try db.execute(sql: "INSERT INTO terminalSeen (room, at) VALUES (?, ?) ON CONFLICT(room) DO UPDATE SET at = excluded.at",
+                               arguments: [room, now])
+            }
+        }
+    }
+
+    /// Room → when its terminal was last seen online (Unix time).
+    public func lastSeen() throws -> [String: Double] {
+        try queue.read { db in
+            var out: [String: Double] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT room, at FROM terminalSeen") { out[row["room"]] = row["at"] }
+            return out
+        }
     }
 
     // MARK: Site versions

@@ -84,6 +84,13 @@ public actor SiteEditor {
         public var standing: DaemonStatistics.Site.TerminalStanding?
         /// The key the document approves for this room, if any (it may be another box's).
         public var approved: String?
+        /// Whether the service's member hears it now (nil: no member, or it did not answer).
+        public var online: Bool?
+        /// The site document it holds, and whether that is older than the newest one held.
+        public var siteVersion: UInt64?
+        public var behind: Bool?
+        /// When it was last seen online, Unix time (`LastSeen`); nil: never while the service watched.
+        public var lastSeen: Double?
     }
     /// An approval: the enrolment code read at the terminal (12 digits; spaces and dashes ignored).
     public struct Approval: Codable, Sendable { public var code: String }

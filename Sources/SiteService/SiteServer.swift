@@ -1,4 +1,5 @@
 import Calls
+import Control
 import Crypto
 import Foundation
 import HTTPTypes
@@ -153,7 +154,15 @@ public final class SiteServer: Sendable {
         }
         api.get("terminals") { _, context in
             try self.require(context, .manager, .technician, .viewer, scope: .read)
-            return try Self.json(List(items: try await self.editor.terminals()))
+            var terminals = try await self.editor.terminals()
+            // Asked at once: the member's view of the site, and the last-seen times.
+            let overview: SiteOverview? = if case .site(let o)? = try? await self.member?.run(.site) { o } else { nil }
+            let seen = (try? self.database.lastSeen()) ?? [:]
+            let now = Self.now()
+            for i in terminals.indices {
+                terminals[i].add(overview?.terminals.first { $0.room == terminals[i].room }, lastSeen: seen[terminals[i].room], now: now)
+            }
+            return try Self.json(List(items: terminals))
         }
         api.post("terminals/:room/approve") { request, context in
             let who = try self.require(context, .manager)
@@ -369,6 +378,7 @@ public enum SiteService {
                                                         seconds: SiteServer.firstRequestTimeout), tlsConfiguration: tls)
             },
             configuration: .init(address: .hostname(host, port: port), serverName: nil),
+            services: member.map { [LastSeen(member: $0, database: database)] } ?? [],
             onServerRunning: { channel in onListening(channel.localAddress?.port ?? port) },
             logger: logger)
         try await app.runService()

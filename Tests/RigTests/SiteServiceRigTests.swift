@@ -124,6 +124,7 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertTrue(fact("approve_rooma_preview").contains("Das Terminal mit dem Code \(codes[0]) wird für „Empfang“ freigegeben."), fact("approve_rooma_preview"))
         XCTAssertEqual(fact("approve_roomc_result"), "Version 9 gilt.")
         XCTAssertEqual(fact("terminals_approved").components(separatedBy: "freigegeben").count - 1, 3, fact("terminals_approved"))
+        XCTAssertEqual(fact("terminals_approved").components(separatedBy: " jetzt ").count - 1, 3, "each reachable now: \(fact("terminals_approved"))")
         XCTAssertTrue(fact("revoke_preview").contains("„Lager“ wird gesperrt"), fact("revoke_preview"))
         XCTAssertEqual(fact("revoke_result"), "Version 10 gilt.")
         XCTAssertTrue(fact("terminals_after_revoke").contains("gesperrt"), fact("terminals_after_revoke"))
@@ -467,5 +468,24 @@ final class SiteServiceRigTests: XCTestCase {
         for action in ["call.placed", "calls.hangup", "notification.acknowledged"] {
             XCTAssertTrue(audit.contains(action), "\(action) in the audit log: \(audit)")
         }
+
+        // The terminals as the page lists them: both online now, with the site version each
+        // holds; B stopped is offline, last seen while it ran (the service noted it at start).
+        func terminals() throws -> [SiteEditor.Terminal] {
+            try api("GET", "/api/v1/terminals").decode(SiteServer.List<SiteEditor.Terminal>.self).items
+        }
+        let both = try terminals()
+        XCTAssertEqual(both.map(\.online), [true, true], "\(both)")
+        XCTAssertEqual(both.map(\.siteVersion), [2, 2], "\(both)")
+        XCTAssertEqual(both.map(\.behind), [false, false])
+        let stopped = Date().timeIntervalSince1970
+        _ = rooms.stop("roomb")
+        XCTAssertTrue(rooms.wait(20) { (try? terminals().last?.online) == false }, "A no longer hears B")
+        let b = try XCTUnwrap(try terminals().last)
+        XCTAssertEqual(b.room, "roomb")
+        let lastSeen = try XCTUnwrap(b.lastSeen, "B was seen: \(b)")
+        XCTAssertLessThanOrEqual(lastSeen, stopped)
+        XCTAssertGreaterThan(lastSeen, stopped - 60, "noted at most LastSeen.interval apart")
+        XCTAssertEqual(try terminals().first?.online, true, "A itself")
     }
 }

@@ -42,6 +42,8 @@ const words = {
     history: "Verlauf", "history-hint": "Gespräche und Benachrichtigungen am Terminal des Dienstes, die neuesten zuerst.", with: "Mit", outcome: "Ausgang",
     "h-call": "Gespräch", "h-emergency": "Notruf", "h-announcement": "Durchsage", "h-notification": "„{x}“", incoming: "eingehend", outgoing: "ausgehend",
     finished: "geführt", missed: "verpasst", declined: "abgelehnt", not_reached: "nicht erreicht", "h-acknowledged": "bestätigt", "h-acknowledged-by": "bestätigt von {r}",
+    seen: "Erreichbar", "seen-now": "jetzt", "seen-at": "zuletzt {t}", "seen-never": "noch nie gesehen", "seen-unknown": "unbekannt",
+    "version-behind": "{v} (veraltet)",
     listen: "Anhören", "listen-failed": "Das lässt sich gerade nicht abspielen: {x}",
     "h-open": "noch nicht bestätigt", "h-delivered": "angekommen bei {r}", "history-empty": "Noch nichts.",
   },
@@ -84,6 +86,8 @@ const words = {
     history: "History", "history-hint": "Calls and notifications at the service's terminal, newest first.", with: "With", outcome: "Outcome",
     "h-call": "Call", "h-emergency": "Emergency call", "h-announcement": "Announcement", "h-notification": "“{x}”", incoming: "in", outgoing: "out",
     finished: "held", missed: "missed", declined: "declined", not_reached: "not reached", "h-acknowledged": "acknowledged", "h-acknowledged-by": "acknowledged by {r}",
+    seen: "Reachable", "seen-now": "now", "seen-at": "last seen {t}", "seen-never": "never seen", "seen-unknown": "unknown",
+    "version-behind": "{v} (behind)",
     listen: "Listen", "listen-failed": "This cannot be played now: {x}",
     "h-open": "not yet acknowledged", "h-delivered": "reached {r}", "history-empty": "Nothing yet.",
   },
@@ -439,6 +443,10 @@ async function loadTerminals() {
     const row = body.insertRow();
     row.id = "terminal-" + term.room;
     cell(row, roomName(term.room)); cell(row, term.identity || "–"); cell(row, term.software || "–");
+    const seen = term.online === undefined ? t("seen-unknown") : term.online ? t("seen-now")
+      : term.last_seen ? t("seen-at", { t: new Date(term.last_seen * 1000).toLocaleString(lang) }) : t("seen-never");
+    cell(row, seen).className = term.online ? "took seen" : "unreached seen";
+    cell(row, term.site_version === undefined ? "–" : term.behind ? t("version-behind", { v: term.site_version }) : String(term.site_version)).className = "site-version";
     cell(row, t(term.reached ? term.standing : "unknown")).className = "state";
     const td = row.insertCell();
     if (term.reached && term.standing === "pending") {

@@ -1,0 +1,39 @@
+import Control
+import Foundation
+import ServiceLifecycle
+
+/// When each room's terminal was last seen online: every `interval` s the service asks its
+/// member which rooms are online and notes them in the database, so the page can say "zuletzt
+/// gesehen" of one that is gone, across restarts of the service too. A room already noted less
+/// than `interval` ago is not written again: the database is written about once a minute at most.
+struct LastSeen: Service {
+    let member: SiteMember
+    let database: SiteDatabase
+    static let interval = 30.0
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            var noted: [String: Double] = [:]
+            while !Task.isCancelled {
+                if case .rooms(let directory)? = try? await member.run(.rooms) {
+                    let now = Date().timeIntervalSince1970
+                    let due = directory.rooms.filter { $0.presence.online && now - (noted[$0.id.description] ?? 0) >= Self.interval }
+                        .map(\.id.description)
+                    if (try? database.markSeen(due, now: now)) != nil { for room in due { noted[room] = now } }
+                }
+                try? await Task.sleep(for: .seconds(Self.interval))
+            }
+        }
+    }
+}
+
+extension SiteEditor.Terminal {
+    /// What the service's member knows of this room's terminal (online, the document it holds)
+    /// and when it was last seen; a terminal online now was seen now.
+    mutating func add(_ heard: SiteOverview.Terminal?, lastSeen: Double?, now: Double) {
+        online = heard?.online
+        siteVersion = heard?.siteVersion
+        behind = heard?.behind
+        self.lastSeen = heard?.online == true ? now : lastSeen
+    }
+}
