@@ -52,6 +52,11 @@ public struct SiteEdit: Sendable, Equatable, Codable {
     }
 }
 
+/// The layer of a site document a terminal's setting comes from (`SiteDocument.source`).
+public enum SettingSource: String, Sendable, Codable {
+    case site, kind, terminal
+}
+
 extension SiteDocument {
     /// `text` with `edits` applied in order, written out as `rendered()` writes a document
     /// (comments are not kept). The result is checked for every room.
@@ -76,10 +81,7 @@ extension SiteDocument {
     /// key (`notifications.naechster.text`), dotted, with its value as TOML writes it.
     /// - Throws: `ConfigError` when the room's joined settings break a rule.
     public func settings(room: String) throws -> [String: String] {
-        var local = DaemonConfig()
-        local.site.id = "check"
-        local.room.id = room
-        let config = try configuration(local: local, localPresent: ["room.id"], source: "room \(room)")
+        let config = try configuration(room: room)
         var out: [String: String] = [:]
         for section in DaemonConfig.sections {
             for key in section.keys where !DaemonConfig.tableOfTablesNames.contains(section.name) && DaemonConfig.isSiteWide(section.name, key.name) {
@@ -96,6 +98,24 @@ extension SiteDocument {
             }
         }
         return out
+    }
+
+    /// The site's settings as the terminal in `room` runs by them: shared, its kind's, its own.
+    /// - Throws: `ConfigError` when the room's joined settings break a rule.
+    public func configuration(room: String) throws -> DaemonConfig {
+        var local = DaemonConfig()
+        local.site.id = "check"
+        local.room.id = room
+        return try configuration(local: local, localPresent: ["room.id"], source: "room \(room)")
+    }
+
+    /// Which layer gives the terminal in `room` its `key` (dotted, `keys.map`): the site's shared
+    /// settings, its kind's, or its own entry's (`[terminals.<room>.keys] map`).
+    public func source(of key: String, room: String) -> SettingSource {
+        let terminal = terminals[room]
+        if terminal?.layer.present.contains(key) == true { return .terminal }
+        if let kind = terminal?.kind, kinds[kind]?.present.contains(key) == true { return .kind }
+        return .site
     }
 
     // MARK: The document as a tree of values

@@ -2,6 +2,7 @@ import Calls
 import Control
 import Foundation
 import IntercomConfig
+import Lights
 import SiteAdmin
 import SiteSecurity
 
@@ -36,6 +37,8 @@ public actor SiteEditor {
         public var notifications: [NotificationType]
         /// The keys every terminal shares (`[keys.map]`: key → action); a kind's or a terminal's own come on top.
         public var keys: [String: String]
+        /// The lights every terminal shares (`[lights.map]`: state → LED and pattern).
+        public var lights: [String: Light]
         /// The document's text as signed, without the enrolment decisions (approve and revoke keep those).
         public var text: String
 
@@ -44,7 +47,16 @@ public actor SiteEditor {
             public var name: String
             /// The rooms it may call (`rooms.<id>.may_call`); nil: every room.
             public var mayCall: [String]?
+            /// Its terminal's keys and lights as it runs by them, and whose they are: the site's
+            /// shared ones, its kind's, or its own (`[terminals.<room>.keys] map`). A layer's map
+            /// replaces the one before whole.
+            public var keys: [String: String]
+            public var keysFrom: SettingSource
+            public var lights: [String: Light]
+            public var lightsFrom: SettingSource
         }
+        /// What shows a state (`[lights.map]`): an LED and its pattern (docs/calls.md).
+        public struct Light: Codable, Sendable, Equatable { public var led: String; public var pattern: String }
         public struct Button: Codable, Sendable, Equatable { public var id: String; public var label: String; public var rooms: [String]; public var kind: String }
         public struct NotificationType: Codable, Sendable, Equatable {
             public var id: String
@@ -145,17 +157,33 @@ public actor SiteEditor {
         return Held(site: signed.site, signed: signed, document: document, text: text)
     }
 
+    /// The last view made, for the text it was made of (each room's settings are joined for it).
+    private var lastView: (text: String, version: UInt64, view: View)?
+
     public func view() throws -> View {
         let h = try held()
+        if let last = lastView, last.version == h.signed.version, last.text == h.text { return last.view }
         let shared = h.document.sharedSettings
-        return View(site: h.site, version: h.signed.version, name: h.document.name,
-                    rooms: shared.rooms.sorted { $0.key < $1.key }.map { View.Room(id: $0.key, name: $0.value.name.isEmpty ? $0.key : $0.value.name, mayCall: $0.value.mayCall) },
+        func lights(_ map: [LightState: LightRule]) -> [String: View.Light] {
+            Dictionary(uniqueKeysWithValues: map.map { ($0.key.rawValue, View.Light(led: $0.value.led, pattern: $0.value.pattern.rawValue)) })
+        }
+        func room(_ id: String, _ entry: RoomEntry) -> View.Room {
+            // The document was checked for every room, so joining cannot fail; were it to, the shared settings.
+            let joined = (try? h.document.configuration(room: id)) ?? shared
+            return View.Room(id: id, name: entry.name.isEmpty ? id : entry.name, mayCall: entry.mayCall,
+                             keys: joined.keys.map, keysFrom: h.document.source(of: "keys.map", room: id),
+                             lights: lights(joined.lights.map), lightsFrom: h.document.source(of: "lights.map", room: id))
+        }
+        let view = View(site: h.site, version: h.signed.version, name: h.document.name,
+                    rooms: shared.rooms.sorted { $0.key < $1.key }.map { room($0.key, $0.value) },
                     buttons: shared.buttons.sorted { $0.key < $1.key }.map { View.Button(id: $0.key, label: $0.value.label, rooms: $0.value.rooms, kind: $0.value.kind) },
                     groups: shared.groups,
                     notifications: shared.notifications.sorted { $0.key < $1.key }.map { id, n in
                         View.NotificationType(id: id, label: n.label.isEmpty ? id : n.label, recipients: n.recipients, text: n.text, tone: n.tone, priority: n.priority)
                     },
-                    keys: shared.keys.map, text: h.text)
+                    keys: shared.keys.map, lights: lights(shared.lights.map), text: h.text)
+        lastView = (h.text, h.signed.version, view)
+        return view
     }
 
     /// The site's `[tones]` and `[speech]`: how its terminals sound.

@@ -182,6 +182,30 @@ try:
     driver.find_element(By.ID, "k-preview").click()
     apply_previewed("call_key", photograph=False)
     facts["version_calling"] = driver.find_element(By.ID, "site-version").get_attribute("textContent")
+
+    # One terminal's own keys and lights: a key and a light at one room alone.
+    Select(driver.find_element(By.ID, "k-scope")).select_by_value(args["own_room"])
+    wait.until(lambda d: args["own_room_name"] in d.find_element(By.ID, "k-hint").text)
+    facts["own_hint_before"] = driver.find_element(By.ID, "k-hint").text
+    Select(driver.find_element(By.ID, "k-key")).select_by_value(args["own_key"])
+    Select(driver.find_element(By.ID, "k-action")).select_by_value("toggle_dnd")
+    driver.find_element(By.ID, "k-preview").click()
+    apply_previewed("own_key")
+    wait.until(lambda d: not d.find_element(By.ID, "k-reset").get_attribute("hidden"))
+    facts["own_hint_after"] = driver.find_element(By.ID, "k-hint").text
+    facts["own_keys"] = driver.find_element(By.ID, "key-table").text
+    Select(driver.find_element(By.ID, "l-state")).select_by_value("dnd")
+    driver.find_element(By.ID, "l-led").send_keys(args["own_led"])
+    Select(driver.find_element(By.ID, "l-pattern")).select_by_value("steady")
+    driver.find_element(By.ID, "l-preview").click()
+    apply_previewed("light", photograph=False)
+    wait.until(lambda d: d.find_elements(By.ID, "light-dnd"))
+    facts["own_lights"] = driver.find_element(By.ID, "light-table").text
+    shot("keys-lights")
+    Select(driver.find_element(By.ID, "k-scope")).select_by_value("")
+    facts["shared_keys"] = driver.find_element(By.ID, "key-table").text
+    facts["shared_lights"] = driver.find_element(By.ID, "light-table").text
+    facts["version_own"] = driver.find_element(By.ID, "site-version").get_attribute("textContent")
     driver.find_element(By.CSS_SELECTOR, "[data-tab=history]").click()
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#history-table tbody tr[id^=history-]"))
     facts["history"] = driver.find_element(By.ID, "history-table").text

@@ -74,7 +74,9 @@ final class SiteServiceRigTests: XCTestCase {
         try SiteKit.create(folder, document: SiteKit.document(rooms, names: ["rooma": "Empfang", "roomb": "Labor", "roomc": "Lager"]))
         let fifo = "\(rooms.dir)/roomA-keys"
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
-        let a = try SiteKit.start(rooms, "rooma", folder: folder, own: "[keys]\ndevice = \"\(fifo)\"")
+        let leds = "\(rooms.dir)/leds"
+        try TerminalLightsRigTests.makeLEDs(leds)
+        let a = try SiteKit.start(rooms, "rooma", folder: folder, own: "[keys]\ndevice = \"\(fifo)\"\n[lights]\nled_dir = \"\(leds)\"")
         let b = try SiteKit.start(rooms, "roomb", folder: folder)
         let c = try SiteKit.start(rooms, "roomc", folder: folder)
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc"]), a.log)
@@ -95,7 +97,7 @@ final class SiteServiceRigTests: XCTestCase {
             "approve": [["rooma", codes[0]], ["roomb", codes[1]], ["roomc", codes[2]]], "revoke": "roomc",
             "live_type": "material-bringen", "live_room_name": "Labor",
             "group_name": "Labor und Lager", "group_rooms": ["roomb", "roomc"], "call_label": "Labor rufen", "room_may_call": ["rooma"],
-            "call_key": "KEY_2",
+            "call_key": "KEY_2", "own_room": "rooma", "own_room_name": "Empfang", "own_key": "KEY_3", "own_led": "green",
         ]
         let python = Repo.root + "/.venv-api/bin/python"
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: python), "scripts/setup.sh installs selenium into .venv-api")
@@ -156,12 +158,27 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertEqual(fact("version_calling"), "14")
         XCTAssertTrue(fact("history").contains("„Material bringen“ (ausgehend)"), fact("history"))
         XCTAssertTrue(fact("history").contains("Labor"), fact("history"))
-        XCTAssertEqual((facts["screenshots"] as? [String])?.count, 27, "every page photographed")
+        // A key and a light of the reception's own: previewed for the reception alone; the shared keys stay.
+        XCTAssertTrue(fact("own_hint_before").contains("„Empfang“ hat die Belegung aller Terminals"), fact("own_hint_before"))
+        XCTAssertTrue(fact("own_key_preview").contains("Taste 3: Nicht stören an/aus"), fact("own_key_preview"))
+        XCTAssertFalse(fact("own_key_preview").contains("Labor"), "only the reception changes: \(fact("own_key_preview"))")
+        XCTAssertEqual(fact("own_key_result"), "Version 15 gilt.")
+        XCTAssertTrue(fact("own_hint_after").contains("„Empfang“ hat eine eigene Belegung"), fact("own_hint_after"))
+        XCTAssertTrue(fact("own_keys").contains("1 sendet „Material bringen“") && fact("own_keys").contains("3 Nicht stören an/aus"),
+                      "the shared keys copied, and its own: \(fact("own_keys"))")
+        XCTAssertTrue(fact("light_preview").contains("nicht stören: Licht „green“ leuchtet"), fact("light_preview"))
+        XCTAssertFalse(fact("light_preview").contains("Labor"), fact("light_preview"))
+        XCTAssertEqual(fact("light_result"), "Version 16 gilt.")
+        XCTAssertTrue(fact("own_lights").contains("nicht stören green leuchtet"), fact("own_lights"))
+        XCTAssertFalse(fact("shared_keys").contains("Nicht stören"), "every terminal's keys are unchanged: \(fact("shared_keys"))")
+        XCTAssertTrue(fact("shared_lights").contains("Keine Lichter belegt."), fact("shared_lights"))
+        XCTAssertEqual(fact("version_own"), "16")
+        XCTAssertEqual((facts["screenshots"] as? [String])?.count, 30, "every page photographed")
 
         for (id, daemon) in [("rooma", a), ("roomb", b)] {
             XCTAssertNotNil(daemon.waitForStatistics(timeout: 10) {
-                $0.site?.version == 14 && $0.site?.appliedAt != nil && $0.site?.terminal?.standing == .approved && $0.calls?.protection == .terminalKeys
-            }, "\(id) runs version 14, approved, sealing by terminal keys: \(daemon.log)")
+                $0.site?.version == 16 && $0.site?.appliedAt != nil && $0.site?.terminal?.standing == .approved && $0.calls?.protection == .terminalKeys
+            }, "\(id) runs version 16, approved, sealing by terminal keys: \(daemon.log)")
         }
         XCTAssertNotNil(c.waitForStatistics(timeout: 10) { $0.site?.terminal?.standing == .revoked }, "C knows it is revoked: \(c.log)")
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"], timeout: 10), "A and B hear each other under their own keys")
@@ -182,10 +199,18 @@ final class SiteServiceRigTests: XCTestCase {
             return XCTFail("B may not call C any more")
         }
         XCTAssertEqual(refusal.code, .notPermitted, "\(refusal)")
+        // Key 3 at the reception is its own: do not disturb, shown by its own light; B has neither.
+        XCTAssertEqual(rooms.status("rooma")?.lights, [StatusLight(led: "green", pattern: "off")], "the reception's light, dark")
+        XCTAssertEqual(rooms.status("roomb")?.lights, [], "B has no lights")
+        try FIFOKeyWriter(path: fifo).press(4)  // KEY_3
+        XCTAssertTrue(rooms.wait(3) { rooms.status("rooma")?.doNotDisturb == true }, "key 3 at A: do not disturb")
+        XCTAssertTrue(rooms.wait(3) { rooms.status("rooma")?.lights == [StatusLight(led: "green", pattern: "steady", state: "dnd")] },
+                      "\(rooms.status("rooma")?.lights ?? [])")
+        XCTAssertTrue(rooms.wait(3) { (try? String(contentsOfFile: leds + "/green/brightness", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) == "255" }, "the LED lit")
 
         let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
         let audit = try service.request("GET", "/api/v1/audit", as: anna).decode(SiteServer.List<AuditEntry>.self).items
-        XCTAssertEqual(audit.filter { $0.action == "site.edit" && $0.actor == "anna" }.count, 6)
+        XCTAssertEqual(audit.filter { $0.action == "site.edit" && $0.actor == "anna" }.count, 8)
         XCTAssertEqual(audit.filter { $0.action == "site.restore" && $0.actor == "anna" }.count, 2)
         XCTAssertEqual(audit.filter { $0.action == "terminal.approve" && $0.actor == "anna" }.count, 3)
         XCTAssertEqual(audit.filter { $0.action == "terminal.revoke" && $0.actor == "anna" }.count, 1)

@@ -1,5 +1,6 @@
 import Calls
 import IntercomConfig
+import Lights
 import SignalTools
 import SiteAdmin
 import XCTest
@@ -64,6 +65,42 @@ final class SiteEditTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("site.name is a value, not a table"), "\(error)")
         }
         XCTAssertThrowsError(try SiteDocument.edited(Self.base, [SiteEdit(path: [], value: .integer(1))]))
+    }
+
+    /// The page's keys and lights for one terminal: an edit under `terminals.<room>` gives that
+    /// room its own map, which replaces the shared one whole there and changes nothing elsewhere;
+    /// removing it gives the room the shared (or its kind's) map again.
+    func testOneTerminalsOwnKeysAndLightsReplaceTheSharedOnesThereAlone() throws {
+        let shared = SiteEdit(path: ["lights", "map", "in_call"], value: .table(["led": .string("green")]))
+        let (sharedText, sharedDocument) = try SiteDocument.edited(Self.base, [shared, SiteEdit(path: ["keys", "map", "KEY_F2"], value: .string("hang_up"))])
+        XCTAssertEqual(sharedDocument.source(of: "keys.map", room: "labor"), .site)
+        XCTAssertEqual(sharedDocument.source(of: "keys.map", room: "empfang"), .kind, "the desk's kind sets its keys")
+        XCTAssertEqual(try sharedDocument.configuration(room: "empfang").keys.map, ["KEY_F1": "call:empfang"])
+
+        let (text, document) = try SiteDocument.edited(sharedText, [
+            SiteEdit(path: ["terminals", "labor", "keys", "map"], value: .table(["KEY_F2": .string("hang_up"), "KEY_F3": .string("toggle_dnd")])),
+            SiteEdit(path: ["terminals", "labor", "lights", "map", "dnd"], value: .table(["led": .string("yellow"), "pattern": .string("slow_blink")])),
+        ])
+        let labor = try document.configuration(room: "labor")
+        XCTAssertEqual(labor.keys.map, ["KEY_F2": "hang_up", "KEY_F3": "toggle_dnd"])
+        XCTAssertEqual(labor.lights.map, [.doNotDisturb: LightRule(led: "yellow", pattern: .slowBlink)], "its own lights replace the shared ones whole")
+        XCTAssertEqual(document.source(of: "keys.map", room: "labor"), .terminal)
+        XCTAssertEqual(document.source(of: "lights.map", room: "labor"), .terminal)
+        XCTAssertEqual(try document.configuration(room: "arzt").keys.map, ["KEY_F2": "hang_up"], "the others keep the shared keys")
+        XCTAssertEqual(try document.configuration(room: "arzt").lights.map, [.inCall: LightRule(led: "green", pattern: .steady)])
+        let changed = try plan(sharedText, text)
+        XCTAssertEqual(changed.terminals.map(\.room), ["labor"], "only the lab's terminal changes")
+        XCTAssertEqual(Set(changed.terminals.first?.settings.map(\.key) ?? []), ["keys.map", "lights.map"])
+
+        // A wrong state or pattern names its key; removing the room's own map brings the shared one back.
+        XCTAssertThrowsError(try SiteDocument.edited(sharedText, [SiteEdit(path: ["terminals", "labor", "lights", "map", "dnd"], value: .table(["led": .string("y"), "pattern": .string("flicker")]))])) { error in
+            XCTAssertTrue((error as? ConfigError)?.issues.first?.key.hasPrefix("terminals.labor.lights.map") == true, "\(error)")
+        }
+        let (_, back) = try SiteDocument.edited(text, [SiteEdit(path: ["terminals", "labor", "keys", "map"], value: nil),
+                                                     SiteEdit(path: ["terminals", "labor", "lights", "map"], value: nil)])
+        XCTAssertEqual(back.source(of: "keys.map", room: "labor"), .site)
+        XCTAssertEqual(try back.configuration(room: "labor").keys.map, ["KEY_F2": "hang_up"])
+        XCTAssertEqual(try back.settings(room: "labor"), try sharedDocument.settings(room: "labor"))
     }
 
     /// The keys inside a value are the document's, not Swift's: the wire's snake_case conversion

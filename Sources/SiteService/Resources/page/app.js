@@ -14,7 +14,7 @@ const words = {
     room: "Raum", terminal: "Terminal", software: "Software", state: "Zustand", pending: "wartet auf Freigabe", approved: "freigegeben",
     revoked: "gesperrt", unknown: "nicht erreicht", code: "Freigabecode", approve: "Freigeben", revoke: "Sperren",
     "approve-what": "Das Terminal mit dem Code {c} wird für „{r}“ freigegeben.", "revoke-what": "Das Terminal von „{r}“ wird gesperrt; es kann nie wieder freigegeben werden.",
-    overview: "Übersicht", notifications: "Benachrichtigungen", keys: "Tasten", versions: "Änderungen",
+    overview: "Übersicht", notifications: "Benachrichtigungen", keys: "Tasten und Lichter", versions: "Änderungen",
     version: "Version", rooms: "Räume", label: "Bezeichnung", spoken: "Gesprochener Text", recipients: "Empfänger",
     tone: "Ton", priority: "Dringlichkeit", "new-notification": "Neue Benachrichtigung", "tone-default": "passend zur Dringlichkeit",
     "tone-gong": "Gong", "tone-bell": "Glocke", "tone-alert": "Hinweis", "tone-alarm": "Alarm", normal: "normal", urgent: "dringend", emergency: "Notfall",
@@ -46,6 +46,14 @@ const words = {
     "version-behind": "{v} (veraltet)",
     listen: "Anhören", "listen-failed": "Das lässt sich gerade nicht abspielen: {x}",
     "h-open": "noch nicht bestätigt", "h-delivered": "angekommen bei {r}", "history-empty": "Noch nichts.",
+    "for-terminal": "Für", "every-terminal": "alle Terminals", "keys-only": "Tasten", lights: "Lichter", "light-state": "Zustand", led: "Licht",
+    pattern: "Anzeige", "assign-light": "Licht belegen", "use-shared": "Wieder wie alle Terminals",
+    "scope-site": "Das gilt an jedem Terminal ohne eigene Belegung.", "scope-own": "„{r}“ hat eine eigene Belegung; die aller Terminals gilt dort nicht.",
+    "scope-kind": "„{r}“ hat die Belegung seiner Geräteart.", "scope-shared": "„{r}“ hat die Belegung aller Terminals; eine Änderung hier gilt nur an „{r}“.",
+    "light-set": "{s}: Licht „{l}“ {p}", "light-gone": "{s} wird nicht mehr angezeigt", "no-lights": "Keine Lichter belegt.",
+    "st-fault": "Störung", "st-ringing": "es klingelt", "st-calling": "ruft an", "st-mic_muted": "Mikrofon stumm", "st-in_call": "im Gespräch",
+    "st-missed_call": "verpasster Anruf", "st-dnd": "nicht stören", "pt-off": "aus", "pt-steady": "leuchtet", "pt-slow_blink": "blinkt langsam",
+    "pt-fast_blink": "blinkt schnell",
   },
   en: {
     live: "Now", "live-hint": "Who can be reached now, and what happens at the terminals.", online: "reachable", offline: "not reachable",
@@ -58,7 +66,7 @@ const words = {
     room: "Room", terminal: "Terminal", software: "Software", state: "State", pending: "waiting for approval", approved: "approved",
     revoked: "revoked", unknown: "not reached", code: "Enrolment code", approve: "Approve", revoke: "Revoke",
     "approve-what": "The terminal with code {c} is approved for “{r}”.", "revoke-what": "The terminal of “{r}” is revoked; it can never be approved again.",
-    overview: "Overview", notifications: "Notifications", keys: "Keys", versions: "Changes",
+    overview: "Overview", notifications: "Notifications", keys: "Keys and lights", versions: "Changes",
     version: "Version", rooms: "Rooms", label: "Name", spoken: "Spoken text", recipients: "Recipients",
     tone: "Tone", priority: "Priority", "new-notification": "New notification", "tone-default": "as the priority says",
     "tone-gong": "Gong", "tone-bell": "Bell", "tone-alert": "Alert", "tone-alarm": "Alarm", normal: "normal", urgent: "urgent", emergency: "emergency",
@@ -90,6 +98,14 @@ const words = {
     "version-behind": "{v} (behind)",
     listen: "Listen", "listen-failed": "This cannot be played now: {x}",
     "h-open": "not yet acknowledged", "h-delivered": "reached {r}", "history-empty": "Nothing yet.",
+    "for-terminal": "For", "every-terminal": "every terminal", "keys-only": "Keys", lights: "Lights", "light-state": "State", led: "Light",
+    pattern: "Shows", "assign-light": "Assign a light", "use-shared": "Back to every terminal's",
+    "scope-site": "This applies at every terminal without its own.", "scope-own": "“{r}” has its own; every terminal's do not apply there.",
+    "scope-kind": "“{r}” has those of its kind of terminal.", "scope-shared": "“{r}” has every terminal's; a change here applies at “{r}” alone.",
+    "light-set": "{s}: light “{l}” {p}", "light-gone": "{s} is not shown any more", "no-lights": "No lights assigned.",
+    "st-fault": "fault", "st-ringing": "ringing", "st-calling": "calling", "st-mic_muted": "microphone muted", "st-in_call": "in a call",
+    "st-missed_call": "missed call", "st-dnd": "do not disturb", "pt-off": "off", "pt-steady": "steady", "pt-slow_blink": "blinks slowly",
+    "pt-fast_blink": "blinks fast",
   },
 };
 
@@ -204,21 +220,69 @@ function render() {
 
   renderCalling();
 
+  renderKeysAndLights();
+}
+
+// Keys and lights, for every terminal or one room's. A room's own map replaces the shared one
+// whole, so a room's first change copies what it runs by and changes that.
+const lightStates = ["fault", "ringing", "calling", "mic_muted", "in_call", "missed_call", "dnd"];
+const lightPatterns = ["steady", "slow_blink", "fast_blink", "off"];
+function scoped(kind) {
+  const room = site.rooms.find((r) => r.id === $("k-scope").value);
+  if (!room) return { map: site[kind], from: "site", path: [kind, "map"], room: null };
+  return { map: room[kind], from: room[kind + "_from"], path: ["terminals", room.id, kind, "map"], room };
+}
+function mapEdits(kind, name, value) {   // value undefined: remove
+  const s = scoped(kind);
+  if (!s.room || s.from === "terminal") return [{ path: [...s.path, name], value }];
+  const map = { ...s.map };
+  if (value === undefined) delete map[name]; else map[name] = value;
+  return [{ path: s.path, value: map }];
+}
+function scopeHint(kind) {
+  const s = scoped(kind);
+  $(kind === "keys" ? "k-reset" : "l-reset").hidden = !(s.room && s.from === "terminal");
+  if (!s.room) return t("scope-site");
+  return t(s.from === "terminal" ? "scope-own" : s.from === "kind" ? "scope-kind" : "scope-shared", { r: s.room.name });
+}
+function removeButton(onclick) {
+  const b = document.createElement("button");
+  b.className = "quiet small manager-only"; b.textContent = t("remove"); b.onclick = onclick;
+  return b;
+}
+function renderKeysAndLights() {
+  const scope = $("k-scope"), chosen = scope.value;
+  scope.replaceChildren(new Option(t("every-terminal"), ""), ...site.rooms.map((r) => new Option(r.name, r.id)));
+  scope.value = site.rooms.some((r) => r.id === chosen) ? chosen : "";
   const keys = $("key-table").tBodies[0];
   keys.replaceChildren();
-  for (const [key, action] of Object.entries(site.keys).sort()) {
+  $("k-hint").textContent = scopeHint("keys");
+  for (const [key, action] of Object.entries(scoped("keys").map).sort()) {
     const row = keys.insertRow();
     cell(row, keyName(key)); cell(row, describeAction(action));
-    const remove = document.createElement("button");
-    remove.className = "quiet small manager-only"; remove.textContent = t("remove");
-    remove.onclick = () => preview("PATCH", "site", { version: site.version, edits: [{ path: ["keys", "map", key] }] });
-    row.insertCell().append(remove);
+    row.insertCell().append(removeButton(() => preview("PATCH", "site", { version: site.version, edits: mapEdits("keys", key) })));
   }
   const keySelect = $("k-key");
   keySelect.replaceChildren(...["KEY_1", "KEY_2", "KEY_3", "KEY_4", "KEY_F1", "KEY_F2", "KEY_F3", "KEY_F4"].map((k) => new Option(keyName(k), k)));
   const actions = [...site.notifications.map((n) => "notify:" + n.id), ...site.buttons.map((b) => "call:" + b.id),
     "hang_up", "answer", "toggle_dnd", "toggle_mic_mute", "acknowledge_all"];
   $("k-action").replaceChildren(...actions.map((a) => new Option(describeAction(a), a)));
+
+  const lights = $("light-table").tBodies[0];
+  lights.replaceChildren();
+  $("l-hint").textContent = scopeHint("lights");
+  const shown = Object.entries(scoped("lights").map).sort((a, b) => lightStates.indexOf(a[0]) - lightStates.indexOf(b[0]));
+  for (const [state, light] of shown) {
+    const row = lights.insertRow();
+    row.id = "light-" + state;
+    cell(row, t("st-" + state)); cell(row, light.led); cell(row, t("pt-" + light.pattern));
+    row.insertCell().append(removeButton(() => preview("PATCH", "site", { version: site.version, edits: mapEdits("lights", state) })));
+  }
+  if (shown.length === 0) cell(lights.insertRow(), t("no-lights")).colSpan = 4;
+  $("l-state").replaceChildren(...lightStates.map((s) => new Option(t("st-" + s), s)));
+  $("l-pattern").replaceChildren(...lightPatterns.map((p) => new Option(t("pt-" + p), p)));
+  const leds = new Set([site.lights, ...site.rooms.map((r) => r.lights)].flatMap((m) => Object.values(m).map((l) => l.led)));
+  $("l-leds").replaceChildren(...[...leds].sort().map((l) => new Option(l, l)));
 }
 
 // Call buttons, groups, and who may call whom (rooms.<id>.may_call: once any room has a list,
@@ -338,6 +402,16 @@ function describeTerminal(change) {
       const list = tomlStrings(s.after);
       items.push([s.after === undefined ? t("may-call-all", { r: roomName(p[1]) })
         : t("may-call-set", { r: roomName(p[1]), x: list.length ? list.map(roomName).join(", ") : t("nobody") }), ""]);
+      continue;
+    }
+    if (s.key === "lights.map") {
+      const parse = (v) => Object.fromEntries([...(v || "").matchAll(/([a-z_]+) = \{ led = "([^"]*)", pattern = "([^"]*)" \}/g)].map((x) => [x[1], x[2] + " " + x[3]]));
+      const before = parse(s.before), after = parse(s.after);
+      for (const k of new Set([...Object.keys(before), ...Object.keys(after)])) {
+        if (before[k] === after[k]) continue;
+        const [led, pattern] = (after[k] || "").split(" ");
+        items.push(after[k] ? [t("light-set", { s: t("st-" + k), l: led, p: t("pt-" + pattern) }), "added"] : [t("light-gone", { s: t("st-" + k) }), "removed"]);
+      }
       continue;
     }
     if (s.key === "keys.map") {
@@ -642,8 +716,16 @@ document.addEventListener("DOMContentLoaded", () => {
   };
   $("key-form").onsubmit = (event) => {
     event.preventDefault();
-    preview("PATCH", "site", { version: site.version, edits: [{ path: ["keys", "map", $("k-key").value], value: $("k-action").value }] });
+    preview("PATCH", "site", { version: site.version, edits: mapEdits("keys", $("k-key").value, $("k-action").value) });
   };
+  $("light-form").onsubmit = (event) => {
+    event.preventDefault();
+    preview("PATCH", "site", { version: site.version, edits: mapEdits("lights", $("l-state").value, { led: $("l-led").value.trim(), pattern: $("l-pattern").value }) });
+  };
+  $("k-scope").onchange = renderKeysAndLights;
+  for (const [button, kind] of [["k-reset", "keys"], ["l-reset", "lights"]]) {
+    $(button).onclick = () => preview("PATCH", "site", { version: site.version, edits: [{ path: scoped(kind).path }] });
+  }
   $("apply").onclick = apply;
   $("discard").onclick = () => { pending = null; $("preview").hidden = true; };
   $("undo").onclick = () => { if (lastVersion) preview("POST", `site/versions/${lastVersion}/restore`); };
