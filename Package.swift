@@ -28,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.8.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C libraries from Debian, one system-library target each (pkg-config names).
@@ -76,6 +77,8 @@ let package = Package(
         .target(name: "Keys", dependencies: ["Calls", "Posix"]),
         // Status lights: states → LEDs (LED class in sysfs, GPIO lines through libgpiod) on their own thread.
         .target(name: "Lights", dependencies: ["CGPIOD", "Posix"]),
+        // A terminal's statistics in Prometheus's text format (docs/metrics.md).
+        .target(name: "MetricsText", dependencies: ["Control", .product(name: "Prometheus", package: "swift-prometheus")]),
         // Reading notifications aloud: espeak-ng (one wrapper file) and the cache of spoken texts.
         .target(name: "Speech", dependencies: ["CEspeakNG", "SpeexDSP", "Posix"]),
         // Call history and small state (do-not-disturb) in JSON files, written atomically by a thread of their own.
@@ -135,7 +138,7 @@ let package = Package(
         // Supervision, calls, media, local mode: everything intercomd does besides parsing argv.
         .target(name: "IntercomDaemon", dependencies: [
             "IntercomConfig", "AudioPipeline", "Codec", "Frames", "EchoCancel", "RealTime", "SignalTools", "Transport", "Jitter", "RTP",
-            "Calls", "CallStore", "Control", "Keys", "Lights", "Speech", "SiteSecurity", "Site", "Posix",
+            "Calls", "CallStore", "Control", "Keys", "Lights", "MetricsText", "Speech", "SiteSecurity", "Site", "Posix",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ]),

@@ -23,6 +23,7 @@ PACKAGES=(
     pkg-config
     curl openssl                                 # the site service's tests: a real HTTPS client, the certificate checked by another TLS stack
     chromium chromium-driver                     # the site service's page in a real browser (Selenium, .venv-api)
+    prometheus                                   # a real Prometheus scrapes the terminals' metrics (MetricsRigTests)
     python3-venv python3-dev gcc                 # .venv for speech quality measures (pesq builds a C extension); gcc also builds the rig's wall client (scripts/rig-leak.c)
 )
 PEERS=(trx baresip gstreamer1.0-alsa)           # the suite's side-by-side (SuitePeersTests)

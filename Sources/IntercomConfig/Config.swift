@@ -30,6 +30,7 @@ public struct DaemonConfig: Sendable, Equatable {
     public var network = NetworkSection()
     public var opus = OpusSection()
     public var jitter = JitterSection()
+    public var metrics = MetricsSection()
     // Calls (ConfigCalls.swift).
     public var room = RoomSection()
     public var rooms: [String: RoomEntry] = [:]
@@ -997,6 +998,7 @@ extension DaemonConfig {
             .bool("drift_correction", \.jitter.driftCorrection, "Follow the remote sound card's clock (they differ by up to a few hundred ppm) by resampling, so the delay neither creeps nor jumps"),
         ]),
         lightsSection,
+        metricsSection,
     ]
 
     /// `self` with the value of every key of `new` that SIGHUP applies as `policy` says, and the

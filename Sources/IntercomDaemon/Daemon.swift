@@ -1,4 +1,5 @@
 import AudioPipeline
+import Calls
 import Codec
 import Control
 import EchoCancel
@@ -6,6 +7,7 @@ import Foundation
 import Frames
 import Glibc
 import Logging
+import MetricsText
 import Posix
 import RealTime
 import SignalTools
@@ -61,6 +63,8 @@ public final class Daemon: @unchecked Sendable {
     let deviceLoopback: DeviceLoopback
     let log: Logger
     private var reporter: StatsReporter?
+    /// `GET /metrics` for a monitoring system (`[metrics] listen`); nil when off.
+    private let metrics: MetricsServer?
     /// The control socket: `stats` and the device loopback everywhere, calls when configured.
     private let control: ControlServer
 
@@ -144,6 +148,7 @@ public final class Daemon: @unchecked Sendable {
             statistics: { statistics.read() }, loopback: loopback, audioRunning: { [engine] in engine.stats.running.isSet },
             calls: calls?.service, technicianGroup: technicianGroup, logger: logger))
         calls?.service.control = control
+        metrics = try Self.metricsServer(config, logger: logger) { statistics.read() }
         lights = TerminalLights(engine: engine, audio: a.enabled, calls: calls?.service, logger: logger)
         local = try LocalMode(farEndPath: l.farEndWav, farEndRing: farEndRing, recordPath: l.recordWav,
                               rawPath: l.recordRawWav, microphone: recorded, engine: engine, sampleRate: a.sampleRate)
@@ -173,6 +178,10 @@ public final class Daemon: @unchecked Sendable {
             // path stops there, having made nothing); this starts its thread.
             try control.start()
             log.info("control socket \(control.settings.socketPath)")
+            if let metrics {
+                try metrics.start()
+                log.info("metrics on http://\(config.metrics.listen)/metrics\(config.metrics.tokenFile == nil ? "" : " (bearer token)")")
+            }
             if a.enabled {
                 try delayEstimator.start()
                 try supervisor.start()
@@ -214,6 +223,7 @@ public final class Daemon: @unchecked Sendable {
         calls?.stop()
         lights.stop()
         control.stop()
+        metrics?.stopAndJoin()
         supervisor.stop()
         network?.stop()
         delayEstimator.stop()
@@ -227,6 +237,22 @@ public final class Daemon: @unchecked Sendable {
         log.info("final stats: \(StatsReporter.summary(engine, echoDelayEstimate: delayEstimator.estimate, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate))")
         if let network { log.info("final \(network.summary())") }
         return code
+    }
+
+    /// The metrics endpoint `[metrics]` asks for; a port that cannot be taken or a token file
+    /// that will not do is a configuration error naming its key.
+    private static func metricsServer(_ config: DaemonConfig, logger: Logger,
+                                      snapshot: @escaping @Sendable () -> DaemonStatistics) throws -> MetricsServer? {
+        let m = config.metrics
+        guard !m.listen.isEmpty else { return nil }
+        let token = try m.tokenFile.map { path throws(ConfigError) in try MetricsServer.readToken(path) }
+        do {
+            return try MetricsServer(listen: try IPv4Endpoint.parse(m.listen), token: token,
+                                     identity: TerminalMetrics.Identity(room: config.room.id, software: Software.version),
+                                     logger: logger, snapshot: snapshot)
+        } catch {
+            throw ConfigError(source: "configuration", issues: [ConfigIssue(key: "metrics.listen", problem: "\(m.listen): \(error)")])
+        }
     }
 
     /// With a site and calls, the document's transfers run on the terminal's signalling port

@@ -1,0 +1,124 @@
+import Calls
+import Control
+import Foundation
+import Posix
+import RigKit
+import TestSupport
+import XCTest
+
+/// The terminals' metrics as a monitoring system reads them: each terminal answers GET /metrics
+/// (`[metrics] listen`), one behind a bearer token; a real Prometheus (Debian's) scrapes both
+/// during a call, and its queries return the call, the streams and the refused scrapes.
+final class MetricsRigTests: XCTestCase {
+    /// What `curl` got: the HTTP status and the body.
+    private func get(_ url: String, token: String? = nil) throws -> (status: Int, body: String) {
+        let out = try SiteServiceProcess.run(["/usr/bin/curl", "-s", "-m", "5", "-w", "\n%{http_code}"]
+                                             + (token.map { ["-H", "Authorization: Bearer \($0)"] } ?? []) + [url])
+        let lines = out.out.split(separator: "\n", omittingEmptySubsequences: false)
+        return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+    }
+
+    private struct Query: Decodable {
+        struct Data: Decodable { var result: [Sample] }
+        struct Sample: Decodable {
+            var metric: [String: String]
+            var value: [Value]
+        }
+        enum Value: Decodable {
+            case time(Double), text(String)
+            init(from decoder: Decoder) throws {
+                let c = try decoder.singleValueContainer()
+                if let d = try? c.decode(Double.self) { self = .time(d) } else { self = .text(try c.decode(String.self)) }
+            }
+        }
+        var status: String
+        var data: Data
+    }
+
+    /// Prometheus's answer to `query`: each series' labels and value.
+    private func query(_ port: Int, _ expression: String) -> [(labels: [String: String], value: Double)] {
+        guard let out = try? SiteServiceProcess.run(["/usr/bin/curl", "-s", "-m", "5", "-G", "--data-urlencode", "query=\(expression)",
+                                                     "http://127.0.0.1:\(port)/api/v1/query"]),
+              let q = try? JSONDecoder().decode(Query.self, from: Data(out.out.utf8)), q.status == "success" else { return [] }
+        return q.data.result.map { s in
+            let v: Double = s.value.compactMap { if case .text(let t) = $0 { Double(t) } else { nil } }.first ?? .nan
+            return (s.metric, v)
+        }
+    }
+
+    private func value(_ port: Int, _ expression: String, terminal: String) -> Double? {
+        query(port, expression).first { $0.labels["terminal"] == terminal }?.value
+    }
+
+    func testPrometheusScrapesTwoTerminalsDuringACall() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        // FreePort hands out UDP ports; one free for UDP a moment ago is taken for TCP here.
+        let (portA, portB, portP) = (try FreePort.udp(), try FreePort.udp(), try FreePort.udp())
+        let token = "t0k3n-" + UUID().uuidString
+        let tokenFile = rooms.dir + "/metrics-token"
+        XCTAssertTrue(FileManager.default.createFile(atPath: tokenFile, contents: Data((token + "\n").utf8), attributes: [.posixPermissions: 0o600]))
+        try rooms.start("rooma", extra: "[metrics]\nlisten = \"127.0.0.1:\(portA)\"\ntoken_file = \"\(tokenFile)\"")
+        try rooms.start("roomb", extra: "[metrics]\nlisten = \"127.0.0.1:\(portB)\"")
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
+
+        // Straight to the terminals: the token is asked for, only /metrics is there, and a
+        // client that connects and says nothing holds up nobody.
+        let silent = try TCPSocket.connect(to: IPv4Endpoint.parse("127.0.0.1:\(portA)"), deadline: MonotonicClock.seconds() + 2)
+        defer { _ = silent }
+        let a = "http://127.0.0.1:\(portA)/metrics"
+        XCTAssertEqual(try get(a).status, 401, "no token")
+        XCTAssertEqual(try get(a, token: token + "x").status, 401, "a wrong token")
+        XCTAssertEqual(try get("http://127.0.0.1:\(portA)/other", token: token).status, 404)
+        let scraped = try get(a, token: token)
+        XCTAssertEqual(scraped.status, 200)
+        XCTAssertTrue(scraped.body.contains("intercom_terminal_info{room=\"rooma\""), scraped.body.prefix(600).description)
+        XCTAssertTrue(scraped.body.contains("# TYPE intercom_audio_xruns_total counter"), "Prometheus's text format: \(scraped.body.prefix(600))")
+        XCTAssertTrue(scraped.body.contains("intercom_metrics_requests_total{outcome=\"unauthorized\"} 2"), scraped.body)
+        XCTAssertEqual(try get("http://127.0.0.1:\(portB)/metrics").status, 200, "B asks no token")
+
+        // A real Prometheus scrapes both every second, A with its token.
+        let folder = rooms.dir + "/prometheus"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try """
+            global: {scrape_interval: 1s, scrape_timeout: 1s}
+            scrape_configs:
+              - job_name: terminals
+                static_configs: [{targets: ["127.0.0.1:\(portB)"], labels: {terminal: roomb}}]
+              - job_name: terminals_with_token
+                authorization: {credentials_file: "\(tokenFile)"}
+                static_configs: [{targets: ["127.0.0.1:\(portA)"], labels: {terminal: rooma}}]
+            """.write(toFile: folder + "/prometheus.yml", atomically: true, encoding: .utf8)
+        let prometheus = Process()
+        prometheus.executableURL = URL(fileURLWithPath: "/usr/bin/prometheus")
+        prometheus.arguments = ["--config.file=\(folder)/prometheus.yml", "--storage.tsdb.path=\(folder)/data",
+                                "--web.listen-address=127.0.0.1:\(portP)", "--log.level=warn"]
+        let log = Pipe()
+        prometheus.standardOutput = log
+        prometheus.standardError = log
+        try prometheus.run()
+        defer { prometheus.terminate(); prometheus.waitUntilExit() }
+        XCTAssertTrue(rooms.wait(30) { self.query(portP, "up").filter { $0.value == 1 }.count == 2 },
+                      "both terminals up in Prometheus: \(query(portP, "up"))")
+
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
+        XCTAssertTrue(rooms.wait(8) { rooms.isConnected("roomb") }, "B answered")
+        for (room, other) in [("rooma", "roomb"), ("roomb", "rooma")] {
+            XCTAssertTrue(rooms.wait(15) { (self.value(portP, "intercom_call_active", terminal: room) ?? 0) == 1 }, "\(room) in a call, says Prometheus")
+            XCTAssertTrue(rooms.wait(15) { (self.value(portP, "sum by (terminal) (intercom_stream_packets_received_total)", terminal: room) ?? 0) > 100 },
+                          "\(room) receives \(other)'s stream: \(query(portP, "intercom_stream_packets_received_total"))")
+        }
+        let media = query(portP, "intercom_call_media_to")
+        XCTAssertEqual(Set(media.map { $0.labels["terminal"] ?? "" }), ["rooma", "roomb"], "\(media)")
+        XCTAssertFalse(query(portP, "intercom_stream_frames_concealed_total").isEmpty, "losses are a series, zero or not")
+        XCTAssertFalse(query(portP, "intercom_stream_frames_fec_recovered_total").isEmpty)
+        XCTAssertEqual(value(portP, "intercom_audio_running", terminal: "rooma"), 1)
+        XCTAssertGreaterThanOrEqual(value(portP, "intercom_metrics_requests_total{outcome=\"unauthorized\"}", terminal: "rooma") ?? 0, 2,
+                                    "the refused scrapes are counted")
+        _ = try rooms.control("rooma", .perform(.hangUp))
+        XCTAssertTrue(rooms.wait(15) { self.value(portP, "intercom_call_active", terminal: "rooma") == 0 }, "the call's end, in Prometheus")
+        XCTAssertTrue(rooms.wait(15) { self.query(portP, "intercom_stream_packets_received_total").isEmpty },
+                      "a stream that ended leaves no series: \(query(portP, "intercom_stream_packets_received_total"))")
+    }
+}
