@@ -163,7 +163,7 @@ let package = Package(
         ]),
         .target(name: "TestSupport", dependencies: ["RigKit", "SignalTools", "CAllocCounter", "Calls", "Control", "IntercomConfig"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests", dependencies: [
-            "Calls", "Keys", "Lights", "Speech", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "IntercomConfig", "TestSupport", "SiteSecurity", "Site", "Posix", "SpeexDSP", "SiteService", "SiteAdmin",
+            "Calls", "Keys", "Lights", "Speech", "CallStore", "Control", "RTP", "Impairment", "Transport", "Jitter", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "IntercomConfig", "TestSupport", "SiteSecurity", "Site", "Posix", "SpeexDSP", "SiteService", "SiteAdmin", "MetricsText",
         ]),
         .testTarget(name: "RigTests", dependencies: [
             "Transport", "RTP", "RealTime", "EchoCancel", "AudioPipeline", "Codec", "Frames", "SignalTools", "IntercomDaemon", "IntercomConfig", "TestSupport", "CAllocCounter",

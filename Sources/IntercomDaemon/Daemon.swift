@@ -248,7 +248,7 @@ public final class Daemon: @unchecked Sendable {
         let token = try m.tokenFile.map { path throws(ConfigError) in try MetricsServer.readToken(path) }
         do {
             return try MetricsServer(listen: try IPv4Endpoint.parse(m.listen), token: token,
-                                     identity: TerminalMetrics.Identity(room: config.room.id, software: Software.version),
+                                     identity: TerminalMetrics.Identity(room: config.room.id, software: Software.version, frameMs: config.audio.periodMs),
                                      logger: logger, snapshot: snapshot)
         } catch {
             throw ConfigError(source: "configuration", issues: [ConfigIssue(key: "metrics.listen", problem: "\(m.listen): \(error)")])

@@ -7,13 +7,16 @@ import Prometheus
 /// is set to the daemon's count, not counted here), and a stream that ended leaves no series.
 /// Names follow Prometheus's conventions: `intercom_` prefix, base units, `_total` on counters.
 public enum TerminalMetrics {
-    /// What the terminal is, as labels of `intercom_terminal_info`.
+    /// What the terminal is (labels of `intercom_terminal_info`), and its frame length (for
+    /// the delay the quality estimate takes).
     public struct Identity: Sendable, Equatable {
         public var room: String
         public var software: String
-        public init(room: String, software: String) {
+        public var frameMs: Double
+        public init(room: String, software: String, frameMs: Double) {
             self.room = room
             self.software = software
+            self.frameMs = frameMs
         }
     }
 
@@ -68,6 +71,13 @@ public enum TerminalMetrics {
                 gauge("stream_buffer_delay_seconds", "What the jitter buffer holds now.", st.delayMs / 1000, l)
                 gauge("stream_buffer_target_seconds", "What the jitter buffer aims to hold.", st.targetMs / 1000, l)
                 gauge("stream_drift_ppm", "The remote clock's rate against ours, parts per million.", st.driftPPM, l)
+                // Mouth to ear, estimated: the sender's capture and encoder taken as ours, a frame,
+                // the receive side (jitter buffer and drift corrector), our playback; a LAN's transit ~0.
+                let delay = a.captureDelayMs + identity.frameMs + (n.opus?.lookaheadMs ?? 0) + st.playoutDelayMs + a.playbackDelayMs
+                let loss = st.played + st.concealed > 0 ? Double(st.concealed) / Double(st.played) : 0
+                gauge("stream_loss_ratio", "Frames lost and not recovered, of those played, since the stream began.", min(1, loss), l)
+                gauge("stream_mos_estimate", "An estimated MOS (ITU-T G.107's E-model, narrowband scale) from the stream's delay and loss; an estimate, not a measurement.",
+                      CallQualityEstimate(delayMs: delay, lossRatio: loss).mos, l)
             }
         }
 

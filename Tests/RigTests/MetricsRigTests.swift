@@ -113,6 +113,10 @@ final class MetricsRigTests: XCTestCase {
         XCTAssertEqual(Set(media.map { $0.labels["terminal"] ?? "" }), ["rooma", "roomb"], "\(media)")
         XCTAssertFalse(query(portP, "intercom_stream_frames_concealed_total").isEmpty, "losses are a series, zero or not")
         XCTAssertFalse(query(portP, "intercom_stream_frames_fec_recovered_total").isEmpty)
+        let mos = query(portP, "intercom_stream_mos_estimate")
+        print("metrics: estimated MOS \(mos.map { "\($0.labels["terminal"] ?? "?") \($0.value)" })")
+        XCTAssertEqual(mos.count, 2, "an estimate for each side's stream: \(mos)")
+        XCTAssertTrue(mos.allSatisfy { $0.value > 4.0 && $0.value <= 4.41 }, "a loopback call without loss estimates near the scale's top: \(mos)")
         XCTAssertEqual(value(portP, "intercom_audio_running", terminal: "rooma"), 1)
         XCTAssertGreaterThanOrEqual(value(portP, "intercom_metrics_requests_total{outcome=\"unauthorized\"}", terminal: "rooma") ?? 0, 2,
                                     "the refused scrapes are counted")

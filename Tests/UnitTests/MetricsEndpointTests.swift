@@ -1,5 +1,6 @@
 import Foundation
 import IntercomConfig
+import MetricsText
 import XCTest
 
 @testable import IntercomDaemon
@@ -7,6 +8,18 @@ import XCTest
 /// `[metrics]`: a bad address names its key; a token file others may read, or without a token,
 /// is refused naming `metrics.token_file` (the endpoint itself: MetricsRigTests).
 final class MetricsEndpointTests: XCTestCase {
+    /// G.107's E-model with its defaults and the values taken for Opus, against figures worked
+    /// by hand: no delay or loss, 200 ms, and 5 % random loss.
+    func testTheQualityEstimateIsTheEModels() {
+        for (delay, loss, r, mos) in [(0.0, 0.0, 93.2, 4.4093), (200, 0, 85.903, 4.2262), (0, 0.05, 77.419, 3.9228)] {
+            let e = CallQualityEstimate(delayMs: delay, lossRatio: loss)
+            XCTAssertEqual(e.r, r, accuracy: 0.001, "R at \(delay) ms, \(loss * 100) %")
+            XCTAssertEqual(e.mos, mos, accuracy: 0.001, "MOS at \(delay) ms, \(loss * 100) %")
+        }
+        XCTAssertLessThan(CallQualityEstimate(delayMs: 400, lossRatio: 0.05).mos, CallQualityEstimate(delayMs: 100, lossRatio: 0.05).mos)
+        XCTAssertEqual(CallQualityEstimate(delayMs: 0, lossRatio: 1).mos, 1, accuracy: 0.3, "all lost: the scale's bottom")
+    }
+
     func testTheSettingsAndTheTokenFileAreCheckedByName() throws {
         XCTAssertEqual(try DaemonConfig.parse("[metrics]\nlisten = \"127.0.0.1:9470\"").metrics.listen, "127.0.0.1:9470")
         XCTAssertEqual(DaemonConfig().metrics.listen, "", "off unless asked for")
