@@ -3,7 +3,8 @@ import Posix
 
 /// A loopback UDP relay that applies an `ImpairmentProfile` in both directions.
 ///
-/// Clients send to `listenEndpoint`; datagrams go to the target from a second, ephemeral socket,
+/// Clients send to `listenEndpoint`; datagrams go to the target from a second socket (ephemeral,
+/// or `from`: a relay standing between two parties that each accept only the other's address),
 /// and the target's replies come back to the client that spoke last. Each direction has its own
 /// `ImpairmentModel` (forward seeded with `seed`, reverse with `seed &+ 1`). One thread polls both
 /// sockets and sends from a time-ordered queue; send times are honoured to within ~1 ms (poll()'s
@@ -31,7 +32,7 @@ public final class UDPRelay: @unchecked Sendable {
     private enum State { case idle, running, stopped }
 
     /// Binds the listening and target-side sockets; throws on an invalid profile, a target port of 0 or a socket error.
-    public init(listen: IPv4Endpoint, target: IPv4Endpoint, profile: ImpairmentProfile,
+    public init(listen: IPv4Endpoint, target: IPv4Endpoint, from: IPv4Endpoint = .loopback(port: 0), profile: ImpairmentProfile,
                 queueCapacity: Int = 10_000) throws {
         try profile.validate()
         guard target.port != 0 else { throw RelayError.malformedEndpoint("\(target): the target needs a port") }
@@ -41,11 +42,12 @@ public final class UDPRelay: @unchecked Sendable {
         let reverseModel = try ImpairmentModel(profile: reverseProfile)
         _ = try listen.requireLoopback()
         _ = try target.requireLoopback()
+        _ = try from.requireLoopback()
         // Large buffers: a test may fire hundreds of datagrams in one go; the kernel must not drop them before we do.
         let client: UDPSocket, upstream: UDPSocket
         do throws(SystemError) {
             client = try UDPSocket(bind: listen, bufferBytes: 4 << 20)
-            upstream = try UDPSocket(bind: .loopback(port: 0), bufferBytes: 4 << 20)
+            upstream = try UDPSocket(bind: from, bufferBytes: 4 << 20)
             wake = try Doorbell()
         } catch {
             throw RelayError.system(error)

@@ -165,14 +165,18 @@ public final class ImpairmentRelayProcess: @unchecked Sendable {
     public let port: Int
     public let logPath: String
 
-    /// Starts `impairment-relay --listen 127.0.0.1:0 --target 127.0.0.1:<targetPort> <options>`
-    /// and waits until it says which port it listens on.
-    public init(targetPort: Int, options: [String]) throws {
+    /// Starts `impairment-relay --listen <listen> --target <target> <options>` and waits until
+    /// it says which port it listens on.
+    public convenience init(targetPort: Int, options: [String]) throws {
+        try self.init(listen: "127.0.0.1:0", target: "127.0.0.1:\(targetPort)", options: options)
+    }
+
+    public init(listen: String, target: String, options: [String]) throws {
         logPath = NSTemporaryDirectory() + "impairment-relay-\(UUID().uuidString.prefix(8)).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process = try Command.start(Repo.builtProgram("impairment-relay"),
-                                    ["--listen", "127.0.0.1:0", "--target", "127.0.0.1:\(targetPort)"] + options,
+                                    ["--listen", listen, "--target", target] + options,
                                     stdout: handle, stderr: handle)
         let deadline = Date().addingTimeInterval(5)
         var found: Int?

@@ -19,6 +19,8 @@ struct ImpairmentRelayCommand: ParsableCommand {
     var listen = "127.0.0.1:0"
     @Option(help: "Address to forward to (IPv4 loopback only).")
     var target: String
+    @Option(help: "Address the target is sent to from (IPv4 loopback only; port 0 = ephemeral): the address the target accepts, when it accepts only one.")
+    var from = "127.0.0.1:0"
     @Option(help: "Base one-way delay, ms.")
     var delay = 0.0
     @Option(help: "Extra delay drawn uniformly in 0...jitter, ms.")
@@ -60,7 +62,7 @@ struct ImpairmentRelayCommand: ParsableCommand {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
 
         let relay = try UDPRelay(listen: IPv4Endpoint.loopbackOnly(parsing: listen), target: IPv4Endpoint.loopbackOnly(parsing: target),
-                                 profile: profile, queueCapacity: queueCapacity)
+                                 from: IPv4Endpoint.loopbackOnly(parsing: from), profile: profile, queueCapacity: queueCapacity)
         try relay.start()
         print("impairment-relay: listening on \(relay.listenEndpoint) -> \(relay.target) (port \(relay.boundPort))")
         print("impairment-relay: \(profile)")

@@ -55,9 +55,11 @@ final class CallRooms {
 
     /// Starts a room's daemon; `calls` is added to its `[calls]` section, `extra` appended to its configuration.
     /// `signallingVia` points this room's directory entry for another room at a different local
-    /// signalling port (an impairment relay in front of that room).
+    /// signalling port (an impairment relay in front of that room). `mediaBind`: the loopback
+    /// address its media socket binds (its directory address stays 127.0.0.1, where a relay then
+    /// stands in for it).
     @discardableResult
-    func start(_ id: String, calls: String = "", extra: String = "", signallingVia: [String: Int] = [:],
+    func start(_ id: String, calls: String = "", extra: String = "", signallingVia: [String: Int] = [:], mediaBind: String? = nil,
                environment: [String: String] = [:]) throws -> DaemonProcess {
         let me = room(id)
         let directory = rooms.map { r in
@@ -68,18 +70,19 @@ final class CallRooms {
             + "\n[buttons.all]\nrooms = [\(others.map { "\"\($0)\"" }.joined(separator: ", "))]"
         // `extra` right after the [control] section ownSettings ends with: its first lines may be
         // keys of that section.
-        let config = try DaemonProcess.writeRoomConfig(me.rig, extra: ownSettings(id, calls: "ring_ms = \(ringMs)\n\(calls)")
+        let config = try DaemonProcess.writeRoomConfig(me.rig, extra: ownSettings(id, calls: "ring_ms = \(ringMs)\n\(calls)", mediaBind: mediaBind)
                                                            + "\n\(extra)\n\(directory)\n\(buttons)")
         return try start(id, configPath: config, environment: environment)
     }
 
     /// What a room's file holds of its own: its media port, statistics every second, its room, its
     /// history, state and socket; `calls` more lines of its `[calls]` section. It ends in `[control]`.
-    func ownSettings(_ id: String, calls: String = "") -> String {
+    func ownSettings(_ id: String, calls: String = "", mediaBind: String? = nil) -> String {
         let me = room(id)
         return """
             [network]
             listen_port = \(me.media)
+            \(mediaBind.map { "bind_address = \"\($0)\"" } ?? "")
             [log]
             stats_interval_s = \(statsIntervalS)
             [room]

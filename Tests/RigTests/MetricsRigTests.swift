@@ -8,7 +8,8 @@ import XCTest
 
 /// The terminals' metrics as a monitoring system reads them: each terminal answers GET /metrics
 /// (`[metrics] listen`), one behind a bearer token; a real Prometheus (Debian's) scrapes both
-/// during a call, and its queries return the call, the streams and the refused scrapes.
+/// during a call whose media cross the impairment relay, and its queries return the call, the
+/// losses and their FEC recoveries, and the refused scrapes.
 final class MetricsRigTests: XCTestCase {
     /// What `curl` got: the HTTP status and the body.
     private func get(_ url: String, token: String? = nil) throws -> (status: Int, body: String) {
@@ -50,7 +51,7 @@ final class MetricsRigTests: XCTestCase {
         query(port, expression).first { $0.labels["terminal"] == terminal }?.value
     }
 
-    func testPrometheusScrapesTwoTerminalsDuringACall() throws {
+    func testPrometheusScrapesTwoTerminalsDuringACallWithLoss() throws {
         try Rig.require()
         let rooms = try CallRooms(["roomA", "roomB"])
         defer { rooms.stopAll() }
@@ -59,8 +60,15 @@ final class MetricsRigTests: XCTestCase {
         let token = "t0k3n-" + UUID().uuidString
         let tokenFile = rooms.dir + "/metrics-token"
         XCTAssertTrue(FileManager.default.createFile(atPath: tokenFile, contents: Data((token + "\n").utf8), attributes: [.posixPermissions: 0o600]))
-        try rooms.start("rooma", extra: "[metrics]\nlisten = \"127.0.0.1:\(portA)\"\ntoken_file = \"\(tokenFile)\"")
-        try rooms.start("roomb", extra: "[metrics]\nlisten = \"127.0.0.1:\(portB)\"")
+        // The call's media through the impairment relay, 5 % random loss both ways: A's and B's media
+        // sockets bind 127.0.0.3 and 127.0.0.2; the relay takes their directory address,
+        // 127.0.0.1, receiving for B and sending to B as A (and back).
+        let (mediaA, mediaB) = (rooms.room("rooma").media, rooms.room("roomb").media)
+        let relay = try ImpairmentRelayProcess(listen: "127.0.0.1:\(mediaB)", target: "127.0.0.2:\(mediaB)",
+                                               options: ["--from", "127.0.0.1:\(mediaA)", "--loss", "5", "--seed", "7"])
+        defer { relay.stop() }
+        try rooms.start("rooma", extra: "[metrics]\nlisten = \"127.0.0.1:\(portA)\"\ntoken_file = \"\(tokenFile)\"", mediaBind: "127.0.0.3")
+        try rooms.start("roomb", extra: "[metrics]\nlisten = \"127.0.0.1:\(portB)\"", mediaBind: "127.0.0.2")
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
 
         // Straight to the terminals: the token is asked for, only /metrics is there, and a
@@ -104,6 +112,9 @@ final class MetricsRigTests: XCTestCase {
 
         _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
         XCTAssertTrue(rooms.wait(8) { rooms.isConnected("roomb") }, "B answered")
+        // Someone talks in each room: Opus sends FEC with speech, not with silence.
+        let talkers = [try Rig.startTalker(room: "roomA", wav: try Speech.roomA()), try Rig.startTalker(room: "roomB", wav: try Speech.roomB())]
+        defer { for t in talkers where t.isRunning { t.terminate() } }
         for (room, other) in [("rooma", "roomb"), ("roomb", "rooma")] {
             XCTAssertTrue(rooms.wait(15) { (self.value(portP, "intercom_call_active", terminal: room) ?? 0) == 1 }, "\(room) in a call, says Prometheus")
             XCTAssertTrue(rooms.wait(15) { (self.value(portP, "sum by (terminal) (intercom_stream_packets_received_total)", terminal: room) ?? 0) > 100 },
@@ -111,12 +122,19 @@ final class MetricsRigTests: XCTestCase {
         }
         let media = query(portP, "intercom_call_media_to")
         XCTAssertEqual(Set(media.map { $0.labels["terminal"] ?? "" }), ["rooma", "roomb"], "\(media)")
-        XCTAssertFalse(query(portP, "intercom_stream_frames_concealed_total").isEmpty, "losses are a series, zero or not")
-        XCTAssertFalse(query(portP, "intercom_stream_frames_fec_recovered_total").isEmpty)
+        // The relay's losses, as Prometheus has them: recovered by FEC, or concealed; each side's loss ratio near 5 %.
+        for room in ["rooma", "roomb"] {
+            XCTAssertTrue(rooms.wait(15) { (self.value(portP, "sum by (terminal) (intercom_stream_frames_fec_recovered_total)", terminal: room) ?? 0) > 0 },
+                          "\(room): losses recovered by FEC: \(query(portP, "intercom_stream_frames_fec_recovered_total"))")
+        }
+        let lost = query(portP, "(intercom_stream_frames_fec_recovered_total + intercom_stream_frames_concealed_total) / intercom_stream_packets_received_total")
+        print("metrics: lost of received, per side: \(lost.map { "\($0.labels["terminal"] ?? "?") \($0.value)" }); relay: \(relay.log.split(separator: "\n").last ?? "")")
+        XCTAssertEqual(lost.count, 2, "\(lost)")
+        XCTAssertTrue(lost.allSatisfy { $0.value > 0.01 && $0.value < 0.12 }, "about the relay's 5 %: \(lost)")
         let mos = query(portP, "intercom_stream_mos_estimate")
         print("metrics: estimated MOS \(mos.map { "\($0.labels["terminal"] ?? "?") \($0.value)" })")
         XCTAssertEqual(mos.count, 2, "an estimate for each side's stream: \(mos)")
-        XCTAssertTrue(mos.allSatisfy { $0.value > 4.0 && $0.value <= 4.41 }, "a loopback call without loss estimates near the scale's top: \(mos)")
+        XCTAssertTrue(mos.allSatisfy { $0.value > 1 && $0.value < 4.41 }, "a call with loss estimates below the scale's top: \(mos)")
         XCTAssertEqual(value(portP, "intercom_audio_running", terminal: "rooma"), 1)
         XCTAssertGreaterThanOrEqual(value(portP, "intercom_metrics_requests_total{outcome=\"unauthorized\"}", terminal: "rooma") ?? 0, 2,
                                     "the refused scrapes are counted")
