@@ -4,8 +4,7 @@ import ServiceLifecycle
 
 /// When each room's terminal was last seen online: every `interval` s the service asks its
 /// member which rooms are online and notes them in the database, so the page can say "zuletzt
-/// gesehen" of one that is gone, across restarts of the service too. A room already noted less
-/// than `interval` ago is not written again: the database is written about once a minute at most.
+/// gesehen" of one that is gone, across restarts of the service too (one small write per round).
 struct LastSeen: Service {
     let member: SiteMember
     let database: SiteDatabase
@@ -13,13 +12,10 @@ struct LastSeen: Service {
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
-            var noted: [String: Double] = [:]
             while !Task.isCancelled {
                 if case .rooms(let directory)? = try? await member.run(.rooms) {
-                    let now = Date().timeIntervalSince1970
-                    let due = directory.rooms.filter { $0.presence.online && now - (noted[$0.id.description] ?? 0) >= Self.interval }
-                        .map(\.id.description)
-                    if (try? database.markSeen(due, now: now)) != nil { for room in due { noted[room] = now } }
+                    let online = directory.rooms.filter(\.presence.online).map(\.id.description)
+                    _ = try? database.markSeen(online, now: Date().timeIntervalSince1970)
                 }
                 try? await Task.sleep(for: .seconds(Self.interval))
             }

@@ -154,9 +154,11 @@ public final class SiteServer: Sendable {
         }
         api.get("terminals") { _, context in
             try self.require(context, .manager, .technician, .viewer, scope: .read)
-            var terminals = try await self.editor.terminals()
-            // Asked at once: the member's view of the site, and the last-seen times.
-            let overview: SiteOverview? = if case .site(let o)? = try? await self.member?.run(.site) { o } else { nil }
+            // Asked at once: the site's terminals, the member's view of them, and the last-seen times.
+            async let listed = self.editor.terminals()
+            async let heard = try? await self.member?.run(.site)
+            var terminals = try await listed
+            let overview: SiteOverview? = if case .site(let o)? = await heard { o } else { nil }
             let seen = (try? self.database.lastSeen()) ?? [:]
             let now = Self.now()
             for i in terminals.indices {
