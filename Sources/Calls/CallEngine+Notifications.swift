@@ -19,6 +19,7 @@ extension CallEngine {
         }
         let record = NotificationRecord(notification: n, direction: .outgoing)
         keepSent(record)
+        statistics.notificationsSent += 1
         firstRound[n.id] = []
         out.append(.persistNotification(record))
         // Sent at once whatever the presence table says (a room just started is not known yet);
@@ -93,6 +94,7 @@ extension CallEngine {
             return
         }
         receivedNotificationIDs.insert(n.id)
+        statistics.notificationsReceived += 1
         if receivedNotifications.count >= settings.limits.pendingNotices {
             // Bounded: the oldest waiting one stays in the history, unacknowledged.
             receivedNotifications.removeFirst()
@@ -154,6 +156,7 @@ extension CallEngine {
         let waiting = receivedNotifications.filter { !$0.held }
         guard !waiting.isEmpty else { return false }
         let chosen = all ? waiting : [waiting[0]]
+        statistics.notificationsAcknowledged += chosen.count
         for var record in chosen {
             record.acknowledged = true
             receivedNotifications.removeAll { $0.id == record.id }

@@ -370,6 +370,7 @@ public struct CallEngine: Sendable {
             missedCalls.append(MissedCall(callID: entry.callID, caller: entry.caller, started: entry.started))
         }
         callBackRooms = entry.otherSide(me: settings.room)
+        statistics.callsEnded[CallTally(entry.direction, entry.outcome), default: 0] += 1
         out.append(.persistHistory(entry))
         out.append(.event(.historyAdded(entry)))
     }

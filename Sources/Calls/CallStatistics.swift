@@ -18,6 +18,22 @@ public struct CallStatistics: Sendable, Equatable {
     public var noticesDropped = 0
     /// Calls this room left or ended because an emergency call came in.
     public var callsBrokenByEmergency = 0
+    /// Calls that ended here (counted when they end, as the history records them).
+    public var callsEnded: [CallTally: Int] = [:]
+    /// Notifications this room sent, received (once each) and acknowledged.
+    public var notificationsSent = 0
+    public var notificationsReceived = 0
+    public var notificationsAcknowledged = 0
 
     public var decodeErrorCount: Int { decodeErrors.values.reduce(0, +) }
+}
+
+/// A kind of ended call, as the history records it: placed here (outgoing) or taken, and how it ended.
+public struct CallTally: Sendable, Hashable {
+    public var direction: HistoryEntry.Direction
+    public var outcome: CallOutcome
+    public init(_ direction: HistoryEntry.Direction, _ outcome: CallOutcome) {
+        self.direction = direction
+        self.outcome = outcome
+    }
 }

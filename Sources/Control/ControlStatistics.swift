@@ -383,11 +383,51 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// Sends held back under terminal keys because the room's session was not heard yet
         /// (the engine's retransmission tries again).
         public var awaitingSession: Int
+        /// Calls that ended here since the start, by direction and outcome (the history's words).
+        public var ended: [Ended]
+        public var notifications: Notifications
+        /// Missed calls waiting to be acknowledged here.
+        public var missedWaiting: Int
+        /// Each room of the directory (this one too): online now.
+        public var online: [String: Bool]
+
+        public struct Ended: Sendable, Equatable, Codable {
+            /// "incoming" or "outgoing" (placed here).
+            public var direction: String
+            /// "finished", "missed", "declined" or "not_reached".
+            public var outcome: String
+            public var count: Int
+            public init(direction: String, outcome: String, count: Int) {
+                self.direction = direction
+                self.outcome = outcome
+                self.count = count
+            }
+        }
+
+        public struct Notifications: Sendable, Equatable, Codable {
+            public var sent: Int
+            /// Received, each once (a copy sent again is not counted).
+            public var received: Int
+            public var acknowledged: Int
+            /// Received, heard or held back, and not acknowledged yet.
+            public var pending: Int
+            public init(sent: Int = 0, received: Int = 0, acknowledged: Int = 0, pending: Int = 0) {
+                self.sent = sent
+                self.received = received
+                self.acknowledged = acknowledged
+                self.pending = pending
+            }
+        }
 
         public init(decodeErrors: Int, duplicates: Int, retransmissions: Int, unreachable: Int, refused: Refusals,
                     storeWrites: Int, storeFailures: Int, mediaTo: [String], brokenByEmergency: Int, speech: Speech,
                     datagramsSent: Int = 0, bytesSent: Int = 0, datagramsReceived: Int = 0, bytesReceived: Int = 0,
-                    protection: SignalProtectionMode = .clear, awaitingSession: Int = 0) {
+                    protection: SignalProtectionMode = .clear, awaitingSession: Int = 0,
+                    ended: [Ended] = [], notifications: Notifications = Notifications(), missedWaiting: Int = 0, online: [String: Bool] = [:]) {
+            self.ended = ended
+            self.notifications = notifications
+            self.missedWaiting = missedWaiting
+            self.online = online
             self.protection = protection
             self.awaitingSession = awaitingSession
             self.datagramsSent = datagramsSent

@@ -397,7 +397,10 @@ final class CallService: @unchecked Sendable {
 
     /// The calls side's counters for `stats`.
     func statistics() -> DaemonStatistics.Calls {
-        let st = engine.withLock { $0.statistics }
+        let (st, pending, missed, online) = engine.withLock { e in
+            (e.statistics, e.receivedNotifications.count, e.missedCalls.count,
+             Dictionary(uniqueKeysWithValues: e.settings.directory.keys.map { ($0.description, e.presence(of: $0).online) }))
+        }
         let store = storeWriter.statistics
         return DaemonStatistics.Calls(decodeErrors: st.decodeErrorCount, duplicates: st.duplicates, retransmissions: st.retransmissions,
                                       unreachable: st.unreachable, refused: refused.snapshot, storeWrites: store.written,
@@ -405,7 +408,12 @@ final class CallService: @unchecked Sendable {
                                       brokenByEmergency: st.callsBrokenByEmergency, speech: announcer?.statistics.snapshot ?? .none,
                                       datagramsSent: traffic.sent.load, bytesSent: traffic.sentBytes.load,
                                       datagramsReceived: traffic.received.load, bytesReceived: traffic.receivedBytes.load,
-                                      protection: protection.mode, awaitingSession: protection.awaitingSession.load)
+                                      protection: protection.mode, awaitingSession: protection.awaitingSession.load,
+                                      ended: st.callsEnded.sorted { ($0.key.direction.rawValue, $0.key.outcome.rawValue) < ($1.key.direction.rawValue, $1.key.outcome.rawValue) }
+                                          .map { .init(direction: $0.key.direction.rawValue, outcome: $0.key.outcome.rawValue, count: $0.value) },
+                                      notifications: .init(sent: st.notificationsSent, received: st.notificationsReceived,
+                                                           acknowledged: st.notificationsAcknowledged, pending: pending),
+                                      missedWaiting: missed, online: online)
     }
 
     private static func failure(_ why: CommandRejection) -> ControlFailure {

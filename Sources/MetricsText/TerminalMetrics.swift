@@ -91,6 +91,18 @@ public enum TerminalMetrics {
             }
             gauge("call_active", "1 while this terminal's voice goes to a call.", c.mediaTo.isEmpty ? 0 : 1)
             for to in c.mediaTo { gauge("call_media_to", "Where this terminal's voice goes now (1 each; a multicast group in a group call).", 1, [("to", to)]) }
+            for e in c.ended {
+                counter("calls_ended_total", "Calls that ended, by direction (outgoing: placed here) and outcome (finished: answered).", e.count,
+                        [("direction", e.direction), ("outcome", e.outcome)])
+            }
+            gauge("missed_calls_waiting", "Missed calls not acknowledged yet.", Double(c.missedWaiting))
+            counter("notifications_sent_total", "Notifications sent from here.", c.notifications.sent)
+            counter("notifications_received_total", "Notifications received (each once).", c.notifications.received)
+            counter("notifications_acknowledged_total", "Notifications acknowledged here.", c.notifications.acknowledged)
+            gauge("notifications_pending", "Notifications received and not acknowledged yet.", Double(c.notifications.pending))
+            for (room, online) in c.online.sorted(by: { $0.key < $1.key }) {
+                gauge("room_online", "1 while a room's terminal is heard (this one always).", online ? 1 : 0, [("room", room)])
+            }
             counter("notifications_spoken_total", "Notifications read aloud.", c.speech.spoken)
             counter("speech_failures_total", "Texts that could not be spoken.", c.speech.failures)
             counter("store_write_failures_total", "History and state writes that failed.", c.storeFailures)

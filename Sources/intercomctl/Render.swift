@@ -131,6 +131,12 @@ enum Render {
             lines.append("calls           \(c.retransmissions) retransmissions, \(c.unreachable) unreachable, \(c.decodeErrors) undecodable, \(c.refused.total) refused (\(c.refused.authentication) authentication, \(c.refused.replay) replay), sealed by \(c.protection.rawValue)\(c.awaitingSession > 0 ? ", \(c.awaitingSession) held until a session was heard" : ""); store: \(c.storeWrites) writes, \(c.storeFailures) failed")
             lines.append("media to        \(c.mediaTo.isEmpty ? "nobody" : c.mediaTo.joined(separator: ", "))")
             if c.brokenByEmergency > 0 { lines.append("emergency       \(c.brokenByEmergency) calls left for an emergency call") }
+            let ended = c.ended.map { "\($0.count) \($0.direction) \($0.outcome.replacingOccurrences(of: "_", with: " "))" }
+            lines.append("calls ended     \(ended.isEmpty ? "none" : ended.joined(separator: ", ")); \(c.missedWaiting) missed waiting")
+            let online = c.online.sorted { $0.key < $1.key }
+            lines.append("rooms online    \(online.filter(\.value).map(\.key).joined(separator: ", "))\(online.contains { !$0.value } ? "; offline: " + online.filter { !$0.value }.map(\.key).joined(separator: ", ") : "")")
+            let no = c.notifications
+            lines.append("notices         \(no.sent) sent, \(no.received) received, \(no.acknowledged) acknowledged here, \(no.pending) pending")
             let sp = c.speech
             lines.append(String(format: "notifications   %d played, %d read aloud (%d from the cache, %d failed); last synthesis %.0f ms, speech %.0f ms after its tone",
                                 sp.announcements, sp.spoken, sp.cached, sp.failures, sp.lastSynthesisMs, sp.lastGapMs))

@@ -67,7 +67,8 @@ final class MetricsRigTests: XCTestCase {
         let relay = try ImpairmentRelayProcess(listen: "127.0.0.1:\(mediaB)", target: "127.0.0.2:\(mediaB)",
                                                options: ["--from", "127.0.0.1:\(mediaA)", "--loss", "5", "--seed", "7"])
         defer { relay.stop() }
-        try rooms.start("rooma", extra: "[metrics]\nlisten = \"127.0.0.1:\(portA)\"\ntoken_file = \"\(tokenFile)\"", mediaBind: "127.0.0.3")
+        try rooms.start("rooma", extra: "[metrics]\nlisten = \"127.0.0.1:\(portA)\"\ntoken_file = \"\(tokenFile)\"\n"
+                        + "[notifications.material]\nrecipients = [\"roomb\"]\ntext = \"Bitte Material bringen\"", mediaBind: "127.0.0.3")
         try rooms.start("roomb", extra: "[metrics]\nlisten = \"127.0.0.1:\(portB)\"", mediaBind: "127.0.0.2")
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
 
@@ -142,5 +143,20 @@ final class MetricsRigTests: XCTestCase {
         XCTAssertTrue(rooms.wait(15) { self.value(portP, "intercom_call_active", terminal: "rooma") == 0 }, "the call's end, in Prometheus")
         XCTAssertTrue(rooms.wait(15) { self.query(portP, "intercom_stream_packets_received_total").isEmpty },
                       "a stream that ended leaves no series: \(query(portP, "intercom_stream_packets_received_total"))")
+        // The call as each side counts it: placed and answered at A, taken at B; who is online.
+        XCTAssertTrue(rooms.wait(15) { self.value(portP, "intercom_calls_ended_total{direction=\"outgoing\",outcome=\"finished\"}", terminal: "rooma") == 1 },
+                      "\(query(portP, "intercom_calls_ended_total"))")
+        XCTAssertEqual(value(portP, "intercom_calls_ended_total{direction=\"incoming\",outcome=\"finished\"}", terminal: "roomb"), 1)
+        XCTAssertEqual(value(portP, "intercom_room_online{room=\"roomb\"}", terminal: "rooma"), 1)
+        XCTAssertEqual(value(portP, "intercom_room_online{room=\"rooma\"}", terminal: "roomb"), 1)
+        // A notification: pending at B until acknowledged there, each counted once.
+        _ = try rooms.control("rooma", .perform(.notify(type: "material")))
+        XCTAssertTrue(rooms.wait(15) { self.value(portP, "intercom_notifications_pending", terminal: "roomb") == 1 },
+                      "pending at B: \(query(portP, "intercom_notifications_pending"))")
+        _ = try rooms.control("roomb", .perform(.acknowledge(all: false)))
+        XCTAssertTrue(rooms.wait(15) { self.value(portP, "intercom_notifications_acknowledged_total", terminal: "roomb") == 1 })
+        XCTAssertEqual(value(portP, "intercom_notifications_pending", terminal: "roomb"), 0)
+        XCTAssertEqual(value(portP, "intercom_notifications_received_total", terminal: "roomb"), 1)
+        XCTAssertEqual(value(portP, "intercom_notifications_sent_total", terminal: "rooma"), 1)
     }
 }

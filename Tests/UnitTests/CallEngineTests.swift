@@ -50,6 +50,19 @@ final class CallEngineTests: XCTestCase {
         XCTAssertEqual(sim.history[ra]?.last?.outcome, .notReached)
         XCTAssertEqual(sim.history[rb]?.last?.outcome, .missed)
         XCTAssertEqual(sim.chiming[rb], false)
+        // The counts the metrics show: one placed and not reached, one missed and waiting.
+        XCTAssertEqual(sim.engine(ra).statistics.callsEnded, [CallTally(.outgoing, .notReached): 1])
+        XCTAssertEqual(sim.engine(rb).statistics.callsEnded, [CallTally(.incoming, .missed): 1])
+        XCTAssertEqual(sim.engine(rb).missedCalls.count, 1)
+        // Called again and answered: a finished call on each side.
+        sim.command(ra, .call(button: "b"))
+        sim.run(for: settleTime(sim.timing(ra)))
+        sim.command(rb, .answer)
+        sim.run(for: sim.timing(ra).helloInterval)
+        sim.command(ra, .hangUp)
+        sim.run(for: settleTime(sim.timing(ra)))
+        XCTAssertEqual(sim.engine(ra).statistics.callsEnded[CallTally(.outgoing, .finished)], 1)
+        XCTAssertEqual(sim.engine(rb).statistics.callsEnded[CallTally(.incoming, .finished)], 1)
     }
 
     func testNotPermittedIsDeclinedByCallerAndByCallee() {
