@@ -1,3 +1,4 @@
+import Calls
 import Foundation
 
 /// The daemon's counters (stats): what the statistics log line shows, as typed fields. Every
@@ -392,12 +393,11 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var online: [String: Bool]
 
         public struct Ended: Sendable, Equatable, Codable {
-            /// "incoming" or "outgoing" (placed here).
-            public var direction: String
-            /// "finished", "missed", "declined" or "not_reached".
-            public var outcome: String
+            /// Outgoing: placed here.
+            public var direction: HistoryEntry.Direction
+            public var outcome: CallOutcome
             public var count: Int
-            public init(direction: String, outcome: String, count: Int) {
+            public init(direction: HistoryEntry.Direction, outcome: CallOutcome, count: Int) {
                 self.direction = direction
                 self.outcome = outcome
                 self.count = count

@@ -410,7 +410,7 @@ final class CallService: @unchecked Sendable {
                                       datagramsReceived: traffic.received.load, bytesReceived: traffic.receivedBytes.load,
                                       protection: protection.mode, awaitingSession: protection.awaitingSession.load,
                                       ended: st.callsEnded.sorted { ($0.key.direction.rawValue, $0.key.outcome.rawValue) < ($1.key.direction.rawValue, $1.key.outcome.rawValue) }
-                                          .map { .init(direction: $0.key.direction.rawValue, outcome: $0.key.outcome.rawValue, count: $0.value) },
+                                          .map { .init(direction: $0.key.direction, outcome: $0.key.outcome, count: $0.value) },
                                       notifications: .init(sent: st.notificationsSent, received: st.notificationsReceived,
                                                            acknowledged: st.notificationsAcknowledged, pending: pending),
                                       missedWaiting: missed, online: online)

@@ -93,7 +93,7 @@ public enum TerminalMetrics {
             for to in c.mediaTo { gauge("call_media_to", "Where this terminal's voice goes now (1 each; a multicast group in a group call).", 1, [("to", to)]) }
             for e in c.ended {
                 counter("calls_ended_total", "Calls that ended, by direction (outgoing: placed here) and outcome (finished: answered).", e.count,
-                        [("direction", e.direction), ("outcome", e.outcome)])
+                        [("direction", e.direction.rawValue), ("outcome", e.outcome.rawValue)])
             }
             gauge("missed_calls_waiting", "Missed calls not acknowledged yet.", Double(c.missedWaiting))
             counter("notifications_sent_total", "Notifications sent from here.", c.notifications.sent)

@@ -131,7 +131,7 @@ enum Render {
             lines.append("calls           \(c.retransmissions) retransmissions, \(c.unreachable) unreachable, \(c.decodeErrors) undecodable, \(c.refused.total) refused (\(c.refused.authentication) authentication, \(c.refused.replay) replay), sealed by \(c.protection.rawValue)\(c.awaitingSession > 0 ? ", \(c.awaitingSession) held until a session was heard" : ""); store: \(c.storeWrites) writes, \(c.storeFailures) failed")
             lines.append("media to        \(c.mediaTo.isEmpty ? "nobody" : c.mediaTo.joined(separator: ", "))")
             if c.brokenByEmergency > 0 { lines.append("emergency       \(c.brokenByEmergency) calls left for an emergency call") }
-            let ended = c.ended.map { "\($0.count) \($0.direction) \($0.outcome.replacingOccurrences(of: "_", with: " "))" }
+            let ended = c.ended.map { "\($0.count) \($0.direction.rawValue) \($0.outcome.rawValue.replacingOccurrences(of: "_", with: " "))" }
             lines.append("calls ended     \(ended.isEmpty ? "none" : ended.joined(separator: ", ")); \(c.missedWaiting) missed waiting")
             let online = c.online.sorted { $0.key < $1.key }
             lines.append("rooms online    \(online.filter(\.value).map(\.key).joined(separator: ", "))\(online.contains { !$0.value } ? "; offline: " + online.filter { !$0.value }.map(\.key).joined(separator: ", ") : "")")
