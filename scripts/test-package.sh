@@ -22,8 +22,8 @@ check() {  # check "what" command...
     fi
 }
 
-# INTERCOM_DEB_BUILD_PATH: the build folder build-deb.sh uses (the test command passes its own).
-DEB=${1:-$(bash scripts/build-deb.sh ${INTERCOM_DEB_BUILD_PATH:+--build-path "$INTERCOM_DEB_BUILD_PATH"})}
+# INTERCOM_DEB_TESTS_BUILD: the tests' build folder, whose objects build-deb.sh links (the test command).
+DEB=${1:-$(bash scripts/build-deb.sh ${INTERCOM_DEB_TESTS_BUILD:+--tests-build "$INTERCOM_DEB_TESTS_BUILD"})}
 [[ -f $DEB ]] || { echo "package: no package at '$DEB'" >&2; exit 1; }
 echo "package: installing $DEB"
 if dpkg-query -W -f='${Status}' intercomd 2>/dev/null | grep -q "install ok installed"; then

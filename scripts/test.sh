@@ -70,8 +70,9 @@ if [[ $# -eq 0 ]]; then
     stage_done main-job
     bash scripts/bench-suite.sh --smoke --out "$PWD/.build-tests/BENCHMARKS.smoke.md"
     stage_done suite-smoke
-    # The Debian package: built, installed on this machine, its unit verified, purged again; built
-    # in the tests' folder, whose C objects it reuses (last: its Swift modules are then rebuilt).
-    INTERCOM_DEB_BUILD_PATH="$PWD/.build-tests" bash scripts/test-package.sh
+    # The Debian package: built, installed on this machine, its unit verified, purged again; linked
+    # from the tests' objects (last: its binaries then carry the Swift runtime, and a later test
+    # run links them again).
+    INTERCOM_DEB_TESTS_BUILD="$PWD/.build-tests" bash scripts/test-package.sh
     stage_done package
 fi
