@@ -1,0 +1,102 @@
+import Calls
+import Control
+import Foundation
+import Glibc
+import RigKit
+import TestSupport
+import XCTest
+
+/// Issue 55's faults that take a terminal away for a while, through real daemons: B frozen
+/// (SIGSTOP) for 30 s, B's link down for 5 s (network namespaces on a bridge). Each starts during
+/// a call A → B, and A sends B a notification while B is away. After each: no call left hanging at
+/// either end, each call once in each history, the notification heard at B exactly once and shown
+/// delivered at A, B online again at A within the presence timeout, and a new call's delay as the
+/// first call's.
+final class FaultRigTests: XCTestCase {
+    /// One fault: what takes B away and brings it back, and how long it stays away.
+    struct Fault {
+        let name: String
+        let away: Double
+        let begin: () throws -> Void
+        let end: () throws -> Void
+    }
+
+    func testFrozenTerminalForThirtySecondsLosesNothing() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        try survive(rooms) { b in
+            Fault(name: "B frozen (SIGSTOP)", away: 30,
+                  begin: { kill(b.process.processIdentifier, SIGSTOP) },
+                  end: { kill(b.process.processIdentifier, SIGCONT) })
+        }
+    }
+
+    func testLinkDownForFiveSecondsLosesNothing() throws {
+        try Rig.require()
+        let lab = try NetLab(hosts: ["roomA", "roomB"])
+        defer { lab.close() }
+        let rooms = try CallRooms(["roomA", "roomB"], lab: lab)
+        defer { rooms.stopAll() }
+        try survive(rooms) { _ in
+            Fault(name: "B's link down", away: 5,
+                  begin: { try lab.setLink("roomB", connected: false) },
+                  end: { try lab.setLink("roomB", connected: true) })
+        }
+    }
+
+    private func survive(_ rooms: CallRooms, _ fault: (DaemonProcess) -> Fault) throws {
+        let offlineAfter = CallTiming().offlineAfter
+        try rooms.start("rooma", extra: "[notifications.material]\nrecipients = [\"roomb\"]\ntext = \"Bitte Material bringen\"")
+        let b = try rooms.start("roomb")
+        let fault = fault(b)
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
+        func stats(_ id: String) -> DaemonStatistics? { try? rooms.daemons[id]!.statistics() }
+        func received(_ id: String) -> Int { stats(id)?.network?.streams.first?.received ?? 0 }
+        func connectAndSettle(_ what: String) -> Double {
+            guard case .success(.callPlaced)? = try? rooms.control("rooma", .perform(.call(button: "roomb"))) else {
+                XCTFail("\(what): call placed")
+                return .nan
+            }
+            XCTAssertTrue(rooms.wait(8) { rooms.isConnected("roomb") && received("roomb") > 100 }, "\(what): connected, B hears A: \(rooms.streamHealth())")
+            Thread.sleep(forTimeInterval: 2)  // the buffer settles, as in every delay figure of ours
+            return stats("roomb")?.network?.streams.first?.delayMs ?? .nan
+        }
+        let historyA = rooms.history("rooma").count, historyB = rooms.history("roomb").count
+        let delayBefore = connectAndSettle("before")
+
+        try fault.begin()
+        let began = Date()
+        XCTAssertTrue(rooms.wait(offlineAfter + 3) { rooms.isIdle("rooma") }, "\(fault.name): A's call ends, B gone")
+        XCTAssertTrue(rooms.wait(offlineAfter + 3) { !ResilienceTests.online(rooms, "rooma", "roomb") }, "\(fault.name): A shows B offline")
+        let seenOffline = Date().timeIntervalSince(began)
+        guard case .success? = try? rooms.control("rooma", .perform(.notify(type: "material"))) else {
+            return XCTFail("\(fault.name): the notification sent while B is away")
+        }
+        Thread.sleep(forTimeInterval: max(0, fault.away - Date().timeIntervalSince(began)))
+        try fault.end()
+        let ended = Date()
+
+        XCTAssertTrue(rooms.wait(offlineAfter) { ResilienceTests.online(rooms, "rooma", "roomb") }, "\(fault.name): B online at A within \(offlineAfter) s")
+        let backOnline = Date().timeIntervalSince(ended)
+        XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomb") }, "\(fault.name): no call left hanging at B")
+        XCTAssertTrue(rooms.wait(5) { stats("roomb")?.calls?.notifications.received == 1 }, "\(fault.name): the notification reaches B")
+        XCTAssertTrue(rooms.wait(5) {
+            rooms.notifications("rooma").last.map { $0.direction == .outgoing && $0.delivered == [RoomID("roomb")!] } == true
+        }, "\(fault.name): A shows it delivered to B")
+        Thread.sleep(forTimeInterval: 2)  // a copy sent again would be here by now
+        XCTAssertEqual(stats("roomb")?.calls?.notifications.received, 1, "\(fault.name): heard once")
+        XCTAssertEqual(rooms.notifications("roomb").filter { $0.direction == .incoming }.count, 1, "\(fault.name): one record at B")
+        let newA = rooms.history("rooma").dropFirst(historyA), newB = rooms.history("roomb").dropFirst(historyB)
+        XCTAssertEqual(newA.map(\.direction), [.outgoing], "\(fault.name): the call once in A's history: \(newA)")
+        XCTAssertEqual(newB.map(\.direction), [.incoming], "\(fault.name): the call once in B's history: \(newB)")
+        XCTAssertEqual(Set(newA.map(\.callID)), Set(newB.map(\.callID)), "\(fault.name): the same call")
+
+        let delayAfter = connectAndSettle("after")
+        print(String(format: "fault: %@ for %.0f s: A saw B offline after %.1f s, online again %.1f s after the end; "
+                     + "delay %.1f ms before, %.1f ms in a new call", fault.name, fault.away, seenOffline, backOnline, delayBefore, delayAfter))
+        XCTAssertLessThanOrEqual(abs(delayAfter - delayBefore), 20, "\(fault.name): B's buffer delay \(delayAfter) ms, \(delayBefore) ms before")
+        XCTAssertEqual(try rooms.control("rooma", .perform(.hangUp)), .success(.done))
+        XCTAssertTrue(rooms.wait(5) { rooms.isIdle("roomb") })
+    }
+}
