@@ -11,7 +11,7 @@ import XCTest
 /// a call A → B, and A sends B a notification while B is away. After each: no call left hanging at
 /// either end, each call once in each history, the notification heard at B exactly once and shown
 /// delivered at A, B online again at A within the presence timeout, and a new call's delay as the
-/// first call's.
+/// first call's. And B's wall clock jumping an hour each way during a call.
 final class FaultRigTests: XCTestCase {
     /// One fault: what takes B away and brings it back, and how long it stays away.
     struct Fault {
@@ -43,6 +43,60 @@ final class FaultRigTests: XCTestCase {
                   begin: { try lab.setLink("roomB", connected: false) },
                   end: { try lab.setLink("roomB", connected: true) })
         }
+    }
+
+    /// B's wall clock jumps an hour ahead during a call A → B, and 10 s later an hour back
+    /// (libfaketime reading its offset from a file; the monotonic clock, which timers run on,
+    /// stays true, as when NTP or an administrator sets the clock). The call goes on through
+    /// both jumps with its delay, nothing is refused, presence holds, a notification sent after
+    /// each jump arrives once (stamped with B's clock of the moment), and the call enters each
+    /// history once, not shorter than nothing.
+    func testWallClockJumpsOfAnHourEachWayLoseNothing() throws {
+        try Rig.require()
+        let library = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+        XCTAssertTrue(FileManager.default.fileExists(atPath: library), "libfaketime (scripts/setup.sh installs it)")
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        let offset = rooms.dir + "/roomb-clock"
+        try "+0\n".write(toFile: offset, atomically: true, encoding: .utf8)
+        try rooms.start("rooma", extra: "[notifications.material]\nrecipients = [\"roomb\"]\ntext = \"Bitte Material bringen\"")
+        try rooms.start("roomb", environment: ["LD_PRELOAD": library, "FAKETIME_TIMESTAMP_FILE": offset,
+                                               "FAKETIME_CACHE_DURATION": "1", "DONT_FAKE_MONOTONIC": "1"])
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]))
+        func stats(_ id: String) -> DaemonStatistics? { try? rooms.daemons[id]!.statistics() }
+        func delayMs() -> Double { stats("roomb")?.network?.streams.first?.delayMs ?? .nan }
+        func refused(_ id: String) -> Int { stats(id)?.calls?.refused.total ?? -1 }
+        let historyA = rooms.history("rooma").count, historyB = rooms.history("roomb").count
+        _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
+        XCTAssertTrue(rooms.wait(8) { rooms.isConnected("roomb") && rooms.plays("roomb", from: "rooma") }, "connected: \(rooms.streamHealth())")
+        Thread.sleep(forTimeInterval: 2)
+        let delayBefore = delayMs()
+
+        for (step, (jump, hours)) in [("+1h", 1.0), ("+0", 0.0)].enumerated() {
+            try "\(jump)\n".write(toFile: offset, atomically: true, encoding: .utf8)
+            Thread.sleep(forTimeInterval: 2)  // libfaketime reads the file again after a second
+            XCTAssertTrue(rooms.isConnected("rooma") && rooms.isConnected("roomb"), "clock \(jump): the call goes on")
+            XCTAssertTrue(ResilienceTests.online(rooms, "rooma", "roomb") && ResilienceTests.online(rooms, "roomb", "rooma"), "clock \(jump): presence holds")
+            _ = try rooms.control("rooma", .perform(.notify(type: "material")))
+            XCTAssertTrue(rooms.wait(5) { stats("roomb")?.calls?.notifications.received == step + 1 }, "clock \(jump): the notification arrives")
+            let stamped = rooms.notifications("roomb").last?.received ?? 0
+            XCTAssertEqual(stamped, Date().timeIntervalSince1970 + hours * 3600, accuracy: 60, "clock \(jump): B stamps it with its own clock (the fake took)")
+            Thread.sleep(forTimeInterval: 3)  // 10 s between the jumps; a copy sent again would be here
+            XCTAssertEqual(stats("roomb")?.calls?.notifications.received, step + 1, "clock \(jump): once")
+        }
+        let delayAfter = delayMs()
+        print(String(format: "fault: wall clock an hour ahead and back during a call: delay %.1f ms before, %.1f ms after; refused A %d, B %d",
+                     delayBefore, delayAfter, refused("rooma"), refused("roomb")))
+        XCTAssertLessThanOrEqual(abs(delayAfter - delayBefore), 20, "B's buffer delay \(delayAfter) ms, \(delayBefore) ms before")
+        XCTAssertEqual(refused("rooma"), 0, "A refused nothing")
+        XCTAssertEqual(refused("roomb"), 0, "B refused nothing")
+        XCTAssertEqual(try rooms.control("rooma", .perform(.hangUp)), .success(.done))
+        XCTAssertTrue(rooms.wait(5) { rooms.isIdle("roomb") }, "no call left hanging at B")
+        let newA = rooms.history("rooma").dropFirst(historyA), newB = rooms.history("roomb").dropFirst(historyB)
+        XCTAssertEqual(newA.map(\.outcome), [.finished], "the call once in A's history: \(newA)")
+        XCTAssertEqual(newB.map(\.outcome), [.finished], "the call once in B's history: \(newB)")
+        XCTAssertEqual(Set(newA.map(\.callID)), Set(newB.map(\.callID)), "the same call")
+        if let b = newB.first { XCTAssertGreaterThanOrEqual(b.ended, b.started, "B's entry does not end before it starts: \(b)") }
     }
 
     private func survive(_ rooms: CallRooms, _ fault: (DaemonProcess) -> Fault) throws {
