@@ -79,7 +79,7 @@ final class NetworkMedia: @unchecked Sendable {
     }
 
     func stop() {
-        loop?.stopRequest.set(true)
+        loop?.requestStop()
         thread?.join()
         thread = nil
     }

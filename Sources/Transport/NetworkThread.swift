@@ -86,7 +86,14 @@ public final class NetworkLoop: @unchecked Sendable {
         return true
     }
 
-    /// Runs until `stopRequest` is set (checked at least every 100 ms).
+    /// Ends `run` at once: the flag, then the routes doorbell wakes its poll (which otherwise
+    /// looks at the flag every 100 ms: the daemon's stop waited that long for it).
+    public func requestStop() {
+        stopRequest.set(true)
+        routesDoorbell.ring()
+    }
+
+    /// Runs until `stopRequest` is set (`requestStop`; the flag alone is seen within 100 ms).
     public func run() {
         var fds = (pollfd(fd: doorbell.descriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: routesDoorbell.descriptor, events: Int16(POLLIN), revents: 0),
