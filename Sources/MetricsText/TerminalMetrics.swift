@@ -23,11 +23,15 @@ public enum TerminalMetrics {
     /// - Parameter requests: the metrics endpoint's own requests so far, by outcome.
     public static func exposition(_ s: DaemonStatistics, identity: Identity, requests: [(outcome: String, count: Int)] = []) -> [UInt8] {
         let r = PrometheusCollectorRegistry()
+        // The unit is part of each name here ("_total", "_seconds"): an empty unit adds nothing.
+        func named(_ name: String, _ help: String) -> MetricNameDescriptor {
+            MetricNameDescriptor(namespace: "intercom", metricName: name, unitName: "", helpText: help)
+        }
         func counter(_ name: String, _ help: String, _ value: Int, _ labels: [(String, String)] = []) {
-            r.makeCounter(name: "intercom_" + name, labels: labels, help: help).increment(by: Int64(max(0, value)))
+            r.makeCounter(descriptor: named(name, help), labels: labels).increment(by: Int64(max(0, value)))
         }
         func gauge(_ name: String, _ help: String, _ value: Double, _ labels: [(String, String)] = []) {
-            r.makeGauge(name: "intercom_" + name, labels: labels, help: help).set(value)
+            r.makeGauge(descriptor: named(name, help), labels: labels).set(value)
         }
 
         gauge("terminal_info", "The terminal: its room and software (always 1).", 1,
