@@ -13,8 +13,9 @@ OUT=.build-deb
 # tests' build in DIR (built with -enable-testing) instead of compiling them again: for the package
 # test in CI, which checks the package (files, modes, unit, user, dependencies) and not the code,
 # which the tests checked. SwiftPM puts -static-stdlib on every compile command too, so that
-# `--static-swift-stdlib` there compiled every module again (9 of CI's 50 minutes); the objects do
-# not depend on it, only the link does. A package to install comes from the default.
+# `--static-swift-stdlib` there compiled every module again (9 of CI's 50 minutes); the objects
+# differ only in the libraries they name for the linker (static Foundation's), which the link
+# below adds. A package to install comes from the default.
 BUILD=.build-release
 TESTS_BUILD=
 while (($#)); do

@@ -70,9 +70,8 @@ if [[ $# -eq 0 ]]; then
     stage_done main-job
     bash scripts/bench-suite.sh --smoke --out "$PWD/.build-tests/BENCHMARKS.smoke.md"
     stage_done suite-smoke
-    # The Debian package: built, installed on this machine, its unit verified, purged again; linked
-    # from the tests' objects (last: its binaries then carry the Swift runtime, and a later test
-    # run links them again).
+    # The Debian package: built, installed on this machine, its unit verified, purged again; its
+    # binaries linked from the tests' objects into .build-deb (the tests' own stay as they are).
     INTERCOM_DEB_TESTS_BUILD="$PWD/.build-tests" bash scripts/test-package.sh
     stage_done package
 fi
