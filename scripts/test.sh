@@ -47,13 +47,13 @@ trap summary EXIT
 bash scripts/setup.sh
 stage_done setup
 BUILD=(-c release -Xswiftc -enable-testing --scratch-path .build-tests)
-swift build "${BUILD[@]}" --build-tests 2>&1 | grep -v "^\[" || true
-swift build "${BUILD[@]}" --build-tests >/dev/null   # fail here, with the compiler's output above, if it does not build
+# The compiler's messages without the progress lines; a failed build fails here (pipefail).
+swift build "${BUILD[@]}" --build-tests 2>&1 | { grep -v "^\[" || true; }
 stage_done build
 
 # Every fuzz target for a bounded time (parsers of outside input: RTP, signalling, control
 # requests, key events); a crash fails the run. Longer runs: fuzz/<target>/build.sh run.
-sh fuzz/run-all.sh 10
+sh fuzz/run-all.sh 5
 stage_done fuzz
 
 # Let the build's writes reach the disk before real-time tests start.

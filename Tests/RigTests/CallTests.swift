@@ -24,6 +24,21 @@ final class CallTests: XCTestCase {
                 "\(what): \(leak.levelDb) dBFS, less than \(minLeakAttenuationDB) dB below \(heard.levelDb) dBFS where it is heard (\(leak))")
     }
 
+    /// A recording's level every half second (dBFS) and the caller's echo chain, printed with a
+    /// leak check so that a failure shows when the leak came and what the canceller did.
+    static func leakTrace(_ path: String, caller: DaemonProcess?) -> String {
+        var trace = "?"
+        if let samples = try? WAVAudio.read(path: path).samples {
+            let x = Signals.toFloat(samples), half = 24_000
+            trace = stride(from: 0, to: max(0, x.count - half + 1), by: half)
+                .map { String(format: "%.0f", Levels.rmsDB(Array(x[$0..<($0 + half)]))) }.joined(separator: " ")
+        }
+        guard let a = try? caller?.statistics().audio else { return "levels per 0.5 s: \(trace)" }
+        return "levels per 0.5 s: \(trace); caller's echo: ERLE \(String(format: "%.1f", a.echoReturnLossEnhancementDB)) dB, "
+            + "delay \(a.echoDelayMs.map { String(format: "%.1f", $0) } ?? "-") ms, resets \(a.echoCancellerResets), "
+            + "realignments \(a.echoCancellerRealignments), reference moves \(a.echoReferenceMoves), gated frames \(a.echoGatedFrames), xruns \(a.xruns)"
+    }
+
     private func heard(_ r: TalkerProbe.Result) throws -> Quality {
         try Quality.measure(reference: r.clipPath, recording: r.recordingPath)
     }
@@ -96,6 +111,10 @@ final class CallTests: XCTestCase {
             let earD = try RoomRecorder(room: "roomD", path: "\(rooms.dir)/roomD-A.wav")
             let ab = try c.probed(TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: Speech.roomA(), folder: rooms.dir, name: "roomB-A"))
             earC.stop(); earD.stop()
+            // What C hears of B is measured from here: A's last words, late after a stall of C's
+            // audio, would count as B's leak (the start of this recording reads -66 dBFS when
+            // taken at once, against -100 to -108 while B talks).
+            Thread.sleep(forTimeInterval: 0.5)
             let earC2 = try RoomRecorder(room: "roomC", path: "\(rooms.dir)/roomC-B.wav")
             let ba = try c.probed(TalkerProbe(mouth: "roomB", ear: "roomA").run(clipPath: Speech.roomB(), folder: rooms.dir, name: "roomA-B"))
             earC2.stop()
@@ -109,6 +128,7 @@ final class CallTests: XCTestCase {
             c.check(q[3].stoi >= Quality.minSTOIManyRooms, "B is heard in A: \(q[3])")
             // B is not heard in C: what leaks is A's residual echo, far below B in A's room.
             Self.checkNotHeard(c, q[4], below: q[3], "B is not heard in C")
+            print("calls 1:3: B in C, \(Self.leakTrace(earC2.path, caller: rooms.daemons["rooma"]))")
 
             XCTAssertEqual(try rooms.control("roomc", .perform(.hangUp)), .success(.done))
             XCTAssertTrue(rooms.wait(3) { rooms.isIdle("roomc") && rooms.participant(rooms.status("rooma"), "roomc") == .left }, "C left")
