@@ -26,6 +26,8 @@ public final class LoopbackProbe: @unchecked Sendable {
 
     private let request = Counter()
     private let insert = Counter()
+    /// The signal's gain for this measurement, Q15 (32768 = as given).
+    private let gainQ15: Counter = { let c = Counter(); c.store(32768); return c }()
     private let stateCell = Counter()
     /// Results, valid once `state` is done: the playback position of the signal's first sample,
     /// the capture position when that frame was written, and the capture position of the
@@ -39,6 +41,7 @@ public final class LoopbackProbe: @unchecked Sendable {
     private var phase = 0           // 0 idle, 1 recording (signal not yet started), 2 playing, 3 recording the tail
     private var playAt = 0          // next signal sample to play
     private var insertLeft = 0      // silence still to play before the signal (test hook)
+    private var scale: Int32 = 32768
     private var recordAt = 0
     private var firstFramePending = false
 
@@ -65,9 +68,11 @@ public final class LoopbackProbe: @unchecked Sendable {
     /// Control thread: starts a measurement; `insertSamples` of silence are played before the
     /// signal without the analysis knowing (a known delay, for testing the measurement). False
     /// while one runs.
-    public func arm(insertSamples: Int = 0) -> Bool {
+    /// `gain` (0...1) scales the signal as played, e.g. for a quiet self-test.
+    public func arm(insertSamples: Int = 0, gain: Double = 1) -> Bool {
         guard state != .running else { return false }
         insert.store(max(0, insertSamples))
+        gainQ15.store(Int((min(1, max(0, gain)) * 32768).rounded()))
         recorded.store(0)
         signalPosition.store(-1)
         stateCell.store(State.running.rawValue)
@@ -88,6 +93,7 @@ public final class LoopbackProbe: @unchecked Sendable {
             playAt = 0
             recordAt = 0
             insertLeft = insert.load
+            scale = Int32(gainQ15.load)
         }
         guard phase != 0 else { return }
         if recordAt == 0 { recordingStartPosition.store(position) }
@@ -110,7 +116,11 @@ public final class LoopbackProbe: @unchecked Sendable {
         var i = 0
         while i < frameSize && insertLeft > 0 { frame[i] = 0; i += 1; insertLeft -= 1 }
         let n = min(frameSize - i, signal.count - playAt)
-        if n > 0 { (frame + i).update(from: signal.baseAddress! + playAt, count: n) }
+        if n > 0, scale >= 32768 {
+            (frame + i).update(from: signal.baseAddress! + playAt, count: n)
+        } else if n > 0 {
+            for k in 0..<n { frame[i + k] = Int16(truncatingIfNeeded: (Int32(signal[playAt + k]) * scale) >> 15) }
+        }
         if i + n < frameSize { (frame + i + n).update(repeating: 0, count: frameSize - i - n) }
         playAt += n
         if playAt >= signal.count { phase = 3 }

@@ -682,6 +682,80 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         }
     }
 
+    /// The terminal's periodic speaker-to-microphone check (`[selftest]`).
+    public struct SelfTest: Sendable, Equatable, Codable {
+        /// Checks that gave a result (passed or failed), and those that failed.
+        public var runs = 0
+        public var failures = 0
+        /// Times a due check waited: a call, a tone or a read-out was on, the audio stopped, or
+        /// a technician's loopback test ran (tried again a second later).
+        public var postponed = 0
+        /// Checks cut short by the audio streams restarting (an xrun); tried again later.
+        public var aborted = 0
+        /// The last check's result; nil before the first.
+        public var last: Check?
+
+        public struct Check: Sendable, Equatable, Codable {
+            /// When it ran, Unix time in seconds.
+            public var at: Double
+            public var passed: Bool
+            /// The device round trip it measured, ms; nil when none was found.
+            public var roundTripMs: Double?
+            /// The chirp's level in the microphone, dBFS.
+            public var echoLevelDb: Double
+            /// What was wrong, in words for a technician; empty when it passed.
+            public var problems: [String]
+
+            public init(at: Double, passed: Bool, roundTripMs: Double?, echoLevelDb: Double, problems: [String]) {
+                self.at = at
+                self.passed = passed
+                self.roundTripMs = roundTripMs
+                self.echoLevelDb = echoLevelDb
+                self.problems = problems
+            }
+
+            public func encode(to encoder: Encoder) throws {
+                var c = encoder.container(keyedBy: CodingKeys.self)
+                try c.encode(at, forKey: .at)
+                try c.encode(passed, forKey: .passed)
+                try c.encode(roundTripMs, forKey: .roundTripMs)  // null, not absent
+                try c.encode(echoLevelDb, forKey: .echoLevelDb)
+                try c.encode(problems, forKey: .problems)
+            }
+
+            public init(from decoder: Decoder) throws {
+                let c = try decoder.container(keyedBy: CodingKeys.self)
+                self.init(at: try c.decode(Double.self, forKey: .at), passed: try c.decode(Bool.self, forKey: .passed),
+                          roundTripMs: try c.decode(Double?.self, forKey: .roundTripMs), echoLevelDb: try c.decode(Double.self, forKey: .echoLevelDb),
+                          problems: try c.decode([String].self, forKey: .problems))
+            }
+
+            private enum CodingKeys: String, CodingKey { case at, passed, roundTripMs, echoLevelDb, problems }
+        }
+
+        public init() {}
+
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(runs, forKey: .runs)
+            try c.encode(failures, forKey: .failures)
+            try c.encode(postponed, forKey: .postponed)
+            try c.encode(aborted, forKey: .aborted)
+            try c.encode(last, forKey: .last)  // null, not absent
+        }
+
+        public init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            runs = try c.decode(Int.self, forKey: .runs)
+            failures = try c.decode(Int.self, forKey: .failures)
+            postponed = try c.decode(Int.self, forKey: .postponed)
+            aborted = try c.decode(Int.self, forKey: .aborted)
+            last = try c.decode(Check?.self, forKey: .last)
+        }
+
+        private enum CodingKeys: String, CodingKey { case runs, failures, postponed, aborted, last }
+    }
+
     public var audio: Audio
     /// nil: no network media in this daemon.
     public var network: Network?
@@ -690,13 +764,16 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
     public var reload: Reload
     /// nil: no site (`[site] id` not set).
     public var site: Site?
+    /// nil: no self-test (`[selftest] interval_s` is 0).
+    public var selfTest: SelfTest?
 
-    public init(audio: Audio, network: Network?, calls: Calls?, reload: Reload, site: Site? = nil) {
+    public init(audio: Audio, network: Network?, calls: Calls?, reload: Reload, site: Site? = nil, selfTest: SelfTest? = nil) {
         self.audio = audio
         self.network = network
         self.calls = calls
         self.reload = reload
         self.site = site
+        self.selfTest = selfTest
     }
 
     // Optional sections and fields are written as null, so that a missing key is always an error.
@@ -707,6 +784,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         try c.encode(calls, forKey: .calls)
         try c.encode(reload, forKey: .reload)
         try c.encode(site, forKey: .site)
+        try c.encode(selfTest, forKey: .selfTest)
     }
 
     public init(from decoder: Decoder) throws {
@@ -716,9 +794,10 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         calls = try c.decode(Calls?.self, forKey: .calls)
         reload = try c.decode(Reload.self, forKey: .reload)
         site = try c.decode(Site?.self, forKey: .site)
+        selfTest = try c.decodeIfPresent(SelfTest.self, forKey: .selfTest)  // absent from daemons before it
     }
 
-    private enum CodingKeys: String, CodingKey { case audio, network, calls, reload, site }
+    private enum CodingKeys: String, CodingKey { case audio, network, calls, reload, site, selfTest }
 }
 
 extension DaemonStatistics.Audio {

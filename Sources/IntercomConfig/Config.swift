@@ -31,6 +31,7 @@ public struct DaemonConfig: Sendable, Equatable {
     public var opus = OpusSection()
     public var jitter = JitterSection()
     public var metrics = MetricsSection()
+    public var selfTest = SelfTestSection()
     // Calls (ConfigCalls.swift).
     public var room = RoomSection()
     public var rooms: [String: RoomEntry] = [:]
@@ -999,6 +1000,7 @@ extension DaemonConfig {
         ]),
         lightsSection,
         metricsSection,
+        selfTestSection,
     ]
 
     /// `self` with the value of every key of `new` that SIGHUP applies as `policy` says, and the

@@ -61,6 +61,8 @@ public final class Daemon: @unchecked Sendable {
     private let delayEstimator: EchoDelayEstimator
     /// The device round-trip test: offered on the control socket (with calls) and by `--loopback`.
     let deviceLoopback: DeviceLoopback
+    /// The terminal's own periodic check (`[selftest]`); nil when off.
+    private let selfTest: SelfTest?
     let log: Logger
     private var reporter: StatsReporter?
     /// `GET /metrics` for a monitoring system (`[metrics] listen`); nil when off.
@@ -142,14 +144,20 @@ public final class Daemon: @unchecked Sendable {
                     key: "control.technician_group", problem: "\(config.control.technicianGroup): \(error.reason)")])
             }
         }
+        let callService = calls?.service
+        let selfTest = config.selfTest.isEnabled && a.enabled
+            ? SelfTest(settings: config.selfTest, loopback: loopback, isQuiet: { callService?.isQuiet ?? true },
+                       audioRunning: { [engine] in engine.stats.running.isSet }, logger: logger)
+            : nil
+        self.selfTest = selfTest
         let statistics = StatisticsSource(engine: engine, supervisor: supervisor, echoDelay: delayEstimator.estimate, sampleRate: a.sampleRate,
-                                          network: network, calls: calls?.service, reloads: reloads, site: site)
+                                          network: network, calls: callService, reloads: reloads, site: site, selfTest: selfTest)
         control = try ControlServer(settings: config.controlSettings(), handler: DaemonControl(
             statistics: { statistics.read() }, loopback: loopback, audioRunning: { [engine] in engine.stats.running.isSet },
             calls: calls?.service, technicianGroup: technicianGroup, logger: logger))
         calls?.service.control = control
         metrics = try Self.metricsServer(config, logger: logger) { statistics.read() }
-        lights = TerminalLights(engine: engine, audio: a.enabled, calls: calls?.service, logger: logger)
+        lights = TerminalLights(engine: engine, audio: a.enabled, calls: callService, selfTestFailed: { selfTest?.failed ?? false }, logger: logger)
         local = try LocalMode(farEndPath: l.farEndWav, farEndRing: farEndRing, recordPath: l.recordWav,
                               rawPath: l.recordRawWav, microphone: recorded, engine: engine, sampleRate: a.sampleRate)
     }
@@ -185,6 +193,7 @@ public final class Daemon: @unchecked Sendable {
             if a.enabled {
                 try delayEstimator.start()
                 try supervisor.start()
+                try selfTest?.start()
             } else {
                 log.notice("audio: off ([audio] enabled = false): signalling and notifications only, no calls")
             }
@@ -224,6 +233,7 @@ public final class Daemon: @unchecked Sendable {
         lights.stop()
         control.stop()
         metrics?.stopAndJoin()
+        selfTest?.stop()
         supervisor.stop()
         network?.stop()
         delayEstimator.stop()

@@ -31,17 +31,18 @@ final class DeviceLoopback: Sendable {
         log = logger
     }
 
-    /// Control thread: starts a measurement (refused while one runs or the audio is stopped).
-    func start(insertMs: Double, audioRunning: Bool) -> Result<ControlReply, ControlFailure> {
+    /// Control thread (or the self-test's): starts a measurement (refused while one runs or the
+    /// audio is stopped); `gain` scales the chirp (the self-test's is quiet).
+    func start(insertMs: Double, audioRunning: Bool, gain: Double = 1) -> Result<ControlReply, ControlFailure> {
         guard audioRunning else { return .failure(ControlFailure(.unavailable, "the audio devices are not running")) }
         let insert = Int((insertMs * Double(probe.sampleRate) / 1000).rounded())
         let started = last.withLock { s -> Bool in
-            guard s.state != .running, probe.arm(insertSamples: insert) else { return false }
+            guard s.state != .running, probe.arm(insertSamples: insert, gain: gain) else { return false }
             s = LoopbackStatus(state: .running)
             return true
         }
         guard started else { return .failure(ControlFailure(.busy, "a loopback test is running")) }
-        log.notice("loopback: device round-trip test started\(insert > 0 ? " (\(insert) samples inserted)" : "")")
+        log.notice("loopback: device round-trip test started\(insert > 0 ? " (\(insert) samples inserted)" : "")\(gain < 1 ? String(format: " (chirp at %.0f dB)", 20 * log10(gain)) : "")")
         do {
             try WorkerThread.start(name: "loopback") { [self] in finish() }
         } catch {

@@ -71,6 +71,7 @@ struct StatisticsSource: Sendable {
     let calls: CallService?
     let reloads: ReloadHistory
     let site: SiteKeeper?
+    let selfTest: SelfTest?
 
     func read() -> DaemonStatistics {
         let s = engine.stats
@@ -95,6 +96,6 @@ struct StatisticsSource: Sendable {
             playbackDelayMs: Double(s.playbackDelayFrames.load) * 1000 / Double(sampleRate),
             echoChainDelayMs: engine.canceller.delaysAFrame ? Double(engine.canceller.settings.frameSize) * 1000 / Double(sampleRate) : 0)
         return DaemonStatistics(audio: audio, network: network?.statistics(), calls: calls?.statistics(), reload: reloads.snapshot,
-                                site: site?.snapshot)
+                                site: site?.snapshot, selfTest: selfTest?.statistics)
     }
 }

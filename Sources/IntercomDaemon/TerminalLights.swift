@@ -7,7 +7,7 @@ import Synchronization
 
 /// The status lights of a terminal: the states come from the calls side (ringing, in a call,
 /// muted, do-not-disturb, missed calls, nobody reachable) and from the audio thread's progress
-/// (a device that does not run is a fault). The calls thread says when something changed; the
+/// (a device that does not run is a fault), and from the self-test (a failed check is one). The calls thread says when something changed; the
 /// lights thread also looks every `LightsSettings.pollInterval` for what nobody announces.
 final class TerminalLights: Sendable {
     /// Audio that has not moved a frame for this long is a fault: ten times the longest period
@@ -28,13 +28,14 @@ final class TerminalLights: Sendable {
 
     /// - Parameter audio: whether the terminal has sound devices (`[audio] enabled`); without,
     ///   their absence is no fault.
-    init(engine: AudioEngine, audio: Bool, calls: CallService?, logger: Logger) {
+    init(engine: AudioEngine, audio: Bool, calls: CallService?, selfTestFailed: @escaping @Sendable () -> Bool, logger: Logger) {
         let progress = AudioProgress(frames: { engine.stats.frames.load })
         inputs = {
             var states = calls?.lightStates() ?? []
             if audio, !engine.stats.running.isSet || (progress.stalledFor(now: MonotonicClock.seconds()) ?? 0) > Self.audioStallSeconds {
                 states.insert(.fault)
             }
+            if selfTestFailed() { states.insert(.fault) }
             return states
         }
         log = logger

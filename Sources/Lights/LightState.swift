@@ -1,7 +1,7 @@
 /// What a terminal's lights can say, in priority order: when two active states are mapped to one
 /// LED, the one listed first shows.
 public enum LightState: String, Sendable, CaseIterable, Hashable, Comparable {
-    /// No other room can be reached, or the audio device is not running.
+    /// No other room can be reached, the audio device is not running, or the self-test failed.
     case fault
     /// A call waits to be answered here.
     case ringing

@@ -119,6 +119,19 @@ public enum TerminalMetrics {
                 counter("site_documents_refused_total", "Site documents refused, by reason.", count, [("reason", reason)])
             }
         }
+        if let t = s.selfTest {
+            counter("selftest_runs_total", "Self-tests that gave a result, by outcome.", t.runs - t.failures, [("outcome", "passed")])
+            counter("selftest_runs_total", "Self-tests that gave a result, by outcome.", t.failures, [("outcome", "failed")])
+            counter("selftest_postponed_total", "Due self-tests that waited for quiet.", t.postponed)
+            counter("selftest_aborted_total", "Self-tests cut short by an audio restart.", t.aborted)
+            if let last = t.last {
+                gauge("selftest_passed", "1 when the last self-test passed, 0 when it failed.", last.passed ? 1 : 0)
+                gauge("selftest_last_run_timestamp_seconds", "When the last self-test ran, Unix time.", last.at)
+                if let ms = last.roundTripMs {
+                    gauge("selftest_round_trip_seconds", "The device round trip the last self-test measured.", ms / 1000)
+                }
+            }
+        }
         counter("reloads_total", "Configuration reloads, by outcome.", s.reload.count - s.reload.failed, [("outcome", "applied")])
         counter("reloads_total", "Configuration reloads, by outcome.", s.reload.failed, [("outcome", "failed")])
         for (outcome, count) in requests {

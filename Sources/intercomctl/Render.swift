@@ -162,6 +162,16 @@ enum Render {
             if let administrator = site.administrator { line += "; administrator key \(administrator)" }
             lines.append(line)
         }
+        if let t = s.selfTest {
+            var line = "self-test       \(t.runs) run, \(t.failures) failed, \(t.postponed) waited for quiet, \(t.aborted) cut short"
+            if let last = t.last {
+                let when = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: last.at))
+                line += "; last \(when): " + (last.passed
+                    ? "passed, round trip \(String(format: "%.1f", last.roundTripMs ?? 0)) ms, chirp at \(String(format: "%.0f", last.echoLevelDb)) dBFS"
+                    : "FAILED: " + last.problems.joined(separator: "; "))
+            }
+            lines.append(line)
+        }
         return lines.joined(separator: "\n")
     }
 

@@ -124,6 +124,15 @@ final class ControlProtocolTests: XCTestCase {
                          lastRefusal: "site document from empfang refused: older", transfers: transfers,
                          arrival: .init(version: 3, from: "empfang", heard: 1_764_400_000.125, fetchStarted: 1_764_400_000.25,
                                         received: 1_764_400_000.3125, kept: 1_764_400_000.375))
+        }(),
+        selfTest: {
+            var t = DaemonStatistics.SelfTest()
+            t.runs = 3
+            t.failures = 1
+            t.postponed = 2
+            t.last = .init(at: 1_764_400_100.5, passed: false, roundTripMs: nil, echoLevelDb: -200,
+                           problems: ["the microphone is silent (-200 dBFS): check that it is connected and not muted"])
+            return t
         }())
 
     /// The control fuzzer's seed for `stats` replies is this value's encoding, so that it starts

@@ -8,6 +8,21 @@ import XCTest
 /// `[metrics]`: a bad address names its key; a token file others may read, or without a token,
 /// is refused naming `metrics.token_file` (the endpoint itself: MetricsRigTests).
 final class MetricsEndpointTests: XCTestCase {
+    /// The self-test's counters and its last result, from the one statistics snapshot; a daemon
+    /// without `[selftest]` has no such series.
+    func testTheSelfTestIsInTheMetrics() {
+        let identity = TerminalMetrics.Identity(room: "empfang", software: "test", frameMs: 10)
+        let text = String(decoding: TerminalMetrics.exposition(ControlProtocolTests.statistics, identity: identity), as: UTF8.self)
+        for line in ["intercom_selftest_runs_total{outcome=\"passed\"} 2", "intercom_selftest_runs_total{outcome=\"failed\"} 1",
+                     "intercom_selftest_postponed_total 2", "intercom_selftest_aborted_total 0", "intercom_selftest_passed 0.0"] {
+            XCTAssertTrue(text.split(separator: "\n").contains { $0 == line }, "\(line) in:\n\(text)")
+        }
+        XCTAssertFalse(text.contains("intercom_selftest_round_trip_seconds"), "no round trip when none was measured")
+        var without = ControlProtocolTests.statistics
+        without.selfTest = nil
+        XCTAssertFalse(String(decoding: TerminalMetrics.exposition(without, identity: identity), as: UTF8.self).contains("selftest"))
+    }
+
     /// G.107's E-model with its defaults and the values taken for Opus, against figures worked
     /// by hand: no delay or loss, 200 ms, and 5 % random loss.
     func testTheQualityEstimateIsTheEModels() {
