@@ -114,6 +114,9 @@ public enum CallEffect: Sendable, Equatable {
     case rejected(CallCommand, CommandRejection)
     /// A room reflected our round-trip probe.
     case probeReflected(from: RoomID, sequence: UInt32, sentMicros: UInt64)
+    /// A room was heard, under a seal of its own key, at another address than its directory
+    /// entry's, and is answered there (nil: back at its directory address). For the log.
+    case roomMoved(RoomID, to: IPv4Endpoint?)
 }
 
 /// The engine's state as a status request shows it.

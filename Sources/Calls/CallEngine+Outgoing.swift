@@ -80,7 +80,7 @@ extension CallEngine {
         }
         // Left and declined are final; unavailable is not (its acks may have been lost).
         guard let status = c.status(of: sender), status == .ringing || status == .unavailable,
-              !c.endSent.contains(sender), let entry = settings.directory[sender]
+              !c.endSent.contains(sender), let signalling = signalling(of: sender)
         else {
             statistics.stale += 1
             return
@@ -90,7 +90,7 @@ extension CallEngine {
             return n.callID == id
         }
         c.setStatus(.connected, of: sender)
-        c.calleeMedia[sender] = entry.signalling.with(port: port)
+        c.calleeMedia[sender] = signalling.with(port: port)
         c.calleeKeys[sender] = key
         c.acceptIDs[sender] = messageID
         c.lastHeard[sender] = now

@@ -9,6 +9,10 @@ public struct CallEngine: Sendable {
     public internal(set) var mute = MuteState()
     public internal(set) var call: CallSession?
     public internal(set) var mediaPlan = MediaPlan.idle
+    /// Rooms heard from another address than their directory entry's, under a seal that proves
+    /// the sender by its own key (a new DHCP lease, a moved box): where they are now. Signalling
+    /// and media go there until the room is heard at its directory address again (docs/calls.md).
+    public internal(set) var movedRooms: [RoomID: IPv4Endpoint] = [:]
 
     var presenceTable = PresenceTable()
     var random: CallRandom
@@ -119,6 +123,7 @@ public struct CallEngine: Sendable {
         guard call == nil, new.room == settings.room, new.media == settings.media,
               new.directory[new.room]?.signalling == settings.directory[settings.room]?.signalling else { return false }
         settings = new
+        movedRooms = movedRooms.filter { room, at in new.directory[room].map { $0.signalling.address != at.address } ?? false }
         presenceTable.forget(roomsNotIn: Set(new.directory.keys))
         deferred.removeAll { new.directory[$0.room] == nil }
         return true
@@ -213,19 +218,25 @@ public struct CallEngine: Sendable {
         }
     }
 
-    public mutating func receive(_ envelope: Envelope, from source: IPv4Endpoint, now: Double) -> [CallEffect] {
+    /// `vouched`: the seal proved the sender by a key of its own (terminal keys), so it may speak
+    /// from another address than its directory entry's, and is answered there from now on.
+    public mutating func receive(_ envelope: Envelope, from source: IPv4Endpoint, vouched: Bool = false, now: Double) -> [CallEffect] {
         out = []
         let sender = envelope.sender
         guard sender != settings.room, let entry = settings.directory[sender] else {
             statistics.unknownSender += 1
             return []
         }
-        // With a site key the seal has already proven the sender (SiteSecurity, before the
-        // engine); without one (clear text) this is all there is. Either way a room speaks
-        // from its own host.
-        guard entry.signalling.address == source.address else {
-            statistics.addressMismatch += 1
-            return []
+        // In the clear, or under the one site key that every terminal holds (any of them could
+        // name another room as sender), a room speaks from its own host alone.
+        if entry.signalling.address != source.address {
+            guard vouched else {
+                statistics.addressMismatch += 1
+                return []
+            }
+            moved(sender, to: IPv4Endpoint(address: source.address, port: entry.signalling.port))
+        } else if movedRooms[sender] != nil {
+            moved(sender, to: nil)
         }
         if envelope.message.needsAck { send(.ack(envelope.messageID), to: sender, now: now) }
         // A hello reports presence itself (with its do-not-disturb bit); any other message proves
@@ -316,15 +327,29 @@ public struct CallEngine: Sendable {
         return out
     }
 
+    /// Where `room`'s signalling goes: its directory entry, or where it moved to.
+    public func signalling(of room: RoomID) -> IPv4Endpoint? {
+        movedRooms[room] ?? settings.directory[room]?.signalling
+    }
+
+    /// `room` is now at `address` (nil: back at its directory entry's).
+    mutating func moved(_ room: RoomID, to address: IPv4Endpoint?) {
+        guard movedRooms[room] != address else { return }
+        movedRooms[room] = address
+        if address != nil { statistics.addressChanges += 1 }
+        if let now = signalling(of: room) { outbox.readdress(room: room, to: now) }
+        out.append(.roomMoved(room, to: address))
+    }
+
     mutating func send(_ message: SignalMessage, to room: RoomID, now: Double) {
-        guard let entry = settings.directory[room] else { return }
+        guard let address = signalling(of: room) else { return }
         let id = nextMessageID
         nextMessageID &+= 1
         let datagram = SignalCodec.encode(Envelope(sender: settings.room, messageID: id, message: message))
-        out.append(.send(to: room, address: entry.signalling, datagram: datagram))
+        out.append(.send(to: room, address: address, datagram: datagram))
         if message.needsAck {
             let first = settings.timing.retransmitInitial
-            outbox.add(PendingMessage(room: room, address: entry.signalling, messageID: id, message: message,
+            outbox.add(PendingMessage(room: room, address: address, messageID: id, message: message,
                                       datagram: datagram, firstSent: now, nextSend: now + first, interval: first))
         }
     }
@@ -340,7 +365,7 @@ public struct CallEngine: Sendable {
     mutating func sendHellos(now: Double) {
         nextHello = now + settings.timing.helloInterval
         let to = settings.directory.keys.sorted().filter { $0 != settings.room }.compactMap { room in
-            settings.directory[room].map { SignallingPeer(room: room, address: $0.signalling) }
+            signalling(of: room).map { SignallingPeer(room: room, address: $0) }
         }
         guard !to.isEmpty else { return }
         let id = nextMessageID
@@ -417,9 +442,11 @@ public struct CallEngine: Sendable {
             }
         case .callee:
             guard let invite = call.invite else { return .idle }
-            let caller = MediaPeer(room: call.caller, endpoint: invite.callerMedia, key: invite.key)
+            // A caller that moved names its directory address in its invite: its media come from where it is.
+            let callerMedia = movedRooms[call.caller].map { IPv4Endpoint(address: $0.address, port: invite.callerMedia.port) } ?? invite.callerMedia
+            let caller = MediaPeer(room: call.caller, endpoint: callerMedia, key: invite.key)
             // An announcement's callee only listens: its microphone goes nowhere.
-            var plan = MediaPlan(sendTo: call.kind == .announcement ? [] : [invite.callerMedia], receiveFrom: [caller],
+            var plan = MediaPlan(sendTo: call.kind == .announcement ? [] : [callerMedia], receiveFrom: [caller],
                                  call: call.id, sendKey: call.ownKey)
             if case .multicast(let group) = invite.voice { plan.joinGroups = [group] }
             return plan

@@ -7,6 +7,8 @@ public struct CallStatistics: Sendable, Equatable {
     public var unknownSender = 0
     /// Sender's room id does not match the source address the directory gives it.
     public var addressMismatch = 0
+    /// Rooms heard at a new address under a seal of their own key, and followed there.
+    public var addressChanges = 0
     /// Copies of messages already handled (acked again, otherwise ignored).
     public var duplicates = 0
     /// Messages about calls that are over or not ours, or older than what we already know.

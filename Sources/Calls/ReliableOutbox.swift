@@ -17,6 +17,11 @@ struct ReliableOutbox: Sendable {
 
     mutating func add(_ message: PendingMessage) { pending.append(message) }
 
+    /// Messages to `room` go to `address` from their next sending on (the room moved).
+    mutating func readdress(room: RoomID, to address: IPv4Endpoint) {
+        for i in pending.indices where pending[i].room == room { pending[i].address = address }
+    }
+
     /// Removes and returns the message this ack is for; nil for an unknown or repeated ack.
     mutating func acknowledge(room: RoomID, messageID: UInt32) -> PendingMessage? {
         guard let i = pending.firstIndex(where: { $0.room == room && $0.messageID == messageID }) else { return nil }

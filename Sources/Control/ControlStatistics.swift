@@ -391,6 +391,9 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var missedWaiting: Int
         /// Each room of the directory (this one too): online now.
         public var online: [String: Bool]
+        /// Rooms heard at another address than their directory entry's, under a seal of their own
+        /// key, and that address ("a.b.c.d:port"): signalling and media go there.
+        public var moved: [String: String]
 
         public struct Ended: Sendable, Equatable, Codable {
             /// Outgoing: placed here.
@@ -423,7 +426,9 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
                     storeWrites: Int, storeFailures: Int, mediaTo: [String], brokenByEmergency: Int, speech: Speech,
                     datagramsSent: Int = 0, bytesSent: Int = 0, datagramsReceived: Int = 0, bytesReceived: Int = 0,
                     protection: SignalProtectionMode = .clear, awaitingSession: Int = 0,
-                    ended: [Ended] = [], notifications: Notifications = Notifications(), missedWaiting: Int = 0, online: [String: Bool] = [:]) {
+                    ended: [Ended] = [], notifications: Notifications = Notifications(), missedWaiting: Int = 0, online: [String: Bool] = [:],
+                    moved: [String: String] = [:]) {
+            self.moved = moved
             self.ended = ended
             self.notifications = notifications
             self.missedWaiting = missedWaiting

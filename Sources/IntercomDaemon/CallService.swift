@@ -135,7 +135,7 @@ final class CallService: @unchecked Sendable {
         thread = nil
         storeWriter.stop()  // after the calls thread: the goodbye's history entry is written too
         let st = engine.withLock { $0.statistics }
-        log.info("calls: final stats: decode_errors=\(st.decodeErrorCount) unknown_sender=\(st.unknownSender) address_mismatch=\(st.addressMismatch) duplicates=\(st.duplicates) stale=\(st.stale) retransmissions=\(st.retransmissions) unreachable=\(st.unreachable) store_writes=\(storeWriter.statistics.written) store_failures=\(storeWriter.statistics.failed) refused: \(refused.summary)")
+        log.info("calls: final stats: decode_errors=\(st.decodeErrorCount) unknown_sender=\(st.unknownSender) address_mismatch=\(st.addressMismatch) address_changes=\(st.addressChanges) duplicates=\(st.duplicates) stale=\(st.stale) retransmissions=\(st.retransmissions) unreachable=\(st.unreachable) store_writes=\(storeWriter.statistics.written) store_failures=\(storeWriter.statistics.failed) refused: \(refused.summary)")
     }
 
     /// The engine's clock: monotonic, so NTP stepping the wall clock cannot fire or stall its timers.
@@ -181,9 +181,13 @@ final class CallService: @unchecked Sendable {
                         refusalLog.refused(from: from)
                         break
                     }
-                    withEngine { e in execute(e.receive(envelope, from: from, now: Self.now())) }
+                    // Under terminal keys the seal proves the sender by its own key: it may have moved.
+                    let vouched = protection.mode == .terminalKeys
+                    withEngine { e in execute(e.receive(envelope, from: from, vouched: vouched, now: Self.now())) }
                 case .announcement(let room, let answer, let site):
-                    if let answer, let address = settings.directory[room]?.signalling { transmit(answer, to: [address]) }
+                    // Answered where it came from (signed by the room's key): a room that moved
+                    // and started afresh learns our session there, and then seals to us.
+                    if let answer { transmit(answer, to: [from]) }
                     if let site { hint(room, holds: site) }
                 case .siteHint(let room, let site):
                     if let site { hint(room, holds: site) }
@@ -228,9 +232,12 @@ final class CallService: @unchecked Sendable {
 
     /// Our session announcement to every other room in the directory (terminal keys).
     private func announceToAll(_ announcement: [UInt8]) {
-        let settings = settings
-        transmit(announcement, to: settings.directory.filter { $0.key != settings.room }.map(\.value.signalling))
+        let addresses = engine.withLock { e in e.settings.directory.keys.filter { $0 != e.settings.room }.compactMap { e.signalling(of: $0) } }
+        transmit(announcement, to: addresses)
     }
+
+    /// Where `room`'s signalling goes now: its directory entry, or where it moved to.
+    func signalling(of room: RoomID) -> IPv4Endpoint? { engine.withLock { $0.signalling(of: room) } }
 
     /// The site document in force approves these rooms' terminals (empty: none): signalling is
     /// sealed per pair of terminals from now on, or goes back to the site key.
@@ -397,9 +404,10 @@ final class CallService: @unchecked Sendable {
 
     /// The calls side's counters for `stats`.
     func statistics() -> DaemonStatistics.Calls {
-        let (st, pending, missed, online) = engine.withLock { e in
+        let (st, pending, missed, online, moved) = engine.withLock { e in
             (e.statistics, e.receivedNotifications.count, e.missedCalls.count,
-             Dictionary(uniqueKeysWithValues: e.settings.directory.keys.map { ($0.description, e.presence(of: $0).online) }))
+             Dictionary(uniqueKeysWithValues: e.settings.directory.keys.map { ($0.description, e.presence(of: $0).online) }),
+             Dictionary(uniqueKeysWithValues: e.movedRooms.map { ($0.key.description, $0.value.description) }))
         }
         let store = storeWriter.statistics
         return DaemonStatistics.Calls(decodeErrors: st.decodeErrorCount, duplicates: st.duplicates, retransmissions: st.retransmissions,
@@ -413,7 +421,7 @@ final class CallService: @unchecked Sendable {
                                           .map { .init(direction: $0.key.direction, outcome: $0.key.outcome, count: $0.value) },
                                       notifications: .init(sent: st.notificationsSent, received: st.notificationsReceived,
                                                            acknowledged: st.notificationsAcknowledged, pending: pending),
-                                      missedWaiting: missed, online: online)
+                                      missedWaiting: missed, online: online, moved: moved)
     }
 
     private static func failure(_ why: CommandRejection) -> ControlFailure {
@@ -618,6 +626,8 @@ final class CallService: @unchecked Sendable {
             case .rejected(let command, let why): log.notice("calls: \(command) refused: \(why)")
             case .probeReflected(let room, let sequence, let micros):
                 networkLoopback.reflected(from: room, sequence: sequence, sentMicros: micros)
+            case .roomMoved(let room, let address):
+                log.notice("calls: \(room) \(address.map { "is heard at \($0) now (its seal proves it): answered there" } ?? "is back at its directory address")")
             }
         }
     }

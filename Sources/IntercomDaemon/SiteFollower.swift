@@ -93,7 +93,7 @@ final class SiteFollower: @unchecked Sendable {
     }
 
     private func fetch(_ stamp: SiteStamp, from peer: String) -> SiteSpread.FetchOutcome {
-        guard let endpoint = RoomID(peer).flatMap({ calls.settings.directory[$0]?.signalling }) else { return .failed }
+        guard let endpoint = RoomID(peer).flatMap({ calls.signalling(of: $0) }) else { return .failed }
         log.info("site: \(peer) holds version \(stamp.version), this terminal \(keeper.version): fetching it from \(endpoint)")
         keeper.fetching(stamp.version, from: peer)
         // The stop bell ends a fetch at once: the daemon stops within its 100 ms.

@@ -107,6 +107,10 @@ public enum TerminalMetrics {
             for (room, online) in c.online.sorted(by: { $0.key < $1.key }) {
                 gauge("room_online", "1 while a room's terminal is heard (this one always).", online ? 1 : 0, [("room", room)])
             }
+            for (room, address) in c.moved.sorted(by: { $0.key < $1.key }) {
+                gauge("room_moved", "1 while a room is heard at another address than its directory entry's (followed there).", 1,
+                      [("room", room), ("address", address)])
+            }
             counter("notifications_spoken_total", "Notifications read aloud.", c.speech.spoken)
             counter("speech_failures_total", "Texts that could not be spoken.", c.speech.failures)
             counter("store_write_failures_total", "History and state writes that failed.", c.storeFailures)

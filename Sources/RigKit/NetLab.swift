@@ -58,6 +58,15 @@ public final class NetLab: @unchecked Sendable {
         (Self.ipPath, ["netns", "exec", host(name).namespace, program] + arguments)
     }
 
+    /// Gives a host another address on the LAN in place of its own (a new DHCP lease): the old
+    /// one removed, the new one added (the other order would take the new one with the old: a
+    /// second address of a subnet goes with its first). Sockets bound to every address stay.
+    public func readdress(_ name: String, to address: String) throws {
+        let h = host(name)
+        try Self.ip(["-n", h.namespace, "addr", "del", "\(h.address)/24", "dev", "eth0"])
+        try Self.ip(["-n", h.namespace, "addr", "add", "\(address)/24", "dev", "eth0"])
+    }
+
     /// Cuts a host off the bridge (`connected: false`) or plugs it back in: a network partition.
     public func setLink(_ name: String, connected: Bool) throws {
         guard let i = hosts.firstIndex(where: { $0.name == name }) else { return }

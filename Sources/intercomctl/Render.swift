@@ -135,6 +135,9 @@ enum Render {
             lines.append("calls ended     \(ended.isEmpty ? "none" : ended.joined(separator: ", ")); \(c.missedWaiting) missed waiting")
             let online = c.online.sorted { $0.key < $1.key }
             lines.append("rooms online    \(online.filter(\.value).map(\.key).joined(separator: ", "))\(online.contains { !$0.value } ? "; offline: " + online.filter { !$0.value }.map(\.key).joined(separator: ", ") : "")")
+            if !c.moved.isEmpty {
+                lines.append("moved           " + c.moved.sorted { $0.key < $1.key }.map { "\($0.key) is at \($0.value)" }.joined(separator: ", ") + " (not its directory address)")
+            }
             let no = c.notifications
             lines.append("notices         \(no.sent) sent, \(no.received) received, \(no.acknowledged) acknowledged here, \(no.pending) pending")
             let sp = c.speech

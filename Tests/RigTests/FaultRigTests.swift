@@ -45,6 +45,59 @@ final class FaultRigTests: XCTestCase {
         }
     }
 
+    /// B's address changes (a new DHCP lease: 10.77.0.12 → 10.77.0.99) while the site document
+    /// still names the old one. Under terminal keys B's seal proves it wherever it speaks from, so
+    /// A follows its sealed hellos there: A shows B as moved within the presence timeout, a call
+    /// each way connects and plays both ways with the media to and from the new address (not the
+    /// one B's invite names), each call enters each history once, and a notification arrives once.
+    /// (In the clear or under the one site key a room is taken only from its own address:
+    /// CallEngineTests.testARoomThatMovedIsFollowedOnlyWhenItsOwnKeyVouchesForIt.)
+    func testAnAddressChangeIsFollowedUnderTerminalKeys() throws {
+        try Rig.require()
+        let lab = try NetLab(hosts: ["roomA", "roomB", "admin"])
+        defer { lab.close() }
+        let rooms = try CallRooms(["roomA", "roomB"], lab: lab)
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site"
+        let types = "[notifications.material]\nrecipients = [\"roomb\"]\ntext = \"Bitte Material bringen\"\n"
+        try SiteKit.create(folder, document: SiteKit.document(rooms, extra: types))
+        for id in ["rooma", "roomb"] { try SiteKit.start(rooms, id, folder: folder) }
+        try SiteKit.approveAll(rooms, ["rooma", "roomb"], folder: folder, version: 3, in: lab.host("admin"))
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"], timeout: 10), "A sees B online")
+        func stats(_ id: String) -> DaemonStatistics? { try? rooms.daemons[id]?.statistics() }
+        func plays(_ id: String, from source: String) -> Bool {
+            rooms.status(id)?.media.contains { $0.source == source && $0.played > 50 } == true
+        }
+        let historyA = rooms.history("rooma").count, historyB = rooms.history("roomb").count
+        let a = rooms.room("rooma"), newAddress = "10.77.0.99"
+
+        let changed = Date()
+        try lab.readdress("roomB", to: newAddress)
+        let movedTo = "\(newAddress):\(rooms.room("roomb").signalling)"
+        XCTAssertTrue(rooms.wait(8) { stats("rooma")?.calls?.moved["roomb"] == movedTo },
+                      "A follows B to \(movedTo): \(String(describing: stats("rooma")?.calls?.moved))")
+        let followed = Date().timeIntervalSince(changed)
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), "B online at A")
+
+        for (caller, callee) in [("rooma", "roomb"), ("roomb", "rooma")] {
+            _ = try rooms.control(caller, .perform(.call(button: callee)))
+            XCTAssertTrue(rooms.wait(8) { rooms.isConnected("rooma") && rooms.isConnected("roomb") }, "\(caller) calls \(callee): connected")
+            XCTAssertTrue(rooms.wait(8) { plays("rooma", from: "\(newAddress):\(rooms.room("roomb").media)") && plays("roomb", from: "\(a.address):\(a.media)") },
+                          "\(caller) calls \(callee): both ways heard, B's from its new address: \(String(describing: rooms.status("rooma")?.media))")
+            XCTAssertEqual(stats("rooma")?.calls?.mediaTo, ["\(newAddress):\(rooms.room("roomb").media)"], "A's voice goes to B's new address")
+            XCTAssertEqual(try rooms.control(caller, .perform(.hangUp)), .success(.done))
+            XCTAssertTrue(rooms.wait(5) { rooms.isIdle("rooma") && rooms.isIdle("roomb") }, "\(caller) hangs up: both idle")
+        }
+        _ = try rooms.control("rooma", .perform(.notify(type: "material")))
+        XCTAssertTrue(rooms.wait(5) { stats("roomb")?.calls?.notifications.received == 1 }, "the notification arrives")
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertEqual(stats("roomb")?.calls?.notifications.received, 1, "once")
+        XCTAssertEqual(rooms.history("rooma").count, historyA + 2, "both calls once in A's history")
+        XCTAssertEqual(rooms.history("roomb").count, historyB + 2, "both calls once in B's history")
+        XCTAssertEqual(rooms.history("rooma").suffix(2).map(\.outcome), [.finished, .finished])
+        print(String(format: "fault: B's address changed to %@: A followed it after %.1f s; a call each way and a notification went there", newAddress, followed))
+    }
+
     /// B's wall clock jumps an hour ahead during a call A → B, and 10 s later an hour back
     /// (libfaketime reading its offset from a file; the monotonic clock, which timers run on,
     /// stays true, as when NTP or an administrator sets the clock). The call goes on through

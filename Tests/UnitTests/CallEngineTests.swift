@@ -235,6 +235,51 @@ final class CallEngineTests: XCTestCase {
         XCTAssertEqual(sim.engine(rb).state, .connected)
     }
 
+    /// A room that moved (10.0.0.2 → 10.0.0.99, its directory unchanged): in the clear, as under
+    /// the one site key, a room speaks from its own host alone, so it is refused, counted and
+    /// goes offline; under terminal keys its seal proves it, and it is followed there (presence,
+    /// calls both ways, media to and from the new address, not the one its invite names), and
+    /// back when it returns.
+    func testARoomThatMovedIsFollowedOnlyWhenItsOwnKeyVouchesForIt() {
+        var sim = CallSim(rooms: 2, seed: 41)
+        sim.warmUp()
+        let t = sim.timing(ra)
+        sim.movedTo[rb] = 0x0A00_0063
+        sim.run(for: t.offlineAfter + t.helloInterval)
+        XCTAssertFalse(sim.engine(ra).presence(of: rb).online, "in the clear a room at another address is not taken")
+        XCTAssertGreaterThan(sim.engine(ra).statistics.addressMismatch, 0)
+        XCTAssertEqual(sim.engine(ra).movedRooms, [:])
+
+        sim.sealedByTerminalKeys = true
+        sim.run(for: t.helloInterval * 2)
+        let moved = IPv4Endpoint(address: 0x0A00_0063, port: 5060)
+        XCTAssertEqual(sim.engine(ra).movedRooms, [rb: moved])
+        XCTAssertEqual(sim.engine(ra).signalling(of: rb), moved)
+        XCTAssertTrue(sim.engine(ra).presence(of: rb).online, "online again once its sealed hellos are taken")
+        XCTAssertEqual(sim.engine(ra).statistics.addressChanges, 1)
+
+        sim.command(ra, .call(button: "b"))
+        sim.run(for: settleTime(t))
+        XCTAssertEqual(sim.engine(ra).state, .connected, "A reaches B where it is")
+        XCTAssertEqual(sim.plan[ra]?.sendTo, [moved.with(port: 5004)], "A's voice goes to B's new address")
+        sim.command(ra, .hangUp)
+        sim.run(for: settleTime(t))
+        XCTAssertEqual(sim.engine(rb).state, .idle)
+        sim.command(rb, .call(button: "a"))
+        sim.run(for: settleTime(t))
+        XCTAssertEqual(sim.engine(ra).state, .connected, "B reaches A from where it is")
+        XCTAssertEqual(sim.plan[ra]?.sendTo, [moved.with(port: 5004)], "A answers B's voice at its new address, not the one its invite names")
+        XCTAssertEqual(sim.plan[ra]?.receiveFrom.map(\.endpoint), [moved.with(port: 5004)])
+        sim.command(rb, .hangUp)
+        sim.run(for: settleTime(t))
+        XCTAssertEqual(sim.history[ra]?.map(\.outcome), [.finished, .finished], "both calls once in A's history")
+
+        sim.movedTo[rb] = nil
+        sim.run(for: t.helloInterval * 2)
+        XCTAssertEqual(sim.engine(ra).movedRooms, [:], "back at its directory address")
+        XCTAssertTrue(sim.engine(ra).presence(of: rb).online)
+    }
+
     /// A duplicate is acked again but handled once; an end that overtakes its invite wins.
     func testDuplicatesAndReorderedEndBeforeInvite() {
         var sim = CallSim(rooms: 2, seed: 19)

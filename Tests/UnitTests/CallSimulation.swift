@@ -54,6 +54,11 @@ struct CallSim {
     var notificationHistory: [RoomID: [NotificationRecord]] = [:]
     /// Where every room's engine draws its streams' keys (nil: keys are not agreed in signalling).
     let mediaKeys: (any MediaKeySource)?
+    /// Rooms that moved: the address they send from and are reached at instead of their
+    /// directory entry's (datagrams to the old one reach nobody).
+    var movedTo: [RoomID: UInt32] = [:]
+    /// Deliver as under terminal keys: the seal proved the sender, so an engine may follow a move.
+    var sealedByTerminalKeys = false
 
     static func room(_ s: String) -> RoomID { RoomID(s)! }
 
@@ -102,6 +107,11 @@ struct CallSim {
     }
 
     func timing(_ room: RoomID) -> CallTiming { settings[room]!.timing }
+    /// Where a room's signalling socket is: its directory entry, or where it moved.
+    func whereIs(_ room: RoomID) -> IPv4Endpoint {
+        let entry = settings[room]!.directory[room]!.signalling
+        return movedTo[room].map { IPv4Endpoint(address: $0, port: entry.port) } ?? entry
+    }
     func engine(_ room: RoomID) -> CallEngine { engines[room]! }
 
     @discardableResult
@@ -122,7 +132,7 @@ struct CallSim {
         for _ in 0..<copies where rng.nextUnit() >= conditions.loss {
             sent += 1
             let due = now + conditions.latency + rng.nextUnit() * conditions.jitter
-            inFlight.append(Datagram(from: settings[room]!.directory[room]!.signalling, to: address,
+            inFlight.append(Datagram(from: whereIs(room), to: address,
                                      bytes: bytes, due: due, order: sent))
         }
     }
@@ -153,7 +163,7 @@ struct CallSim {
             case .announce(let a): announcements[room, default: []].append((now, a))
             case .silenceAnnouncements(let ids): silenced[room, default: []] += ids
             case .persistNotification(let r): notificationHistory[room, default: []].append(r)
-            case .persistDoNotDisturb, .peerUnreachable, .persistReadAloud: break
+            case .persistDoNotDisturb, .peerUnreachable, .persistReadAloud, .roomMoved: break
             }
         }
     }
@@ -164,9 +174,12 @@ struct CallSim {
         let due = inFlight.filter { $0.due <= now }.sorted { ($0.due, $0.order) < ($1.due, $1.order) }
         inFlight.removeAll { $0.due <= now }
         for d in due {
-            guard let to = settings.first(where: { $0.value.directory[$0.key]!.signalling == d.to })?.key,
-                  online.contains(to) else { continue }
-            apply(engines[to]!.receive(datagram: d.bytes, from: d.from, now: now), at: to)
+            guard let to = settings.keys.first(where: { whereIs($0) == d.to }), online.contains(to) else { continue }
+            if sealedByTerminalKeys, case .success(let envelope) = SignalCodec.decode(d.bytes) {
+                apply(engines[to]!.receive(envelope, from: d.from, vouched: true, now: now), at: to)
+            } else {
+                apply(engines[to]!.receive(datagram: d.bytes, from: d.from, now: now), at: to)
+            }
         }
         for room in online.sorted() { apply(engines[room]!.tick(now: now), at: room) }
     }

@@ -112,7 +112,7 @@ final class ControlProtocolTests: XCTestCase {
                                     unknownSession: 4, badSignature: 1, older: 2),
                      storeWrites: 5, storeFailures: 0, mediaTo: ["239.255.0.1:5004"], brokenByEmergency: 1,
                      speech: .init(announcements: 3, spoken: 2, cached: 1, failures: 0, lastSynthesisMs: 41.5, lastGapMs: 0),
-                     protection: .terminalKeys, awaitingSession: 3),
+                     protection: .terminalKeys, awaitingSession: 3, moved: ["labor": "10.77.0.99:5070"]),
         reload: .init(count: 2, failed: 1, applied: ["buttons"], waitingForCallEnd: [], restartNeeded: ["audio.period_ms"],
                       audioWaiting: ["audio.capture_device"], audioReopens: 1, notApplied: ["speech: no voice xx"], lastError: "mixer.mic_gain_db: 99 is above 24"),
         site: {

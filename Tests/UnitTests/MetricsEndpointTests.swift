@@ -18,6 +18,8 @@ final class MetricsEndpointTests: XCTestCase {
             XCTAssertTrue(text.split(separator: "\n").contains { $0 == line }, "\(line) in:\n\(text)")
         }
         XCTAssertFalse(text.contains("intercom_selftest_round_trip_seconds"), "no round trip when none was measured")
+        XCTAssertTrue(text.contains("intercom_room_moved{room=\"labor\",address=\"10.77.0.99:5070\"} 1.0") || text.contains("intercom_room_moved{address=\"10.77.0.99:5070\",room=\"labor\"} 1.0"),
+                      "a room heard at another address is shown")
         var without = ControlProtocolTests.statistics
         without.selfTest = nil
         XCTAssertFalse(String(decoding: TerminalMetrics.exposition(without, identity: identity), as: UTF8.self).contains("selftest"))
