@@ -8,7 +8,7 @@ import XCTest
 /// Issue 55's fault "a power cut during the writing of the history and the state, repeated":
 /// B's every fsync made slower (the preloaded FsyncDelay library) so that its writes take a
 /// while, and B killed with SIGKILL at a random moment just after a call has ended, a
-/// notification has arrived and its do-not-disturb has changed (each a write), round after round.
+/// notification has arrived and its read-aloud switch has changed (each a write), round after round.
 final class PowerCutRigTests: XCTestCase {
     /// After every cut B starts again with whole files: everything it held at its previous start
     /// is still there, nothing twice, and it goes on taking calls and notifications. What the cut
@@ -47,7 +47,8 @@ final class PowerCutRigTests: XCTestCase {
             XCTAssertTrue(rooms.wait(5) { rooms.isIdle("roomb") }, "round \(round): the call ends at B")
             _ = try rooms.control("rooma", .perform(.notify(type: "material")))
             XCTAssertTrue(rooms.wait(5) { (try? b.statistics().calls?.notifications.received) == 1 }, "round \(round): the notification arrives")
-            _ = try rooms.control("roomb", .perform(.setDoNotDisturb(round % 2 == 0)))
+            // A state write (read-aloud, not do-not-disturb: kept on, that would decline the next round's call).
+            _ = try rooms.control("roomb", .perform(.setReadAloud(round % 2 == 0)))
             let cut = Int.random(in: 0...80, using: &random)
             cutsMs.append(cut)
             usleep(UInt32(cut * 1000))
