@@ -82,6 +82,9 @@ public enum CommandRejection: Sendable, Equatable {
 public enum CallEffect: Sendable, Equatable {
     /// Send `datagram` (already encoded) to the room's signalling address.
     case send(to: RoomID, address: IPv4Endpoint, datagram: [UInt8])
+    /// Send this (an ack) once every store change asked for up to the end of this batch of effects
+    /// is on disk: the sender holds what it sent until then (`SignalMessage.keptOnReceipt`).
+    case sendOnceWritten(to: RoomID, address: IPv4Endpoint, datagram: [UInt8])
     /// Send this hello (already encoded, one message id) to each room: it says the same to all
     /// (under the site key one seal serves all; under terminal keys each is sealed for its room).
     case hello(to: [SignallingPeer], datagram: [UInt8])

@@ -238,7 +238,12 @@ public struct CallEngine: Sendable {
         } else if movedRooms[sender] != nil {
             moved(sender, to: nil)
         }
-        if envelope.message.needsAck { send(.ack(envelope.messageID), to: sender, now: now) }
+        if envelope.message.keptOnReceipt {
+            // A duplicate's ack waits too: the first one's write may still be under way.
+            acknowledgeOnceWritten(envelope.messageID, to: sender)
+        } else if envelope.message.needsAck {
+            send(.ack(envelope.messageID), to: sender, now: now)
+        }
         // A hello reports presence itself (with its do-not-disturb bit); any other message proves
         // the room is up.
         if case .hello = envelope.message {} else if let presence = presenceTable.heard(sender, now: now) {
@@ -339,6 +344,16 @@ public struct CallEngine: Sendable {
         if address != nil { statistics.addressChanges += 1 }
         if let now = signalling(of: room) { outbox.readdress(room: room, to: now) }
         out.append(.roomMoved(room, to: address))
+    }
+
+    /// The ack of a message kept on receipt: sent by whoever writes the stores, once this
+    /// message's changes are on disk.
+    mutating func acknowledgeOnceWritten(_ messageID: UInt32, to room: RoomID) {
+        guard let address = signalling(of: room) else { return }
+        let id = nextMessageID
+        nextMessageID &+= 1
+        let datagram = SignalCodec.encode(Envelope(sender: settings.room, messageID: id, message: .ack(messageID)))
+        out.append(.sendOnceWritten(to: room, address: address, datagram: datagram))
     }
 
     mutating func send(_ message: SignalMessage, to room: RoomID, now: Double) {

@@ -96,6 +96,16 @@ public enum SignalMessage: Equatable, Sendable {
         }
     }
 
+    /// What the receiver keeps on disk when it arrives (a notification, a missed-call notice): its
+    /// ack waits for the write, so a power cut before it makes the sender try again and nothing is
+    /// lost (docs/calls.md).
+    public var keptOnReceipt: Bool {
+        switch self {
+        case .notify, .missedCall: true
+        default: false
+        }
+    }
+
     /// The call a message is about, when it is about one.
     public var callID: CallID? {
         switch self {

@@ -44,6 +44,18 @@ final class CallService: @unchecked Sendable {
     private let state: StateStore<TerminalState>?
     /// Writes history and state to disk; no lock of ours is held while it waits for the disk.
     private let storeWriter: StoreWriter
+    /// Acks of what is kept on receipt, waiting for the store writer (`CallEffect.sendOnceWritten`).
+    private let heldAcks = Mutex<[HeldAck]>([])
+    private struct HeldAck {
+        /// Sent once the store writer has tried this request.
+        var request: UInt64
+        var room: RoomID
+        var address: IPv4Endpoint
+        var datagram: [UInt8]
+    }
+    /// Bounded: a stuck disk must not grow it with each retransmission (the oldest go; their
+    /// senders try again).
+    private static let heldAcksLimit = 256
     private let log: Logger
     /// Seals what is sent and opens what arrives: per pair of terminals, under the site key, or
     /// in the clear (`SignalProtection`).
@@ -89,7 +101,8 @@ final class CallService: @unchecked Sendable {
         self.mediaKeys = mediaKeys
         networkLoopback = NetworkLoopback(logger: logger)
         socket = try UDPSocket(bind: signalling)
-        wake = try Doorbell()
+        let wake = try Doorbell()
+        self.wake = wake
         siteHeard = try Doorbell()
         self.routes = routes
         self.microphone = microphone
@@ -104,7 +117,9 @@ final class CallService: @unchecked Sendable {
         engine = Mutex(CallEngine(settings: settings, doNotDisturb: state?.value.doNotDisturb, readAloud: state?.value.readAloud,
                                   history: history?.all() ?? [], notifications: history?.notifications() ?? [], seed: seed,
                                   mediaKeys: AgreedMediaKeys(protection: protection)))
-        storeWriter = try StoreWriter { [log] error in log.error("calls: not written (kept in memory, tried again with the next change): \(error)") }
+        storeWriter = try StoreWriter(
+            failed: { [log] error in log.error("calls: not written (kept in memory, tried again with the next change): \(error)") },
+            tried: { wake.ring() })  // held acks go out on the calls thread
         // Outside a call nothing is sent and no stream is accepted.
         _ = routes.post(MediaRoutes(sendTo: [], acceptFrom: [], joinGroups: []))
     }
@@ -207,6 +222,21 @@ final class CallService: @unchecked Sendable {
             }
             takePendingSettings()
             pruneHistoryDaily()
+            releaseHeldAcks()
+        }
+    }
+
+    /// Sends the held acks whose writes have been tried (sealed now, so a seal's counter never
+    /// runs backwards on the wire).
+    private func releaseHeldAcks() {
+        let done = storeWriter.completed
+        let ready = heldAcks.withLock { held -> [HeldAck] in
+            guard held.contains(where: { $0.request <= done }) else { return [] }
+            defer { held.removeAll { $0.request <= done } }
+            return held.filter { $0.request <= done }
+        }
+        for ack in ready {
+            if let sealed = protection.seal(ack.datagram, for: ack.room) { transmit(sealed, to: [ack.address]) }
         }
     }
 
@@ -560,6 +590,25 @@ final class CallService: @unchecked Sendable {
 
     // MARK: effects
 
+    /// Acks that wait for every write asked for so far; sent at once if none is outstanding.
+    private func hold(_ acks: [(room: RoomID, address: IPv4Endpoint, datagram: [UInt8])]) {
+        let request = storeWriter.requested
+        if request <= storeWriter.completed {
+            for ack in acks {
+                if let sealed = protection.seal(ack.datagram, for: ack.room) { transmit(sealed, to: [ack.address]) }
+            }
+            return
+        }
+        let dropped = heldAcks.withLock { held in
+            held += acks.map { HeldAck(request: request, room: $0.room, address: $0.address, datagram: $0.datagram) }
+            let over = max(0, held.count - Self.heldAcksLimit)
+            held.removeFirst(over)
+            return over
+        }
+        if dropped > 0 { log.warning("calls: \(dropped) acks dropped while the disk is slow (their senders try again)") }
+        wake.ring()
+    }
+
     private func transmit(_ datagram: [UInt8], to addresses: [IPv4Endpoint]) {
         datagram.withUnsafeBytes { bytes in
             for address in addresses { _ = socket.send(bytes, to: address) }
@@ -570,10 +619,14 @@ final class CallService: @unchecked Sendable {
 
     private func execute(_ effects: [CallEffect]) {
         defer { if !effects.isEmpty { onChange() } }
+        var onceWritten: [(room: RoomID, address: IPv4Endpoint, datagram: [UInt8])] = []
+        defer { if !onceWritten.isEmpty { hold(onceWritten) } }
         for effect in effects {
             switch effect {
             case .send(let room, let to, let plain):
                 if let sealed = protection.seal(plain, for: room) { transmit(sealed, to: [to]) }
+            case .sendOnceWritten(let room, let to, let plain):
+                onceWritten.append((room, to, plain))  // after the batch: its writes are asked for first
             case .hello(let to, let plain):
                 for (datagram, addresses) in protection.hello(plain, to: to) { transmit(datagram, to: addresses) }
             case .setMediaPlan(let plan):

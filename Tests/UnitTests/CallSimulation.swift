@@ -59,6 +59,11 @@ struct CallSim {
     var movedTo: [RoomID: UInt32] = [:]
     /// Deliver as under terminal keys: the seal proved the sender, so an engine may follow a move.
     var sealedByTerminalKeys = false
+    /// How long a notification's write takes on each room's disk (0: at once). `stop` is then a
+    /// power cut: what is not written yet is lost, and so are the acks waiting for it.
+    var writeDelay = 0.0
+    var unwritten: [RoomID: [(due: Double, record: NotificationRecord)]] = [:]
+    var heldAcks: [RoomID: [(after: Double, address: IPv4Endpoint, bytes: [UInt8])]] = [:]
 
     static func room(_ s: String) -> RoomID { RoomID(s)! }
 
@@ -101,6 +106,8 @@ struct CallSim {
     mutating func stop(_ room: RoomID) {
         online.remove(room)
         engines[room] = nil
+        unwritten[room] = nil
+        heldAcks[room] = nil
         plan[room] = nil
         chiming[room] = false
         ring[room] = .off
@@ -138,9 +145,18 @@ struct CallSim {
     }
 
     mutating func apply(_ effects: [CallEffect], at room: RoomID) {
+        var onceWritten: [(IPv4Endpoint, [UInt8])] = []
+        defer {
+            // As the daemon: after every write the batch asked for.
+            let after = unwritten[room, default: []].map(\.due).max() ?? now
+            for (address, bytes) in onceWritten {
+                if after <= now { transmit(bytes, from: room, to: address) } else { heldAcks[room, default: []].append((after, address, bytes)) }
+            }
+        }
         for effect in effects {
             switch effect {
             case .send(_, let address, let bytes): transmit(bytes, from: room, to: address)
+            case .sendOnceWritten(_, let address, let bytes): onceWritten.append((address, bytes))
             case .hello(let peers, let bytes): for peer in peers { transmit(bytes, from: room, to: peer.address) }
             case .setMediaPlan(let p):
                 plan[room] = p
@@ -162,7 +178,8 @@ struct CallSim {
                 reflected[room, default: []].append((from, sequence, micros))
             case .announce(let a): announcements[room, default: []].append((now, a))
             case .silenceAnnouncements(let ids): silenced[room, default: []] += ids
-            case .persistNotification(let r): notificationHistory[room, default: []].append(r)
+            case .persistNotification(let r):
+                if writeDelay > 0 { unwritten[room, default: []].append((now + writeDelay, r)) } else { notificationHistory[room, default: []].append(r) }
             case .persistDoNotDisturb, .peerUnreachable, .persistReadAloud, .roomMoved: break
             }
         }
@@ -180,6 +197,14 @@ struct CallSim {
             } else {
                 apply(engines[to]!.receive(datagram: d.bytes, from: d.from, now: now), at: to)
             }
+        }
+        for room in online.sorted() {
+            let written = unwritten[room, default: []].filter { $0.due <= now }
+            unwritten[room]?.removeAll { $0.due <= now }
+            notificationHistory[room, default: []] += written.map(\.record)
+            let ready = heldAcks[room, default: []].filter { $0.after <= now }
+            heldAcks[room]?.removeAll { $0.after <= now }
+            for ack in ready { transmit(ack.bytes, from: room, to: ack.address) }
         }
         for room in online.sorted() { apply(engines[room]!.tick(now: now), at: room) }
     }
