@@ -73,6 +73,15 @@ public final class NetLab: @unchecked Sendable {
         try Self.ip(["-n", hub, "link", "set", "h\(i)", connected ? "up" : "down"])
     }
 
+    /// Stops the bridge forwarding any multicast (`flowing: false`; unicast passes as before), or
+    /// lets it flow again: with snooping off every group floods, and a port's `mcast_flood` flag
+    /// gates that flood (netem and packet filters are not available here: platform notes).
+    public func setMulticast(flowing: Bool) throws {
+        for i in hosts.indices {
+            try Self.ip(["-n", hub, "link", "set", "dev", "h\(i)", "type", "bridge_slave", "mcast_flood", flowing ? "on" : "off"])
+        }
+    }
+
     public func close() {
         guard !closed else { return }
         closed = true

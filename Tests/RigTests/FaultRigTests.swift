@@ -11,7 +11,8 @@ import XCTest
 /// a call A → B, and A sends B a notification while B is away. After each: no call left hanging at
 /// either end, each call once in each history, the notification heard at B exactly once and shown
 /// delivered at A, B online again at A within the presence timeout, and a new call's settled delay no
-/// longer than the first call's. And B's wall clock jumping an hour each way during a call.
+/// longer than the first call's. And B's wall clock jumping an hour each way during a call, B's
+/// address changing, and all multicast dropped for a minute during a group call.
 final class FaultRigTests: XCTestCase {
     /// One fault: what takes B away and brings it back, and how long it stays away.
     struct Fault {
@@ -42,6 +43,75 @@ final class FaultRigTests: XCTestCase {
             Fault(name: "B's link down", away: 5,
                   begin: { try lab.setLink("roomB", connected: false) },
                   end: { try lab.setLink("roomB", connected: true) })
+        }
+    }
+
+    /// All multicast dropped for a minute (the switch floods no group; unicast passes) during a
+    /// group call whose caller's voice goes to a multicast group. The call goes on (its signalling
+    /// is unicast), presence holds, B and C hear nothing of A meanwhile, and a notification sent
+    /// meanwhile arrives once at each. Once multicast flows again, both hear A at once and their
+    /// buffer delay is back within 20 ms of before within 2 s; the call enters each history once.
+    func testAllMulticastDroppedForAMinuteLosesNothing() throws {
+        try Rig.require()
+        let lab = try NetLab(hosts: ["roomA", "roomB", "roomC"])
+        defer { lab.close() }
+        let rooms = try CallRooms(["roomA", "roomB", "roomC"], lab: lab)
+        defer { rooms.stopAll() }
+        let multicast = "caller_voice = \"multicast\"\nmulticast_group = \"\(CallMulticastTests.group)\""
+        try rooms.start("rooma", calls: multicast, extra: "[notifications.alle]\nrecipients = [\"roomb\", \"roomc\"]")
+        for id in ["roomb", "roomc"] { try rooms.start(id, calls: multicast) }
+        let all = ["rooma", "roomb", "roomc"], callees = ["roomb", "roomc"]
+        XCTAssertTrue(rooms.waitOnline("rooma", callees), "A sees B and C online")
+        func stats(_ id: String) -> DaemonStatistics? { try? rooms.daemons[id]?.statistics() }
+        // Datagrams taken in since start (a stream silent for long is dropped from the list).
+        func received(_ id: String) -> Int { stats(id)?.network?.accepted ?? 0 }
+        func delay(_ id: String) -> Double { stats(id)?.network?.streams.first?.delayMs ?? .nan }
+        let historyBefore = all.map { rooms.history($0).count }
+
+        _ = try rooms.control("rooma", .perform(.call(button: "all")))
+        XCTAssertTrue(rooms.wait(8) { all.allSatisfy(rooms.isConnected) && callees.allSatisfy { received($0) > 100 } },
+                      "everyone connected, B and C hear A: \(rooms.streamHealth())")
+        let before = callees.map { rooms.settledDelayMs($0) }
+
+        try lab.setMulticast(flowing: false)
+        let began = Date()
+        Thread.sleep(forTimeInterval: 1)
+        let stopped = callees.map(received)
+        guard case .success(.notificationSent(let id, _))? = try? rooms.control("rooma", .perform(.notify(type: "alle"))) else {
+            return XCTFail("the notification sent while multicast is down")
+        }
+        for r in callees {
+            XCTAssertTrue(rooms.wait(5) { rooms.notifications(r).contains { $0.id == id } }, "\(r): the notification arrives (unicast)")
+        }
+        Thread.sleep(forTimeInterval: max(0, 60 - Date().timeIntervalSince(began)))
+        XCTAssertEqual(callees.map(received), stopped, "nothing of A's group stream got through while multicast was dropped")
+        let connected = all.map(rooms.isConnected)
+        XCTAssertEqual(connected, [true, true, true], "the call goes on at A, B and C")
+        XCTAssertTrue(callees.allSatisfy { ResilienceTests.online(rooms, "rooma", $0) && ResilienceTests.online(rooms, $0, "rooma") }, "presence holds")
+
+        try lab.setMulticast(flowing: true)
+        let ended = Date()
+        XCTAssertTrue(rooms.wait(5) { zip(callees, stopped).allSatisfy { received($0.0) > $0.1 + 20 } }, "B and C hear A again")
+        let heardAgain = Date().timeIntervalSince(ended)
+        var back: [Double] = []
+        for (r, normal) in zip(callees, before) {
+            XCTAssertTrue(rooms.wait(10) { abs(delay(r) - normal) <= 20 }, "\(r): the delay comes back: \(delay(r)) ms, \(normal) ms before")
+            back.append(Date().timeIntervalSince(ended))
+        }
+        let after = callees.map { rooms.settledDelayMs($0) }
+        print(String(format: "fault: all multicast dropped for %.0f s during a group call: heard again %.2f s after, delay back within 20 ms after %@ s; "
+                     + "settled delay B %.1f → %.1f ms, C %.1f → %.1f ms", ended.timeIntervalSince(began), heardAgain,
+                     back.map { String(format: "%.2f", $0) }.joined(separator: "/"), before[0], after[0], before[1], after[1]))
+        for (r, t) in zip(callees, back) { XCTAssertLessThanOrEqual(t, 2, "\(r): the delay is back within 2 s") }
+
+        XCTAssertEqual(try rooms.control("rooma", .perform(.hangUp)), .success(.done))
+        XCTAssertTrue(rooms.wait(5) { all.allSatisfy(rooms.isIdle) }, "no call left hanging")
+        let entries = zip(all, historyBefore).map { rooms.history($0.0).dropFirst($0.1) }
+        for (r, new) in zip(all, entries) { XCTAssertEqual(new.count, 1, "\(r): the call once in its history: \(Array(new))") }
+        XCTAssertEqual(Set(entries.compactMap { $0.first?.callID }).count, 1, "the same call")
+        for r in callees {
+            XCTAssertEqual(rooms.notifications(r).filter { $0.id == id }.count, 1, "\(r): the notification once")
+            XCTAssertEqual(stats(r)?.calls?.notifications.received, 1, "\(r): heard once")
         }
     }
 
