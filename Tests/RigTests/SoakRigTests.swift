@@ -1,0 +1,201 @@
+import Calls
+import Control
+import Foundation
+import RigKit
+import TestSupport
+import XCTest
+
+/// Issue 55's long run: a small site (three rooms on the rig) with calls, group calls,
+/// announcements and notifications on a schedule, for `INTERCOM_SOAK_SECONDS` (3 minutes in the
+/// test command; `scripts/soak.sh DURATION` for long runs). Each cycle's events are counted as
+/// expected and as seen (the daemons' typed replies), and after each cycle every daemon's memory,
+/// descriptors, threads and processor time, the mouth-to-ear delay of a talk A → B, the buffer
+/// delay and drift B reports, and xruns are sampled into a CSV. Asserted: every event expected was
+/// seen, once; descriptors and threads flat after the first cycle; memory growth after the first
+/// cycle within `memoryBoundKiB`; the delay of every talk within `delayBoundMs` of the first; no
+/// xrun unless the machine provably stopped (`MachineStalls`).
+final class SoakRigTests: XCTestCase {
+    /// Resident memory a daemon may gain after its first cycle (allocator pools and caches
+    /// settle within minutes; a leak of one block per call or notification grows without bound).
+    static let memoryBoundKiB = 4096
+    /// A talk's mouth-to-ear delay may exceed the first talk's by this much (one jitter-buffer step
+    /// after a machine stall, decaying again).
+    static let delayBoundMs = 30.0
+
+    struct Sample {
+        var seconds: Double
+        var room: String
+        var rssKiB: Int
+        var descriptors: Int
+        var threads: Int
+        var cpuSeconds: Double
+        var xruns: Int
+        var mouthToEarMs: Double?
+        var bufferDelayMs: Double?
+        var driftPPM: Double?
+        var csv: String {
+            [String(format: "%.1f", seconds), room, "\(rssKiB)", "\(descriptors)", "\(threads)", String(format: "%.2f", cpuSeconds), "\(xruns)",
+             mouthToEarMs.map { String(format: "%.1f", $0) } ?? "", bufferDelayMs.map { String(format: "%.1f", $0) } ?? "",
+             driftPPM.map { String(format: "%.1f", $0) } ?? ""].joined(separator: ",")
+        }
+        static let header = "seconds,room,rss_kib,descriptors,threads,cpu_s,xruns,mouth_to_ear_ms,buffer_delay_ms,drift_ppm"
+    }
+
+    /// What /proc says of a process now.
+    static func proc(_ pid: Int32) -> (rssKiB: Int, descriptors: Int, threads: Int, cpuSeconds: Double) {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        func field(_ name: String) -> Int {
+            let line = status.split(separator: "\n").first { $0.hasPrefix(name + ":") } ?? ""
+            return Int(line.split(whereSeparator: \.isWhitespace).dropFirst().first ?? "") ?? -1
+        }
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
+        // utime and stime: fields 14 and 15, after the command's closing parenthesis.
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        let rest = stat.split(separator: ")").last.map { $0.split(separator: " ") } ?? []
+        let ticks = rest.count > 13 ? (Double(rest[11]) ?? 0) + (Double(rest[12]) ?? 0) : 0
+        return (field("VmRSS"), fds, field("Threads"), ticks / Double(sysconf(Int32(_SC_CLK_TCK))))
+    }
+
+    func testASmallSiteRunsFlatWithEveryEventSeen() throws {
+        try Rig.require()
+        let environment = ProcessInfo.processInfo.environment
+        let duration = Double(environment["INTERCOM_SOAK_SECONDS"] ?? "") ?? 180
+        let rooms = try CallRooms(["roomA", "roomB", "roomC"], statsIntervalS: 60)
+        defer { rooms.stopAll() }
+        let out = environment["INTERCOM_SOAK_DIR"] ?? rooms.dir
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let ids = ["rooma", "roomb", "roomc"]
+        // A small history, so that a long run reaches every bound early (the default keeps 500).
+        let calls = "history_limit = 30"
+        try rooms.start("rooma", calls: calls, extra: "[notifications.alle]\nlabel = \"Nächster Patient\"\nrecipients = [\"roomb\", \"roomc\"]")
+        try rooms.start("roomb", calls: calls)
+        try rooms.start("roomc", calls: calls)
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc"]), "the site is up")
+        let clip = try Speech.clip("soak", text: "Doctor Weber, your next patient is waiting in room three.")
+        let stalls = MachineStalls()
+        let started = Date()
+        var samples: [Sample] = []
+        var expected = (callsA: 0, callsB: 0, callsC: 0, notifications: 0)
+        var problems: [String] = []
+        /// Talks not found at B while the machine provably stopped (a measurement it spoiled).
+        var spoiled: [String] = []
+        func check(_ ok: Bool, _ what: @autoclosure () -> String) {
+            if !ok { problems.append(what()) }
+        }
+        func idle() -> Bool { ids.allSatisfy(rooms.isIdle) }
+        var cycle = 0
+        while Date().timeIntervalSince(started) < duration {
+            cycle += 1
+            // 1. A calls B; A talks; B hangs up (the called side may end it too).
+            _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
+            expected.callsA += 1; expected.callsB += 1
+            check(rooms.wait(8) { rooms.isConnected("roomb") && rooms.isConnected("rooma") }, "cycle \(cycle): B answers A")
+            let talkStalls = MachineStalls()
+            let talk = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: clip, folder: rooms.dir, name: "soak-talk")
+            let talkMachine = talkStalls.stop()
+            if talk.mouthToEarMs == nil {
+                if talkMachine.proves || talk.xruns > 0 {
+                    spoiled.append("cycle \(cycle): \(talkMachine), probe xruns \(talk.xruns)")
+                } else {
+                    problems.append("cycle \(cycle): the talk was not found at B (\(talk.summary)); \(talkMachine)")
+                }
+            }
+            let stream = try? rooms.daemons["roomb"]?.statistics().network?.streams.first
+            _ = try rooms.control("roomb", .perform(.hangUp))
+            check(rooms.wait(5, idle), "cycle \(cycle): the call A → B ends everywhere")
+            // 2. A group call to B and C; A hangs up.
+            _ = try rooms.control("rooma", .perform(.call(button: "all")))
+            expected.callsA += 1; expected.callsB += 1; expected.callsC += 1
+            check(rooms.wait(8) { rooms.isConnected("roomb") && rooms.isConnected("roomc") }, "cycle \(cycle): B and C answer the group call")
+            Thread.sleep(forTimeInterval: 1)
+            _ = try rooms.control("rooma", .perform(.hangUp))
+            check(rooms.wait(5, idle), "cycle \(cycle): the group call ends everywhere")
+            // 3. An announcement to B and C.
+            _ = try rooms.control("rooma", .perform(.callRooms([RoomID("roomb")!, RoomID("roomc")!], kind: .announcement)))
+            expected.callsA += 1; expected.callsB += 1; expected.callsC += 1
+            check(rooms.wait(5) { rooms.isConnected("roomb") && rooms.isConnected("roomc") }, "cycle \(cycle): the announcement opens at B and C")
+            Thread.sleep(forTimeInterval: 1)
+            _ = try rooms.control("rooma", .perform(.hangUp))
+            check(rooms.wait(5, idle), "cycle \(cycle): the announcement ends everywhere")
+            // 4. A notification to B and C; each acknowledges it.
+            guard case .success(.notificationSent(let id, _))? = try? rooms.control("rooma", .perform(.notify(type: "alle"))) else {
+                XCTFail("cycle \(cycle): A sends the notification")
+                break
+            }
+            expected.notifications += 1
+            for r in ["roomb", "roomc"] {
+                check(rooms.wait(5) { rooms.notifications(r).contains { $0.id == id } }, "cycle \(cycle): \(r) has notification \(id)")
+                _ = try rooms.control(r, .perform(.acknowledge(all: true)))
+            }
+            check(rooms.wait(5) {
+                rooms.notifications("rooma").first { $0.id == id }.map { Set($0.acknowledgedBy.map(\.value)) == ["roomb", "roomc"] } ?? false
+            }, "cycle \(cycle): A hears both acknowledge \(id)")
+
+            let at = Date().timeIntervalSince(started)
+            for r in ids {
+                guard let d = rooms.daemons[r] else { continue }
+                let p = Self.proc(d.process.processIdentifier)
+                let xruns = try? d.statistics().audio.xruns
+                samples.append(Sample(seconds: at, room: r, rssKiB: p.rssKiB, descriptors: p.descriptors, threads: p.threads,
+                                      cpuSeconds: p.cpuSeconds, xruns: xruns ?? -1,
+                                      mouthToEarMs: r == "roomb" ? talk.mouthToEarMs : nil,
+                                      bufferDelayMs: r == "roomb" ? stream?.delayMs : nil, driftPPM: r == "roomb" ? stream?.driftPPM : nil))
+            }
+            if let b = samples.last(where: { $0.room == "roomb" }) {
+                print(String(format: "soak: cycle %d at %.0f s: mouth-to-ear %@ ms, buffer %@ ms, rss A/B/C %@ KiB",
+                             cycle, at, b.mouthToEarMs.map { String(format: "%.1f", $0) } ?? "-", b.bufferDelayMs.map { String(format: "%.1f", $0) } ?? "-",
+                             samples.suffix(3).map { "\($0.rssKiB)" }.joined(separator: "/")))
+            }
+        }
+        let machine = stalls.stop()
+        let csv = ([Sample.header] + samples.map(\.csv)).joined(separator: "\n") + "\n"
+        try csv.write(toFile: "\(out)/soak-samples.csv", atomically: true, encoding: .utf8)
+
+        // Every event expected, seen once: the calls each room ended, by its own count.
+        func ended(_ r: String) -> Int { ((try? rooms.daemons[r]?.statistics().calls?.ended) ?? nil)?.reduce(0) { $0 + $1.count } ?? -1 }
+        let seen = (a: ended("rooma"), b: ended("roomb"), c: ended("roomc"))
+        let notifications = (try? rooms.daemons["rooma"]?.statistics().calls?.notifications) ?? nil
+        let received = ["roomb", "roomc"].map { r in ((try? rooms.daemons[r]?.statistics().calls?.notifications) ?? nil).map { ($0.received, $0.acknowledged) } }
+        let summary = "soak: \(cycle) cycles in \(Int(Date().timeIntervalSince(started))) s; calls ended A/B/C \(seen.a)/\(seen.b)/\(seen.c) of "
+            + "\(expected.callsA)/\(expected.callsB)/\(expected.callsC); notifications sent \(notifications?.sent ?? -1) of \(expected.notifications), "
+            + "received and acknowledged at B and C \(received); \(machine); samples in \(out)/soak-samples.csv"
+        print(summary)
+        XCTAssertEqual(problems, [], "every step of every cycle happened")
+        XCTAssertEqual(seen.a, expected.callsA, "every call A placed ended once at A")
+        XCTAssertEqual(seen.b, expected.callsB, "... at B")
+        XCTAssertEqual(seen.c, expected.callsC, "... at C")
+        XCTAssertEqual(notifications?.sent, expected.notifications)
+        for (r, counts) in zip(["roomb", "roomc"], received) {
+            XCTAssertEqual(counts?.0, expected.notifications, "\(r) received each notification once")
+            XCTAssertEqual(counts?.1, expected.notifications, "\(r) acknowledged each")
+        }
+        XCTAssertGreaterThanOrEqual(cycle, 2, "at least two cycles: a trend needs a second point")
+
+        // Trends: from the end of the first cycle (warm-up: first calls, the speech cache, pools).
+        for r in ids {
+            let s = samples.filter { $0.room == r }
+            guard let first = s.first, let last = s.last else { continue }
+            let grown = last.rssKiB - first.rssKiB
+            let perHour = last.seconds > first.seconds ? Double(grown) / (last.seconds - first.seconds) * 3600 : 0
+            print("soak: \(r): rss \(first.rssKiB) → \(last.rssKiB) KiB (\(grown) KiB, \(Int(perHour)) KiB/h), descriptors \(first.descriptors) → \(last.descriptors), "
+                  + "threads \(first.threads) → \(last.threads), cpu \(String(format: "%.1f", last.cpuSeconds)) s, xruns \(first.xruns) → \(last.xruns)")
+            XCTAssertLessThanOrEqual(grown, Self.memoryBoundKiB, "\(r): memory flat after the first cycle")
+            // A control connection open at the moment of a sample counts once; a leak stays.
+            let half = s.count / 2
+            XCTAssertLessThanOrEqual(s[half...].map(\.descriptors).min() ?? 0, s[..<max(1, half)].map(\.descriptors).min() ?? 0,
+                                     "\(r): no descriptor leaked: \(s.map(\.descriptors))")
+            XCTAssertEqual(Set(s.map(\.threads)), [first.threads], "\(r): threads flat: \(s.map(\.threads))")
+            // An xrun is the machine's when it provably stopped; otherwise ours.
+            if !machine.proves { XCTAssertEqual(last.xruns, first.xruns, "\(r): no xrun on a machine that never stopped") }
+        }
+        let delays = samples.compactMap(\.mouthToEarMs)
+        if let firstDelay = delays.first {
+            print("soak: mouth-to-ear A → B per cycle: \(delays.map { String(format: "%.1f", $0) }.joined(separator: " ")) ms")
+            print("soak: \(spoiled.count) talks spoiled by the machine: \(spoiled)")
+            XCTAssertEqual(delays.count + spoiled.count, cycle, "every talk was found at B")
+            XCTAssertLessThanOrEqual(delays.max() ?? 0, firstDelay + Self.delayBoundMs, "the delay stays where it started")
+        } else {
+            XCTFail("no talk was found at B")
+        }
+    }
+}
