@@ -122,7 +122,16 @@ try:
         driver.find_element(By.ID, f"approve-{room}").click()
         apply_previewed(f"approve_{room}", photograph=n == 0)
         wait.until(lambda d: d.find_elements(By.ID, f"revoke-{room}"))
+    # The table refreshes itself: each approved terminal shows as reachable now once the site's
+    # member has heard it under its new key (seconds on a loaded machine). What it showed last is
+    # kept either way.
+    now = driver.execute_script("return t('seen-now')")
     facts["terminals_approved"] = driver.find_element(By.ID, "terminal-table").text
+    try:
+        WebDriverWait(driver, 45).until(lambda d: [c.text for c in d.find_elements(
+            By.CSS_SELECTOR, "#terminal-table td.seen")].count(now) >= len(args["approve"]))
+    finally:
+        facts["terminals_approved"] = driver.find_element(By.ID, "terminal-table").text
     shot("terminals")
     driver.find_element(By.ID, f"revoke-{args['revoke']}").click()
     apply_previewed("revoke")

@@ -50,7 +50,7 @@ final class FaultRigTests: XCTestCase {
     /// group call whose caller's voice goes to a multicast group. The call goes on (its signalling
     /// is unicast), presence holds, B and C hear nothing of A meanwhile, and a notification sent
     /// meanwhile arrives once at each. Once multicast flows again, both hear A at once and their
-    /// buffer delay is back within 20 ms of before within 2 s; the call enters each history once.
+    /// buffer delay is back to at most 20 ms above before within 2 s; the call enters each history once.
     func testAllMulticastDroppedForAMinuteLosesNothing() throws {
         try Rig.require()
         let lab = try NetLab(hosts: ["roomA", "roomB", "roomC"])
@@ -95,11 +95,13 @@ final class FaultRigTests: XCTestCase {
         let heardAgain = Date().timeIntervalSince(ended)
         var back: [Double] = []
         for (r, normal) in zip(callees, before) {
-            XCTAssertTrue(rooms.wait(10) { abs(delay(r) - normal) <= 20 }, "\(r): the delay comes back: \(delay(r)) ms, \(normal) ms before")
+            // Back means no more than 20 ms above before: a buffer that grew at the call's start
+            // on a loaded machine may well come back smaller than it was.
+            XCTAssertTrue(rooms.wait(10) { delay(r) - normal <= 20 }, "\(r): the delay comes back: \(delay(r)) ms, \(normal) ms before")
             back.append(Date().timeIntervalSince(ended))
         }
         let after = callees.map { rooms.settledDelayMs($0) }
-        print(String(format: "fault: all multicast dropped for %.0f s during a group call: heard again %.2f s after, delay back within 20 ms after %@ s; "
+        print(String(format: "fault: all multicast dropped for %.0f s during a group call: heard again %.2f s after, delay at most 20 ms above before after %@ s; "
                      + "settled delay B %.1f → %.1f ms, C %.1f → %.1f ms", ended.timeIntervalSince(began), heardAgain,
                      back.map { String(format: "%.2f", $0) }.joined(separator: "/"), before[0], after[0], before[1], after[1]))
         for (r, t) in zip(callees, back) { XCTAssertLessThanOrEqual(t, 2, "\(r): the delay is back within 2 s") }

@@ -12,8 +12,9 @@ import XCTest
 /// descriptors, threads and processor time, the mouth-to-ear delay of a talk A → B, the buffer
 /// delay and drift B reports, and xruns are sampled into a CSV. Asserted: every event expected was
 /// seen, once; descriptors and threads flat after the first cycle; memory growth after the first
-/// cycle within `memoryBoundKiB`; the delay of every talk within `delayBoundMs` of the first; no
-/// xrun unless the machine provably stopped (`MachineStalls`).
+/// cycle within `memoryBoundKiB`; the delay of every talk the machine left alone within
+/// `delayBoundMs` of the first such, two such talks at least (a spoiled talk is repeated in a new
+/// call, at most twice); no xrun unless the machine provably stopped (`MachineStalls`).
 final class SoakRigTests: XCTestCase {
     /// Resident memory a daemon may gain after its first cycle (allocator pools and caches
     /// settle within minutes; a leak of one block per call or notification grows without bound).
@@ -77,32 +78,45 @@ final class SoakRigTests: XCTestCase {
         var samples: [Sample] = []
         var expected = (callsA: 0, callsB: 0, callsC: 0, notifications: 0)
         var problems: [String] = []
-        /// Talks not found at B while the machine provably stopped (a measurement it spoiled).
+        /// Talks the machine provably spoiled (see step 1), each with its cause.
         var spoiled: [String] = []
         func check(_ ok: Bool, _ what: @autoclosure () -> String) {
             if !ok { problems.append(what()) }
         }
+        func xruns(_ r: String) -> Int { ((try? rooms.daemons[r]?.statistics().audio.xruns) ?? nil) ?? -1 }
         func idle() -> Bool { ids.allSatisfy(rooms.isIdle) }
         var cycle = 0
         while Date().timeIntervalSince(started) < duration {
             cycle += 1
-            // 1. A calls B; A talks; B hangs up (the called side may end it too).
-            _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
-            expected.callsA += 1; expected.callsB += 1
-            check(rooms.wait(8) { rooms.isConnected("roomb") && rooms.isConnected("rooma") }, "cycle \(cycle): B answers A")
-            let talkStalls = MachineStalls()
-            let talk = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: clip, folder: rooms.dir, name: "soak-talk")
-            let talkMachine = talkStalls.stop()
-            if talk.mouthToEarMs == nil {
-                if talkMachine.proves || talk.xruns > 0 {
-                    spoiled.append("cycle \(cycle): \(talkMachine), probe xruns \(talk.xruns)")
-                } else {
-                    problems.append("cycle \(cycle): the talk was not found at B (\(talk.summary)); \(talkMachine)")
+            // 1. A calls B; A talks; B hangs up (the called side may end it too). A talk the machine
+            // spoiled (it stopped, or a daemon or the probe counted an xrun, anywhere from the call's
+            // start to the talk's end: a buffer that grew at the start keeps its delay for the call)
+            // is repeated in a new call, at most twice; each repeat is printed and counted, and a
+            // talk spoiled three times leaves the cycle without a delay figure.
+            var talk: TalkerProbe.Result?
+            var stream: DaemonStatistics.Stream?
+            for attempt in 1...3 {
+                let window = MachineStalls()
+                let xrunsBefore = ["rooma", "roomb"].map(xruns)
+                _ = try rooms.control("rooma", .perform(.call(button: "roomb")))
+                expected.callsA += 1; expected.callsB += 1
+                check(rooms.wait(8) { rooms.isConnected("roomb") && rooms.isConnected("rooma") }, "cycle \(cycle): B answers A")
+                let heard = try TalkerProbe(mouth: "roomA", ear: "roomB").run(clipPath: clip, folder: rooms.dir, name: "soak-talk")
+                let reading = window.stop()
+                let xrunsAfter = ["rooma", "roomb"].map(xruns)
+                let itsStream = try? rooms.daemons["roomb"]?.statistics().network?.streams.first
+                _ = try rooms.control("roomb", .perform(.hangUp))
+                check(rooms.wait(5, idle), "cycle \(cycle): the call A → B ends everywhere")
+                if !reading.proves && heard.xruns == 0 && xrunsAfter == xrunsBefore {
+                    if heard.mouthToEarMs == nil { problems.append("cycle \(cycle): the talk was not found at B (\(heard.summary)); \(reading)") }
+                    talk = heard; stream = itsStream
+                    break
                 }
+                let why = "cycle \(cycle), talk \(attempt) of 3 (\(heard.mouthToEarMs.map { String(format: "%.1f ms", $0) } ?? "not found")): "
+                    + "\(reading), xruns A/B \(xrunsBefore) → \(xrunsAfter), probe \(heard.xruns)"
+                print("soak: spoiled by the machine, \(attempt < 3 ? "repeated" : "no figure this cycle"): \(why)")
+                spoiled.append(why)
             }
-            let stream = try? rooms.daemons["roomb"]?.statistics().network?.streams.first
-            _ = try rooms.control("roomb", .perform(.hangUp))
-            check(rooms.wait(5, idle), "cycle \(cycle): the call A → B ends everywhere")
             // 2. A group call to B and C; A hangs up.
             _ = try rooms.control("rooma", .perform(.call(button: "all")))
             expected.callsA += 1; expected.callsB += 1; expected.callsC += 1
@@ -138,7 +152,7 @@ final class SoakRigTests: XCTestCase {
                 let xruns = try? d.statistics().audio.xruns
                 samples.append(Sample(seconds: at, room: r, rssKiB: p.rssKiB, descriptors: p.descriptors, threads: p.threads,
                                       cpuSeconds: p.cpuSeconds, xruns: xruns ?? -1,
-                                      mouthToEarMs: r == "roomb" ? talk.mouthToEarMs : nil,
+                                      mouthToEarMs: r == "roomb" ? talk?.mouthToEarMs : nil,
                                       bufferDelayMs: r == "roomb" ? stream?.delayMs : nil, driftPPM: r == "roomb" ? stream?.driftPPM : nil))
             }
             if let b = samples.last(where: { $0.room == "roomb" }) {
@@ -188,11 +202,12 @@ final class SoakRigTests: XCTestCase {
             // An xrun is the machine's when it provably stopped; otherwise ours.
             if !machine.proves { XCTAssertEqual(last.xruns, first.xruns, "\(r): no xrun on a machine that never stopped") }
         }
+        // The delay of the talks the machine left alone stays within `delayBoundMs` of the first.
         let delays = samples.compactMap(\.mouthToEarMs)
+        print("soak: mouth-to-ear A → B per cycle: \(delays.map { String(format: "%.1f", $0) }.joined(separator: " ")) ms; "
+              + "\(spoiled.count) talks spoiled by the machine and repeated or left without a figure")
+        XCTAssertGreaterThanOrEqual(delays.count, 2, "two talks or more measured: a trend needs a second point (spoiled: \(spoiled))")
         if let firstDelay = delays.first {
-            print("soak: mouth-to-ear A → B per cycle: \(delays.map { String(format: "%.1f", $0) }.joined(separator: " ")) ms")
-            print("soak: \(spoiled.count) talks spoiled by the machine: \(spoiled)")
-            XCTAssertEqual(delays.count + spoiled.count, cycle, "every talk was found at B")
             XCTAssertLessThanOrEqual(delays.max() ?? 0, firstDelay + Self.delayBoundMs, "the delay stays where it started")
         } else {
             XCTFail("no talk was found at B")

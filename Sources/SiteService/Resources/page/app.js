@@ -124,6 +124,9 @@ function translatePage() {
   for (const el of document.querySelectorAll("[data-t]")) el.textContent = t(el.dataset.t);
   $("lang").textContent = lang === "de" ? "English" : "Deutsch";
   if (site) render();
+  // The terminals' buttons are made in the language of their time: made again.
+  for (const row of $("terminal-table").tBodies[0].rows) delete row.dataset.kind;
+  if (site && !$("panel-terminals").hidden) loadTerminals().catch(() => {});
 }
 
 async function api(method, path, body) {
@@ -509,36 +512,55 @@ function confirmChange(text, method, path, body) {
   $("preview").scrollIntoView({ block: "start" });
 }
 
+// The table stays live while it is shown (refreshed every few seconds): rows are updated in place
+// and a row's buttons rebuilt only when its state changes, so a code being typed is kept.
 async function loadTerminals() {
   const list = await api("GET", "terminals");
   const body = $("terminal-table").tBodies[0];
-  body.replaceChildren();
-  for (const term of list.items) {
-    const row = body.insertRow();
-    row.id = "terminal-" + term.room;
-    cell(row, roomName(term.room)); cell(row, term.identity || "–"); cell(row, term.software || "–");
-    const seen = term.online === undefined ? t("seen-unknown") : term.online ? t("seen-now")
+  const rooms = list.items.map((term) => "terminal-" + term.room);
+  if ([...body.rows].map((r) => r.id).join() !== rooms.join()) {
+    body.replaceChildren();
+    for (const id of rooms) { const row = body.insertRow(); row.id = id; for (let i = 0; i < 7; i++) row.insertCell(); }
+  }
+  list.items.forEach((term, i) => {
+    const c = body.rows[i].cells;
+    c[0].textContent = roomName(term.room); c[1].textContent = term.identity || "–"; c[2].textContent = term.software || "–";
+    c[3].textContent = term.online === undefined ? t("seen-unknown") : term.online ? t("seen-now")
       : term.last_seen ? t("seen-at", { t: new Date(term.last_seen * 1000).toLocaleString(lang) }) : t("seen-never");
-    cell(row, seen).className = term.online ? "took seen" : "unreached seen";
-    cell(row, term.site_version === undefined ? "–" : term.behind ? t("version-behind", { v: term.site_version }) : String(term.site_version)).className = "site-version";
-    cell(row, t(term.reached ? term.standing : "unknown")).className = "state";
-    const td = row.insertCell();
-    if (term.reached && term.standing === "pending") {
-      const code = document.createElement("input");
-      code.id = "code-" + term.room; code.placeholder = t("code"); code.size = 16; code.className = "manager-only";
-      const b = document.createElement("button");
-      b.id = "approve-" + term.room; b.className = "small manager-only"; b.textContent = t("approve");
-      b.onclick = () => confirmChange(t("approve-what", { c: code.value, r: roomName(term.room) }), "POST",
-        `terminals/${encodeURIComponent(term.room)}/approve`, { code: code.value });
-      td.append(code, " ", b);
-    } else if (term.approved) {
-      const b = document.createElement("button");
-      b.id = "revoke-" + term.room; b.className = "quiet small manager-only"; b.textContent = t("revoke");
-      b.onclick = () => confirmChange(t("revoke-what", { r: roomName(term.room) }), "POST", `terminals/${encodeURIComponent(term.room)}/revoke`);
-      td.append(b);
-    }
+    c[3].className = term.online ? "took seen" : "unreached seen";
+    c[4].textContent = term.site_version === undefined ? "–" : term.behind ? t("version-behind", { v: term.site_version }) : String(term.site_version);
+    c[4].className = "site-version";
+    c[5].textContent = t(term.reached ? term.standing : "unknown"); c[5].className = "state";
+    const kind = term.reached && term.standing === "pending" ? "pending" : term.approved ? "approved" : "none";
+    if (body.rows[i].dataset.kind !== kind) { body.rows[i].dataset.kind = kind; terminalActions(c[6], term, kind); }
+  });
+}
+
+function terminalActions(td, term, kind) {
+  td.replaceChildren();
+  if (kind === "pending") {
+    const code = document.createElement("input");
+    code.id = "code-" + term.room; code.placeholder = t("code"); code.size = 16; code.className = "manager-only";
+    const b = document.createElement("button");
+    b.id = "approve-" + term.room; b.className = "small manager-only"; b.textContent = t("approve");
+    b.onclick = () => confirmChange(t("approve-what", { c: code.value, r: roomName(term.room) }), "POST",
+      `terminals/${encodeURIComponent(term.room)}/approve`, { code: code.value });
+    td.append(code, " ", b);
+  } else if (kind === "approved") {
+    const b = document.createElement("button");
+    b.id = "revoke-" + term.room; b.className = "quiet small manager-only"; b.textContent = t("revoke");
+    b.onclick = () => confirmChange(t("revoke-what", { r: roomName(term.room) }), "POST", `terminals/${encodeURIComponent(term.room)}/revoke`);
+    td.append(b);
   }
 }
+
+let terminalsRefreshing = false;
+setInterval(async () => {
+  if (terminalsRefreshing || $("site-view").hidden || $("panel-terminals").hidden) return;
+  terminalsRefreshing = true;
+  try { await loadTerminals(); } catch (e) { /* the next tick tries again; a lost session shows at the next action */ }
+  terminalsRefreshing = false;
+}, 5000);
 
 async function loadVersions() {
   const list = await api("GET", "site/versions?limit=50");
