@@ -79,7 +79,7 @@ install -m 0644 systemd/intercomd.service systemd/intercom-site.service "$STAGE/
 install -m 0644 systemd/60-intercomd.rules "$STAGE/usr/lib/udev/rules.d/"
 # The configuration holds the room directory and (later) names the site key: not world-readable.
 install -m 0640 config/intercomd.example.toml "$STAGE/etc/intercomd/intercomd.toml"
-install -m 0644 README.md docs/architecture.md docs/calls.md docs/site.md docs/site-service.md "$STAGE/usr/share/doc/$NAME/"
+install -m 0644 README.md docs/architecture.md docs/audio-path.md docs/modules.md docs/calls.md docs/site.md docs/site-service.md "$STAGE/usr/share/doc/$NAME/"
 cat >"$STAGE/usr/lib/sysusers.d/$NAME.conf" <<'EOF'
 # The service user: owns the control socket, the call history and do-not-disturb.
 u intercomd - "intercomd room intercom terminal" /var/lib/intercomd
