@@ -367,6 +367,9 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var refused: Refusals
         public var storeWrites: Int
         public var storeFailures: Int
+        /// Acknowledgements waiting for a store write, dropped because more than `heldAcksLimit`
+        /// waited (a stuck disk): their senders try again.
+        public var acksDropped: Int
         /// Where this terminal's voice goes now ("a.b.c.d:port"; a multicast group in a group call);
         /// empty when idle.
         public var mediaTo: [String]
@@ -427,8 +430,9 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
                     datagramsSent: Int = 0, bytesSent: Int = 0, datagramsReceived: Int = 0, bytesReceived: Int = 0,
                     protection: SignalProtectionMode = .clear, awaitingSession: Int = 0,
                     ended: [Ended] = [], notifications: Notifications = Notifications(), missedWaiting: Int = 0, online: [String: Bool] = [:],
-                    moved: [String: String] = [:]) {
+                    moved: [String: String] = [:], acksDropped: Int = 0) {
             self.moved = moved
+            self.acksDropped = acksDropped
             self.ended = ended
             self.notifications = notifications
             self.missedWaiting = missedWaiting

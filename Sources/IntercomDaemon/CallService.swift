@@ -82,6 +82,8 @@ final class CallService: @unchecked Sendable {
     /// Called after the engine changed something the lights may show (set once before `start`).
     /// Signalling on the wire, for `stats`.
     private let traffic = (sent: Counter(), sentBytes: Counter(), received: Counter(), receivedBytes: Counter())
+    /// Held acks dropped over `heldAcksLimit` (`stats` `acks_dropped`).
+    private let acksDropped = Counter()
     var onChange: @Sendable () -> Void = {}
     /// What the status lights show, for `status` (set once before `start`).
     var lightsReport: @Sendable () -> [StatusLight] = { [] }
@@ -235,8 +237,12 @@ final class CallService: @unchecked Sendable {
             defer { held.removeAll { $0.request <= done } }
             return held.filter { $0.request <= done }
         }
-        for ack in ready {
-            if let sealed = protection.seal(ack.datagram, for: ack.room) { transmit(sealed, to: [ack.address]) }
+        sendSealed(ready.map { ($0.room, $0.address, $0.datagram) })
+    }
+
+    private func sendSealed(_ datagrams: [(room: RoomID, address: IPv4Endpoint, datagram: [UInt8])]) {
+        for d in datagrams {
+            if let sealed = protection.seal(d.datagram, for: d.room) { transmit(sealed, to: [d.address]) }
         }
     }
 
@@ -451,7 +457,7 @@ final class CallService: @unchecked Sendable {
                                           .map { .init(direction: $0.key.direction, outcome: $0.key.outcome, count: $0.value) },
                                       notifications: .init(sent: st.notificationsSent, received: st.notificationsReceived,
                                                            acknowledged: st.notificationsAcknowledged, pending: pending),
-                                      missedWaiting: missed, online: online, moved: moved)
+                                      missedWaiting: missed, online: online, moved: moved, acksDropped: acksDropped.load)
     }
 
     private static func failure(_ why: CommandRejection) -> ControlFailure {
@@ -593,19 +599,17 @@ final class CallService: @unchecked Sendable {
     /// Acks that wait for every write asked for so far; sent at once if none is outstanding.
     private func hold(_ acks: [(room: RoomID, address: IPv4Endpoint, datagram: [UInt8])]) {
         let request = storeWriter.requested
-        if request <= storeWriter.completed {
-            for ack in acks {
-                if let sealed = protection.seal(ack.datagram, for: ack.room) { transmit(sealed, to: [ack.address]) }
-            }
-            return
-        }
+        if request <= storeWriter.completed { return sendSealed(acks) }
         let dropped = heldAcks.withLock { held in
             held += acks.map { HeldAck(request: request, room: $0.room, address: $0.address, datagram: $0.datagram) }
             let over = max(0, held.count - Self.heldAcksLimit)
             held.removeFirst(over)
             return over
         }
-        if dropped > 0 { log.warning("calls: \(dropped) acks dropped while the disk is slow (their senders try again)") }
+        if dropped > 0 {
+            acksDropped.increment(by: dropped)
+            log.warning("calls: \(dropped) acks dropped while the disk is slow (their senders try again)")
+        }
         wake.ring()
     }
 
@@ -624,7 +628,7 @@ final class CallService: @unchecked Sendable {
         for effect in effects {
             switch effect {
             case .send(let room, let to, let plain):
-                if let sealed = protection.seal(plain, for: room) { transmit(sealed, to: [to]) }
+                sendSealed([(room, to, plain)])
             case .sendOnceWritten(let room, let to, let plain):
                 onceWritten.append((room, to, plain))  // after the batch: its writes are asked for first
             case .hello(let to, let plain):

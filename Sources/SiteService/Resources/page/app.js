@@ -479,6 +479,7 @@ async function apply() {
     pending = null;
     $("preview").hidden = true;
     for (const form of document.forms) if (form.id !== "login-form") form.reset();
+    for (const room of Object.keys(typedCodes)) delete typedCodes[room];
     $("result-title").textContent = t("in-force", { v: outcome.plan.version });
     $("result-list").replaceChildren(...outcome.published.map((p) => {
       const li = document.createElement("li");
@@ -541,6 +542,9 @@ function terminalActions(td, term, kind) {
   if (kind === "pending") {
     const code = document.createElement("input");
     code.id = "code-" + term.room; code.placeholder = t("code"); code.size = 16; code.className = "manager-only";
+    // A terminal that missed one refresh and is back gets its input back as it was typed.
+    code.value = typedCodes[term.room] || "";
+    code.oninput = () => { typedCodes[term.room] = code.value; };
     const b = document.createElement("button");
     b.id = "approve-" + term.room; b.className = "small manager-only"; b.textContent = t("approve");
     b.onclick = () => confirmChange(t("approve-what", { c: code.value, r: roomName(term.room) }), "POST",
@@ -554,6 +558,7 @@ function terminalActions(td, term, kind) {
   }
 }
 
+const typedCodes = {};
 let terminalsRefreshing = false;
 setInterval(async () => {
   if (terminalsRefreshing || $("site-view").hidden || $("panel-terminals").hidden) return;
