@@ -25,6 +25,10 @@ final class StallRecoveryTests: XCTestCase {
             let b = try startRoom("roomB", listen: portB, peers: ["127.0.0.1:\(portA)"])
             defer { a.terminate(); b.terminate() }
             waitUntilStreaming([a, b])
+            // Where the estimate stood before the stalls (a CI run read -22 ppm after them, which a
+            // trace of the stalls alone does not: DriftTraceTests).
+            let before = [a, b].map { (try? $0.statistics().network?.streams.first?.driftPPM).flatMap { $0 } }
+                .map { $0.map { String(format: "%.1f", $0) } ?? "-" }.joined(separator: "/")
 
             let freezer = Thread {
                 for room in [a, b] {
@@ -65,7 +69,7 @@ final class StallRecoveryTests: XCTestCase {
             }
             // A frozen room comes back to a restarted speaker queue and a backlog stamped at once:
             // its drift loop starts over, and the estimate still reads no drift.
-            c.checkNoDrift([(statsA, "A", a), (statsB, "B", b)], after: " after the stalls")
+            c.checkNoDrift([(statsA, "A", a), (statsB, "B", b)], after: " after the stalls (A/B before them: \(before) ppm)")
             return [a, b]
         }
     }
