@@ -38,20 +38,12 @@ enum StoreFile {
         return d.isEmpty ? "." : d
     }
 
-    private static func tempPrefix(_ path: String) -> String {
-        "\(directory(of: path))/.\((path as NSString).lastPathComponent).tmp-"
-    }
-
     /// Checks that the directory can be listed and written, and removes temporary files a
     /// crashed writer left behind.
     static func prepare(path: String) throws(StoreError) {
         let dir = directory(of: path)
         guard access(dir, R_OK | W_OK | X_OK) == 0 else { throw failure(dir, "store directory not usable") }
-        let prefix = tempPrefix(path)
-        let base = (prefix as NSString).lastPathComponent
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] where name.hasPrefix(base) {
-            _ = unlink("\(dir)/\(name)")
-        }
+        WholeFile.removeLeftovers(of: path)
     }
 
     /// The file's bytes, or nil when it does not exist yet.
@@ -67,10 +59,9 @@ enum StoreFile {
     /// the old or the new content (`WholeFile.replace`, directory synced too). The mode is set
     /// whatever the umask: the umask must not decide who may read the history.
     static func writeAtomically(path: String, bytes: [UInt8]) throws(StoreError) {
-        let temp = tempPrefix(path) + "\(getpid())-\(String(UInt32.random(in: .min ... .max), radix: 16))"
         do {
-            try WholeFile.replace(path, temporary: temp, mode: mode, syncDirectory: true) { fd in
-                try bytes.withUnsafeBytes { try WholeFile.write(fd, $0, "write \(temp)") }
+            try WholeFile.replace(path, mode: mode, syncDirectory: true) { fd in
+                try bytes.withUnsafeBytes { try WholeFile.write(fd, $0, "write a temporary file") }
             }
         } catch let error as SystemError {
             throw StoreError(path: path, problem: error.cannotText)

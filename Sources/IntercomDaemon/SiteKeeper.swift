@@ -36,6 +36,7 @@ public final class SiteKeeper: Sendable {
         state = Mutex(State(gate: TerminalConfiguration.gate(site: site, room: room, verifier: verifier),
                             shown: DaemonStatistics.Site(id: site, version: 0, digest: "", appliedAt: nil, refused: [:], lastRefusal: nil)))
         self.documentPath = documentPath
+        WholeFile.removeLeftovers(of: documentPath)  // a copy a power cut caught mid-write
         self.identity = identity.publicIdentity
         enrolmentRequest = EnrolmentRequest(site: site, room: room, software: Software.version, signedWith: identity).encoded()
     }
@@ -148,7 +149,7 @@ public final class SiteKeeper: Sendable {
 
     /// Writes `encoded` as the kept copy, atomically (a power cut leaves the old or the new file).
     private func keep(_ encoded: [UInt8]) throws {
-        try WholeFile.replace(documentPath, temporary: documentPath + ".tmp-\(getpid())", mode: 0o644, syncDirectory: true) { fd in
+        try WholeFile.replace(documentPath, mode: 0o644, syncDirectory: true) { fd in
             try encoded.withUnsafeBytes { try WholeFile.write(fd, $0, "write \(documentPath)") }
         }
     }

@@ -43,12 +43,14 @@ public enum WholeFile {
     }
 
     /// Replaces `path` so that after a crash at any moment it holds either the old or the new
-    /// content: `fill` writes the file `temporary` (next to `path`), which is synced and renamed
+    /// content: `fill` writes a temporary file next to `path`, which is synced and renamed
     /// over `path`; with `syncDirectory` the directory is synced too, so that the rename survives
-    /// power loss. `mode`, when given, is set whatever the umask. On failure `path` is untouched and
-    /// `temporary` removed. `fill`'s own errors pass through; the system's are `SystemError`s.
-    public static func replace(_ path: String, temporary: String, mode: mode_t?, syncDirectory: Bool,
+    /// power loss. `mode`, when given, is set before anything is written, whatever the umask. On
+    /// failure `path` is untouched and the temporary file removed (one a crash leaves behind,
+    /// `removeLeftovers` removes). `fill`'s own errors pass through; the system's are `SystemError`s.
+    public static func replace(_ path: String, mode: mode_t?, syncDirectory: Bool,
                                fill: (Int32) throws -> Void) throws {
+        let temporary = leftoverPrefix(of: path) + "\(getpid())-\(String(UInt32.random(in: .min ... .max), radix: 16))"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode ?? 0o644)
         guard fd >= 0 else { throw SystemError("create temporary file \(temporary)", SystemError.currentErrno) }
         var closed = false
@@ -71,6 +73,31 @@ public enum WholeFile {
         guard dfd >= 0 else { throw SystemError("open directory \(directory) to sync it", SystemError.currentErrno) }
         defer { _ = close(dfd) }
         try systemCall("sync directory \(directory)") { fsync(dfd) }
+    }
+
+    /// Removes the temporary files that writers of `path` killed mid-write left behind (a process
+    /// that replaces `path` calls this at its start, before it writes).
+    public static func removeLeftovers(of path: String) {
+        let prefix = leftoverPrefix(of: path)
+        let slash = prefix.lastIndex(of: "/")!
+        let directory = String(prefix[..<slash]), start = String(prefix[prefix.index(after: slash)...])
+        guard let listing = opendir(directory) else { return }
+        var found: [String] = []
+        while let entry = readdir(listing) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name.hasPrefix(start) { found.append(name) }
+        }
+        closedir(listing)
+        for name in found { _ = unlink("\(directory)/\(name)") }
+    }
+
+    /// The temporary files of `path` are `<directory>/.<name>.tmp-<pid>-<tag>`: hidden, and
+    /// one writer's never another's.
+    static func leftoverPrefix(of path: String) -> String {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "" : String(path[..<$0]) } ?? "."
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        return "\(directory)/.\(name).tmp-"
     }
 }
 

@@ -55,9 +55,8 @@ enum PosixFile {
     /// Writes `path` through a temporary file next to it (`WholeFile.replace`): on any failure
     /// `path` is left untouched.
     static func atomicWrite(path: String, _ body: (Int32) throws -> Void) throws {
-        let temp = "\(path).tmp-\(getpid())-\(String(UInt32.random(in: .min ... .max), radix: 16))"
         do {
-            try WholeFile.replace(path, temporary: temp, mode: nil, syncDirectory: false, fill: body)
+            try WholeFile.replace(path, mode: nil, syncDirectory: false, fill: body)
         } catch let error as SystemError {
             throw ioError(path, error)
         }

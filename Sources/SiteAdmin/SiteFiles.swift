@@ -94,7 +94,7 @@ public struct SiteFiles: Sendable {
     /// Writes `text` to `path` atomically (mode 0644).
     public static func write(_ text: String, to path: String) throws(SiteFolderError) {
         do {
-            try WholeFile.replace(path, temporary: path + ".tmp-\(getpid())", mode: 0o644, syncDirectory: true) { fd in
+            try WholeFile.replace(path, mode: 0o644, syncDirectory: true) { fd in
                 try Array(text.utf8).withUnsafeBytes { try WholeFile.write(fd, $0) }
             }
         } catch let error as SystemError { throw SiteFolderError("\(path): \(error.cannotText)") } catch {

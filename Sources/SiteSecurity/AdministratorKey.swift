@@ -98,7 +98,7 @@ enum KeyFile {
             throw SiteKeyError("\(path): exists already; a key file is never replaced (remove it first if you mean to)")
         }
         do {
-            try WholeFile.replace(path, temporary: path + ".tmp-\(getpid())", mode: mode, syncDirectory: true) { fd in
+            try WholeFile.replace(path, mode: mode, syncDirectory: true) { fd in
                 try Array((text + "\n").utf8).withUnsafeBytes { try WholeFile.write(fd, $0) }
             }
         } catch let error as SystemError {

@@ -24,8 +24,9 @@ public enum BootCount {
             last = n
         }
         let next = last + 1
+        WholeFile.removeLeftovers(of: path)
         do {
-            try WholeFile.replace(path, temporary: path + ".tmp-\(getpid())", mode: 0o600, syncDirectory: true) { fd in
+            try WholeFile.replace(path, mode: 0o600, syncDirectory: true) { fd in
                 try Array("\(next)\n".utf8).withUnsafeBytes { try WholeFile.write(fd, $0) }
             }
         } catch let error as SystemError {

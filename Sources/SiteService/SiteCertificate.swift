@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import NIOSSL
+import Posix
 import SwiftASN1
 import X509
 
@@ -82,12 +83,15 @@ public struct SiteCertificate: Sendable {
         return tls
     }
 
-    private static func write(_ text: String, to path: String, mode: Int) throws {
-        let temporary = path + ".tmp"
-        guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8), attributes: [.posixPermissions: mode]) else {
-            throw SiteServiceError.storage("\(temporary): cannot be written")
+    /// Whole or not at all, and a key file never readable by others, not even for a moment.
+    private static func write(_ text: String, to path: String, mode: mode_t) throws {
+        do {
+            try WholeFile.replace(path, mode: mode, syncDirectory: true) { fd in
+                try Array(text.utf8).withUnsafeBytes { try WholeFile.write(fd, $0) }
+            }
+        } catch let error as SystemError {
+            throw SiteServiceError.storage("\(path): \(error.cannotText)")
         }
-        _ = rename(temporary, path)
     }
 
     private static func IPv4Bytes(_ text: String) -> [UInt8]? {

@@ -80,3 +80,72 @@ final class PowerCutRigTests: XCTestCase {
                       "a notification after the last restart arrives and is kept")
     }
 }
+
+/// Issue 55's fault "a power cut during the writing of the site's last good configuration,
+/// repeated": B keeps each new site version it fetches from A (every fsync slowed by the preloaded
+/// FsyncDelay library, so that the write takes a while), and is killed with SIGKILL while it
+/// writes (its temporary file is there) or just after, round after round.
+final class SiteDocumentPowerCutRigTests: XCTestCase {
+    /// After every cut B's kept document is, byte for byte, the old version or the new one; B
+    /// starts with it (nothing refused, never a version older than the one on disk), the
+    /// temporary file the cut left is gone, and B catches up with the newest version from A.
+    func testPowerCutsWhileKeepingTheSiteDocumentLeaveTheOldOrTheNewOneWhole() throws {
+        try Rig.require()
+        let library = Repo.builtProgram("libFsyncDelay.so")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: library), "the test library is built: \(library)")
+        let rooms = try CallRooms(["roomA", "roomB"])
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site"
+        try SiteKit.create(folder, document: SiteKit.document(rooms))
+        var versions: [UInt64: Data] = [2: try Data(contentsOf: URL(fileURLWithPath: folder + "/site.json"))]
+        try SiteKit.start(rooms, "rooma", folder: folder)
+        let a = rooms.room("rooma")
+        let kept = "\(rooms.dir)/roomb-site.json", leftoverPrefix = ".roomb-site.json.tmp-"
+        func leftovers() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: rooms.dir)) ?? []).filter { $0.hasPrefix(leftoverPrefix) }
+        }
+        let fsyncMs = 200
+        let environment = ["LD_PRELOAD": library, "FSYNC_DELAY_MS": "\(fsyncMs)"]
+        var random = SplitMix64(seed: 5506)
+        var newest: UInt64 = 2, onDisk: UInt64 = 2
+        var cuts: [(ms: Int, landed: String)] = []
+        let rounds = 8
+        for round in 0...rounds {
+            let b = try SiteKit.start(rooms, "roomb", folder: folder, environment: environment)
+            let started = try XCTUnwrap(b.waitForStatistics(timeout: 10) { $0.site?.appliedAt != nil }?.site, "round \(round): B applies a document: \(b.log)")
+            XCTAssertTrue(started.refused.isEmpty, "round \(round): B's kept document is whole: refused \(started.refused)")
+            XCTAssertGreaterThanOrEqual(started.version, onDisk, "round \(round): B starts with the version on its disk, or newer")
+            XCTAssertEqual(leftovers(), [], "round \(round): the temporary file the cut left is removed at start")
+            XCTAssertNotNil(b.waitForStatistics(timeout: 20) { $0.site?.version == newest && $0.site?.appliedAt != nil },
+                            "round \(round): B catches up with version \(newest) from A: \(b.log)")
+            guard round < rounds else { break }
+
+            // A new version (B's room renamed), handed to A; B hears of it, fetches it and keeps it.
+            newest += 1
+            try SiteKit.document(rooms, names: ["roomb": "Labor \(round)"]).write(toFile: folder + "/site.toml", atomically: true, encoding: .utf8)
+            try SiteKit.sign(folder)
+            versions[newest] = try Data(contentsOf: URL(fileURLWithPath: folder + "/site.json"))
+            let published = try SiteKit.run(["publish", "--dir", folder, "--to", "127.0.0.1:\(a.signalling)"])
+            XCTAssertEqual(published.status, 0, published.output)
+            let deadline = Date().addingTimeInterval(20)
+            while leftovers().isEmpty, Date() < deadline { usleep(1_000) }
+            XCTAssertFalse(leftovers().isEmpty, "round \(round): B starts writing version \(newest): \(b.log)")
+            // Half the cuts within the file's fsync (mid-write), half after its rename. (B may
+            // begin before `publish` returns: A announces the version as soon as it holds it.)
+            let cut = round % 2 == 0 ? Int.random(in: 0...(fsyncMs * 4 / 10), using: &random)
+                                     : Int.random(in: (fsyncMs * 3 / 2)...(fsyncMs * 3), using: &random)
+            usleep(UInt32(cut * 1000))
+            let midWrite = !leftovers().isEmpty
+            kill(b.process.processIdentifier, SIGKILL)
+            b.process.waitUntilExit()
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: kept))
+            onDisk = try XCTUnwrap(versions.first { $0.value == bytes }?.key, "round \(round): the kept document is a whole version, byte for byte")
+            XCTAssertTrue([newest - 1, newest].contains(onDisk), "round \(round): the old version or the new one, not \(onDisk)")
+            cuts.append((cut, midWrite && !leftovers().isEmpty ? "mid-write" : onDisk == newest ? "after" : "before"))
+        }
+        print("site document power cuts: \(rounds) cuts (ms after B began writing: where they landed): "
+              + cuts.map { "\($0.ms): \($0.landed)" }.joined(separator: ", "))
+        XCTAssertTrue(cuts.contains { $0.landed == "mid-write" }, "some cuts caught B mid-write")
+        XCTAssertTrue(cuts.contains { $0.landed == "after" }, "some came after the new version was whole")
+    }
+}
