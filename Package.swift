@@ -120,6 +120,7 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "_CryptoExtras", package: "swift-crypto"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
         ], resources: [
             .embedInCode("Resources/openapi.yaml"), .embedInCode("Resources/page/index.html"),
             .embedInCode("Resources/page/app.js"), .embedInCode("Resources/page/app.css"),

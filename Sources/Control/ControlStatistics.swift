@@ -370,6 +370,9 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// Acknowledgements waiting for a store write, dropped because more than `heldAcksLimit`
         /// waited (a stuck disk): their senders try again.
         public var acksDropped: Int
+        /// How many acknowledgements a terminal holds for a slow disk (the oldest go beyond it): a
+        /// stuck disk must not grow the queue with each retransmission.
+        public static let heldAcksLimit = 256
         /// Where this terminal's voice goes now ("a.b.c.d:port"; a multicast group in a group call);
         /// empty when idle.
         public var mediaTo: [String]

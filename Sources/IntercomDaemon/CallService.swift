@@ -53,9 +53,6 @@ final class CallService: @unchecked Sendable {
         var address: IPv4Endpoint
         var datagram: [UInt8]
     }
-    /// Bounded: a stuck disk must not grow it with each retransmission (the oldest go; their
-    /// senders try again).
-    private static let heldAcksLimit = 256
     private let log: Logger
     /// Seals what is sent and opens what arrives: per pair of terminals, under the site key, or
     /// in the clear (`SignalProtection`).
@@ -82,7 +79,7 @@ final class CallService: @unchecked Sendable {
     /// Called after the engine changed something the lights may show (set once before `start`).
     /// Signalling on the wire, for `stats`.
     private let traffic = (sent: Counter(), sentBytes: Counter(), received: Counter(), receivedBytes: Counter())
-    /// Held acks dropped over `heldAcksLimit` (`stats` `acks_dropped`).
+    /// Held acks dropped over `DaemonStatistics.Calls.heldAcksLimit` (`stats` `acks_dropped`).
     private let acksDropped = Counter()
     var onChange: @Sendable () -> Void = {}
     /// What the status lights show, for `status` (set once before `start`).
@@ -237,13 +234,11 @@ final class CallService: @unchecked Sendable {
             defer { held.removeAll { $0.request <= done } }
             return held.filter { $0.request <= done }
         }
-        sendSealed(ready.map { ($0.room, $0.address, $0.datagram) })
+        for ack in ready { sendSealed(ack.datagram, for: ack.room, to: ack.address) }
     }
 
-    private func sendSealed(_ datagrams: [(room: RoomID, address: IPv4Endpoint, datagram: [UInt8])]) {
-        for d in datagrams {
-            if let sealed = protection.seal(d.datagram, for: d.room) { transmit(sealed, to: [d.address]) }
-        }
+    private func sendSealed(_ plain: [UInt8], for room: RoomID, to address: IPv4Endpoint) {
+        if let sealed = protection.seal(plain, for: room) { transmit(sealed, to: [address]) }
     }
 
     /// What a terminal behind on the site document does not take yet (`SiteCatchUp`).
@@ -599,10 +594,13 @@ final class CallService: @unchecked Sendable {
     /// Acks that wait for every write asked for so far; sent at once if none is outstanding.
     private func hold(_ acks: [(room: RoomID, address: IPv4Endpoint, datagram: [UInt8])]) {
         let request = storeWriter.requested
-        if request <= storeWriter.completed { return sendSealed(acks) }
+        if request <= storeWriter.completed {
+            for ack in acks { sendSealed(ack.datagram, for: ack.room, to: ack.address) }
+            return
+        }
         let dropped = heldAcks.withLock { held in
             held += acks.map { HeldAck(request: request, room: $0.room, address: $0.address, datagram: $0.datagram) }
-            let over = max(0, held.count - Self.heldAcksLimit)
+            let over = max(0, held.count - DaemonStatistics.Calls.heldAcksLimit)
             held.removeFirst(over)
             return over
         }
@@ -628,7 +626,7 @@ final class CallService: @unchecked Sendable {
         for effect in effects {
             switch effect {
             case .send(let room, let to, let plain):
-                sendSealed([(room, to, plain)])
+                sendSealed(plain, for: room, to: to)
             case .sendOnceWritten(let room, let to, let plain):
                 onceWritten.append((room, to, plain))  // after the batch: its writes are asked for first
             case .hello(let to, let plain):

@@ -114,7 +114,7 @@ public enum TerminalMetrics {
             counter("notifications_spoken_total", "Notifications read aloud.", c.speech.spoken)
             counter("speech_failures_total", "Texts that could not be spoken.", c.speech.failures)
             counter("store_write_failures_total", "History and state writes that failed.", c.storeFailures)
-            counter("acks_dropped_total", "Acknowledgements dropped while more than 256 waited for a slow disk (their senders try again).", c.acksDropped)
+            counter("acks_dropped_total", "Acknowledgements dropped while more than \(DaemonStatistics.Calls.heldAcksLimit) waited for a slow disk (their senders try again).", c.acksDropped)
         }
 
         if let site = s.site {

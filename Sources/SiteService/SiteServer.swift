@@ -154,17 +154,16 @@ public final class SiteServer: Sendable {
         }
         api.get("terminals") { _, context in
             try self.require(context, .manager, .technician, .viewer, scope: .read)
-            // Asked at once: the site's terminals, the member's view of them, and the last-seen times.
-            async let listed = self.editor.terminals()
-            async let heard = try? await self.member?.run(.site)
-            var terminals = try await listed
-            let overview: SiteOverview? = if case .site(let o)? = await heard { o } else { nil }
-            let seen = (try? self.database.lastSeen()) ?? [:]
-            let now = Self.now()
-            for i in terminals.indices {
-                terminals[i].add(overview?.terminals.first { $0.room == terminals[i].room }, lastSeen: seen[terminals[i].room], now: now)
-            }
-            return try Self.json(List(items: terminals))
+            return try Self.json(List(items: try await self.terminals().rows))
+        }
+        // The same rows for Prometheus (docs/metrics.md), behind a token with read.
+        api.get("metrics") { _, context in
+            try self.require(context, .manager, .technician, .viewer, scope: .read)
+            async let held = self.editor.view()
+            let (rows, heard) = try await self.terminals()
+            let view = try await held
+            let text = SiteMetrics.exposition(site: view.site, version: view.version, terminals: rows, memberConnected: heard)
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"], body: .init(byteBuffer: .init(bytes: text)))
         }
         api.post("terminals/:room/approve") { request, context in
             let who = try self.require(context, .manager)
@@ -178,6 +177,21 @@ public final class SiteServer: Sendable {
         addSignalling(to: api)
         addPreview(to: api)
         return router
+    }
+
+    /// Every room's terminal, asked at once, with the member's view of it and when it was last
+    /// seen; `heard`: the member answered.
+    private func terminals() async throws -> (rows: [SiteEditor.Terminal], heard: Bool) {
+        async let listed = editor.terminals()
+        async let heard = try? await member?.run(.site)
+        var terminals = try await listed
+        let overview: SiteOverview? = if case .site(let o)? = await heard { o } else { nil }
+        let seen = (try? database.lastSeen()) ?? [:]
+        let now = Self.now()
+        for i in terminals.indices {
+            terminals[i].add(overview?.terminals.first { $0.room == terminals[i].room }, lastSeen: seen[terminals[i].room], now: now)
+        }
+        return (terminals, overview != nil)
     }
 
     /// The page's own files only (and the previews it makes into blobs to play), never framed,

@@ -40,6 +40,13 @@ final class Checks {
     }
 }
 
+/// The one rule for "the machine, not intercomd, spoiled this window": it stopped for a frame or
+/// more (`MachineStalls`: real-time watchers on every core woke that late), or a daemon or the
+/// probe counted an xrun in it. A daemon that could not be asked (nil) proves nothing.
+func machineSpoiled(_ stalls: MachineStalls.Reading, daemonXruns: [Int?], probeXruns: Int) -> Bool {
+    stalls.proves || probeXruns > 0 || daemonXruns.contains { ($0 ?? 0) > 0 }
+}
+
 extension XCTestCase {
     /// Runs a measurement up to `attempts` (5) times; it passes when one attempt passes all checks.
     /// Only an attempt the machine provably spoiled is repeated: one in which a daemon or the probe
@@ -57,10 +64,9 @@ extension XCTestCase {
             do { daemons = try body(checks) } catch { _ = watch.stop(); throw error }
             let stalls = watch.stop()
             if checks.failures.isEmpty && checks.rigFaults.isEmpty { return }
-            // A daemon that could not be asked (nil) proves nothing about the machine.
             let xruns = daemons.map(\.finalXruns)
-            let spoiled = (!daemonXrunsExpected && xruns.contains { ($0 ?? 0) > 0 }) || checks.probeXruns > 0
-                || !checks.rigFaults.isEmpty || stalls.proves
+            let spoiled = machineSpoiled(stalls, daemonXruns: daemonXrunsExpected ? [] : xruns, probeXruns: checks.probeXruns)
+                || !checks.rigFaults.isEmpty
             let why = "xruns per daemon \(xruns.map { $0.map(String.init) ?? "unknown" }), probe \(checks.probeXruns), \(stalls)"
                 + checks.rigFaults.map { ", \($0)" }.joined()
             if spoiled && attempt < attempts {

@@ -164,4 +164,76 @@ final class MetricsRigTests: XCTestCase {
         XCTAssertEqual(value(portP, "intercom_notifications_received_total", terminal: "roomb"), 1)
         XCTAssertEqual(value(portP, "intercom_notifications_sent_total", terminal: "rooma"), 1)
     }
+
+    /// The site service as one scrape target for the whole site: a real Prometheus scrapes its
+    /// `GET /api/v1/metrics` over TLS (the site's own authority) with a read token, and its queries
+    /// return every room's terminal online, answering, approved-or-pending and holding the
+    /// document; when C's daemon stops, Prometheus shows C offline and not answering while A and B
+    /// stay online. Without a token the scrape is refused.
+    func testPrometheusScrapesTheSiteServiceForEveryTerminal() throws {
+        try Rig.require()
+        let rooms = try CallRooms(["roomA", "roomB", "roomC"])
+        defer { rooms.stopAll() }
+        let folder = rooms.dir + "/site"
+        try SiteKit.create(folder, document: SiteKit.document(rooms))
+        let a = try SiteKit.start(rooms, "rooma", folder: folder)
+        for id in ["roomb", "roomc"] { try SiteKit.start(rooms, id, folder: folder) }
+        XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc"]), a.log)
+        let service = SiteServiceProcess(dir: folder)
+        defer { service.stop() }
+        XCTAssertEqual(try service.addAccount("anna", role: "manager", password: "Empfang-2026!").status, 0)
+        try service.start(member: try XCTUnwrap(a.controlSocket))
+        let anna = try XCTUnwrap(try service.login("anna", password: "Empfang-2026!"))
+        let token = try service.token("Wartung", scopes: ["read"], as: anna)
+        let tokenFile = rooms.dir + "/site-metrics.token"
+        XCTAssertTrue(FileManager.default.createFile(atPath: tokenFile, contents: Data(token.utf8), attributes: [.posixPermissions: 0o600]))
+        XCTAssertEqual(try service.request("GET", "/api/v1/metrics").status, 401, "no token, no metrics")
+        let scraped = try service.request("GET", "/api/v1/metrics", headers: ["Authorization: Bearer \(token)"])
+        XCTAssertEqual(scraped.status, 200, scraped.text)
+        XCTAssertTrue(scraped.text.contains("# TYPE intercom_site_terminal_online gauge"), scraped.text)
+
+        let portP = try FreePort.udp()
+        let prometheusDir = rooms.dir + "/prometheus"
+        try FileManager.default.createDirectory(atPath: prometheusDir, withIntermediateDirectories: true)
+        try """
+            global: {scrape_interval: 2s, scrape_timeout: 2s}
+            scrape_configs:
+              - job_name: site
+                scheme: https
+                metrics_path: /api/v1/metrics
+                tls_config: {ca_file: "\(folder)/service/tls/ca.pem"}
+                authorization: {credentials_file: "\(tokenFile)"}
+                static_configs: [{targets: ["127.0.0.1:\(service.port)"]}]
+            """.write(toFile: prometheusDir + "/prometheus.yml", atomically: true, encoding: .utf8)
+        let prometheus = Process()
+        prometheus.executableURL = URL(fileURLWithPath: "/usr/bin/prometheus")
+        prometheus.arguments = ["--config.file=\(prometheusDir)/prometheus.yml", "--storage.tsdb.path=\(prometheusDir)/data",
+                                "--web.listen-address=127.0.0.1:\(portP)", "--log.level=warn"]
+        let log = Pipe()
+        prometheus.standardOutput = log
+        prometheus.standardError = log
+        try prometheus.run()
+        defer { prometheus.terminate(); prometheus.waitUntilExit() }
+        func byRoom(_ expression: String) -> [String: Double] {
+            Dictionary(query(portP, expression).compactMap { s in s.labels["room"].map { ($0, s.value) } }, uniquingKeysWith: { a, _ in a })
+        }
+        let all = ["rooma": 1.0, "roomb": 1, "roomc": 1]
+        XCTAssertTrue(rooms.wait(30) { byRoom("intercom_site_terminal_online") == all },
+                      "every terminal online, says Prometheus: \(byRoom("intercom_site_terminal_online")), up \(query(portP, "up")); "
+                      + (prometheus.isRunning ? "" : String(decoding: log.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)))
+        XCTAssertEqual(byRoom("intercom_site_terminal_reached"), all, "every terminal answers the service")
+        XCTAssertEqual(byRoom("intercom_site_terminal_document_version"), ["rooma": 2, "roomb": 2, "roomc": 2], "each holds version 2")
+        XCTAssertEqual(Set(query(portP, "intercom_site_terminal_info").compactMap { $0.labels["standing"] }), ["pending"],
+                       "not approved yet: each terminal pending")
+        XCTAssertEqual(query(portP, "intercom_site_document_version").first?.value, 2)
+
+        let stopped = Date()
+        _ = rooms.stop("roomc")
+        XCTAssertTrue(rooms.wait(30) { byRoom("intercom_site_terminal_online")["roomc"] == 0 && byRoom("intercom_site_terminal_reached")["roomc"] == 0 },
+                      "C offline and not answering, says Prometheus: \(byRoom("intercom_site_terminal_online"))")
+        let seen = Date().timeIntervalSince(stopped)
+        XCTAssertEqual(byRoom("intercom_site_terminal_online")["rooma"], 1)
+        XCTAssertEqual(byRoom("intercom_site_terminal_online")["roomb"], 1, "B stays online")
+        print(String(format: "site metrics: C's stop seen in Prometheus after %.1f s (scraped every 2 s)", seen))
+    }
 }
