@@ -1,5 +1,7 @@
 // A tiny seeded generator: the engine draws call ids and its first message id from it, so that
 // a run is reproducible from its seed (the integrator seeds it from the system's randomness).
+// The same algorithm as SignalTools.SplitMix64, kept here on purpose: the engine depends on
+// nothing but the system layer, and ten lines are cheaper than a dependency on the DSP library.
 
 struct CallRandom: RandomNumberGenerator, Sendable {  // SplitMix64
     private var state: UInt64

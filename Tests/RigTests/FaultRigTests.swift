@@ -7,7 +7,7 @@ import TestSupport
 import XCTest
 
 /// Issue 55's faults that take a terminal away for a while, through real daemons: B frozen
-/// (SIGSTOP) for 30 s, B's link down for 5 s (network namespaces on a bridge). Each starts during
+/// (SIGSTOP) for 30 s, B's link down for 5 s and for 5 min (network namespaces on a bridge). Each starts during
 /// a call A → B, and A sends B a notification while B is away. After each: no call left hanging at
 /// either end, each call once in each history, the notification heard at B exactly once and shown
 /// delivered at A, B online again at A within the presence timeout, and a new call's settled delay no
@@ -41,6 +41,21 @@ final class FaultRigTests: XCTestCase {
         defer { rooms.stopAll() }
         try survive(rooms) { _ in
             Fault(name: "B's link down", away: 5,
+                  begin: { try lab.setLink("roomB", connected: false) },
+                  end: { try lab.setLink("roomB", connected: true) })
+        }
+    }
+
+    /// The same for 5 minutes: long past every retry and the presence timeout, so that what B
+    /// missed can come only from what A keeps for it.
+    func testLinkDownForFiveMinutesLosesNothing() throws {
+        try Rig.require()
+        let lab = try NetLab(hosts: ["roomA", "roomB"])
+        defer { lab.close() }
+        let rooms = try CallRooms(["roomA", "roomB"], lab: lab)
+        defer { rooms.stopAll() }
+        try survive(rooms) { _ in
+            Fault(name: "B's link down", away: 300,
                   begin: { try lab.setLink("roomB", connected: false) },
                   end: { try lab.setLink("roomB", connected: true) })
         }
