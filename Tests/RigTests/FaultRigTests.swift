@@ -34,28 +34,24 @@ final class FaultRigTests: XCTestCase {
     }
 
     func testLinkDownForFiveSecondsLosesNothing() throws {
-        try Rig.require()
-        let lab = try NetLab(hosts: ["roomA", "roomB"])
-        defer { lab.close() }
-        let rooms = try CallRooms(["roomA", "roomB"], lab: lab)
-        defer { rooms.stopAll() }
-        try survive(rooms) { _ in
-            Fault(name: "B's link down", away: 5,
-                  begin: { try lab.setLink("roomB", connected: false) },
-                  end: { try lab.setLink("roomB", connected: true) })
-        }
+        try linkDown(seconds: 5)
     }
 
     /// The same for 5 minutes: long past every retry and the presence timeout, so that what B
     /// missed can come only from what A keeps for it.
     func testLinkDownForFiveMinutesLosesNothing() throws {
+        try linkDown(seconds: 300)
+    }
+
+    /// B's link down for `seconds` (two hosts on a bridge).
+    private func linkDown(seconds: Double) throws {
         try Rig.require()
         let lab = try NetLab(hosts: ["roomA", "roomB"])
         defer { lab.close() }
         let rooms = try CallRooms(["roomA", "roomB"], lab: lab)
         defer { rooms.stopAll() }
         try survive(rooms) { _ in
-            Fault(name: "B's link down", away: 300,
+            Fault(name: "B's link down", away: seconds,
                   begin: { try lab.setLink("roomB", connected: false) },
                   end: { try lab.setLink("roomB", connected: true) })
         }

@@ -99,15 +99,8 @@ final class MetricsRigTests: XCTestCase {
                 authorization: {credentials_file: "\(tokenFile)"}
                 static_configs: [{targets: ["127.0.0.1:\(portA)"], labels: {terminal: rooma}}]
             """.write(toFile: folder + "/prometheus.yml", atomically: true, encoding: .utf8)
-        let prometheus = Process()
-        prometheus.executableURL = URL(fileURLWithPath: "/usr/bin/prometheus")
-        prometheus.arguments = ["--config.file=\(folder)/prometheus.yml", "--storage.tsdb.path=\(folder)/data",
-                                "--web.listen-address=127.0.0.1:\(portP)", "--log.level=warn"]
-        let log = Pipe()
-        prometheus.standardOutput = log
-        prometheus.standardError = log
-        try prometheus.run()
-        defer { prometheus.terminate(); prometheus.waitUntilExit() }
+        let prometheus = try PrometheusProcess(folder: folder, port: portP)
+        defer { prometheus.stop() }
         XCTAssertTrue(rooms.wait(30) { self.query(portP, "up").filter { $0.value == 1 }.count == 2 },
                       "both terminals up in Prometheus: \(query(portP, "up"))")
 
@@ -205,22 +198,15 @@ final class MetricsRigTests: XCTestCase {
                 authorization: {credentials_file: "\(tokenFile)"}
                 static_configs: [{targets: ["127.0.0.1:\(service.port)"]}]
             """.write(toFile: prometheusDir + "/prometheus.yml", atomically: true, encoding: .utf8)
-        let prometheus = Process()
-        prometheus.executableURL = URL(fileURLWithPath: "/usr/bin/prometheus")
-        prometheus.arguments = ["--config.file=\(prometheusDir)/prometheus.yml", "--storage.tsdb.path=\(prometheusDir)/data",
-                                "--web.listen-address=127.0.0.1:\(portP)", "--log.level=warn"]
-        let log = Pipe()
-        prometheus.standardOutput = log
-        prometheus.standardError = log
-        try prometheus.run()
-        defer { prometheus.terminate(); prometheus.waitUntilExit() }
+        let prometheus = try PrometheusProcess(folder: prometheusDir, port: portP)
+        defer { prometheus.stop() }
         func byRoom(_ expression: String) -> [String: Double] {
             Dictionary(query(portP, expression).compactMap { s in s.labels["room"].map { ($0, s.value) } }, uniquingKeysWith: { a, _ in a })
         }
         let all = ["rooma": 1.0, "roomb": 1, "roomc": 1]
         XCTAssertTrue(rooms.wait(30) { byRoom("intercom_site_terminal_online") == all },
                       "every terminal online, says Prometheus: \(byRoom("intercom_site_terminal_online")), up \(query(portP, "up")); "
-                      + (prometheus.isRunning ? "" : String(decoding: log.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)))
+                      + prometheus.failure)
         XCTAssertEqual(byRoom("intercom_site_terminal_reached"), all, "every terminal answers the service")
         XCTAssertEqual(byRoom("intercom_site_terminal_document_version"), ["rooma": 2, "roomb": 2, "roomc": 2], "each holds version 2")
         XCTAssertEqual(Set(query(portP, "intercom_site_terminal_info").compactMap { $0.labels["standing"] }), ["pending"],
@@ -235,5 +221,31 @@ final class MetricsRigTests: XCTestCase {
         XCTAssertEqual(byRoom("intercom_site_terminal_online")["rooma"], 1)
         XCTAssertEqual(byRoom("intercom_site_terminal_online")["roomb"], 1, "B stays online")
         print(String(format: "site metrics: C's stop seen in Prometheus after %.1f s (scraped every 2 s)", seen))
+    }
+}
+
+/// Debian's Prometheus, started with `folder`/prometheus.yml, its data in `folder`, answering
+/// queries on `port`.
+private final class PrometheusProcess {
+    private let process = Process()
+    private let log = Pipe()
+
+    init(folder: String, port: Int) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/prometheus")
+        process.arguments = ["--config.file=\(folder)/prometheus.yml", "--storage.tsdb.path=\(folder)/data",
+                             "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn"]
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+    }
+
+    /// What it said if it ended (a configuration it refused); empty while it runs.
+    var failure: String {
+        process.isRunning ? "" : String(decoding: log.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
     }
 }
