@@ -88,9 +88,7 @@ final class MetricsRigTests: XCTestCase {
         XCTAssertEqual(try get("http://127.0.0.1:\(portB)/metrics").status, 200, "B asks no token")
 
         // A real Prometheus scrapes both every second, A with its token.
-        let folder = rooms.dir + "/prometheus"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        try """
+        let prometheus = try PrometheusProcess(folder: rooms.dir + "/prometheus", port: portP, config: """
             global: {scrape_interval: 1s, scrape_timeout: 1s}
             scrape_configs:
               - job_name: terminals
@@ -98,8 +96,7 @@ final class MetricsRigTests: XCTestCase {
               - job_name: terminals_with_token
                 authorization: {credentials_file: "\(tokenFile)"}
                 static_configs: [{targets: ["127.0.0.1:\(portA)"], labels: {terminal: rooma}}]
-            """.write(toFile: folder + "/prometheus.yml", atomically: true, encoding: .utf8)
-        let prometheus = try PrometheusProcess(folder: folder, port: portP)
+            """)
         defer { prometheus.stop() }
         XCTAssertTrue(rooms.wait(30) { self.query(portP, "up").filter { $0.value == 1 }.count == 2 },
                       "both terminals up in Prometheus: \(query(portP, "up"))")
@@ -186,9 +183,7 @@ final class MetricsRigTests: XCTestCase {
         XCTAssertTrue(scraped.text.contains("# TYPE intercom_site_terminal_online gauge"), scraped.text)
 
         let portP = try FreePort.udp()
-        let prometheusDir = rooms.dir + "/prometheus"
-        try FileManager.default.createDirectory(atPath: prometheusDir, withIntermediateDirectories: true)
-        try """
+        let prometheus = try PrometheusProcess(folder: rooms.dir + "/prometheus", port: portP, config: """
             global: {scrape_interval: 2s, scrape_timeout: 2s}
             scrape_configs:
               - job_name: site
@@ -197,8 +192,7 @@ final class MetricsRigTests: XCTestCase {
                 tls_config: {ca_file: "\(folder)/service/tls/ca.pem"}
                 authorization: {credentials_file: "\(tokenFile)"}
                 static_configs: [{targets: ["127.0.0.1:\(service.port)"]}]
-            """.write(toFile: prometheusDir + "/prometheus.yml", atomically: true, encoding: .utf8)
-        let prometheus = try PrometheusProcess(folder: prometheusDir, port: portP)
+            """)
         defer { prometheus.stop() }
         func byRoom(_ expression: String) -> [String: Double] {
             Dictionary(query(portP, expression).compactMap { s in s.labels["room"].map { ($0, s.value) } }, uniquingKeysWith: { a, _ in a })
@@ -224,13 +218,15 @@ final class MetricsRigTests: XCTestCase {
     }
 }
 
-/// Debian's Prometheus, started with `folder`/prometheus.yml, its data in `folder`, answering
-/// queries on `port`.
+/// Debian's Prometheus, started with `config` (written to `folder`/prometheus.yml), its data in
+/// `folder`, answering queries on `port`.
 private final class PrometheusProcess {
     private let process = Process()
     private let log = Pipe()
 
-    init(folder: String, port: Int) throws {
+    init(folder: String, port: Int, config: String) throws {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try config.write(toFile: folder + "/prometheus.yml", atomically: true, encoding: .utf8)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/prometheus")
         process.arguments = ["--config.file=\(folder)/prometheus.yml", "--storage.tsdb.path=\(folder)/data",
                              "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn"]
