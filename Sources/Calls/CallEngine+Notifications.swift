@@ -196,6 +196,7 @@ extension CallEngine {
         if receivedNotifications.contains(where: \.held) { releaseHeldNotifications(now: now) }
         guard let due = nextNotificationReminder, wall(now) >= due else { return }
         lastNotificationReminder = wall(now)
+        statistics.notificationReminders += 1
         for record in receivedNotifications where !record.held {
             present(record, reminder: true)
             out.append(.event(.notificationReminded(record.id)))

@@ -281,6 +281,7 @@ public struct CallEngine: Sendable {
         callTimers(now: now)
         if let reminder = nextReminder, now + wallClockOffset >= reminder {
             lastReminder = now + wallClockOffset
+            statistics.missedCallReminders += 1
             cue(.missedCall)
         }
         notificationTimers(now: now)

@@ -57,6 +57,16 @@ public struct CallTiming: Sendable, Equatable {
     public var notificationReminder = 60.0
 
     public init() {}
+
+    /// Every time divided by `factor`: the accelerated soak's daemon (`[testing] time_scale`).
+    public func scaled(by factor: Double) -> CallTiming {
+        var t = self
+        for path in [\CallTiming.retransmitInitial, \.retransmitMaxInterval, \.giveUpAfter, \.helloInterval, \.offlineAfter,
+                     \.ringTime, \.answerTimeout, \.callKeepalive, \.peerSilenceTimeout, \.missedReminder, \.notificationReminder] {
+            t[keyPath: path] /= factor
+        }
+        return t
+    }
 }
 
 /// Memory bounds.

@@ -26,6 +26,10 @@ public struct CallStatistics: Sendable, Equatable {
     public var notificationsSent = 0
     public var notificationsReceived = 0
     public var notificationsAcknowledged = 0
+    /// Reminders sounded here: for missed calls, and for notifications (one per reminder tone,
+    /// however many notifications it repeats).
+    public var missedCallReminders = 0
+    public var notificationReminders = 0
 
     public var decodeErrorCount: Int { decodeErrors.values.reduce(0, +) }
 }

@@ -395,6 +395,8 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public var notifications: Notifications
         /// Missed calls waiting to be acknowledged here.
         public var missedWaiting: Int
+        /// Reminder tones sounded here for missed calls not acknowledged.
+        public var missedReminders: Int
         /// Each room of the directory (this one too): online now.
         public var online: [String: Bool]
         /// Rooms heard at another address than their directory entry's, under a seal of their own
@@ -420,11 +422,14 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             public var acknowledged: Int
             /// Received, heard or held back, and not acknowledged yet.
             public var pending: Int
-            public init(sent: Int = 0, received: Int = 0, acknowledged: Int = 0, pending: Int = 0) {
+            /// Reminder tones sounded here for notifications not acknowledged (each repeats all waiting).
+            public var reminders: Int
+            public init(sent: Int = 0, received: Int = 0, acknowledged: Int = 0, pending: Int = 0, reminders: Int = 0) {
                 self.sent = sent
                 self.received = received
                 self.acknowledged = acknowledged
                 self.pending = pending
+                self.reminders = reminders
             }
         }
 
@@ -433,7 +438,8 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
                     datagramsSent: Int = 0, bytesSent: Int = 0, datagramsReceived: Int = 0, bytesReceived: Int = 0,
                     protection: SignalProtectionMode = .clear, awaitingSession: Int = 0,
                     ended: [Ended] = [], notifications: Notifications = Notifications(), missedWaiting: Int = 0, online: [String: Bool] = [:],
-                    moved: [String: String] = [:], acksDropped: Int = 0) {
+                    moved: [String: String] = [:], acksDropped: Int = 0, missedReminders: Int = 0) {
+            self.missedReminders = missedReminders
             self.moved = moved
             self.acksDropped = acksDropped
             self.ended = ended

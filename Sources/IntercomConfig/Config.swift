@@ -48,6 +48,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var speech = SpeechSection()
     // The site this terminal belongs to (ConfigSite.swift).
     public var site = SiteSection()
+    // Test runs only (ConfigTesting.swift).
+    public var testing = TestingSection()
 
     /// All defaults.
     public init() {}
@@ -1001,6 +1003,7 @@ extension DaemonConfig {
         lightsSection,
         metricsSection,
         selfTestSection,
+        testingSection,
     ]
 
     /// `self` with the value of every key of `new` that SIGHUP applies as `policy` says, and the

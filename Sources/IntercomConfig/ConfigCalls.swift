@@ -218,6 +218,7 @@ extension DaemonConfig {
         s.timing.answerTimeout = calls.answerTimeout.seconds
         s.timing.missedReminder = calls.missedReminder.seconds
         s.timing.notificationReminder = calls.notificationReminder.seconds
+        s.timing = s.timing.scaled(by: testing.timeScale)
         s.readAloud = calls.readAloud
         s.audio = audio.enabled
         s.notifications = notificationTypes()

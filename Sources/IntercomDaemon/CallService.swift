@@ -92,9 +92,10 @@ final class CallService: @unchecked Sendable {
 
     init(settings: CallSettings, signalling: IPv4Endpoint, routes: NetworkLoop, microphone: MicrophoneGain, mixer: Mixer, sounds: TerminalSounds,
          announcer: Announcer? = nil, history: HistoryStore?, state: StateStore<TerminalState>?, siteSeal: SignalSeal? = nil, lab: Bool = false,
-         terminal: SignalProtection.Terminal? = nil, mediaKeys: MediaKeys? = nil, logger: Logger) throws {
+         terminal: SignalProtection.Terminal? = nil, mediaKeys: MediaKeys? = nil, timeScale: Double = 1, logger: Logger) throws {
         self.announcer = announcer
-        let protection = SignalProtection(room: settings.room, siteSeal: siteSeal, terminal: terminal, lab: lab)
+        let protection = SignalProtection(room: settings.room, siteSeal: siteSeal, terminal: terminal, lab: lab, timeScale: timeScale)
+        pruneInterval = Self.pruneIntervalSeconds / timeScale
         self.protection = protection
         catchUp = Mutex(SiteCatchUp(started: Self.now(), listenSeconds: SiteCatchUp.listenSeconds))
         self.mediaKeys = mediaKeys
@@ -331,13 +332,15 @@ final class CallService: @unchecked Sendable {
     }
 
     private var nextPrune = 0.0
+    private let pruneInterval: Double
+    static let pruneIntervalSeconds = 86400.0
 
     /// The history's age limit, applied once a day besides at start and with each new entry.
     private func pruneHistoryDaily() {
         guard let history, history.maxAge != nil else { return }
         let now = Self.now()
         guard now >= nextPrune else { return }
-        nextPrune = now + 86400
+        nextPrune = now + pruneInterval
         if history.prune(now: Self.wallNow()) > 0 { storeWriter.persist(history) }
     }
 
@@ -451,8 +454,10 @@ final class CallService: @unchecked Sendable {
                                       ended: st.callsEnded.sorted { ($0.key.direction.rawValue, $0.key.outcome.rawValue) < ($1.key.direction.rawValue, $1.key.outcome.rawValue) }
                                           .map { .init(direction: $0.key.direction, outcome: $0.key.outcome, count: $0.value) },
                                       notifications: .init(sent: st.notificationsSent, received: st.notificationsReceived,
-                                                           acknowledged: st.notificationsAcknowledged, pending: pending),
-                                      missedWaiting: missed, online: online, moved: moved, acksDropped: acksDropped.load)
+                                                           acknowledged: st.notificationsAcknowledged, pending: pending,
+                                                           reminders: st.notificationReminders),
+                                      missedWaiting: missed, online: online, moved: moved, acksDropped: acksDropped.load,
+                                      missedReminders: st.missedCallReminders)
     }
 
     private static func failure(_ why: CommandRejection) -> ControlFailure {

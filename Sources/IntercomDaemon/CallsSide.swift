@@ -44,7 +44,7 @@ final class CallsSide: @unchecked Sendable {
                               prepare: texts, logger: logger)
         let c = config.calls
         let history = try HistoryStore(path: c.historyPath, capacity: c.historyLimit,
-                                       maxAge: c.historyMaxAgeDays == 0 ? nil : Double(c.historyMaxAgeDays) * 86400)
+                                       maxAge: c.historyMaxAgeDays == 0 ? nil : config.testing.scaled(Double(c.historyMaxAgeDays) * 86400))
         if let problem = history.loadProblem { logger.warning("calls: history \(c.historyPath): \(problem); starting a new one") }
         let state = try StateStore(path: c.statePath, default: TerminalState(doNotDisturb: c.doNotDisturb))
         if let problem = state.loadProblem { logger.warning("calls: state \(c.statePath): \(problem); using the defaults") }
@@ -73,7 +73,7 @@ final class CallsSide: @unchecked Sendable {
                                   microphone: microphone, mixer: mixer, sounds: sounds, announcer: announcer, history: history,
                                   state: state, siteSeal: seal, lab: lab,
                                   terminal: site.map { SignalProtection.Terminal(identity: $0.terminal, boot: $0.boot) },
-                                  mediaKeys: mediaKeys, logger: logger)
+                                  mediaKeys: mediaKeys, timeScale: config.testing.timeScale, logger: logger)
         buttonNames = config.buttons.keys.sorted()
         keySettings = Self.keySettings(config)
         // Before the calls thread starts: its first hellos are sealed as the document says.

@@ -85,6 +85,9 @@ public final class Daemon: @unchecked Sendable {
         // Mixer inputs: local mode's far end (a fixed input) and one slot per possible remote stream.
         let farEndRing = config.local.farEndWav.map { _ in SampleRing(minimumCapacity: frame * 8) }
         let playoutLead = PlayoutLead()
+        if config.testing.timeScale != 1 {
+            logger.warning("testing.time_scale = \(config.testing.timeScale): every timer of the daemon runs that much faster (the accelerated soak); never in a practice")
+        }
         if config.network.isEnabled && !config.networkMediaEnabled {
             logger.warning("network: no media: without calls ([room] id) media would go in the clear, which only lab mode allows (security.mode)")
         }
@@ -147,7 +150,7 @@ public final class Daemon: @unchecked Sendable {
         let callService = calls?.service
         let selfTest = config.selfTest.isEnabled && a.enabled
             ? SelfTest(settings: config.selfTest, loopback: loopback, isQuiet: { callService?.isQuiet ?? true },
-                       audioRunning: { [engine] in engine.stats.running.isSet }, logger: logger)
+                       audioRunning: { [engine] in engine.stats.running.isSet }, timeScale: config.testing.timeScale, logger: logger)
             : nil
         self.selfTest = selfTest
         let statistics = StatisticsSource(engine: engine, supervisor: supervisor, echoDelay: delayEstimator.estimate, sampleRate: a.sampleRate,

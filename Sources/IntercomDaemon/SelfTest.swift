@@ -11,6 +11,8 @@ import Synchronization
 /// and the log. Its own thread looks once a second; it only arms and reads the loopback.
 final class SelfTest: Sendable {
     private let settings: SelfTestSection
+    /// Seconds between checks (the accelerated soak's `time_scale` shortens it).
+    private let interval: Double
     private let loopback: DeviceLoopback
     private let isQuiet: @Sendable () -> Bool
     private let audioRunning: @Sendable () -> Bool
@@ -28,13 +30,14 @@ final class SelfTest: Sendable {
     static let retryAfterAbortS = 60.0
 
     init(settings: SelfTestSection, loopback: DeviceLoopback, isQuiet: @escaping @Sendable () -> Bool,
-         audioRunning: @escaping @Sendable () -> Bool, logger: Logger) {
+         audioRunning: @escaping @Sendable () -> Bool, timeScale: Double = 1, logger: Logger) {
         self.settings = settings
+        interval = Double(settings.interval.components.seconds) / timeScale
         self.loopback = loopback
         self.isQuiet = isQuiet
         self.audioRunning = audioRunning
         log = logger
-        state = Mutex(State(due: MonotonicClock.seconds() + Double(settings.interval.components.seconds)))
+        state = Mutex(State(due: MonotonicClock.seconds() + interval))
     }
 
     func start() throws(SystemError) {
@@ -73,7 +76,6 @@ final class SelfTest: Sendable {
     }
 
     private func finish(_ status: LoopbackStatus, now: Double) {
-        let interval = Double(settings.interval.components.seconds)
         guard status.state == .done, let r = status.result else {
             state.withLock { s in
                 s.running = false

@@ -68,14 +68,19 @@ final class SignalProtection: Sendable {
     /// What holds with neither key: `.unkeyed` (nothing sent), or `.clear` in lab mode.
     private let keyless: SignalProtectionMode
     private let state: Mutex<State>
+    private let sessionSeconds: Double
+    private let previousKeptSeconds: Double
     /// Datagrams refused before the engine saw them, by reason.
     let refused = SealRefusals()
     /// Sends held back under terminal keys: the room's session was not heard yet.
     let awaitingSession = Counter()
 
     /// `lab`: `[security] mode = "lab"`, the only way to the clear.
-    init(room: RoomID, siteSeal: SignalSeal?, terminal: Terminal?, lab: Bool = false) {
+    /// `timeScale`: the accelerated soak's (`[testing] time_scale`); session keys live that much shorter.
+    init(room: RoomID, siteSeal: SignalSeal?, terminal: Terminal?, lab: Bool = false, timeScale: Double = 1) {
         self.room = room.value
+        sessionSeconds = TerminalSeal.sessionSeconds / timeScale
+        previousKeptSeconds = TerminalSeal.previousKeptSeconds / timeScale
         self.siteSeal = siteSeal
         self.terminal = terminal
         keyless = lab ? .clear : .unkeyed
@@ -104,7 +109,7 @@ final class SignalProtection: Sendable {
             } else {
                 seal = TerminalSeal(identity: terminal.identity, room: room, boot: terminal.boot, directory: terminalKeys)
                 s.terminalSeal = seal
-                s.nextRotation = now + TerminalSeal.sessionSeconds
+                s.nextRotation = now + sessionSeconds
             }
             let switched = s.mode != .terminalKeys
             let wasSilent = !switched && s.silent
@@ -242,8 +247,8 @@ final class SignalProtection: Sendable {
             }
             guard now >= s.nextRotation else { return nil }
             seal.rotate()
-            s.nextRotation = now + TerminalSeal.sessionSeconds
-            s.forgetPrevious = now + TerminalSeal.previousKeptSeconds
+            s.nextRotation = now + sessionSeconds
+            s.forgetPrevious = now + previousKeptSeconds
             return seal.announcement(site: s.site)
         }
     }

@@ -100,10 +100,12 @@ public enum TerminalMetrics {
                         [("direction", e.direction.rawValue), ("outcome", e.outcome.rawValue)])
             }
             gauge("missed_calls_waiting", "Missed calls not acknowledged yet.", Double(c.missedWaiting))
+            counter("missed_call_reminders_total", "Reminder tones sounded for missed calls not acknowledged.", c.missedReminders)
             counter("notifications_sent_total", "Notifications sent from here.", c.notifications.sent)
             counter("notifications_received_total", "Notifications received (each once).", c.notifications.received)
             counter("notifications_acknowledged_total", "Notifications acknowledged here.", c.notifications.acknowledged)
             gauge("notifications_pending", "Notifications received and not acknowledged yet.", Double(c.notifications.pending))
+            counter("notification_reminders_total", "Reminders sounded for notifications not acknowledged (each repeats every one waiting).", c.notifications.reminders)
             for (room, online) in c.online.sorted(by: { $0.key < $1.key }) {
                 gauge("room_online", "1 while a room's terminal is heard (this one always).", online ? 1 : 0, [("room", room)])
             }

@@ -132,14 +132,14 @@ enum Render {
             lines.append("media to        \(c.mediaTo.isEmpty ? "nobody" : c.mediaTo.joined(separator: ", "))")
             if c.brokenByEmergency > 0 { lines.append("emergency       \(c.brokenByEmergency) calls left for an emergency call") }
             let ended = c.ended.map { "\($0.count) \($0.direction.rawValue) \($0.outcome.rawValue.replacingOccurrences(of: "_", with: " "))" }
-            lines.append("calls ended     \(ended.isEmpty ? "none" : ended.joined(separator: ", ")); \(c.missedWaiting) missed waiting")
+            lines.append("calls ended     \(ended.isEmpty ? "none" : ended.joined(separator: ", ")); \(c.missedWaiting) missed waiting, \(c.missedReminders) reminders")
             let online = c.online.sorted { $0.key < $1.key }
             lines.append("rooms online    \(online.filter(\.value).map(\.key).joined(separator: ", "))\(online.contains { !$0.value } ? "; offline: " + online.filter { !$0.value }.map(\.key).joined(separator: ", ") : "")")
             if !c.moved.isEmpty {
                 lines.append("moved           " + c.moved.sorted { $0.key < $1.key }.map { "\($0.key) is at \($0.value)" }.joined(separator: ", ") + " (not its directory address)")
             }
             let no = c.notifications
-            lines.append("notices         \(no.sent) sent, \(no.received) received, \(no.acknowledged) acknowledged here, \(no.pending) pending")
+            lines.append("notices         \(no.sent) sent, \(no.received) received, \(no.acknowledged) acknowledged here, \(no.pending) pending, \(no.reminders) reminders")
             let sp = c.speech
             lines.append(String(format: "notifications   %d played, %d read aloud (%d from the cache, %d failed); last synthesis %.0f ms, speech %.0f ms after its tone",
                                 sp.announcements, sp.spoken, sp.cached, sp.failures, sp.lastSynthesisMs, sp.lastGapMs))

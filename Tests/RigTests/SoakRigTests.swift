@@ -15,6 +15,10 @@ import XCTest
 /// cycle within `memoryBoundKiB`; the delay of every talk the machine left alone within
 /// `delayBoundMs` of the first such, two such talks at least (a spoiled talk is repeated in a new
 /// call, at most twice); no xrun unless the machine provably stopped (`MachineStalls`).
+///
+/// `INTERCOM_SOAK_TIME_SCALE` (scripts/soak.sh --accelerate N): every daemon's timers run N times
+/// faster (`[testing] time_scale`), and each cycle adds a reminder: C acknowledges only after its
+/// first reminder sounded, which must happen once per cycle at C and never at B.
 final class SoakRigTests: XCTestCase {
     /// Resident memory a daemon may gain after its first cycle (allocator pools and caches
     /// settle within minutes; a leak of one block per call or notification grows without bound).
@@ -61,6 +65,10 @@ final class SoakRigTests: XCTestCase {
         try Rig.require()
         let environment = ProcessInfo.processInfo.environment
         let duration = Double(environment["INTERCOM_SOAK_SECONDS"] ?? "") ?? 180
+        let timeScale = Double(environment["INTERCOM_SOAK_TIME_SCALE"] ?? "") ?? 1
+        let accelerated = timeScale != 1
+        let testing = accelerated ? "[testing]\ntime_scale = \(timeScale)\n" : ""
+        let reminderAfter = CallTiming().notificationReminder / timeScale
         let rooms = try CallRooms(["roomA", "roomB", "roomC"], statsIntervalS: 60)
         defer { rooms.stopAll() }
         let out = environment["INTERCOM_SOAK_DIR"] ?? rooms.dir
@@ -68,15 +76,15 @@ final class SoakRigTests: XCTestCase {
         let ids = ["rooma", "roomb", "roomc"]
         // A small history, so that a long run reaches every bound early (the default keeps 500).
         let calls = "history_limit = 30"
-        try rooms.start("rooma", calls: calls, extra: "[notifications.alle]\nlabel = \"Nächster Patient\"\nrecipients = [\"roomb\", \"roomc\"]")
-        try rooms.start("roomb", calls: calls)
-        try rooms.start("roomc", calls: calls)
+        try rooms.start("rooma", calls: calls, extra: testing + "[notifications.alle]\nlabel = \"Nächster Patient\"\nrecipients = [\"roomb\", \"roomc\"]")
+        try rooms.start("roomb", calls: calls, extra: testing)
+        try rooms.start("roomc", calls: calls, extra: testing)
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc"]), "the site is up")
         let clip = try Speech.clip("soak", text: "Doctor Weber, your next patient is waiting in room three.")
         let stalls = MachineStalls()
         let started = Date()
         var samples: [Sample] = []
-        var expected = (callsA: 0, callsB: 0, callsC: 0, notifications: 0)
+        var expected = (callsA: 0, callsB: 0, callsC: 0, notifications: 0, remindersC: 0)
         var problems: [String] = []
         /// Talks the machine provably spoiled (see step 1), each with its cause.
         var spoiled: [String] = []
@@ -85,6 +93,7 @@ final class SoakRigTests: XCTestCase {
         }
         func xruns(_ r: String) -> Int { ((try? rooms.daemons[r]?.statistics().audio.xruns) ?? nil) ?? -1 }
         func idle() -> Bool { ids.allSatisfy(rooms.isIdle) }
+        func reminders(_ r: String) -> Int { ((try? rooms.daemons[r]?.statistics().calls?.notifications.reminders) ?? nil) ?? -1 }
         var cycle = 0
         while Date().timeIntervalSince(started) < duration {
             cycle += 1
@@ -132,7 +141,7 @@ final class SoakRigTests: XCTestCase {
             Thread.sleep(forTimeInterval: 1)
             _ = try rooms.control("rooma", .perform(.hangUp))
             check(rooms.wait(5, idle), "cycle \(cycle): the announcement ends everywhere")
-            // 4. A notification to B and C; each acknowledges it.
+            // 4. A notification to B and C; each acknowledges it (accelerated: C after its first reminder).
             guard case .success(.notificationSent(let id, _))? = try? rooms.control("rooma", .perform(.notify(type: "alle"))) else {
                 XCTFail("cycle \(cycle): A sends the notification")
                 break
@@ -140,6 +149,11 @@ final class SoakRigTests: XCTestCase {
             expected.notifications += 1
             for r in ["roomb", "roomc"] {
                 check(rooms.wait(5) { rooms.notifications(r).contains { $0.id == id } }, "cycle \(cycle): \(r) has notification \(id)")
+                if accelerated && r == "roomc" {
+                    expected.remindersC += 1
+                    check(rooms.wait(reminderAfter + 5) { reminders("roomc") >= expected.remindersC },
+                          "cycle \(cycle): C reminded of \(id) within \(reminderAfter) s")
+                }
                 _ = try rooms.control(r, .perform(.acknowledge(all: true)))
             }
             check(rooms.wait(5) {
@@ -171,10 +185,13 @@ final class SoakRigTests: XCTestCase {
         let seen = (a: ended("rooma"), b: ended("roomb"), c: ended("roomc"))
         let notifications = (try? rooms.daemons["rooma"]?.statistics().calls?.notifications) ?? nil
         let received = ["roomb", "roomc"].map { r in ((try? rooms.daemons[r]?.statistics().calls?.notifications) ?? nil).map { ($0.received, $0.acknowledged) } }
-        let summary = "soak: \(cycle) cycles in \(Int(Date().timeIntervalSince(started))) s; calls ended A/B/C \(seen.a)/\(seen.b)/\(seen.c) of "
+        let summary = "soak: time scale \(timeScale); \(cycle) cycles in \(Int(Date().timeIntervalSince(started))) s; calls ended A/B/C \(seen.a)/\(seen.b)/\(seen.c) of "
             + "\(expected.callsA)/\(expected.callsB)/\(expected.callsC); notifications sent \(notifications?.sent ?? -1) of \(expected.notifications), "
-            + "received and acknowledged at B and C \(received); \(machine); samples in \(out)/soak-samples.csv"
+            + "received and acknowledged at B and C \(received); reminders at B/C \(reminders("roomb"))/\(reminders("roomc")) of 0/\(expected.remindersC); "
+            + "\(machine); samples in \(out)/soak-samples.csv"
         print(summary)
+        XCTAssertEqual(reminders("roomb"), 0, "B acknowledged at once: never reminded")
+        XCTAssertEqual(reminders("roomc"), expected.remindersC, "C reminded once per notification it waited on")
         XCTAssertEqual(problems, [], "every step of every cycle happened")
         XCTAssertEqual(seen.a, expected.callsA, "every call A placed ended once at A")
         XCTAssertEqual(seen.b, expected.callsB, "... at B")

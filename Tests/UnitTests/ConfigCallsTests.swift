@@ -328,6 +328,26 @@ final class ConfigCallsTests: XCTestCase {
                     key: "keys.debounce_ms", "-1 is not in range 0...1000")
     }
 
+    /// Issue 55, the accelerated soak: `[testing] time_scale` divides every time of the call
+    /// engine (each of CallTiming's, found by reflection: a new one cannot be missed), and is
+    /// refused out of range, naming its key.
+    func testTimeScaleDividesEveryCallTimer() throws {
+        let bare = "[room]\nid = \"a\"\n[rooms.a]\naddress = \"10.0.0.1\"\n[rooms.b]\naddress = \"10.0.0.2\"\n"
+        let scaled = try DaemonConfig.parse(bare + "[testing]\ntime_scale = 10\n")
+        XCTAssertEqual(scaled.testing.timeScale, 10)
+        let normal = Mirror(reflecting: CallTiming()).children
+        let fast = Mirror(reflecting: scaled.callSettings().timing).children
+        XCTAssertGreaterThanOrEqual(normal.count, 11)
+        for (n, f) in zip(normal, fast) {
+            let before = try XCTUnwrap(n.value as? Double, "\(n.label ?? "?") is a time in seconds")
+            let after = try XCTUnwrap(f.value as? Double)
+            XCTAssertEqual(after, before / 10, accuracy: 1e-12, "\(n.label ?? "?") runs 10 times faster")
+        }
+        XCTAssertEqual(scaled.testing.scaled(86400), 8640)
+        XCTAssertEqual(try DaemonConfig.parse(bare).testing.timeScale, 1, "1 unless set")
+        assertIssue(bare + "[testing]\ntime_scale = 0.5\n", key: "testing.time_scale", "not in range")
+    }
+
     /// Issue 52, point 5: times, modes and addresses are typed once when read, and each default
     /// has one source, which the configuration takes from the code that uses it.
     func testTimesModesAndAddressesAreTypedOnceAndEachDefaultHasOneSource() throws {

@@ -106,6 +106,7 @@ final class NotificationTests: XCTestCase {
         let reminders = Self.announced(sim, rb).filter { $0.tone == .reminder }
         XCTAssertEqual(reminders.count, 2, "seed \(seed): reminded every \(reminder) s")
         XCTAssertEqual(reminders.first?.text, "Bitte Material bringen", "read again")
+        XCTAssertEqual(sim.engine(rb).statistics.notificationReminders, 2, "seed \(seed): each reminder counted")
         XCTAssertEqual(sim.engine(rb).statistics.notificationsReceived, 1, "seed \(seed): counted once, copies sent again not")
         XCTAssertEqual(sim.engine(rb).receivedNotifications.count, 1, "pending until acknowledged")
         sim.command(rb, .acknowledge(all: false))

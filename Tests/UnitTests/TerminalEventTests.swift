@@ -131,6 +131,7 @@ final class TerminalEventTests: XCTestCase {
         let reminders = sim.cues[rb, default: []].filter { $0.cue == .missedCall }.map(\.time)
         XCTAssertEqual(reminders.count, 3, "\(reminders)")
         XCTAssertEqual(reminders[2] - reminders[1], 3, accuracy: 0.01)
+        XCTAssertEqual(sim.engine(rb).statistics.missedCallReminders, 3, "each reminder counted")
 
         // A restart keeps it (from the history) and reminds at once, then every 3 s.
         sim.stop(rb)
