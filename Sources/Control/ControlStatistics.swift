@@ -390,6 +390,8 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         /// Sends held back under terminal keys because the room's session was not heard yet
         /// (the engine's retransmission tries again).
         public var awaitingSession: Int
+        /// Under terminal keys: session keys this terminal renewed (hourly) since it started.
+        public var sessionRenewals: Int
         /// Calls that ended here since the start, by direction and outcome (the history's words).
         public var ended: [Ended]
         public var notifications: Notifications
@@ -436,7 +438,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
         public init(decodeErrors: Int, duplicates: Int, retransmissions: Int, unreachable: Int, refused: Refusals,
                     storeWrites: Int, storeFailures: Int, mediaTo: [String], brokenByEmergency: Int, speech: Speech,
                     datagramsSent: Int = 0, bytesSent: Int = 0, datagramsReceived: Int = 0, bytesReceived: Int = 0,
-                    protection: SignalProtectionMode = .clear, awaitingSession: Int = 0,
+                    protection: SignalProtectionMode = .clear, awaitingSession: Int = 0, sessionRenewals: Int = 0,
                     ended: [Ended] = [], notifications: Notifications = Notifications(), missedWaiting: Int = 0, online: [String: Bool] = [:],
                     moved: [String: String] = [:], acksDropped: Int = 0, missedReminders: Int = 0) {
             self.missedReminders = missedReminders
@@ -448,6 +450,7 @@ public struct DaemonStatistics: Sendable, Equatable, Codable {
             self.online = online
             self.protection = protection
             self.awaitingSession = awaitingSession
+            self.sessionRenewals = sessionRenewals
             self.datagramsSent = datagramsSent
             self.bytesSent = bytesSent
             self.datagramsReceived = datagramsReceived

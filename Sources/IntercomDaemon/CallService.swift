@@ -451,6 +451,7 @@ final class CallService: @unchecked Sendable {
                                       datagramsSent: traffic.sent.load, bytesSent: traffic.sentBytes.load,
                                       datagramsReceived: traffic.received.load, bytesReceived: traffic.receivedBytes.load,
                                       protection: protection.mode, awaitingSession: protection.awaitingSession.load,
+                                      sessionRenewals: protection.sessionRenewals.load,
                                       ended: st.callsEnded.sorted { ($0.key.direction.rawValue, $0.key.outcome.rawValue) < ($1.key.direction.rawValue, $1.key.outcome.rawValue) }
                                           .map { .init(direction: $0.key.direction, outcome: $0.key.outcome, count: $0.value) },
                                       notifications: .init(sent: st.notificationsSent, received: st.notificationsReceived,

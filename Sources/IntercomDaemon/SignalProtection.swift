@@ -74,6 +74,8 @@ final class SignalProtection: Sendable {
     let refused = SealRefusals()
     /// Sends held back under terminal keys: the room's session was not heard yet.
     let awaitingSession = Counter()
+    /// Session keys this terminal moved on from (every `TerminalSeal.sessionSeconds`).
+    let sessionRenewals = Counter()
 
     /// `lab`: `[security] mode = "lab"`, the only way to the clear.
     /// `timeScale`: the accelerated soak's (`[testing] time_scale`); session keys live that much shorter.
@@ -247,6 +249,7 @@ final class SignalProtection: Sendable {
             }
             guard now >= s.nextRotation else { return nil }
             seal.rotate()
+            sessionRenewals.increment()
             s.nextRotation = now + sessionSeconds
             s.forgetPrevious = now + previousKeptSeconds
             return seal.announcement(site: s.site)

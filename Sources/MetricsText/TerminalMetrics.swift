@@ -90,6 +90,7 @@ public enum TerminalMetrics {
             counter("signalling_datagrams_total", "Signalling datagrams, by direction.", c.datagramsReceived, [("direction", "received")])
             counter("signalling_retransmissions_total", "Signalling messages sent again for want of an acknowledgement.", c.retransmissions)
             counter("signalling_unreachable_total", "Signalling messages given up on.", c.unreachable)
+            counter("signalling_session_renewals_total", "Session keys renewed (under terminal keys, hourly).", c.sessionRenewals)
             for (reason, count) in c.refused.byReason {
                 counter("signalling_refused_total", "Signalling refused, by reason.", count, [("reason", reason)])
             }

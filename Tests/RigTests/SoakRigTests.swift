@@ -2,6 +2,7 @@ import Calls
 import Control
 import Foundation
 import RigKit
+import SiteSecurity
 import TestSupport
 import XCTest
 
@@ -74,12 +75,17 @@ final class SoakRigTests: XCTestCase {
         let out = environment["INTERCOM_SOAK_DIR"] ?? rooms.dir
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
         let ids = ["rooma", "roomb", "roomc"]
-        // A small history, so that a long run reaches every bound early (the default keeps 500).
-        let calls = "history_limit = 30"
-        try rooms.start("rooma", calls: calls, extra: testing + "[notifications.alle]\nlabel = \"Nächster Patient\"\nrecipients = [\"roomb\", \"roomc\"]")
-        try rooms.start("roomb", calls: calls, extra: testing)
-        try rooms.start("roomc", calls: calls, extra: testing)
+        // As a practice runs: one signed site document, secure mode, each terminal approved by its
+        // code and sealing by its own key (session keys renewed hourly, or `timeScale` times as
+        // often). A small history, so that a long run reaches every bound early (the default keeps 500).
+        let folder = rooms.dir + "/site"
+        try SiteKit.create(folder, document: SiteKit.document(rooms, extra: "history_limit = 30\n"
+            + "[buttons.all]\nrooms = [\"roomb\", \"roomc\"]\n"
+            + "[notifications.alle]\nlabel = \"Nächster Patient\"\nrecipients = [\"roomb\", \"roomc\"]\n"))
+        for id in ids { try SiteKit.start(rooms, id, folder: folder, own: testing, lab: false) }
+        try SiteKit.approveAll(rooms, ids, folder: folder, version: 3)
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb", "roomc"]), "the site is up")
+        func renewals(_ r: String) -> Int { ((try? rooms.daemons[r]?.statistics().calls?.sessionRenewals) ?? nil) ?? -1 }
         let clip = try Speech.clip("soak", text: "Doctor Weber, your next patient is waiting in room three.")
         let stalls = MachineStalls()
         let started = Date()
@@ -187,10 +193,14 @@ final class SoakRigTests: XCTestCase {
         let received = ["roomb", "roomc"].map { r in ((try? rooms.daemons[r]?.statistics().calls?.notifications) ?? nil).map { ($0.received, $0.acknowledged) } }
         let summary = "soak: time scale \(timeScale); \(cycle) cycles in \(Int(Date().timeIntervalSince(started))) s; calls ended A/B/C \(seen.a)/\(seen.b)/\(seen.c) of "
             + "\(expected.callsA)/\(expected.callsB)/\(expected.callsC); notifications sent \(notifications?.sent ?? -1) of \(expected.notifications), "
-            + "received and acknowledged at B and C \(received); reminders at B/C \(reminders("roomb"))/\(reminders("roomc")) of 0/\(expected.remindersC); "
+            + "received and acknowledged at B and C \(received); session keys renewed A/B/C \(ids.map(renewals)); reminders at B/C \(reminders("roomb"))/\(reminders("roomc")) of 0/\(expected.remindersC); "
             + "\(machine); samples in \(out)/soak-samples.csv"
         print(summary)
         XCTAssertEqual(reminders("roomb"), 0, "B acknowledged at once: never reminded")
+        // Each terminal renewed its session key once every `sessionSeconds / timeScale` (one more
+        // or less at the ends), and the calls and notifications above went on across every renewal.
+        let due = Int(Date().timeIntervalSince(started) / (TerminalSeal.sessionSeconds / timeScale))
+        for r in ids { XCTAssertTrue((due - 1 ... due + 1).contains(renewals(r)), "\(r): \(renewals(r)) session keys renewed, \(due) due") }
         XCTAssertEqual(reminders("roomc"), expected.remindersC, "C reminded once per notification it waited on")
         XCTAssertEqual(problems, [], "every step of every cycle happened")
         XCTAssertEqual(seen.a, expected.callsA, "every call A placed ended once at A")

@@ -87,6 +87,7 @@ final class SignalProtectionTests: XCTestCase {
         let inFlight = try XCTUnwrap(pb.seal(hello(from: b, id: 2), for: a))
         XCTAssertNil(pa.tick(now: TerminalSeal.sessionSeconds - 1))
         let rotated = try XCTUnwrap(pa.tick(now: TerminalSeal.sessionSeconds))
+        XCTAssertEqual(pa.sessionRenewals.load, 1, "counted")
         XCTAssertNotNil(opened(pa.receive(inFlight)), "sealed to the previous session, on its way")
         guard case .announcement = pb.receive(rotated) else { return XCTFail("desk2 takes the new session") }
         XCTAssertNotNil(opened(pa.receive(try XCTUnwrap(pb.seal(hello(from: b, id: 3), for: a)))))
@@ -112,6 +113,18 @@ final class SignalProtectionTests: XCTestCase {
 
     /// With neither key a terminal sends and takes nothing but what announcements say of the
     /// site, each refusal counted; only lab mode talks in the clear.
+    /// The accelerated soak's daemon (`[testing] time_scale = 10`) renews its session key ten
+    /// times as often.
+    func testATimeScaleShortensTheSessionKeysLife() throws {
+        let key = TerminalIdentity()
+        let p = SignalProtection(room: a, siteSeal: nil, terminal: .init(identity: key, boot: 1), timeScale: 10)
+        _ = p.use(terminalKeys: ["desk1": key.publicIdentity], now: 0)
+        XCTAssertNil(p.tick(now: TerminalSeal.sessionSeconds / 10 - 1))
+        XCTAssertNotNil(p.tick(now: TerminalSeal.sessionSeconds / 10))
+        XCTAssertNotNil(p.tick(now: TerminalSeal.sessionSeconds / 5))
+        XCTAssertEqual(p.sessionRenewals.load, 2)
+    }
+
     func testWithNoKeyNothingGoesOutOrComesInOutsideLabMode() throws {
         let plain = hello(from: a, id: 1)
         let secure = SignalProtection(room: a, siteSeal: nil, terminal: .init(identity: TerminalIdentity(), boot: 1))
