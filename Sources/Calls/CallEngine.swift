@@ -141,10 +141,20 @@ public struct CallEngine: Sendable {
         func consider(_ time: Double?) { if let time, time < first { first = time } }
         consider(outbox.nextDeadline(timing: t))
         for (_, r) in presenceTable.rooms where r.presence.online { consider(r.lastHeard + t.offlineAfter) }
+        // The times `callTimers` acts on, and only those: one it no longer acts on (the answer
+        // timeout of a callee long connected, the silence of a room that left) would stay in the
+        // past and turn the calls thread's wait into a busy loop.
         if let call {
             consider(call.ringDeadline)
-            if !call.isConnected || call.role == .caller { consider(call.started + t.answerTimeout) }
-            for heard in call.lastHeard.values { consider(heard + t.peerSilenceTimeout) }
+            if call.role == .callee {
+                if !call.isConnected { consider(call.started + t.answerTimeout) }
+                consider(call.lastHeard[call.caller].map { $0 + t.peerSilenceTimeout })
+            } else {
+                for p in call.participants {
+                    if p.status == .ringing { consider(call.started + t.answerTimeout) }
+                    if p.status == .connected { consider(call.lastHeard[p.room].map { $0 + t.peerSilenceTimeout }) }
+                }
+            }
             consider(nextKeepalive ?? -.infinity)
         }
         consider(nextReminder.map { $0 - wallClockOffset })

@@ -256,10 +256,11 @@ final class SignalProtection: Sendable {
         }
     }
 
-    /// When `tick` has something to do next.
+    /// When `tick` has something to do next: under the same conditions as `tick` (a deadline it
+    /// would not act on, e.g. while pending approval, stays in the past: a busy calls thread).
     var nextDeadline: Double? {
         state.withLock { s -> Double? in
-            guard s.mode == .terminalKeys else { return nil }
+            guard s.mode == .terminalKeys, !s.silent, s.terminalSeal != nil else { return nil }
             return min(s.nextRotation, s.forgetPrevious ?? .infinity)
         }
     }

@@ -6,6 +6,31 @@ import XCTest
 
 /// The acceptance scenarios on a clean network, and the engine's edges.
 final class CallEngineTests: XCTestCase {
+    /// The accelerated soak found the caller's calls thread busy for the rest of every call that
+    /// outlasted the answer timeout: a deadline no timer acts on stayed in the past and the
+    /// thread's wait became zero. After every tick of every engine its next deadline now lies
+    /// ahead: through a one-to-one call and a group call that outlast the answer timeout, and a
+    /// callee leaving the group call while the others go on.
+    func testNoDeadlineStaysInThePastThroughLongCalls() {
+        var sim = CallSim(rooms: 3, seed: 77) { s in s.timing.answerTimeout = 3 }
+        sim.checksDeadlines = true
+        sim.warmUp()
+        sim.command(ra, .call(button: "b"))
+        sim.run(for: 5)
+        XCTAssertEqual(sim.engine(rb).call?.isConnected, true, "still talking past the answer timeout")
+        sim.command(ra, .hangUp)
+        sim.run(for: 1)
+        sim.command(ra, .call(button: "all"))
+        sim.run(for: 4)
+        sim.command(rc, .hangUp)
+        sim.run(for: 2)
+        XCTAssertEqual(sim.engine(ra).call?.status(of: rc), .left)
+        XCTAssertEqual(sim.engine(rb).call?.isConnected, true)
+        sim.command(ra, .hangUp)
+        sim.run(for: 1)
+        XCTAssertEqual(sim.stuckDeadlines.prefix(5), [], "\(sim.stuckDeadlines.count) ticks left a deadline in the past")
+    }
+
     func testOneToOneConnectsOnBothSides() { CallScenarios.oneToOneConnectsOnBothSides(.clean, seed: 1) }
     func testGroupCallCallerHearsAllCalleesOnlyCaller() { CallScenarios.groupCallMediaPlans(.clean, seed: 2) }
     func testGroupCallOverMulticast() {

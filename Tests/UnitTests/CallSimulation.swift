@@ -27,6 +27,10 @@ struct CallSim {
 
     var now = 1_700_000_000.0
     let step = 0.001
+    /// On: after each tick, an engine whose next deadline lies more than a step in the past is
+    /// noted here (the calls thread would wait for nothing: a busy loop).
+    var checksDeadlines = false
+    var stuckDeadlines: [String] = []
     var conditions: CallNetConditions
     var rng: SplitMix64
     var settings: [RoomID: CallSettings] = [:]
@@ -206,7 +210,12 @@ struct CallSim {
             heldAcks[room]?.removeAll { $0.after <= now }
             for ack in ready { transmit(ack.bytes, from: room, to: ack.address) }
         }
-        for room in online.sorted() { apply(engines[room]!.tick(now: now), at: room) }
+        for room in online.sorted() {
+            apply(engines[room]!.tick(now: now), at: room)
+            if checksDeadlines, let d = engines[room]!.nextDeadline, d < now - step {
+                stuckDeadlines.append(String(format: "%@ at %.3f s: deadline %.3f s ago", room.value, now - 1_700_000_000, now - d))
+            }
+        }
     }
 
     mutating func run(for seconds: Double) {

@@ -99,6 +99,7 @@ final class NotificationTests: XCTestCase {
 
     func acknowledged(_ net: CallNetConditions, seed: UInt64) {
         var sim = Self.sim(net, seed: seed)
+        sim.checksDeadlines = true
         sim.command(ra, .notify(type: "material"))
         sim.run(for: settleTime(sim.timing(ra)))
         let reminder = sim.timing(rb).notificationReminder
@@ -125,6 +126,7 @@ final class NotificationTests: XCTestCase {
         let before = Self.announced(sim, rb).count
         sim.run(for: reminder * 2)
         XCTAssertEqual(Self.announced(sim, rb).count, before, "no reminder once acknowledged")
+        XCTAssertEqual(sim.stuckDeadlines.prefix(5), [], "seed \(seed): no timer left due and not acted on")
     }
 
     func testAcknowledgeTakesNotificationsBeforeMissedCallsAndRefusesWithNothing() {

@@ -125,6 +125,20 @@ final class SignalProtectionTests: XCTestCase {
         XCTAssertEqual(p.sessionRenewals.load, 2)
     }
 
+    /// A terminal pending approval (or revoked) renews nothing, and so waits for nothing: before,
+    /// its renewal deadline stayed in the past after the first hour and the calls thread spun.
+    func testASilentTerminalHasNoDeadline() throws {
+        let key = TerminalIdentity(), other = TerminalIdentity()
+        let p = SignalProtection(room: a, siteSeal: nil, terminal: .init(identity: key, boot: 1))
+        _ = p.use(terminalKeys: ["desk2": other.publicIdentity], now: 0)  // desk1 not approved
+        XCTAssertTrue(p.silent)
+        XCTAssertNil(p.tick(now: TerminalSeal.sessionSeconds * 2))
+        XCTAssertNil(p.nextDeadline, "nothing to wait for while silent")
+        _ = p.use(terminalKeys: ["desk1": key.publicIdentity, "desk2": other.publicIdentity], now: 10_000)
+        XCTAssertFalse(p.silent)
+        XCTAssertEqual(try XCTUnwrap(p.nextDeadline), TerminalSeal.sessionSeconds, "approved: its renewal is due (at once, as it was)")
+    }
+
     func testWithNoKeyNothingGoesOutOrComesInOutsideLabMode() throws {
         let plain = hello(from: a, id: 1)
         let secure = SignalProtection(room: a, siteSeal: nil, terminal: .init(identity: TerminalIdentity(), boot: 1))

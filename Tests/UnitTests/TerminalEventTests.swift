@@ -118,6 +118,7 @@ final class TerminalEventTests: XCTestCase {
             s.timing.answerTimeout = 5
             s.timing.missedReminder = 3
         }
+        sim.checksDeadlines = true
         sim.warmUp()
         sim.command(ra, .call(button: "b"))
         sim.run(for: 5.5)
@@ -148,6 +149,7 @@ final class TerminalEventTests: XCTestCase {
         XCTAssertEqual(sim.cues[rb, default: []].filter { $0.cue == .missedCall }.count, 5, "no reminder once acknowledged")
         sim.command(rb, .acknowledge(all: true))
         XCTAssertEqual(sim.rejections[rb], [.noMissedCall])
+        XCTAssertEqual(sim.stuckDeadlines.prefix(5), [], "no timer left due and not acted on")
     }
 
     func testACalleeThatGivesUpRingingStopsTheCallersRingbackThoughTheCallerWouldWaitLonger() {
