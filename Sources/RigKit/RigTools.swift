@@ -28,13 +28,32 @@ public enum FreePort {
     /// two rooms of one test then got the same one (a configuration refused, once in a CI run).
     private static let given = Mutex<Set<Int>>([])
 
-    /// A UDP port on `address` that was free a moment ago and that no earlier call returned.
+    /// A UDP port on `address` that was free a moment ago and that no earlier call returned, whose
+    /// TCP twin is free on every address too: a daemon's site document transfers listen there
+    /// on its signalling port (a CI run once lost a terminal to a TCP port already taken).
     public static func udp(address: String = "127.0.0.1") throws -> Int {
         for _ in 0..<100 {
             let port = try unusedUDP(address: address)
+            guard tcpFree(port) else { continue }
             if given.withLock({ $0.insert(port).inserted }) { return port }
         }
         throw RigError(description: "no UDP port on \(address) that was not handed out before, in 100 tries")
+    }
+
+    /// Whether a TCP listener could bind `port` on 0.0.0.0 now (with SO_REUSEADDR, as the daemon's).
+    private static func tcpFree(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_port = in_port_t(UInt16(port).bigEndian)
+        a.sin_addr.s_addr = INADDR_ANY
+        return withUnsafePointer(to: &a) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
     }
 
     private static func unusedUDP(address: String) throws -> Int {
