@@ -8,7 +8,7 @@
 #
 # --accelerate N: every timer of the daemons ([testing] time_scale: hellos, presence, retries,
 # ringing, reminders, session keys, history age) runs N times faster, and each cycle waits for a
-# notification reminder: `--accelerate 10 70m` covers 12 hours of the daemons' events.
+# notification reminder: `--accelerate 10 72m` covers 12 hours of the daemons' events.
 #
 # The test command runs the 3-minute form (the same test, INTERCOM_SOAK_SECONDS unset).
 # Run long ones on an otherwise idle machine: other work shows up as xruns and delay.

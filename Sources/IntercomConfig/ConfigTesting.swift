@@ -3,7 +3,7 @@ public struct TestingSection: Sendable, Equatable {
     /// Every timer of the daemon runs this many times faster: hellos, presence timeouts,
     /// retransmissions, ringing, answer timeouts, reminders, session key lifetimes, history age
     /// and its pruning, the self-test interval. The audio clock is not touched. The accelerated
-    /// soak (`scripts/soak.sh --accelerate 10`) covers 12 hours of these events in 70 minutes.
+    /// soak (`scripts/soak.sh --accelerate 10`) covers 12 hours of these events in 72 minutes.
     public var timeScale: Double = 1
 
     public init() {}
