@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The soak's samples (soak-samples.csv, written by SoakRigTests) as a table for BENCHMARKS.md and
-trend plots as one SVG: resident memory per terminal, and the delay of the talks A -> B.
+"""The soak's samples (soak-samples.csv, written by SoakRigTests) as a table for BENCHMARKS.md,
+the bounds that "flat" means checked over the run's second half (exit status 1 when one is
+missed), and trend plots as one SVG: resident memory per terminal, and the delay of the talks A -> B.
 
     scripts/soak_report.py SAMPLES.csv OUT.svg
 
@@ -52,6 +53,61 @@ def table(rows):
     return "\n".join(out)
 
 
+# The bounds "flat" means here, checked over the run's second half (the first holds the warm-up:
+# caches, the history filling to its bound, the allocator's pools):
+MEMORY_KIB_PER_HOUR = 512    # a leak of 1.4 KiB per cycle (a call's state, say) would pass it
+DESCRIPTOR_SPREAD = 3        # a control connection or two open at the moment of a sample
+CPU_CREEP = 1.25             # the last quarter's CPU at most this times the second's, plus a point
+DELAY_DRIFT_MS = 5.0         # the last tenth's median mouth-to-ear within this of the first tenth's
+
+
+def quarters(s):
+    """The samples of one terminal cut into four spans of equal time: (start, end) sample pairs."""
+    t0, t1 = s[0]["s"], s[-1]["s"]
+    cuts = [t0 + (t1 - t0) * k / 4 for k in range(5)]
+    spans = []
+    for k in range(4):
+        inside = [r for r in s if cuts[k] <= r["s"] <= cuts[k + 1]]
+        if len(inside) >= 2:
+            spans.append((inside[0], inside[-1]))
+    return spans
+
+
+def bounds(rows):
+    """One line per bound: what was measured, and whether it held."""
+    out, held = [], True
+    for room in sorted({r["room"] for r in rows}):
+        s = [r for r in rows if r["room"] == room]
+        half = [r for r in s if r["s"] >= (s[0]["s"] + s[-1]["s"]) / 2]
+        if len(half) < 2:
+            continue
+        hours = (half[-1]["s"] - half[0]["s"]) / 3600
+        growth = (half[-1]["rss"] - half[0]["rss"]) / hours if hours > 0 else 0
+        fds = max(r["fds"] for r in half) - min(r["fds"] for r in half)
+        threads = max(r["threads"] for r in half) - min(r["threads"] for r in half)
+        spans = quarters(s)
+        gains = [b["rss"] - a["rss"] for a, b in spans]
+        cpu = [100 * (b["cpu"] - a["cpu"]) / (b["s"] - a["s"]) for a, b in spans if b["s"] > a["s"]]
+        ok_mem, ok_fds, ok_threads = growth <= MEMORY_KIB_PER_HOUR, fds <= DESCRIPTOR_SPREAD, threads == 0
+        ok_cpu = len(cpu) < 4 or cpu[3] <= CPU_CREEP * cpu[1] + 1
+        held &= ok_mem and ok_fds and ok_threads and ok_cpu
+        out.append(f"- {room}: memory by quarter +{', +'.join(str(g) for g in gains)} KiB; second half {growth:+.0f} KiB/h "
+                   f"(bound {MEMORY_KIB_PER_HOUR}: {'met' if ok_mem else 'MISSED'}); descriptors spread {fds} "
+                   f"(bound {DESCRIPTOR_SPREAD}: {'met' if ok_fds else 'MISSED'}); threads spread {threads} "
+                   f"({'met' if ok_threads else 'MISSED'}); CPU by quarter {' / '.join(f'{c:.1f}' for c in cpu)} % "
+                   f"(last at most {CPU_CREEP} x the second + 1: {'met' if ok_cpu else 'MISSED'})")
+    talks = [r["m2e"] for r in rows if r["room"] == "roomb" and r["m2e"] is not None]
+    if len(talks) >= 20:
+        n = len(talks) // 10
+        first, last = statistics.median(talks[:n]), statistics.median(talks[-n:])
+        ok = abs(last - first) <= DELAY_DRIFT_MS
+        held &= ok
+        out.append(f"- mouth-to-ear A -> B: first tenth {first:.1f} ms, last tenth {last:.1f} ms "
+                   f"(bound {DELAY_DRIFT_MS:.0f} ms apart: {'met' if ok else 'MISSED'})")
+    out.insert(0, f"Flat within the bounds: {'yes' if held else 'NO'}")
+    return "\n".join(out), held
+
+
 def svg(rows, path):
     width, height, pad = 760, 460, 50
     panels = [("resident memory, KiB", [(room, [(r["s"], r["rss"]) for r in rows if r["room"] == room])
@@ -91,4 +147,8 @@ if __name__ == "__main__":
     if not samples:
         sys.exit(f"{sys.argv[1]}: no samples")
     print(table(samples))
+    text, held = bounds(samples)
+    print()
+    print(text)
     svg(samples, sys.argv[2])
+    sys.exit(0 if held else 1)
