@@ -68,7 +68,7 @@ final class CallService: @unchecked Sendable {
     private let catchUp: Mutex<SiteCatchUp>
     /// Where the voice goes now, as last posted to the network thread (for `stats`).
     private let mediaTo = Mutex<[String]>([])
-    private let stopRequest = Flag(false)
+    private let stopRequest: StopSignal
     private var thread: WorkerThread?
     /// Publishes events to control clients; nil until the server runs.
     var control: ControlServer?
@@ -103,6 +103,7 @@ final class CallService: @unchecked Sendable {
         socket = try UDPSocket(bind: signalling)
         let wake = try Doorbell()
         self.wake = wake
+        stopRequest = try StopSignal()
         siteHeard = try Doorbell()
         self.routes = routes
         self.microphone = microphone
@@ -144,8 +145,7 @@ final class CallService: @unchecked Sendable {
             let deadline = Self.now() + grace
             while Self.now() < deadline, engine.withLock({ $0.awaitingAcknowledgement }) { usleep(10_000) }
         }
-        stopRequest.set(true)
-        wake.ring()
+        stopRequest.set()
         thread?.join()
         thread = nil
         storeWriter.stop()  // after the calls thread: the goodbye's history entry is written too
@@ -172,15 +172,15 @@ final class CallService: @unchecked Sendable {
         var refusalLog = RefusalLog(counters: refused.snapshot)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
         defer { buffer.deallocate() }
-        var fds = [pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0)]
+        var poller = Poller(capacity: 3)
+        poller.add(socket.descriptor, read: true)
+        let woken = poller.add(wake.descriptor, read: true)
+        poller.add(stopRequest.bell.descriptor, read: true)
         while !stopRequest.isSet {
             let deadline = [engine.withLock { $0.nextDeadline }, protection.nextDeadline].compactMap { $0 }.min()
-            // Clamped as a Double first: a deadline already due may be -infinity.
-            let wait = Int32(max(0, min(1000, ((deadline ?? .infinity) - Self.now()) * 1000)).rounded(.up))
-            for i in fds.indices { fds[i].revents = 0 }
-            _ = poll(&fds, nfds_t(fds.count), wait)
-            if fds[1].revents != 0 { _ = wake.drain() }
+            // At most a second: the periodic work below (the refusal log among it) runs at least that often.
+            _ = try? poller.wait(seconds: min(1, (deadline ?? .infinity) - Self.now()))  // a failed wait: a wake-up with nothing ready
+            if poller.events(at: woken).any { _ = wake.drain() }
             while let (count, from) = socket.receive(into: buffer) {
                 traffic.received.increment()
                 traffic.receivedBytes.increment(by: count)

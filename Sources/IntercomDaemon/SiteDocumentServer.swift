@@ -8,7 +8,8 @@ import Synchronization
 /// one from the administrator's tool (`intercom-site publish`): `SiteTransfer` over TCP on the
 /// terminal's signalling port number, served by an `ExchangeServer` (one thread, bounded
 /// connections); what it takes is judged whole by the `SiteKeeper` before anything of it is used.
-final class SiteDocumentServer: Sendable {
+final class SiteDocumentServer: Service {
+    var serviceName: String { "site document transfers" }
     struct Settings: Sendable {
         /// Transfers under way at once; one more is told `busy`.
         var connections = 8
@@ -48,7 +49,7 @@ final class SiteDocumentServer: Sendable {
     }
 
     func start() throws(SystemError) { try server.start() }
-    func stopAndJoin() { server.stopAndJoin() }
+    func stop() { server.stop() }
 }
 
 /// What a transfer request is answered; runs on the server's thread.
