@@ -72,6 +72,9 @@ final class CallService: @unchecked Sendable {
     private var thread: WorkerThread?
     /// Publishes events to control clients; nil until the server runs.
     var control: ControlServer?
+    /// How this terminal is doing, read on the calls thread before each tick and told to every
+    /// room every `healthInterval` (set once before `start`; nil: nothing is told).
+    var health: (@Sendable () -> TerminalHealth)?
     /// The streams the network side plays now (read from its atomics), for `status`.
     var mediaStreams: @Sendable () -> [MediaStream] = { [] }
     /// The network round-trip test; the calls thread hands it the reflected probes.
@@ -212,7 +215,9 @@ final class CallService: @unchecked Sendable {
             }
             if let line = refusalLog.line(now: Self.now(), counters: refused.snapshot) { log.notice("\(line)") }
             if let rotated = protection.tick(now: Self.now()) { announceToAll(rotated) }
+            let reported = health?()
             let changes = withEngine { e in
+                if let reported { e.report(reported) }
                 execute(e.tick(now: Self.now()))
                 return e.siteChanges
             }
@@ -583,7 +588,7 @@ final class CallService: @unchecked Sendable {
         let own = e.announcement ?? SiteAnnouncement(software: Software.version, site: nil, appliedAt: nil)
         let rooms = Array(e.settings.directory.keys)
         return SiteOverview(me: e.settings.room, own: own, directory: rooms, heard: e.announcements,
-                            online: Set(rooms.filter { e.presence(of: $0).online }))
+                            online: Set(rooms.filter { e.presence(of: $0).online }), ownHealth: e.health, health: e.healths)
     }
 
     private func directory(_ e: CallEngine) -> RoomDirectory {

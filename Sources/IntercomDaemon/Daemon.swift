@@ -148,6 +148,13 @@ public final class Daemon: @unchecked Sendable {
                        audioRunning: { [engine] in engine.stats.running.isSet }, timeScale: config.testing.timeScale, logger: logger)
             : nil
         self.selfTest = selfTest
+        let started = MonotonicClock.seconds()
+        callService?.health = { [engine] in
+            TerminalHealth(audio: !a.enabled ? .off : engine.stats.running.isSet ? .running : .unavailable,
+                           xruns: UInt32(clamping: engine.stats.xruns),
+                           selfTest: selfTest?.statistics.last.map { $0.passed ? .passed : .failed } ?? TerminalHealth.Check.none,
+                           uptimeSeconds: UInt32(clamping: Int(MonotonicClock.seconds() - started)))
+        }
         let statistics = StatisticsSource(engine: engine, supervisor: supervisor, echoDelay: delayEstimator.estimate, sampleRate: a.sampleRate,
                                           network: network, calls: callService, reloads: reloads, site: site, selfTest: selfTest)
         control = try ControlServer(settings: config.controlSettings(), handler: DaemonControl(

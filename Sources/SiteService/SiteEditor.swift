@@ -103,6 +103,8 @@ public actor SiteEditor {
         public var behind: Bool?
         /// When it was last seen online, Unix time (`LastSeen`); nil: never while the service watched.
         public var lastSeen: Double?
+        /// How it is doing, as its newest health message to the service's member said; nil: offline or not heard.
+        public var health: TerminalHealth?
     }
     /// An approval: the enrolment code read at the terminal (12 digits; spaces and dashes ignored).
     public struct Approval: Codable, Sendable { public var code: String }

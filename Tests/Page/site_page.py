@@ -132,6 +132,14 @@ try:
             By.CSS_SELECTOR, "#terminal-table td.seen")].count(now) >= len(args["approve"]))
     finally:
         facts["terminals_approved"] = driver.find_element(By.ID, "terminal-table").text
+    # How each is doing, told by the terminal itself every 10 s (the member hears it once the
+    # terminal seals by its own key).
+    fine = driver.execute_script("return t('health-ok')")
+    try:
+        WebDriverWait(driver, 30).until(lambda d: sum(c.text.startswith(fine) for c in d.find_elements(
+            By.CSS_SELECTOR, "#terminal-table td.health")) >= len(args["approve"]))
+    finally:
+        facts["terminal_health"] = [c.text for c in driver.find_elements(By.CSS_SELECTOR, "#terminal-table td.health")]
     shot("terminals")
     driver.find_element(By.ID, f"revoke-{args['revoke']}").click()
     apply_previewed("revoke")

@@ -130,6 +130,8 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertTrue(fact("revoke_preview").contains("„Lager“ wird gesperrt"), fact("revoke_preview"))
         XCTAssertEqual(fact("revoke_result"), "Version 10 gilt.")
         XCTAssertTrue(fact("terminals_after_revoke").contains("gesperrt"), fact("terminals_after_revoke"))
+        XCTAssertEqual(fact("terminal_health").components(separatedBy: "in Ordnung").count - 1, 3,
+                       "each terminal tells it is fine (sound running): \(fact("terminal_health"))")
         XCTAssertEqual(fact("version_final"), "10")
         XCTAssertTrue(fact("viewer_sees_types").contains("Material bringen"), "a viewer sees the site")
         XCTAssertEqual(facts["viewer_form_shown"] as? Bool, false, "a viewer's page offers no change")
@@ -299,6 +301,7 @@ final class SiteServiceRigTests: XCTestCase {
             tone = "bell"
             """
         try SiteKit.create(folder, document: SiteKit.document(rooms, names: ["rooma": "Empfang", "roomb": "Behandlung 1"], extra: types))
+        let startedAt = Date()
         let a = try SiteKit.start(rooms, "rooma", folder: folder)
         let b = try SiteKit.start(rooms, "roomb", folder: folder)
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), a.log)
@@ -381,6 +384,18 @@ final class SiteServiceRigTests: XCTestCase {
         let history = try asSoftware("GET", "/api/v1/history?limit=10", token: reader)
         XCTAssertEqual(history.status, 200, history.text)
         XCTAssertTrue(history.text.contains("\(reply.notificationId)"), history.text)
+
+        // How each terminal is doing, as the member hears it (its own: as it runs), on the
+        // terminals list: the sound devices run, no self-test is configured.
+        let listed = try service.request("GET", "/api/v1/terminals", as: anna).decode(SiteServer.List<SiteEditor.Terminal>.self).items
+        XCTAssertEqual(listed.map(\.room), ["rooma", "roomb"])
+        for terminal in listed {
+            let health = try XCTUnwrap(terminal.health, "\(terminal.room) tells how it is doing: \(listed)")
+            XCTAssertEqual(health.audio, .running, terminal.room)
+            XCTAssertEqual(health.selfTest, TerminalHealth.Check.none, terminal.room)
+            XCTAssertFalse(health.isFaulty, terminal.room)
+            XCTAssertLessThanOrEqual(Double(health.uptimeSeconds), Date().timeIntervalSince(startedAt) + 1, terminal.room)
+        }
 
         // Refusals: each names what is wrong, nothing is sent.
         let unknown = try asSoftware("POST", "/api/v1/notifications", json: #"{"type":"kaffee"}"#)

@@ -43,7 +43,9 @@ const words = {
     "h-call": "Gespräch", "h-emergency": "Notruf", "h-announcement": "Durchsage", "h-notification": "„{x}“", incoming: "eingehend", outgoing: "ausgehend",
     finished: "geführt", missed: "verpasst", declined: "abgelehnt", not_reached: "nicht erreicht", "h-acknowledged": "bestätigt", "h-acknowledged-by": "bestätigt von {r}",
     seen: "Erreichbar", "seen-now": "jetzt", "seen-at": "zuletzt {t}", "seen-never": "noch nie gesehen", "seen-unknown": "unbekannt",
-    "version-behind": "{v} (veraltet)",
+    "version-behind": "{v} (veraltet)", health: "Betrieb", "health-ok": "in Ordnung", "health-audio-off": "ohne Ton",
+    "health-audio-unavailable": "Lautsprecher oder Mikrofon gestört", "health-selftest-failed": "Selbsttest fehlgeschlagen",
+    "health-xruns": "{n} Aussetzer", "health-up": "läuft seit {d}",
     listen: "Anhören", "listen-failed": "Das lässt sich gerade nicht abspielen: {x}",
     "h-open": "noch nicht bestätigt", "h-delivered": "angekommen bei {r}", "history-empty": "Noch nichts.",
     "for-terminal": "Für", "every-terminal": "alle Terminals", "keys-only": "Tasten", lights: "Lichter", "light-state": "Zustand", led: "Licht",
@@ -95,7 +97,9 @@ const words = {
     "h-call": "Call", "h-emergency": "Emergency call", "h-announcement": "Announcement", "h-notification": "“{x}”", incoming: "in", outgoing: "out",
     finished: "held", missed: "missed", declined: "declined", not_reached: "not reached", "h-acknowledged": "acknowledged", "h-acknowledged-by": "acknowledged by {r}",
     seen: "Reachable", "seen-now": "now", "seen-at": "last seen {t}", "seen-never": "never seen", "seen-unknown": "unknown",
-    "version-behind": "{v} (behind)",
+    "version-behind": "{v} (behind)", health: "Health", "health-ok": "fine", "health-audio-off": "no sound",
+    "health-audio-unavailable": "speaker or microphone not working", "health-selftest-failed": "self-test failed",
+    "health-xruns": "{n} dropouts", "health-up": "running for {d}",
     listen: "Listen", "listen-failed": "This cannot be played now: {x}",
     "h-open": "not yet acknowledged", "h-delivered": "reached {r}", "history-empty": "Nothing yet.",
     "for-terminal": "For", "every-terminal": "every terminal", "keys-only": "Keys", lights: "Lights", "light-state": "State", led: "Light",
@@ -521,7 +525,7 @@ async function loadTerminals() {
   const rooms = list.items.map((term) => "terminal-" + term.room);
   if ([...body.rows].map((r) => r.id).join() !== rooms.join()) {
     body.replaceChildren();
-    for (const id of rooms) { const row = body.insertRow(); row.id = id; for (let i = 0; i < 7; i++) row.insertCell(); }
+    for (const id of rooms) { const row = body.insertRow(); row.id = id; for (let i = 0; i < 8; i++) row.insertCell(); }
   }
   list.items.forEach((term, i) => {
     const c = body.rows[i].cells;
@@ -531,10 +535,26 @@ async function loadTerminals() {
     c[3].className = term.online ? "took seen" : "unreached seen";
     c[4].textContent = term.site_version === undefined ? "–" : term.behind ? t("version-behind", { v: term.site_version }) : String(term.site_version);
     c[4].className = "site-version";
-    c[5].textContent = t(term.reached ? term.standing : "unknown"); c[5].className = "state";
+    showHealth(c[5], term.health);
+    c[6].textContent = t(term.reached ? term.standing : "unknown"); c[6].className = "state";
     const kind = term.reached && term.standing === "pending" ? "pending" : term.approved ? "approved" : "none";
-    if (body.rows[i].dataset.kind !== kind) { body.rows[i].dataset.kind = kind; terminalActions(c[6], term, kind); }
+    if (body.rows[i].dataset.kind !== kind) { body.rows[i].dataset.kind = kind; terminalActions(c[7], term, kind); }
   });
+}
+
+// What a terminal's newest health message said, in words: its faults, or that it is fine; the
+// dropouts since it started, and (on hover) how long it has run.
+function showHealth(td, h) {
+  if (!h) { td.textContent = "–"; td.className = "health"; td.title = ""; return; }
+  const words = [];
+  if (h.audio === "unavailable") words.push(t("health-audio-unavailable"));
+  if (h.self_test === "failed") words.push(t("health-selftest-failed"));
+  if (words.length === 0) words.push(t(h.audio === "off" ? "health-audio-off" : "health-ok"));
+  if (h.xruns > 0) words.push(t("health-xruns", { n: h.xruns }));
+  td.textContent = words.join(", ");
+  td.className = h.audio === "unavailable" || h.self_test === "failed" ? "health unreached" : "health took";
+  const hours = Math.floor(h.uptime_seconds / 3600), minutes = Math.floor((h.uptime_seconds % 3600) / 60);
+  td.title = t("health-up", { d: hours > 0 ? `${hours} h ${minutes} min` : `${minutes} min` });
 }
 
 function terminalActions(td, term, kind) {
