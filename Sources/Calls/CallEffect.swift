@@ -87,7 +87,6 @@ public enum CallEffect: Sendable, Equatable {
     case sendOnceWritten(to: RoomID, address: IPv4Endpoint, datagram: [UInt8])
     /// Send this hello (already encoded, one message id) to each room: it says the same to all
     /// (under the site key one seal serves all; under terminal keys each is sealed for its room).
-    /// A health round goes out the same way.
     case hello(to: [SignallingPeer], datagram: [UInt8])
     /// Replace the media configuration with this one.
     case setMediaPlan(MediaPlan)

@@ -419,17 +419,18 @@ public struct CallEngine: Sendable {
         out.append(.hello(to: to, datagram: SignalCodec.encode(Envelope(sender: settings.room, messageID: id, message: hello))))
     }
 
-    /// This terminal's health to every room of the directory, one datagram for all (like a hello).
+    /// This terminal's health to every room online (one gone hears it when back, with the next
+    /// round): one message id, sealed for each room on its own (a seal for every room is a
+    /// hello's alone).
     mutating func sendHealth(now: Double) {
         nextHealth = now + settings.timing.healthInterval
         guard let health else { return }
-        let to = settings.directory.keys.sorted().filter { $0 != settings.room }.compactMap { room in
-            signalling(of: room).map { SignallingPeer(room: room, address: $0) }
-        }
-        guard !to.isEmpty else { return }
         let id = nextMessageID
         nextMessageID &+= 1
-        out.append(.hello(to: to, datagram: SignalCodec.encode(Envelope(sender: settings.room, messageID: id, message: .health(health)))))
+        let datagram = SignalCodec.encode(Envelope(sender: settings.room, messageID: id, message: .health(health)))
+        for room in settings.directory.keys.sorted() where room != settings.room && presenceTable[room].presence.online {
+            if let address = signalling(of: room) { out.append(.send(to: room, address: address, datagram: datagram)) }
+        }
     }
 
     /// In a call, a hello to the rooms on the other side every `callKeepalive` (the caller's

@@ -67,7 +67,7 @@ public enum SignalMessage: Equatable, Sendable {
     case notify(StaffNotification)
     /// Someone at the sending room acknowledged this notification of the receiver's.
     case notificationAcknowledged(NotificationID)
-    /// How the sender is doing, to every room every `healthInterval` (never acknowledged).
+    /// How the sender is doing, to every room online every `healthInterval` (never acknowledged).
     case health(TerminalHealth)
 
     /// The type byte on the wire.
