@@ -3,6 +3,7 @@ import Control
 import Foundation
 import IntercomConfig
 import Lights
+import Site
 import SiteAdmin
 import SiteSecurity
 
@@ -280,6 +281,40 @@ public actor SiteEditor {
             case .failure(let why): t.detail = why.description
             }
             return t
+        }
+    }
+
+    /// Gives `room`'s terminal the administrator's order `action`, signed here with the site's key
+    /// (`SiteOrder`: for that room, fresh, once), and returns its answer in the control socket's words.
+    public func order(_ action: SiteOrder.Action, room: String) async throws -> ControlReply {
+        let h = try held()
+        guard let address = ((try? TerminalAddress.all(in: h.document)) ?? []).first(where: { $0.name == room }) else {
+            throw Problem.notFound("no room \(room)")
+        }
+        let key: AdministratorKey
+        do { key = try files.signingKey() } catch {
+            throw Problem(.internalServerError, "no-key", "The site's key cannot be read", detail: error.description)
+        }
+        let signed = SignedSiteOrder.sign(SiteOrder(site: h.site, room: room, action: action, issuedAt: Date().timeIntervalSince1970), with: key)
+        let site = h.site, timeout = Self.publishTimeout
+        let answer = await onDispatchThread { SiteTransfer.exchange(.order(site: site, signed: signed), with: address.endpoint, timeout: timeout) }
+        let command: ControlCommand = action == .loopback ? .loopback(insertMs: 0) : .loopbackResult
+        switch answer {
+        case .failure(let error):
+            throw Problem(.serviceUnavailable, "terminal-unreachable", "The terminal does not answer", detail: "\(room): \(error)")
+        case .success(.orderDone(let bytes)):
+            let response: ControlResponse
+            do { response = try ControlResponse.read(bytes, to: .command(command)) } catch {
+                throw Problem(.badGateway, "terminal-answer", "The terminal's answer is not understood", detail: "\(room): \(error)")
+            }
+            switch response.outcome {
+            case .success(let reply): return reply
+            case .failure(let refusal): throw Problem(refusal)
+            }
+        case .success(.refused(let why)):
+            throw Problem(.conflict, "order-refused", "The terminal refused the order", detail: "\(room): \(why)")
+        case .success(let other):
+            throw Problem(.badGateway, "terminal-answer", "The terminal's answer is not understood", detail: "\(room): \(other)")
         }
     }
 

@@ -141,6 +141,17 @@ try:
     finally:
         facts["terminal_health"] = [c.text for c in driver.find_elements(By.CSS_SELECTOR, "#terminal-table td.health")]
     shot("terminals")
+    # A terminal's speaker and microphone tested from here: its loopback test, and the plot.
+    driver.find_element(By.ID, f"loopback-{args['room']}").click()
+    try:
+        WebDriverWait(driver, 40).until(lambda d: d.find_element(By.ID, "loopback-state").get_attribute("class") in ("took", "unreached"))
+        WebDriverWait(driver, 10).until(lambda d: d.execute_script(
+            "const i = document.getElementById('loopback-plot'); return i.hidden || (i.complete && i.naturalWidth > 0)"))
+    finally:
+        facts["loopback_state"] = driver.find_element(By.ID, "loopback-state").text
+        facts["loopback_plot_shown"] = driver.execute_script(
+            "const i = document.getElementById('loopback-plot'); return !i.hidden && i.complete && i.naturalWidth > 0")
+    shot("loopback")
     driver.find_element(By.ID, f"revoke-{args['revoke']}").click()
     apply_previewed("revoke")
     wait.until(lambda d: not d.find_elements(By.ID, f"revoke-{args['revoke']}"))

@@ -130,6 +130,8 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertTrue(fact("revoke_preview").contains("„Lager“ wird gesperrt"), fact("revoke_preview"))
         XCTAssertEqual(fact("revoke_result"), "Version 10 gilt.")
         XCTAssertTrue(fact("terminals_after_revoke").contains("gesperrt"), fact("terminals_after_revoke"))
+        XCTAssertTrue(fact("loopback_state").hasPrefix("Fertig: der Ton kam nach"), "B's loopback test from the page: \(fact("loopback_state"))")
+        XCTAssertEqual(facts["loopback_plot_shown"] as? Bool, true, "its plot shown")
         XCTAssertEqual(fact("terminal_health").components(separatedBy: "in Ordnung").count - 1, 3,
                        "each terminal tells it is fine (sound running): \(fact("terminal_health"))")
         XCTAssertEqual(fact("version_final"), "10")
@@ -397,6 +399,32 @@ final class SiteServiceRigTests: XCTestCase {
             XCTAssertLessThanOrEqual(Double(health.uptimeSeconds), Date().timeIntervalSince(startedAt) + 1, terminal.room)
         }
 
+        // B's device loopback test from the service: an order signed for B alone, started once B
+        // is quiet (the read-out over), followed until done; its round trip, report and plot
+        // served. A read token may look, not start; a room that does not exist is named.
+        var started: SiteServiceProcess.Reply?
+        XCTAssertTrue(rooms.wait(10) {
+            started = try? service.request("POST", "/api/v1/terminals/roomb/loopback", as: anna)
+            return started?.status == 202
+        }, "started: \(started?.status ?? 0) \(started?.text ?? "")")
+        var loop: [String: Any] = [:]
+        XCTAssertTrue(rooms.wait(20) {
+            let r = try? service.request("GET", "/api/v1/terminals/roomb/loopback", as: anna)
+            loop = r.flatMap { try? JSONSerialization.jsonObject(with: $0.body) as? [String: Any] } ?? [:]
+            return (loop["status"] as? [String: Any])?["state"] as? String == "done"
+        }, "the test ends: \(loop)")
+        let status = try XCTUnwrap(loop["status"] as? [String: Any], "\(loop)")
+        let trip = try XCTUnwrap(status["round_trip_ms"] as? Double, "the chirp came back: \(status)")
+        print(String(format: "api: B's device loopback test from the service: round trip %.1f ms", trip))
+        XCTAssertTrue((5...500).contains(trip), "round trip \(trip) ms")
+        XCTAssertTrue((loop["report"] as? String)?.contains("round trip") == true, "\(loop["report"] ?? "no report")")
+        let plot = try service.request("GET", "/api/v1/terminals/roomb/loopback/plot", as: anna)
+        XCTAssertEqual(plot.status, 200, plot.text)
+        XCTAssertTrue(plot.text.hasPrefix("<svg"), String(plot.text.prefix(80)))
+        XCTAssertEqual(try asSoftware("POST", "/api/v1/terminals/roomb/loopback", token: reader).status, 403, "a read token may not start one")
+        XCTAssertEqual(try asSoftware("GET", "/api/v1/terminals/roomb/loopback", token: reader).status, 200, "but may look")
+        XCTAssertEqual(try service.request("POST", "/api/v1/terminals/nowhere/loopback", as: anna).status, 404)
+
         // Refusals: each names what is wrong, nothing is sent.
         let unknown = try asSoftware("POST", "/api/v1/notifications", json: #"{"type":"kaffee"}"#)
         XCTAssertEqual(unknown.status, 422, unknown.text)
@@ -411,6 +439,7 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertEqual(rooms.notifications("rooma").filter { $0.direction == .outgoing }.count, 1, "only the one sent")
         let audit = try service.request("GET", "/api/v1/audit", as: anna).text
         XCTAssertTrue(audit.contains("notification.sent") && audit.contains("token:Praxissoftware"), audit)
+        XCTAssertTrue(audit.contains("terminal.loopback"), "the loopback test started, in the audit log")
 
         // SIGTERM with both streams open: they end, and so does the service, at once.
         let stopping = service.stop()

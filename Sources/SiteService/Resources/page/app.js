@@ -46,6 +46,10 @@ const words = {
     "version-behind": "{v} (veraltet)", health: "Betrieb", "health-ok": "in Ordnung", "health-audio-off": "ohne Ton",
     "health-audio-unavailable": "Lautsprecher oder Mikrofon gestört", "health-selftest-failed": "Selbsttest fehlgeschlagen",
     "health-xruns": "{n} Aussetzer", "health-up": "läuft seit {d}",
+    "loopback-button": "Lautsprecher prüfen", "loopback-title": "Lautsprecher und Mikrofon in „{r}“",
+    "loopback-running": "Ein Prüfton erklingt im Raum …", "loopback-done": "Fertig: der Ton kam nach {ms} ms zurück.",
+    "loopback-unheard": "Fertig, aber der Prüfton kam nicht zurück: Lautsprecher oder Mikrofon prüfen.",
+    "loopback-aborted": "Abgebrochen.", "loopback-timeout": "Keine Antwort vom Terminal.",
     listen: "Anhören", "listen-failed": "Das lässt sich gerade nicht abspielen: {x}",
     "h-open": "noch nicht bestätigt", "h-delivered": "angekommen bei {r}", "history-empty": "Noch nichts.",
     "for-terminal": "Für", "every-terminal": "alle Terminals", "keys-only": "Tasten", lights: "Lichter", "light-state": "Zustand", led: "Licht",
@@ -100,6 +104,10 @@ const words = {
     "version-behind": "{v} (behind)", health: "Health", "health-ok": "fine", "health-audio-off": "no sound",
     "health-audio-unavailable": "speaker or microphone not working", "health-selftest-failed": "self-test failed",
     "health-xruns": "{n} dropouts", "health-up": "running for {d}",
+    "loopback-button": "Test speaker", "loopback-title": "Speaker and microphone in “{r}”",
+    "loopback-running": "A test tone sounds in the room …", "loopback-done": "Done: the tone came back after {ms} ms.",
+    "loopback-unheard": "Done, but the test tone did not come back: check the speaker and the microphone.",
+    "loopback-aborted": "Aborted.", "loopback-timeout": "The terminal does not answer.",
     listen: "Listen", "listen-failed": "This cannot be played now: {x}",
     "h-open": "not yet acknowledged", "h-delivered": "reached {r}", "history-empty": "Nothing yet.",
     "for-terminal": "For", "every-terminal": "every terminal", "keys-only": "Keys", lights: "Lights", "light-state": "State", led: "Light",
@@ -574,7 +582,38 @@ function terminalActions(td, term, kind) {
     const b = document.createElement("button");
     b.id = "revoke-" + term.room; b.className = "quiet small manager-only"; b.textContent = t("revoke");
     b.onclick = () => confirmChange(t("revoke-what", { r: roomName(term.room) }), "POST", `terminals/${encodeURIComponent(term.room)}/revoke`);
-    td.append(b);
+    const test = document.createElement("button");
+    test.id = "loopback-" + term.room; test.className = "quiet small staff-only"; test.textContent = t("loopback-button");
+    test.onclick = () => runLoopback(term.room);
+    td.append(b, " ", test);
+  }
+}
+
+// The terminal's own device loopback test, run from here: a chirp from its speaker, heard by its
+// microphone. Started, then asked every second until done; the plot comes as an image.
+async function runLoopback(room) {
+  const path = `terminals/${encodeURIComponent(room)}/loopback`;
+  $("loopback").hidden = false;
+  $("loopback-title").textContent = t("loopback-title", { r: roomName(room) });
+  $("loopback-report").hidden = true; $("loopback-plot").hidden = true;
+  $("loopback-state").textContent = t("loopback-running"); $("loopback-state").className = "";
+  $("loopback").scrollIntoView({ block: "start" });
+  try {
+    let answer = await api("POST", path);
+    for (let i = 0; i < 30 && answer.status.state === "running"; i++) {
+      await new Promise((done) => setTimeout(done, 1000));
+      answer = await api("GET", path);
+    }
+    const s = answer.status;
+    if (s.state === "running") { $("loopback-state").textContent = t("loopback-timeout"); $("loopback-state").className = "unreached"; return; }
+    if (s.state !== "done") { $("loopback-state").textContent = t("loopback-aborted"); $("loopback-state").className = "unreached"; return; }
+    const heard = typeof s.round_trip_ms === "number";
+    $("loopback-state").textContent = heard ? t("loopback-done", { ms: s.round_trip_ms.toFixed(1) }) : t("loopback-unheard");
+    $("loopback-state").className = heard ? "took" : "unreached";
+    $("loopback-report").textContent = answer.report || ""; $("loopback-report").hidden = !answer.report;
+    $("loopback-plot").src = "/api/v1/" + path + "/plot?at=" + Date.now(); $("loopback-plot").hidden = false;
+  } catch (e) {
+    $("loopback-state").textContent = e.message || String(e); $("loopback-state").className = "unreached";
   }
 }
 
