@@ -269,10 +269,11 @@ public final class Daemon: @unchecked Sendable {
     private func siteTransfers() -> [any Service] {
         guard let site, let service = calls?.service, let own = config.rooms[config.room.id] else { return [] }
         do throws(SystemError) {
-            // The administrator's orders (the loopback test from the site's page) where there is sound.
+            // The administrator's orders: the loopback test from the site's page (where there is
+            // sound), the room's history for the site's.
             let engine = engine
-            let orders = config.audio.enabled
-                ? OrderTaker(loopback: deviceLoopback, audioRunning: { engine.stats.running.isSet }, isQuiet: { service.isQuiet }) : nil
+            let orders = OrderTaker(loopback: config.audio.enabled ? deviceLoopback : nil, audioRunning: { engine.stats.running.isSet },
+                                    isQuiet: { service.isQuiet }, calls: service)
             let server = try SiteDocumentServer(port: UInt16(own.signallingPort), keeper: site, orders: orders, logger: log,
                                                 onAdopted: { service.siteHeard.ring() })
             let follower = try SiteFollower(room: config.room.id, keeper: site, calls: service, logger: log)

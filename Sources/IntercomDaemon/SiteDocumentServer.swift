@@ -58,20 +58,30 @@ final class SiteDocumentServer: Service {
 }
 
 /// What the administrator's orders may do at this terminal: the device loopback test (a chirp in
-/// the room), only while no call runs and nothing is read aloud; its result at any time.
+/// the room), only while no call runs and nothing is read aloud, and its result at any time
+/// (where there is sound); the room's history, for the site's history on the page.
 struct OrderTaker: Sendable {
-    let loopback: DeviceLoopback
+    /// The most history entries an order gets (the newest; calls and notifications each).
+    static let historyLimit = 200
+    let loopback: DeviceLoopback?
     let audioRunning: @Sendable () -> Bool
     let isQuiet: @Sendable () -> Bool
+    let calls: CallService
 
     func carryOut(_ action: SiteOrder.Action) -> (command: ControlCommand, outcome: Result<ControlReply, ControlFailure>) {
+        let noSound = ControlFailure(.unavailable, "this terminal has no sound ([audio] enabled = false)")
         switch action {
         case .loopback:
             let command = ControlCommand.loopback(insertMs: 0)
+            guard let loopback else { return (command, .failure(noSound)) }
             guard isQuiet() else { return (command, .failure(ControlFailure(.busy, "a call or a notification is under way at this terminal"))) }
             return (command, loopback.start(insertMs: 0, audioRunning: audioRunning()))
         case .loopbackResult:
+            guard let loopback else { return (.loopbackResult, .failure(noSound)) }
             return (.loopbackResult, .success(loopback.status()))
+        case .history:
+            let command = ControlCommand.history(limit: Self.historyLimit)
+            return (command, calls.handle(command))
         }
     }
 }
@@ -137,10 +147,20 @@ private final class TransferHandler: Sendable {
                 refuse(peer, "an order: \(why.rawValue)")
                 return .refused(why.rawValue)
             case .success(let order):
+                // The history is for the service alone: an order for it names the key to seal to.
+                if order.action == .history, order.replyKey == nil {
+                    refuse(peer, "an order for the history without a key to seal it to")
+                    return .refused(SiteOrderRefusal.malformed.rawValue)
+                }
                 let (command, outcome) = orders.carryOut(order.action)
                 if order.action == .loopback { log.notice("site: the administrator's order from \(peer.host): \(command)") }
                 guard let reply = try? Wire.encode(ControlResponse(id: nil, outcome: outcome)) else { return .refused("the reply could not be written") }
-                return .orderDone(reply)
+                if order.replyKey == nil { return .orderDone(reply) }
+                guard let sealed = OrderReplySeal.seal(reply, for: order) else {
+                    refuse(peer, "an order whose reply key is not one")
+                    return .refused(SiteOrderRefusal.malformed.rawValue)
+                }
+                return .orderDone(sealed)
             }
         }
     }

@@ -3,7 +3,8 @@ import Posix
 import Foundation
 
 /// An order from the site's administrator to one terminal, carried over the terminal's site
-/// transfer port (`SiteTransfer.Request.order`): run the device loopback test, give its result.
+/// transfer port (`SiteTransfer.Request.order`): run the device loopback test, give its result,
+/// give the room's history (sealed to `replyKey`: `OrderReplySeal`).
 /// Signed with the administrator key (who may sign site documents may give one), for one site and
 /// one room (it is good at that terminal only), fresh (`SiteOrderGuard`: issued within
 /// `maximumAge` of the terminal's clock) and taken once (its nonce is remembered while it is fresh).
@@ -13,6 +14,8 @@ public struct SiteOrder: Codable, Sendable, Equatable {
         case loopback
         /// The test's state, and its result once done.
         case loopbackResult = "loopback_result"
+        /// The room's history of calls and notifications, sealed to `replyKey`.
+        case history
     }
 
     public var site: String
@@ -22,13 +25,17 @@ public struct SiteOrder: Codable, Sendable, Equatable {
     public var issuedAt: Double
     /// 16 random bytes, hex: two orders issued in the same second are still two.
     public var nonce: String
+    /// The one-time X25519 public key (base64) the reply is sealed to; nil: a reply anyone on the
+    /// network may read (the loopback test's).
+    public var replyKey: String?
 
-    public init(site: String, room: String, action: Action, issuedAt: Double, nonce: String = SiteOrder.newNonce()) {
+    public init(site: String, room: String, action: Action, issuedAt: Double, nonce: String = SiteOrder.newNonce(), replyKey: String? = nil) {
         self.site = site
         self.room = room
         self.action = action
         self.issuedAt = issuedAt
         self.nonce = nonce
+        self.replyKey = replyKey
     }
 
     public static func newNonce() -> String { SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) }.hexDigits }

@@ -318,6 +318,38 @@ public actor SiteEditor {
         }
     }
 
+    /// The site's history: every room's terminal asked at once for its own (an order each, its
+    /// reply sealed to a key made for that order alone), made one (`SiteHistory`).
+    public func siteHistory(limit: Int) async throws -> SiteHistory {
+        let h = try held()
+        let key: AdministratorKey
+        do { key = try files.signingKey() } catch {
+            throw Problem(.internalServerError, "no-key", "The site's key cannot be read", detail: error.description)
+        }
+        let site = h.site, timeout = Self.publishTimeout
+        let answers = await eachAtOnce((try? TerminalAddress.all(in: h.document)) ?? []) { address -> (room: String, outcome: Result<ControlReply, SiteHistory.Unanswered>) in
+            func unanswered(_ detail: String) -> (room: String, outcome: Result<ControlReply, SiteHistory.Unanswered>) {
+                (address.name, .failure(SiteHistory.Unanswered(room: address.name, detail: detail)))
+            }
+            let oneTime = OrderReplySeal.OneTimeKey()
+            let order = SiteOrder(site: site, room: address.name, action: .history, issuedAt: Date().timeIntervalSince1970,
+                                  replyKey: oneTime.publicKeyBase64)
+            switch SiteTransfer.exchange(.order(site: site, signed: SignedSiteOrder.sign(order, with: key)), with: address.endpoint, timeout: timeout) {
+            case .failure(let error): return unanswered("not reached: \(error)")
+            case .success(.orderDone(let sealed)):
+                guard let plain = OrderReplySeal.open(sealed, with: oneTime, for: order) else { return unanswered("its reply does not open") }
+                guard let response = try? ControlResponse.read(plain, to: .command(.history(limit: nil))) else { return unanswered("its reply is not understood") }
+                switch response.outcome {
+                case .success(let reply): return (address.name, .success(reply))
+                case .failure(let refusal): return unanswered(refusal.description)
+                }
+            case .success(.refused(let why)): return unanswered("refused: \(why)")
+            case .success(let other): return unanswered("answered \(other)")
+            }
+        }
+        return SiteHistory(answers: answers, limit: limit)
+    }
+
     /// Approves for `room` the terminal whose key has `code` (read at it), then signs and hands
     /// out the next version with it.
     public func approve(room: String, code: String, actor: String) async throws -> Outcome {

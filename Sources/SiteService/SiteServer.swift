@@ -189,6 +189,11 @@ public final class SiteServer: Sendable {
             let room = context.parameters.get("room") ?? ""
             return try Self.json(try TerminalLoopback(room: room, try await self.editor.order(.loopbackResult, room: room)))
         }
+        // The whole site's history, every terminal's made one (the member's alone: GET /history).
+        api.get("history/site") { request, context in
+            try self.require(context, .manager, .technician, .viewer, scope: .read)
+            return try Self.json(try await self.editor.siteHistory(limit: try Self.limit(request)))
+        }
         // The plot alone, as an image: the page shows it in an <img>, where an SVG runs nothing.
         api.get("terminals/:room/loopback/plot") { _, context in
             try self.require(context, .manager, .technician, .viewer, scope: .read)

@@ -178,7 +178,7 @@ try:
     shot("live")
 
     # Call buttons, a group and who may call whom, each previewed in words and applied; the new
-    # button on a key; then the history of the service's terminal, with the test just sent.
+    # button on a key; then the whole site's history, with the test just sent.
     driver.find_element(By.CSS_SELECTOR, "[data-tab=calling]").click()
     visible("group-form")
     driver.find_element(By.ID, "g-name").send_keys(args["group_name"])

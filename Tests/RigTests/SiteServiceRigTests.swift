@@ -160,8 +160,8 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertTrue(fact("permissions").contains("Labor Empfang") && fact("permissions").contains("Empfang Labor, Lager"), fact("permissions"))
         XCTAssertTrue(fact("call_key_preview").contains("Taste 2: ruft „Labor rufen“"), fact("call_key_preview"))
         XCTAssertEqual(fact("version_calling"), "14")
-        XCTAssertTrue(fact("history").contains("„Material bringen“ (ausgehend)"), fact("history"))
-        XCTAssertTrue(fact("history").contains("Labor"), fact("history"))
+        XCTAssertTrue(fact("history").contains("„Material bringen“"), fact("history"))
+        XCTAssertTrue(fact("history").contains("Empfang → Labor"), "the whole site's history, who to whom: \(fact("history"))")
         // A key and a light of the reception's own: previewed for the reception alone; the shared keys stay.
         XCTAssertTrue(fact("own_hint_before").contains("„Empfang“ hat die Belegung aller Terminals"), fact("own_hint_before"))
         XCTAssertTrue(fact("own_key_preview").contains("Taste 3: Nicht stören an/aus"), fact("own_key_preview"))
@@ -386,6 +386,15 @@ final class SiteServiceRigTests: XCTestCase {
         let history = try asSoftware("GET", "/api/v1/history?limit=10", token: reader)
         XCTAssertEqual(history.status, 200, history.text)
         XCTAssertTrue(history.text.contains("\(reply.notificationId)"), history.text)
+        // The whole site's history: each terminal asked (its reply sealed for the service), the
+        // notification once, as its sender's terminal recorded it, delivered to B.
+        let whole = try asSoftware("GET", "/api/v1/history/site?limit=10", token: reader)
+        XCTAssertEqual(whole.status, 200, whole.text)
+        let site = try whole.decode(SiteHistory.self)
+        XCTAssertEqual(site.unanswered, [], "every terminal answered")
+        let once = site.notifications.filter { $0.record.notification.id.description == reply.notificationId }
+        XCTAssertEqual(once.map(\.room), ["rooma"], "once, from the sender's terminal: \(whole.text)")
+        XCTAssertEqual(once.first?.record.direction, .outgoing)
 
         // How each terminal is doing, as the member hears it (its own: as it runs), on the
         // terminals list: the sound devices run, no self-test is configured.

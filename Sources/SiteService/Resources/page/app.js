@@ -39,7 +39,8 @@ const words = {
     "button-new": "Ruftaste „{x}“ kommt hinzu", "button-gone": "Ruftaste „{x}“ entfällt", "button-changed": "Ruftaste „{x}“ ändert sich",
     "group-new": "Gruppe „{x}“ kommt hinzu", "group-gone": "Gruppe „{x}“ entfällt", "group-changed": "Gruppe „{x}“: {r}",
     "may-call-set": "{r} darf anrufen: {x}", "may-call-all": "{r} darf alle anrufen", "pick-room": "Bitte mindestens einen Raum wählen.",
-    history: "Verlauf", "history-hint": "Gespräche und Benachrichtigungen am Terminal des Dienstes, die neuesten zuerst.", with: "Mit", outcome: "Ausgang",
+    history: "Verlauf", "history-hint": "Gespräche und Benachrichtigungen aller Terminals, die neuesten zuerst.", with: "Wer → wen", outcome: "Ausgang",
+    "history-missing": "Diese Terminals antworteten nicht; ihr Teil kann fehlen: {r}",
     "h-call": "Gespräch", "h-emergency": "Notruf", "h-announcement": "Durchsage", "h-notification": "„{x}“", incoming: "eingehend", outgoing: "ausgehend",
     finished: "geführt", missed: "verpasst", declined: "abgelehnt", not_reached: "nicht erreicht", "h-acknowledged": "bestätigt", "h-acknowledged-by": "bestätigt von {r}",
     seen: "Erreichbar", "seen-now": "jetzt", "seen-at": "zuletzt {t}", "seen-never": "noch nie gesehen", "seen-unknown": "unbekannt",
@@ -97,7 +98,8 @@ const words = {
     "button-new": "Call button “{x}” is added", "button-gone": "Call button “{x}” is removed", "button-changed": "Call button “{x}” changes",
     "group-new": "Group “{x}” is added", "group-gone": "Group “{x}” is removed", "group-changed": "Group “{x}”: {r}",
     "may-call-set": "{r} may call: {x}", "may-call-all": "{r} may call everyone", "pick-room": "Please choose at least one room.",
-    history: "History", "history-hint": "Calls and notifications at the service's terminal, newest first.", with: "With", outcome: "Outcome",
+    history: "History", "history-hint": "Calls and notifications of every terminal, newest first.", with: "Who → whom", outcome: "Outcome",
+    "history-missing": "These terminals did not answer; their part may be missing: {r}",
     "h-call": "Call", "h-emergency": "Emergency call", "h-announcement": "Announcement", "h-notification": "“{x}”", incoming: "in", outgoing: "out",
     finished: "held", missed: "missed", declined: "declined", not_reached: "not reached", "h-acknowledged": "acknowledged", "h-acknowledged-by": "acknowledged by {r}",
     seen: "Reachable", "seen-now": "now", "seen-at": "last seen {t}", "seen-never": "never seen", "seen-unknown": "unknown",
@@ -362,16 +364,18 @@ function slug(text, fallback) {
 }
 function freeID(base, taken) { let id = base, n = 2; while (taken(id)) id = base + "-" + n++; return id; }
 
+// The whole site's history: every terminal's own, made one by the service (each call and
+// notification once, from the side that placed it), newest first.
 async function loadHistory() {
   const body = $("history-table").tBodies[0];
   try {
-    const h = await api("GET", "history?limit=50");
+    const h = await api("GET", "history/site?limit=50");
     const rows = [
-      ...h.entries.map((c) => ({ at: c.started, what: t(c.kind ? "h-" + c.kind : "h-call") + " (" + t(c.direction) + ")",
-        with: c.direction === "incoming" ? roomName(c.caller) : c.participants.map((p) => roomName(p.room)).join(", "),
+      ...h.calls.map(({ entry: c }) => ({ at: c.started, what: t(c.kind ? "h-" + c.kind : "h-call"),
+        with: roomName(c.caller) + " → " + (c.direction === "incoming" ? roomName(c.participants.length ? c.participants[0].room : "") : c.participants.map((p) => roomName(p.room)).join(", ")),
         outcome: t(c.outcome), id: c.call_id })),
-      ...h.notifications.map((n) => ({ at: n.sent, what: t("h-notification", { x: n.label || typeLabel(n.type) }) + " (" + t(n.direction) + ")",
-        with: n.direction === "incoming" ? roomName(n.sender) : n.recipients.map(roomName).join(", "),
+      ...h.notifications.map(({ record: n }) => ({ at: n.sent, what: t("h-notification", { x: n.label || typeLabel(n.type) }),
+        with: roomName(n.sender) + " → " + n.recipients.map(roomName).join(", "),
         outcome: n.direction === "incoming" ? t(n.acknowledged ? "h-acknowledged" : "h-open")
           : (n.acknowledged_by && n.acknowledged_by.length ? t("h-acknowledged-by", { r: n.acknowledged_by.map(roomName).join(", ") })
             : (n.delivered && n.delivered.length ? t("h-delivered", { r: n.delivered.map(roomName).join(", ") }) : t("h-open"))),
@@ -384,7 +388,9 @@ async function loadHistory() {
       cell(row, new Date(r.at * 1000).toLocaleString(lang)); cell(row, r.what); cell(row, r.with); cell(row, r.outcome);
     }
     if (rows.length === 0) cell(body.insertRow(), t("history-empty")).colSpan = 4;
-  } catch (e) { body.replaceChildren(); say(e.status === 503 ? t("no-member") : (e.message || String(e)), true); }
+    $("history-missing").textContent = h.unanswered.length ? t("history-missing", { r: h.unanswered.map((u) => roomName(u.room)).join(", ") }) : "";
+    $("history-missing").hidden = h.unanswered.length === 0;
+  } catch (e) { body.replaceChildren(); say(e.message || String(e), true); }
 }
 
 async function load() {
