@@ -47,6 +47,30 @@ final class SiteOrderTests: XCTestCase {
         XCTAssertEqual(guardian.take(o, now: now + limit + 10).failureValue, .stale)
     }
 
+    /// A history reply opens only with the one-time key the order named, and only for that order.
+    func testAReplySealedToTheOrdersKeyOpensWithThatKeyAloneAndForThatOrderAlone() throws {
+        let oneTime = OrderReplySeal.OneTimeKey()
+        let o = SiteOrder(site: "praxis", room: "labor", action: .history, issuedAt: now, replyKey: oneTime.publicKeyBase64)
+        let reply = Array(#"{"result":{"entries":[],"notifications":[]}}"#.utf8)
+        let sealed = try XCTUnwrap(OrderReplySeal.seal(reply, for: o))
+        XCTAssertNil(sealed.firstRange(of: Array("entries".utf8)), "nothing of it readable on the wire")
+        XCTAssertEqual(OrderReplySeal.open(sealed, with: oneTime, for: o), reply)
+        XCTAssertNil(OrderReplySeal.open(sealed, with: OrderReplySeal.OneTimeKey(), for: o), "another key")
+        var other = o
+        other.nonce = SiteOrder.newNonce()
+        XCTAssertNil(OrderReplySeal.open(sealed, with: oneTime, for: other), "bound to its order's nonce")
+        var tampered = sealed
+        tampered[tampered.count - 1] ^= 1
+        XCTAssertNil(OrderReplySeal.open(tampered, with: oneTime, for: o))
+        XCTAssertNil(OrderReplySeal.seal(reply, for: order()), "an order naming no key gets nothing sealed")
+        var bad = o
+        bad.replyKey = "not a key"
+        XCTAssertNil(OrderReplySeal.seal(reply, for: bad))
+        // The key is in what the administrator signed: a changed key breaks the signature.
+        let signed = SignedSiteOrder.sign(o, with: key)
+        XCTAssertEqual(try SignedSiteOrder.open(signed, verifier: key.verifier).get().replyKey, oneTime.publicKeyBase64)
+    }
+
     func testAFloodOfOrdersKeepsMemoryBoundedAndRefusesEveryReplayWhileFresh() {
         var guardian = SiteOrderGuard(site: "praxis", room: "labor")
         let orders = (0..<SiteOrderGuard.capacity).map { order(nonce: "n\($0)") }
