@@ -108,7 +108,7 @@ let package = Package(
         // The site service: the practice manager's page and the practice software's API over HTTPS,
         // accounts, tokens and the audit log in one SQLite file (docs/site-service.md). Never in intercomd.
         .target(name: "SiteService", dependencies: [
-            "Calls", "Control", "IntercomConfig", "Lights", "Posix", "SignalTools", "SiteAdmin", "SiteSecurity", "Speech",
+            "Calls", "Control", "IntercomConfig", "Lights", "Posix", "SignalTools", "Site", "SiteAdmin", "SiteSecurity", "Speech",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdCore", package: "hummingbird"),
             .product(name: "HummingbirdTLS", package: "hummingbird"),

@@ -21,8 +21,9 @@ public final class AudioEngine: @unchecked Sendable {
     /// Unprocessed microphone frames, when someone wants them (local mode, measurements).
     public let rawMicrophone: SampleRing?
     public let stats = EngineStats()
-    /// Set by any thread to end the running session.
-    public let stopRequest = Flag(false)
+    /// Set by any thread to end the running session at once: its bell is among the descriptors
+    /// the audio thread waits for. Cleared by whoever starts the next session (`StopSignal.clear`).
+    public let stopRequest: StopSignal
     /// Rung after each processed microphone frame, to wake the network sender at once.
     public let microphoneReady: Doorbell?
     /// Called once on the audio thread when a session starts (tests mark the thread here).
@@ -59,7 +60,7 @@ public final class AudioEngine: @unchecked Sendable {
     ///   nil: every frame is handed on (recorders, measurements).
     public init(frameSize: Int, mixer: Mixer, microphoneChain: MicrophoneChain, ringFrames: Int = 32,
                 recordRaw: Bool = false, microphoneReady: Doorbell? = nil, maxCaptureBacklogMs: Double? = nil,
-                loopback: LoopbackProbe? = nil, onAudioThreadStart: (@Sendable () -> Void)? = nil) {
+                loopback: LoopbackProbe? = nil, onAudioThreadStart: (@Sendable () -> Void)? = nil) throws(SystemError) {
         precondition(microphoneChain.frameSize == frameSize, "the microphone chain's frame must equal the period")
         self.frameSize = frameSize
         self.mixer = mixer
@@ -69,6 +70,7 @@ public final class AudioEngine: @unchecked Sendable {
         self.onAudioThreadStart = onAudioThreadStart
         self.loopback = loopback
         self.microphoneReady = microphoneReady
+        stopRequest = try StopSignal()
         let frameNanos = Double(frameSize) * 1e9 / Double(microphoneChain.canceller.settings.sampleRate)
         self.frameNanos = frameNanos
         captureClock = CaptureClock(frameNanos: frameNanos)
@@ -100,10 +102,10 @@ public final class AudioEngine: @unchecked Sendable {
         // A playback queue kept below its buffer always has room, so its POLLOUT would spin (a
         // sound server's plugin ignores avail_min): it is topped up when capture wakes the loop,
         // once a period on the devices' one clock, or after a period without capture.
-        let fds = keepsPlaybackFull ? captureFds + playbackFds : captureFds
-        let pollSet = UnsafeMutablePointer<pollfd>.allocate(capacity: fds.count)
-        pollSet.initialize(from: fds, count: fds.count)
-        defer { pollSet.deallocate() }
+        var poller = Poller(capacity: captureFds.count + playbackFds.count + 1)
+        let capture = poller.add(entries: captureFds)
+        if keepsPlaybackFull { poller.add(entries: playbackFds) }
+        let stopRung = poller.add(stopRequest.bell.descriptor, read: true)
         let periodMs = max(1, Int((frameNanos / 1e6).rounded(.up)))
         let stallMs = Int(4 * frameNanos / 1e6) + 200
         let timeoutMs = Int32(keepsPlaybackFull ? stallMs : periodMs)
@@ -125,12 +127,15 @@ public final class AudioEngine: @unchecked Sendable {
         var recheckPlayback = false
         var silentPolls = 0
         while !stopRequest.isSet {
-            for i in 0..<fds.count { pollSet[i].revents = 0 }
-            let ready = poll(pollSet, nfds_t(fds.count), recheckPlayback ? recheckMs : timeoutMs)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                return .deviceFailed(device: devices.capture.name, operation: "poll", code: -errno)
+            let ready: Int
+            do {
+                ready = try poller.wait(timeoutMs: recheckPlayback ? recheckMs : timeoutMs)
+            } catch {
+                return .deviceFailed(device: devices.capture.name, operation: "poll", code: -error.errno.rawValue)
             }
+            if stopRequest.isSet { break }
+            if poller.events(at: stopRung).any { stopRequest.bell.drain() }  // a ring that raced a `clear`
+            if poller.wasInterrupted { continue }  // not a timeout: a stopped and continued process, say
             if ready == 0 && recheckPlayback {
                 recheckPlayback = false
                 if let failure = fillPlayback(devices) { return failure }
@@ -157,7 +162,7 @@ public final class AudioEngine: @unchecked Sendable {
             }
             silentPolls = 0
             if let failure = fillPlayback(devices) { return failure }
-            let (events, rc) = devices.capture.revents(pollSet, count: captureFds.count)
+            let (events, rc) = poller.withEntries(capture) { devices.capture.revents($0, count: $1) }
             if rc < 0 { return .deviceFailed(device: devices.capture.name, operation: "poll revents", code: rc) }
             if events & Int16(POLLERR) != 0 {
                 if let failure = recoverXrun(devices, failed: devices.capture, code: -EPIPE) { return failure }

@@ -29,6 +29,8 @@ public struct CallEngine: Sendable {
     var nextHello: Double?
     /// During a call: when the next keepalive hello goes to the other side.
     var nextKeepalive: Double?
+    /// When this terminal's health next goes to every room (nil: at the next tick).
+    var nextHealth: Double?
     /// Effects of the entry point running now.
     var out: [CallEffect] = []
     /// Missed calls nobody here acknowledged yet, oldest first.
@@ -59,6 +61,19 @@ public struct CallEngine: Sendable {
     /// Sets what the hellos say (the integrator does at start and whenever it applies a site
     /// document); a change goes out with hellos at the next `tick`, not a hello interval later,
     /// so that a new site document spreads one hop per fetch.
+    /// How this terminal is doing, as the integrator last reported (`report`); nil: nothing
+    /// reported, and no health message is sent.
+    public private(set) var health: TerminalHealth?
+
+    /// Sets this terminal's health. It goes to every room with the next health round (every
+    /// `healthInterval`; the first at the next tick): a change costs no message of its own.
+    public mutating func report(_ health: TerminalHealth) { self.health = health }
+
+    /// What each other room's newest health message said, while it is online.
+    public var healths: [RoomID: TerminalHealth] {
+        presenceTable.rooms.compactMapValues { $0.presence.online ? $0.health : nil }
+    }
+
     public mutating func announce(_ announcement: SiteAnnouncement) {
         guard announcement != self.announcement else { return }
         let first = self.announcement == nil
@@ -159,6 +174,7 @@ public struct CallEngine: Sendable {
         }
         consider(nextReminder.map { $0 - wallClockOffset })
         consider(nextNotificationReminder.map { $0 - wallClockOffset })
+        if health != nil { consider(nextHealth ?? -.infinity) }  // only while `tick` sends it
         return first
     }
 
@@ -284,6 +300,9 @@ public struct CallEngine: Sendable {
         if nextHello.map({ now >= $0 }) ?? true {
             sendHellos(now: now)
         }
+        if health != nil, nextHealth.map({ now >= $0 }) ?? true {
+            sendHealth(now: now)
+        }
         sendKeepalives(now: now)
         for room in presenceTable.expire(now: now, offlineAfter: t.offlineAfter) {
             out.append(.event(.presenceChanged(room: room, presence(of: room))))
@@ -398,6 +417,20 @@ public struct CallEngine: Sendable {
         nextMessageID &+= 1
         let hello = SignalMessage.hello(doNotDisturb: doNotDisturb, call: call?.id, announcement: announcement)
         out.append(.hello(to: to, datagram: SignalCodec.encode(Envelope(sender: settings.room, messageID: id, message: hello))))
+    }
+
+    /// This terminal's health to every room online (one gone hears it when back, with the next
+    /// round): one message id, sealed for each room on its own (a seal for every room is a
+    /// hello's alone).
+    mutating func sendHealth(now: Double) {
+        nextHealth = now + settings.timing.healthInterval
+        guard let health else { return }
+        let id = nextMessageID
+        nextMessageID &+= 1
+        let datagram = SignalCodec.encode(Envelope(sender: settings.room, messageID: id, message: .health(health)))
+        for room in settings.directory.keys.sorted() where room != settings.room && presenceTable[room].presence.online {
+            if let address = signalling(of: room) { out.append(.send(to: room, address: address, datagram: datagram)) }
+        }
     }
 
     /// In a call, a hello to the rooms on the other side every `callKeepalive` (the caller's
@@ -590,6 +623,7 @@ public struct CallEngine: Sendable {
         case .missedCall(let notice): receiveMissedCall(notice, now: now)
         case .notify(let n): receiveNotification(n, now: now)
         case .notificationAcknowledged(let id): receiveAcknowledgement(id, from: sender, now: now)
+        case .health(let h): presenceTable.health(sender, h)
         }
     }
 

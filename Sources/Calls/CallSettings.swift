@@ -55,6 +55,8 @@ public struct CallTiming: Sendable, Equatable {
     /// A notification heard and not acknowledged is reminded (its reminder tone, and read again)
     /// this long after it was heard, and again every this long; 0 = no reminder.
     public var notificationReminder = 60.0
+    /// How often a terminal tells every room how it is doing (`TerminalHealth`).
+    public var healthInterval = 10.0
 
     public init() {}
 
@@ -62,7 +64,8 @@ public struct CallTiming: Sendable, Equatable {
     public func scaled(by factor: Double) -> CallTiming {
         var t = self
         for path in [\CallTiming.retransmitInitial, \.retransmitMaxInterval, \.giveUpAfter, \.helloInterval, \.offlineAfter,
-                     \.ringTime, \.answerTimeout, \.callKeepalive, \.peerSilenceTimeout, \.missedReminder, \.notificationReminder] {
+                     \.ringTime, \.answerTimeout, \.callKeepalive, \.peerSilenceTimeout, \.missedReminder, \.notificationReminder,
+                     \.healthInterval] {
             t[keyPath: path] /= factor
         }
         return t
@@ -179,6 +182,7 @@ public struct CallSettings: Sendable, Equatable {
             ("retransmit_initial", t.retransmitInitial), ("retransmit_max_interval", t.retransmitMaxInterval),
             ("give_up_after", t.giveUpAfter), ("hello_interval", t.helloInterval), ("offline_after", t.offlineAfter),
             ("answer_timeout", t.answerTimeout), ("peer_silence_timeout", t.peerSilenceTimeout),
+            ("health_interval", t.healthInterval),
         ]
         for (key, value) in positive where !(value > 0 && value.isFinite) { out.append("timing.\(key): must be > 0") }
         if !(t.ringTime >= 0 && t.ringTime.isFinite) { out.append("timing.ring_time: must be >= 0") }

@@ -9,6 +9,8 @@ struct RoomPresence: Sendable {
     var call: CallID?
     /// What its newest directory-wide hello announced (a keepalive carries none and keeps it).
     var announcement: SiteAnnouncement?
+    /// What its newest health message said.
+    var health: TerminalHealth?
 }
 
 struct PresenceTable: Sendable {
@@ -55,6 +57,9 @@ struct PresenceTable: Sendable {
         rooms[room] = r
         return (r.presence == before ? nil : r.presence, false)
     }
+
+    /// Notes a health message (the room was heard: `heard` ran for the datagram).
+    mutating func health(_ room: RoomID, _ health: TerminalHealth) { rooms[room, default: RoomPresence()].health = health }
 
     /// Marks `room` offline at once, as if it had gone silent; true if it was online.
     mutating func drop(_ room: RoomID) -> Bool {

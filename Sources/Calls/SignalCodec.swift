@@ -96,6 +96,11 @@ public enum SignalCodec {
             out.appendText(n.text, max: StaffNotification.maxTextBytes)
         case .notificationAcknowledged(let id):
             out.appendBE(id.value)
+        case .health(let h):
+            out.append(healthCode(h.audio))
+            out.append(healthCode(h.selfTest))
+            out.appendBE(h.xruns)
+            out.appendBE(h.uptimeSeconds)
         }
         if let tag = envelope.authenticationTag {
             // Always exactly tagLength bytes on the wire, whatever the caller passed.
@@ -118,6 +123,22 @@ public enum SignalCodec {
         case .busy: 2
         case .notPermitted: 3
         case .refused: 4
+        }
+    }
+
+    static func healthCode(_ a: TerminalHealth.Audio) -> UInt8 {
+        switch a {
+        case .off: 0
+        case .running: 1
+        case .unavailable: 2
+        }
+    }
+
+    static func healthCode(_ c: TerminalHealth.Check) -> UInt8 {
+        switch c {
+        case .none: 0
+        case .passed: 1
+        case .failed: 2
         }
     }
 
@@ -155,7 +176,7 @@ public enum SignalCodec {
         guard buffer[0] == magic.0, buffer[1] == magic.1 else { throw .badMagic }
         guard buffer[2] == version else { throw .unsupportedVersion }
         let type = buffer[3]
-        guard (1...13).contains(type) else { throw .unknownMessageType }
+        guard (1...14).contains(type) else { throw .unknownMessageType }
         let flags = EnvelopeFlags(rawValue: buffer[4])
         guard flags.subtracting(.known).isEmpty else { throw .reservedFlags }
 
@@ -279,6 +300,11 @@ public enum SignalCodec {
             let raw = try r.uint64()
             guard raw != 0 else { throw .zeroCallID }
             return .notificationAcknowledged(NotificationID(raw))
+        case 14:
+            let audio = try r.uint8(), check = try r.uint8()
+            guard let a = TerminalHealth.Audio.allCases.first(where: { healthCode($0) == audio }),
+                  let c = TerminalHealth.Check.allCases.first(where: { healthCode($0) == check }) else { throw .reservedStateBits }
+            return .health(TerminalHealth(audio: a, xruns: try r.uint32(), selfTest: c, uptimeSeconds: try r.uint32()))
         default:  // 10 and 11: the round-trip probe and its reflection
             let sequence = try r.uint32()
             let micros = try r.uint64()

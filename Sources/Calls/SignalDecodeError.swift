@@ -26,7 +26,7 @@ public enum SignalDecodeError: Error, CaseIterable, Hashable, Sendable, CustomSt
     /// Port 0, or a multicast mode whose group is not a multicast address.
     case invalidMediaAddress
     case unknownDeclineReason
-    /// A state byte (mute, hello) has bits this version does not define.
+    /// A state byte (mute, hello, health) has bits or a value this version does not define.
     case reservedStateBits
     /// A time beyond `SignalCodec.maxMilliseconds`.
     case invalidTime

@@ -67,6 +67,8 @@ public enum SignalMessage: Equatable, Sendable {
     case notify(StaffNotification)
     /// Someone at the sending room acknowledged this notification of the receiver's.
     case notificationAcknowledged(NotificationID)
+    /// How the sender is doing, to every room online every `healthInterval` (never acknowledged).
+    case health(TerminalHealth)
 
     /// The type byte on the wire.
     public var typeCode: UInt8 {
@@ -84,6 +86,7 @@ public enum SignalMessage: Equatable, Sendable {
         case .probeReply: 11
         case .notify: 12
         case .notificationAcknowledged: 13
+        case .health: 14
         }
     }
 
@@ -91,7 +94,7 @@ public enum SignalMessage: Equatable, Sendable {
     /// nor are probes (a lost one is what the test measures).
     public var needsAck: Bool {
         switch self {
-        case .hello, .ack, .probe, .probeReply: false
+        case .hello, .ack, .probe, .probeReply, .health: false
         default: true
         }
     }
@@ -113,7 +116,7 @@ public enum SignalMessage: Equatable, Sendable {
              .mute(let id, _): id
         case .missedCall(let notice): notice.callID
         case .hello(_, let call, _): call
-        case .ack, .probe, .probeReply, .notify, .notificationAcknowledged: nil
+        case .ack, .probe, .probeReply, .notify, .notificationAcknowledged, .health: nil
         }
     }
 }

@@ -13,7 +13,8 @@ import Synchronization
 ///     server.start()
 ///     server.publish(.doNotDisturbChanged(true))                                  // any thread
 ///     server.stop()                                                               // closes all, removes the file
-public final class ControlServer: Sendable {
+public final class ControlServer: Service {
+    public var serviceName: String { "control socket" }
     public let settings: ControlSettings
     let handler: any ControlHandler
     let listener: UnixSocket
@@ -21,7 +22,7 @@ public final class ControlServer: Sendable {
     private let lock: SocketLock
     let doorbell: Doorbell
     let events: EventQueue
-    let stopRequested = Atomic<Bool>(false)
+    let stopping: StopSignal
     private let phase = Mutex(Phase.created)
     private let thread = Mutex<WorkerThread?>(nil)
     let counters = Mutex(ControlServerStatistics())
@@ -38,6 +39,7 @@ public final class ControlServer: Sendable {
         (listener, inode, lock) = (made.socket, made.inode, made.lock)
         do {
             doorbell = try Doorbell()
+            stopping = try StopSignal()
         } catch {
             UnixSocket.removeSocketFile(path: settings.socketPath, inode: made.inode)
             made.lock.release()
@@ -76,8 +78,7 @@ public final class ControlServer: Sendable {
         }
         switch was {
         case .running:
-            stopRequested.store(true, ordering: .releasing)
-            doorbell.ring()
+            stopping.set()
             thread.withLock { $0 }?.join()
         case .created:
             listener.close()

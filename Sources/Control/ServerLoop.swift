@@ -28,8 +28,9 @@ final class ServerLoop: @unchecked Sendable {
 
     func run() {
         var poller = Poller()
-        while !server.stopRequested.load(ordering: .acquiring) {
+        while !server.stopping.isSet {
             poller.reset()
+            poller.add(server.stopping.bell.descriptor, read: true)
             let bell = poller.add(server.doorbell.descriptor, read: true, write: false)
             let accepting = now >= acceptPausedUntil
             let listen = poller.add(server.listener.descriptor, read: accepting, write: false)

@@ -18,6 +18,9 @@ public struct SiteOverview: Sendable, Equatable, Codable {
         /// When it applied that document, Unix time.
         public var appliedAt: Double?
         public var behind: Bool
+        /// How it is doing, as its newest health message said (this terminal: now); nil: offline,
+        /// or nothing heard yet (it tells every 10 s; an older build never does).
+        public var health: TerminalHealth?
     }
 
     /// This terminal first, then the directory's other rooms by id.
@@ -27,7 +30,8 @@ public struct SiteOverview: Sendable, Equatable, Codable {
 
     /// Builds the overview from this room's announcement and the other rooms' (those not heard
     /// from are offline, with nothing known).
-    public init(me: RoomID, own: SiteAnnouncement, directory: [RoomID], heard: [RoomID: SiteAnnouncement], online: Set<RoomID>) {
+    public init(me: RoomID, own: SiteAnnouncement, directory: [RoomID], heard: [RoomID: SiteAnnouncement], online: Set<RoomID>,
+                ownHealth: TerminalHealth? = nil, health: [RoomID: TerminalHealth] = [:]) {
         let all: [(RoomID, SiteAnnouncement?)] = [(me, own)] + directory.filter { $0 != me }.sorted().map { ($0, heard[$0]) }
         let stamps = all.compactMap { $0.1?.site }
         let newest = stamps.max()
@@ -39,7 +43,8 @@ public struct SiteOverview: Sendable, Equatable, Codable {
             if isOnline, a != nil, let newest { behind = held.map { $0 < newest } ?? true }
             return Terminal(room: room.value, online: isOnline, software: isOnline ? a?.software : nil,
                             siteVersion: isOnline ? held?.version : nil, digest: isOnline ? held?.digest.hexDigits : nil,
-                            appliedAt: isOnline ? a?.appliedAt : nil, behind: behind)
+                            appliedAt: isOnline ? a?.appliedAt : nil, behind: behind,
+                            health: room == me ? ownHealth : isOnline ? health[room] : nil)
         }
         newestVersion = newest?.version
     }

@@ -10,8 +10,9 @@ import SignalTools
 /// amount can change on every stream restart; a filter long enough to cover that converges slowly.
 ///
 /// Runs on its own ordinary thread. The audio thread only copies frames into two lock-free taps.
-public final class EchoDelayEstimator: @unchecked Sendable {
+public final class EchoDelayEstimator: Service, @unchecked Sendable {
     // @unchecked: the history buffers belong to the estimator thread; the rest are atomics and rings.
+    public var serviceName: String { "echo delay estimator" }
     /// Estimates are made at 8 kHz: enough for speech, and 36 times cheaper to correlate.
     static let decimation = 6
     public let maxDelaySamples: Int

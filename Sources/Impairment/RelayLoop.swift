@@ -31,11 +31,10 @@ final class RelayLoop: @unchecked Sendable {
 
     /// Runs until the wake pipe becomes readable; `publish` gets a snapshot after every wake-up.
     func run(publish: (RelayStatistics) -> Void) {
-        var fds = [
-            pollfd(fd: client.descriptor, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: upstream.descriptor, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0),
-        ]
+        var poller = Poller(capacity: 3)
+        let fromClient = poller.add(client.descriptor, read: true)
+        let fromUpstream = poller.add(upstream.descriptor, read: true)
+        let woken = poller.add(wake.descriptor, read: true)
         while true {
             sendDue(now: MonotonicClock.nanoseconds())
             publish(statistics)
@@ -45,12 +44,10 @@ final class RelayLoop: @unchecked Sendable {
                 // Round up: poll() has millisecond resolution and a datagram must never leave early.
                 timeoutMs = next.dueNs <= now ? 0 : Int32(min((next.dueNs - now + 999_999) / 1_000_000, 1_000))
             }
-            for i in fds.indices { fds[i].revents = 0 }
-            let ready = poll(&fds, nfds_t(fds.count), timeoutMs)
-            if ready < 0 && SystemError.currentErrno != .interrupted { break }
-            if fds[2].revents != 0 { break }
-            if fds[0].revents != 0 { drainClient() }
-            if fds[1].revents != 0 { drainUpstream() }
+            do { try poller.wait(timeoutMs: timeoutMs) } catch { break }
+            if poller.events(at: woken).any { break }
+            if poller.events(at: fromClient).any { drainClient() }
+            if poller.events(at: fromUpstream).any { drainUpstream() }
         }
         statistics.forward.discardedAtStop += UInt64(queue.count(of: .forward))
         statistics.reverse.discardedAtStop += UInt64(queue.count(of: .reverse))

@@ -44,20 +44,21 @@ final class Announcer: @unchecked Sendable {
     private let line = Mutex(Line())
     private let abort = Flag(false)
     private let wake: Doorbell
-    private let stopRequest = Flag(false)
+    private let stopRequest: StopSignal
     private var thread: WorkerThread?
     private let log: Logger
     private let sampleRate: Double
     let statistics = AnnouncerStatistics()
 
     /// `prepare`: texts spoken into the cache at start.
-    init(sounds: TerminalSounds, speech: SpeechSection, sampleRate: Int, callInputs: [MixerInput], prepare: [String], logger: Logger) {
+    init(sounds: TerminalSounds, speech: SpeechSection, sampleRate: Int, callInputs: [MixerInput], prepare: [String], logger: Logger) throws(SystemError) {
         player = sounds.announcements
         self.sounds = sounds
         self.sampleRate = Double(sampleRate)
         self.callInputs = callInputs
         log = logger
-        wake = try! Doorbell()
+        wake = try Doorbell()
+        stopRequest = try StopSignal()
         var cache: SpeechCache?
         do {
             cache = try Self.cache(speech, sampleRate: sampleRate)
@@ -101,8 +102,8 @@ final class Announcer: @unchecked Sendable {
     }
 
     func stop() {
-        stopRequest.set(true)
         abort.set(true)
+        stopRequest.set()
         wake.ring()
         thread?.join()
         thread = nil
@@ -225,7 +226,7 @@ final class Announcer: @unchecked Sendable {
             guard feed(clip.samples) else { return }
         }
         // Until heard: the ducking ends with the last sample.
-        while player.queued > 0, !abort.isSet, !stopRequest.isSet { usleep(5_000) }
+        while player.queued > 0, !abort.isSet, !stopRequest.sleep(seconds: 0.005) {}
     }
 
     /// Feeds `samples` as the ring drains; false when aborted (acknowledged, or stopping).
@@ -234,7 +235,7 @@ final class Announcer: @unchecked Sendable {
         while at < samples.count {
             if abort.isSet || stopRequest.isSet { return false }
             at = player.feed(samples, from: at)
-            if at < samples.count { usleep(10_000) }
+            if at < samples.count { stopRequest.sleep(seconds: 0.01) }
         }
         return !abort.isSet
     }

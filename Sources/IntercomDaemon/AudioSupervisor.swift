@@ -10,9 +10,10 @@ import Synchronization
 /// and when a device cannot be opened or fails, logs it by name and tries again with back-off.
 /// `reopen` ends the session and opens the devices again with new settings (a reload, once no
 /// call runs).
-public final class AudioSupervisor: @unchecked Sendable {
+public final class AudioSupervisor: Service, @unchecked Sendable {
     // @unchecked: mutable state is touched only by the supervisor thread; `stop` uses a StopSignal,
     // the settings a lock.
+    public var serviceName: String { "audio" }
     public struct Retry: Sendable {
         public var enabled: Bool
         public var initialMilliseconds: Int
@@ -70,7 +71,7 @@ public final class AudioSupervisor: @unchecked Sendable {
             o = (new, o.generation + 1)
             return o.generation
         }
-        engine.stopRequest.set(true)
+        engine.stopRequest.set()
         stopping.bell.ring()
         return generation
     }
@@ -85,7 +86,7 @@ public final class AudioSupervisor: @unchecked Sendable {
     /// Ends the running session and the retry loop; returns when both are done.
     public func stop() {
         stopping.set()
-        engine.stopRequest.set(true)
+        engine.stopRequest.set()
         thread?.join()
         thread = nil
     }
@@ -135,7 +136,8 @@ public final class AudioSupervisor: @unchecked Sendable {
         let box = Box()
         let engine = engine
         // A reopen asked for since the settings were read ends this session at once.
-        engine.stopRequest.set(stopping.isSet || latestGeneration != generation)
+        engine.stopRequest.clear()
+        if stopping.isSet || latestGeneration != generation { engine.stopRequest.set() }
         let rt = WorkerThread(name: "intercom-audio") { box.end = engine.run(devices: devices) }
         do {
             try rt.start(priority: priority)

@@ -68,10 +68,13 @@ final class CallService: @unchecked Sendable {
     private let catchUp: Mutex<SiteCatchUp>
     /// Where the voice goes now, as last posted to the network thread (for `stats`).
     private let mediaTo = Mutex<[String]>([])
-    private let stopRequest = Flag(false)
+    private let stopRequest: StopSignal
     private var thread: WorkerThread?
     /// Publishes events to control clients; nil until the server runs.
     var control: ControlServer?
+    /// How this terminal is doing, read on the calls thread before each tick and told to every
+    /// room every `healthInterval` (set once before `start`; nil: nothing is told).
+    var health: (@Sendable () -> TerminalHealth)?
     /// The streams the network side plays now (read from its atomics), for `status`.
     var mediaStreams: @Sendable () -> [MediaStream] = { [] }
     /// The network round-trip test; the calls thread hands it the reflected probes.
@@ -103,6 +106,7 @@ final class CallService: @unchecked Sendable {
         socket = try UDPSocket(bind: signalling)
         let wake = try Doorbell()
         self.wake = wake
+        stopRequest = try StopSignal()
         siteHeard = try Doorbell()
         self.routes = routes
         self.microphone = microphone
@@ -144,8 +148,7 @@ final class CallService: @unchecked Sendable {
             let deadline = Self.now() + grace
             while Self.now() < deadline, engine.withLock({ $0.awaitingAcknowledgement }) { usleep(10_000) }
         }
-        stopRequest.set(true)
-        wake.ring()
+        stopRequest.set()
         thread?.join()
         thread = nil
         storeWriter.stop()  // after the calls thread: the goodbye's history entry is written too
@@ -172,15 +175,15 @@ final class CallService: @unchecked Sendable {
         var refusalLog = RefusalLog(counters: refused.snapshot)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
         defer { buffer.deallocate() }
-        var fds = [pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0)]
+        var poller = Poller(capacity: 3)
+        poller.add(socket.descriptor, read: true)
+        let woken = poller.add(wake.descriptor, read: true)
+        poller.add(stopRequest.bell.descriptor, read: true)
         while !stopRequest.isSet {
             let deadline = [engine.withLock { $0.nextDeadline }, protection.nextDeadline].compactMap { $0 }.min()
-            // Clamped as a Double first: a deadline already due may be -infinity.
-            let wait = Int32(max(0, min(1000, ((deadline ?? .infinity) - Self.now()) * 1000)).rounded(.up))
-            for i in fds.indices { fds[i].revents = 0 }
-            _ = poll(&fds, nfds_t(fds.count), wait)
-            if fds[1].revents != 0 { _ = wake.drain() }
+            // At most a second: the periodic work below (the refusal log among it) runs at least that often.
+            _ = try? poller.wait(seconds: min(1, (deadline ?? .infinity) - Self.now()))  // a failed wait: a wake-up with nothing ready
+            if poller.events(at: woken).any { _ = wake.drain() }
             while let (count, from) = socket.receive(into: buffer) {
                 traffic.received.increment()
                 traffic.receivedBytes.increment(by: count)
@@ -212,7 +215,9 @@ final class CallService: @unchecked Sendable {
             }
             if let line = refusalLog.line(now: Self.now(), counters: refused.snapshot) { log.notice("\(line)") }
             if let rotated = protection.tick(now: Self.now()) { announceToAll(rotated) }
+            let reported = health?()
             let changes = withEngine { e in
+                if let reported { e.report(reported) }
                 execute(e.tick(now: Self.now()))
                 return e.siteChanges
             }
@@ -583,7 +588,7 @@ final class CallService: @unchecked Sendable {
         let own = e.announcement ?? SiteAnnouncement(software: Software.version, site: nil, appliedAt: nil)
         let rooms = Array(e.settings.directory.keys)
         return SiteOverview(me: e.settings.room, own: own, directory: rooms, heard: e.announcements,
-                            online: Set(rooms.filter { e.presence(of: $0).online }))
+                            online: Set(rooms.filter { e.presence(of: $0).online }), ownHealth: e.health, health: e.healths)
     }
 
     private func directory(_ e: CallEngine) -> RoomDirectory {

@@ -14,8 +14,9 @@ import Transport
 /// calls thread (`CallService`) and the key reader. Media goes through the network side's routes;
 /// the tones are `TerminalSounds`, fixed mixer inputs made before the mixer exists (a reload swaps their sounds). The control socket is the
 /// daemon's (`DaemonControl` hands calls commands to the service).
-final class CallsSide: @unchecked Sendable {
+final class CallsSide: Service, @unchecked Sendable {
     // @unchecked: built and started/stopped from the main thread.
+    var serviceName: String { "calls" }
     let service: CallService
     let announcer: Announcer
     private let sounds: TerminalSounds
@@ -40,7 +41,7 @@ final class CallsSide: @unchecked Sendable {
         }
         let settings = config.callSettings()
         let texts = config.speech.prepareAtStart ? config.textsReadHere() : []
-        announcer = Announcer(sounds: sounds, speech: config.speech, sampleRate: config.audio.sampleRate, callInputs: callInputs,
+        announcer = try Announcer(sounds: sounds, speech: config.speech, sampleRate: config.audio.sampleRate, callInputs: callInputs,
                               prepare: texts, logger: logger)
         let c = config.calls
         let history = try HistoryStore(path: c.historyPath, capacity: c.historyLimit,

@@ -54,17 +54,12 @@ public final class Daemon: @unchecked Sendable {
     var reopening: (generation: Int, keys: [String])?
     /// The site version the configuration in force was joined with (main thread only).
     var appliedSiteVersion: UInt64 = 0
-    /// With a site and calls: hands the document to other terminals and the administrator's tool
-    /// takes new ones there; fetches newer ones the others announce.
-    private var siteServer: SiteDocumentServer?
-    private var siteFollower: SiteFollower?
     private let delayEstimator: EchoDelayEstimator
     /// The device round-trip test: offered on the control socket (with calls) and by `--loopback`.
     let deviceLoopback: DeviceLoopback
     /// The terminal's own periodic check (`[selftest]`); nil when off.
     private let selfTest: SelfTest?
     let log: Logger
-    private var reporter: StatsReporter?
     /// `GET /metrics` for a monitoring system (`[metrics] listen`); nil when off.
     private let metrics: MetricsServer?
     /// The control socket: `stats` and the device loopback everywhere, calls when configured.
@@ -102,7 +97,7 @@ public final class Daemon: @unchecked Sendable {
 
         let loopback = DeviceLoopback(sampleRate: a.sampleRate, frameSize: frame, logger: logger)
         deviceLoopback = loopback
-        engine = AudioEngine(frameSize: frame, mixer: mixer, microphoneChain: microphoneChain,
+        engine = try AudioEngine(frameSize: frame, mixer: mixer, microphoneChain: microphoneChain,
                              recordRaw: config.local.recordRawWav != nil, microphoneReady: network?.doorbell,
                              maxCaptureBacklogMs: network == nil ? nil : AudioEngine.liveCaptureBacklogMs,
                              loopback: loopback.probe)
@@ -153,6 +148,13 @@ public final class Daemon: @unchecked Sendable {
                        audioRunning: { [engine] in engine.stats.running.isSet }, timeScale: config.testing.timeScale, logger: logger)
             : nil
         self.selfTest = selfTest
+        let started = MonotonicClock.seconds()
+        callService?.health = { [engine] in
+            TerminalHealth(audio: !a.enabled ? .off : engine.stats.running.isSet ? .running : .unavailable,
+                           xruns: UInt32(clamping: engine.stats.xruns),
+                           selfTest: selfTest?.statistics.last.map { $0.passed ? .passed : .failed } ?? TerminalHealth.Check.none,
+                           uptimeSeconds: UInt32(clamping: Int(MonotonicClock.seconds() - started)))
+        }
         let statistics = StatisticsSource(engine: engine, supervisor: supervisor, echoDelay: delayEstimator.estimate, sampleRate: a.sampleRate,
                                           network: network, calls: callService, reloads: reloads, site: site, selfTest: selfTest)
         control = try ControlServer(settings: config.controlSettings(), handler: DaemonControl(
@@ -160,7 +162,7 @@ public final class Daemon: @unchecked Sendable {
             calls: calls?.service, technicianGroup: technicianGroup, logger: logger))
         calls?.service.control = control
         metrics = try Self.metricsServer(config, logger: logger) { statistics.read() }
-        lights = TerminalLights(engine: engine, audio: a.enabled, calls: callService, selfTestFailed: { selfTest?.failed ?? false }, logger: logger)
+        lights = TerminalLights(settings: config.lightsSettings(), engine: engine, audio: a.enabled, calls: callService, selfTestFailed: { selfTest?.failed ?? false }, logger: logger)
         local = try LocalMode(farEndPath: l.farEndWav, farEndRing: farEndRing, recordPath: l.recordWav,
                               rawPath: l.recordRawWav, microphone: recorded, engine: engine, sampleRate: a.sampleRate)
     }
@@ -178,41 +180,26 @@ public final class Daemon: @unchecked Sendable {
             }
         }
         var code = ExitCode.ok
-        do throws(SystemError) {
-            try local.start()
-            try network?.start()
-            announceSite()
-            try calls?.start()
-            startSiteTransfers()
-            try lights.apply(config.lightsSettings())
-            // The socket itself was taken while the daemon was built (a second daemon on the
-            // path stops there, having made nothing); this starts its thread.
-            try control.start()
+        var parts = ServiceList()
+        announceSite()  // before the calls thread starts: its first hello says which document it holds
+        do throws(ServiceList.StartFailure) {
+            try parts.start(partsInStartOrder())
             log.info("control socket \(control.settings.socketPath)")
-            if let metrics {
-                try metrics.start()
+            if metrics != nil {
                 log.info("metrics on http://\(config.metrics.listen)/metrics\(config.metrics.tokenFile == nil ? "" : " (bearer token)")")
             }
-            if a.enabled {
-                try delayEstimator.start()
-                try supervisor.start()
-                try selfTest?.start()
-            } else {
-                log.notice("audio: off ([audio] enabled = false): signalling and notifications only, no calls")
-            }
-            if config.log.statsIntervalS > 0 {
-                let network = network
-                reporter = StatsReporter(engine: engine, echoDelay: delayEstimator.estimate, frameSize: a.framesPerPeriod, sampleRate: a.sampleRate,
-                                         interval: config.log.statsIntervalS, logger: log, extra: { network?.summary() })
-                try reporter?.start()
-            }
+            if !a.enabled { log.notice("audio: off ([audio] enabled = false): signalling and notifications only, no calls") }
         } catch {
-            log.critical("cannot start: \(error)")
+            log.critical("cannot start \(error)")
             code = .software
         }
         let deadline = config.local.durationS > 0 ? Date().addingTimeInterval(config.local.durationS) : nil
         let notifier = code == .ok ? ServiceNotifier() : nil
-        let health = notifier.map { announceReady($0) }
+        if let notifier {
+            do throws(ServiceList.StartFailure) { try parts.start([announceReady(notifier)]) } catch {
+                log.error("service health: \(error.error); the watchdog is not fed")
+            }
+        }
         while code == .ok {
             if let signal = Daemon.waitForSignal(milliseconds: 100) {
                 if signal == SIGHUP {
@@ -228,21 +215,12 @@ public final class Daemon: @unchecked Sendable {
             if supervisor.gaveUp.isSet { code = .unavailable; break }
             if let deadline, Date() >= deadline { log.info("duration reached: stopping"); break }
         }
-        notifier?.stopping(status: "stopping: ending calls")
-        health?.stop()
-        siteFollower?.stopAndJoin()
-        siteServer?.stopAndJoin()
-        calls?.stop()
-        lights.stop()
-        control.stop()
-        metrics?.stopAndJoin()
-        selfTest?.stop()
-        supervisor.stop()
-        network?.stop()
-        delayEstimator.stop()
-        reporter?.stop()
+        notifier?.stopping(status: "stopping")
+        parts.stopAll { name, seconds in
+            if seconds > 0.05 { log.notice("stopping \(name) took \(Int(seconds * 1000)) ms") }
+        }
         do {
-            try local.stop()
+            try local.finish()
         } catch {
             log.error("finishing recordings failed: \(error)")
             code = .software
@@ -268,21 +246,42 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// The daemon's parts, in the order they start. They stop in the reverse order
+    /// (`ServiceList`): the watchdog and the logs first, then what reads or drives the calls (the
+    /// audio, the control socket, the metrics, the lights, the site's transfers), then the calls,
+    /// whose goodbye the network still carries, then the network and local mode.
+    private func partsInStartOrder() -> [any Service] {
+        var parts: [(any Service)?] = [local, network, calls]
+        parts += siteTransfers()
+        parts += [lights, control, metrics]
+        if config.audio.enabled { parts += [delayEstimator, supervisor, selfTest] }
+        if config.log.statsIntervalS > 0 {
+            let network = network
+            parts.append(StatsReporter(engine: engine, echoDelay: delayEstimator.estimate, frameSize: config.audio.framesPerPeriod,
+                                       sampleRate: config.audio.sampleRate, interval: config.log.statsIntervalS, logger: log,
+                                       extra: { network?.summary() }))
+        }
+        return parts.compactMap { $0 }
+    }
+
     /// With a site and calls, the document's transfers run on the terminal's signalling port
     /// number (TCP). Without them the terminal still runs, by the document it has; the log says why.
-    private func startSiteTransfers() {
-        guard let site, let service = calls?.service, let own = config.rooms[config.room.id] else { return }
+    private func siteTransfers() -> [any Service] {
+        guard let site, let service = calls?.service, let own = config.rooms[config.room.id] else { return [] }
         do throws(SystemError) {
-            let server = try SiteDocumentServer(port: UInt16(own.signallingPort), keeper: site, logger: log,
+            // The administrator's orders: the loopback test from the site's page (where there is
+            // sound), the room's history for the site's.
+            let engine = engine
+            let orders = OrderTaker(loopback: config.audio.enabled ? deviceLoopback : nil, audioRunning: { engine.stats.running.isSet },
+                                    isQuiet: { service.isQuiet }, calls: service)
+            let server = try SiteDocumentServer(port: UInt16(own.signallingPort), keeper: site, orders: orders, logger: log,
                                                 onAdopted: { service.siteHeard.ring() })
-            try server.start()
-            siteServer = server
             let follower = try SiteFollower(room: config.room.id, keeper: site, calls: service, logger: log)
-            try follower.start()
-            siteFollower = follower
             log.info("site: documents handed out and taken on tcp port \(own.signallingPort)")
+            return [server, follower]
         } catch {
             log.error("site: cannot take site document transfers (\(error)); this terminal neither passes on nor fetches new versions")
+            return []
         }
     }
 
@@ -299,8 +298,8 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// Under systemd: waits (up to 5 s) for the audio thread, sends READY=1 with a status line,
-    /// and starts feeding the watchdog and updating the status.
+    /// Under systemd: waits (up to 5 s) for the audio thread and sends READY=1 with a status line;
+    /// returns the part that feeds the watchdog and updates the status (the caller starts it).
     private func announceReady(_ notifier: ServiceNotifier) -> ServiceHealth {
         let until = Date().addingTimeInterval(5)
         while config.audio.enabled, !engine.stats.running.isSet, Date() < until { usleep(20_000) }
@@ -309,11 +308,6 @@ public final class Daemon: @unchecked Sendable {
                                    status: { [self] in statusLine() }, logger: log)
         notifier.ready(status: statusLine())
         log.info("service manager notified: ready\(notifier.watchdogInterval.map { String(format: ", watchdog every %.1f s", $0) } ?? "")")
-        do {
-            try health.start()
-        } catch {
-            log.error("service health: \(error); the watchdog is not fed")
-        }
         return health
     }
 

@@ -8,8 +8,8 @@ import SignalTools
 /// Local mode (no network yet): a far-end WAV is played as if a remote room talked,
 /// and the processed (and optionally raw) microphone is recorded to WAV files.
 /// Both run on an ordinary thread that moves whole frames between files and the engine's rings.
-public final class LocalMode: @unchecked Sendable {
-    // @unchecked: all mutable state belongs to the worker thread; stop() uses an atomic flag.
+public final class LocalMode: Service, @unchecked Sendable {
+    // @unchecked: all mutable state belongs to the worker thread; stop() uses its stop signal.
     private let farEnd: [Int16]?
     private let farEndRing: SampleRing?
     private let microphone: SampleRing?
@@ -20,7 +20,7 @@ public final class LocalMode: @unchecked Sendable {
     /// How long the worker sleeps between rounds: one frame, well inside the rings' capacity
     /// (8 frames far end, 32 microphone) and 5× fewer wake-ups than a fixed 2 ms.
     private let roundMicroseconds: UInt32
-    private let stopping = Flag(false)
+    private let stopping: StopSignal
     private let thread = Mutex<WorkerThread?>(nil)
     private var position = 0
     public let framesRecorded = Counter()
@@ -31,6 +31,7 @@ public final class LocalMode: @unchecked Sendable {
     public init(farEndPath: String?, farEndRing: SampleRing?, recordPath: String?, rawPath: String?,
                 microphone: SampleRing?, engine: AudioEngine, sampleRate: Int) throws {
         frame = engine.frameSize
+        stopping = try StopSignal()
         roundMicroseconds = UInt32(max(1_000, engine.frameSize * 1_000_000 / sampleRate))
         self.microphone = microphone
         rawMicrophone = engine.rawMicrophone
@@ -53,18 +54,22 @@ public final class LocalMode: @unchecked Sendable {
     /// True when there is nothing to feed, drain or record: no thread is started then.
     public var isIdle: Bool { farEnd == nil && microphone == nil && rawMicrophone == nil }
 
+    public var serviceName: String { "local mode" }
+
     public func start() throws(SystemError) {
         guard !isIdle else { return }
         let t = try WorkerThread.start(name: "local-mode") { [self] in pump() }
         thread.withLock { $0 = t }
     }
 
-    /// Stops the worker and finishes the WAV files.
-    public func stop() throws {
-        if !isIdle {
-            stopping.set(true)
-            thread.withLock { $0 }?.join()
-        }
+    /// Stops the worker (the WAV files are finished by `finish`).
+    public func stop() {
+        stopping.set()
+        thread.withLock { t -> WorkerThread? in defer { t = nil }; return t }?.join()
+    }
+
+    /// Finishes the WAV files, after `stop`.
+    public func finish() throws {
         try processedWriter?.close()
         try rawWriter?.close()
     }
@@ -76,7 +81,7 @@ public final class LocalMode: @unchecked Sendable {
             feedFarEnd()
             if let microphone { drain(microphone, into: processedWriter, buffer, counting: true) }
             if let raw = rawMicrophone { drain(raw, into: rawWriter, buffer, counting: false) }
-            usleep(roundMicroseconds)
+            stopping.sleep(seconds: Double(roundMicroseconds) / 1e6)
         }
         if let microphone { drain(microphone, into: processedWriter, buffer, counting: true) }
         if let raw = rawMicrophone { drain(raw, into: rawWriter, buffer, counting: false) }

@@ -10,7 +10,8 @@ import Synchronization
 /// scrape reads the same atomics `intercomctl stats` reads). A few lines of HTTP/1.1 of our own
 /// rather than an HTTP library: the daemon stays free of an event loop and its threads for one
 /// read-only page a minute. Each refusal is counted and shown in the metrics.
-final class MetricsServer: Sendable {
+final class MetricsServer: Service {
+    var serviceName: String { "metrics" }
     struct Settings: Sendable {
         var connections = 8
         /// A request not read and answered by then is dropped.
@@ -75,7 +76,7 @@ final class MetricsServer: Sendable {
     func requests() -> [Outcome: Int] { counts.read() }
 
     func start() throws(SystemError) { try server.start() }
-    func stopAndJoin() { server.stopAndJoin() }
+    func stop() { server.stop() }
 }
 
 /// What a request to the metrics server is answered; runs on the server's thread.

@@ -13,8 +13,9 @@ import Transport
 /// The daemon's network side, built from `[network]`, `[opus]` and `[jitter]`: the media socket,
 /// the sender, one remote-stream slot per `max_streams` (each a mixer input), and the network
 /// thread that drives them.
-final class NetworkMedia: @unchecked Sendable {
+final class NetworkMedia: Service, @unchecked Sendable {
     // @unchecked: built on the main thread; afterwards the loop's state is the network thread's.
+    var serviceName: String { "network" }
     let streams: [RemoteStream]
     let doorbell: Doorbell
     private(set) var loop: NetworkLoop?

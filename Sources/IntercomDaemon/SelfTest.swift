@@ -9,7 +9,8 @@ import Synchronization
 /// be heard (no call, tone or read-out), the device loopback with a quiet chirp. A check that
 /// finds a problem lights the fault light until one passes; its result is in `stats`, the metrics
 /// and the log. Its own thread looks once a second; it only arms and reads the loopback.
-final class SelfTest: Sendable {
+final class SelfTest: Service {
+    var serviceName: String { "self-test" }
     private let settings: SelfTestSection
     /// Seconds between checks (the accelerated soak's `time_scale` shortens it).
     private let interval: Double

@@ -7,8 +7,9 @@ import RealTime
 /// progress (frames counted since the last look), so that a stalled audio thread gets the service
 /// restarted by `WatchdogSec=`; and a `STATUS=` line a person can read in `systemctl status`,
 /// sent whenever it changes. An ordinary thread; it only reads counters and builds a string.
-final class ServiceHealth: @unchecked Sendable {
+final class ServiceHealth: Service, @unchecked Sendable {
     // @unchecked: the fields below belong to the health thread; `stopping` is atomic.
+    var serviceName: String { "service health" }
     private let notifier: ServiceNotifier
     private let progress: AudioProgress?
     private let status: @Sendable () -> String

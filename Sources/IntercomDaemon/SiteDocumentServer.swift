@@ -1,14 +1,20 @@
+import Calls
+import Control
 import Foundation
 import Logging
 import Posix
 import Site
+import SiteSecurity
 import Synchronization
 
 /// Hands out the site document this terminal holds to any terminal that asks, and takes a new
 /// one from the administrator's tool (`intercom-site publish`): `SiteTransfer` over TCP on the
 /// terminal's signalling port number, served by an `ExchangeServer` (one thread, bounded
 /// connections); what it takes is judged whole by the `SiteKeeper` before anything of it is used.
-final class SiteDocumentServer: Sendable {
+/// The administrator's signed orders (`SiteOrder`: the device loopback test, from the site
+/// service's page) come the same way, and are answered in the control socket's words.
+final class SiteDocumentServer: Service {
+    var serviceName: String { "site document transfers" }
     struct Settings: Sendable {
         /// Transfers under way at once; one more is told `busy`.
         var connections = 8
@@ -20,12 +26,12 @@ final class SiteDocumentServer: Sendable {
 
     private let server: ExchangeServer
 
-    init(port: UInt16, keeper: SiteKeeper, settings: Settings = Settings(), logger: Logger,
+    init(port: UInt16, keeper: SiteKeeper, orders: OrderTaker? = nil, settings: Settings = Settings(), logger: Logger,
          onAdopted: @escaping @Sendable () -> Void = {}) throws(SystemError) {
         // A site's terminals hear of a new version at once and connect together: a full backlog
         // drops their SYNs, and each waits a second for its retransmission.
         let listener = try TCPSocket.listen(IPv4Endpoint(address: 0, port: port), backlog: 128)
-        let handler = TransferHandler(keeper: keeper, logInterval: settings.logInterval, log: logger, onAdopted: onAdopted)
+        let handler = TransferHandler(keeper: keeper, orders: orders, logInterval: settings.logInterval, log: logger, onAdopted: onAdopted)
         server = try ExchangeServer(
             listener: listener, name: "site-server",
             settings: .init(connections: settings.connections, timeout: settings.transferTimeout, maxRequest: SiteTransfer.maximumBytes),
@@ -48,20 +54,51 @@ final class SiteDocumentServer: Sendable {
     }
 
     func start() throws(SystemError) { try server.start() }
-    func stopAndJoin() { server.stopAndJoin() }
+    func stop() { server.stop() }
+}
+
+/// What the administrator's orders may do at this terminal: the device loopback test (a chirp in
+/// the room), only while no call runs and nothing is read aloud, and its result at any time
+/// (where there is sound); the room's history, for the site's history on the page.
+struct OrderTaker: Sendable {
+    /// The most history entries an order gets (the newest; calls and notifications each).
+    static let historyLimit = 200
+    let loopback: DeviceLoopback?
+    let audioRunning: @Sendable () -> Bool
+    let isQuiet: @Sendable () -> Bool
+    let calls: CallService
+
+    func carryOut(_ action: SiteOrder.Action) -> (command: ControlCommand, outcome: Result<ControlReply, ControlFailure>) {
+        let noSound = ControlFailure(.unavailable, "this terminal has no sound ([audio] enabled = false)")
+        switch action {
+        case .loopback:
+            let command = ControlCommand.loopback(insertMs: 0)
+            guard let loopback else { return (command, .failure(noSound)) }
+            guard isQuiet() else { return (command, .failure(ControlFailure(.busy, "a call or a notification is under way at this terminal"))) }
+            return (command, loopback.start(insertMs: 0, audioRunning: audioRunning()))
+        case .loopbackResult:
+            guard let loopback else { return (.loopbackResult, .failure(noSound)) }
+            return (.loopbackResult, .success(loopback.status()))
+        case .history:
+            let command = ControlCommand.history(limit: Self.historyLimit)
+            return (command, calls.handle(command))
+        }
+    }
 }
 
 /// What a transfer request is answered; runs on the server's thread.
 private final class TransferHandler: Sendable {
     let keeper: SiteKeeper
+    let orders: OrderTaker?
     let logInterval: Double
     let log: Logger
     let onAdopted: @Sendable () -> Void
     /// When a refusal was last logged, and how many were not since.
     private let logged = Mutex((at: -Double.infinity, unlogged: 0))
 
-    init(keeper: SiteKeeper, logInterval: Double, log: Logger, onAdopted: @escaping @Sendable () -> Void) {
+    init(keeper: SiteKeeper, orders: OrderTaker?, logInterval: Double, log: Logger, onAdopted: @escaping @Sendable () -> Void) {
         self.keeper = keeper
+        self.orders = orders
         self.logInterval = logInterval
         self.log = log
         self.onAdopted = onAdopted
@@ -100,6 +137,31 @@ private final class TransferHandler: Sendable {
             }
         case .enrolment:
             return .enrolment(keeper.enrolmentRequest)
+        case .order(_, let signed):
+            guard let orders else {
+                refuse(peer, "an order, and this terminal takes none (no audio or no calls)")
+                return .refused("no orders taken here")
+            }
+            switch keeper.take(order: signed, now: Date().timeIntervalSince1970) {
+            case .failure(let why):
+                refuse(peer, "an order: \(why.rawValue)")
+                return .refused(why.rawValue)
+            case .success(let order):
+                // The history is for the service alone: an order for it names the key to seal to.
+                if order.action == .history, order.replyKey == nil {
+                    refuse(peer, "an order for the history without a key to seal it to")
+                    return .refused(SiteOrderRefusal.malformed.rawValue)
+                }
+                let (command, outcome) = orders.carryOut(order.action)
+                if order.action == .loopback { log.notice("site: the administrator's order from \(peer.host): \(command)") }
+                guard let reply = try? Wire.encode(ControlResponse(id: nil, outcome: outcome)) else { return .refused("the reply could not be written") }
+                if order.replyKey == nil { return .orderDone(reply) }
+                guard let sealed = OrderReplySeal.seal(reply, for: order) else {
+                    refuse(peer, "an order whose reply key is not one")
+                    return .refused(SiteOrderRefusal.malformed.rawValue)
+                }
+                return .orderDone(sealed)
+            }
         }
     }
 

@@ -10,13 +10,14 @@ import Site
 /// whom to ask; the fetch runs here (a peer that does not answer holds up nothing else), what
 /// comes is judged whole and kept by the `SiteKeeper`, and the hellos say so at once, before the
 /// daemon applies it (`Daemon.followSite`): the next hop does not wait for this one's apply.
-final class SiteFollower: @unchecked Sendable {
-    // @unchecked: everything but `stop` and `worker` belongs to the worker thread.
+final class SiteFollower: Service, @unchecked Sendable {
+    // @unchecked: everything but `stopping` and `worker` belongs to the worker thread.
+    var serviceName: String { "site follower" }
     private var spread: SiteSpread
     private let keeper: SiteKeeper
     private let calls: CallService
     private let log: Logger
-    private let stop: StopSignal
+    private let stopping: StopSignal
     private var worker: WorkerThread?
     private var lastFailureLogged = -Double.infinity
     /// What the hellos said at the last step, and when every peer was last fed to the spread:
@@ -32,17 +33,17 @@ final class SiteFollower: @unchecked Sendable {
         self.keeper = keeper
         self.calls = calls
         log = logger
-        stop = try StopSignal()
+        stopping = try StopSignal()
     }
 
     func start() throws(SystemError) {
         let t = WorkerThread(name: "site-fetch") { [self] in
-            while !stop.isSet {
+            while !stopping.isSet {
                 // A hello naming another document, or one handed over, rings at once; the tenth of
                 // a second is for retries and timeouts, only while there are any (an idle site
                 // costs no wake-ups).
                 calls.siteHeard.wait(seconds: spread.awaitsTicks ? interval : nil)
-                guard !stop.isSet else { break }
+                guard !stopping.isSet else { break }
                 step(now: MonotonicClock.seconds())
             }
         }
@@ -50,8 +51,8 @@ final class SiteFollower: @unchecked Sendable {
         worker = t
     }
 
-    func stopAndJoin() {
-        stop.set()
+    func stop() {
+        stopping.set()
         calls.siteHeard.ring()
         worker?.join()
         worker = nil
@@ -75,7 +76,7 @@ final class SiteFollower: @unchecked Sendable {
         while let (peer, stamp) = effects.lazy.compactMap({ e -> (String, SiteStamp)? in
             guard case .fetch(let p, let s) = e, self.spread.fetching.map({ $0.peer == p && $0.stamp == s }) ?? false else { return nil }
             return (p, s)
-        }).first, !stop.isSet {
+        }).first, !stopping.isSet {
             let outcome = fetch(stamp, from: peer)
             let now = MonotonicClock.seconds()
             effects = takeHeld(now: now) + spread.handle(.fetchEnded(peer: peer, outcome: outcome), now: now)
@@ -98,7 +99,7 @@ final class SiteFollower: @unchecked Sendable {
         keeper.fetching(stamp.version, from: peer)
         // The stop bell ends a fetch at once: the daemon stops within its 100 ms.
         let reply = SiteTransfer.exchange(.get(site: keeper.siteID), with: endpoint, timeout: spread.settings.fetchTimeout,
-                                          cancel: stop.bell.descriptor)
+                                          cancel: stopping.bell.descriptor)
         if case .success(.document) = reply { keeper.received(stamp.version) }
         return judge(reply, from: peer)
     }

@@ -16,6 +16,8 @@ public final class SiteKeeper: Sendable {
     private struct State {
         var gate: SiteDocumentGate<SiteDocument>
         var shown: DaemonStatistics.Site
+        /// The administrator's orders taken: none twice, none stale, none for another room.
+        var orders: SiteOrderGuard
     }
     private let state: Mutex<State>
     let documentPath: String
@@ -34,7 +36,8 @@ public final class SiteKeeper: Sendable {
         self.boot = boot
         siteID = site
         state = Mutex(State(gate: TerminalConfiguration.gate(site: site, room: room, verifier: verifier),
-                            shown: DaemonStatistics.Site(id: site, version: 0, digest: "", appliedAt: nil, refused: [:], lastRefusal: nil)))
+                            shown: DaemonStatistics.Site(id: site, version: 0, digest: "", appliedAt: nil, refused: [:], lastRefusal: nil),
+                            orders: SiteOrderGuard(site: site, room: room)))
         self.documentPath = documentPath
         WholeFile.removeLeftovers(of: documentPath)  // a copy a power cut caught mid-write
         self.identity = identity.publicIdentity
@@ -143,6 +146,14 @@ public final class SiteKeeper: Sendable {
     }
 
     /// Counts one transfer event (`stats`: `site.transfers`).
+    /// The administrator's order `signed` carries, if the key this terminal trusts signed it and
+    /// it is for this site and room, fresh (`now`: wall clock) and not taken before.
+    func take(order signed: [UInt8], now: Double) -> Result<SiteOrder, SiteOrderRefusal> {
+        state.withLock { s in
+            SignedSiteOrder.open(signed, verifier: s.gate.verifier).flatMap { s.orders.take($0, now: now) }
+        }
+    }
+
     func count(_ update: (inout DaemonStatistics.Site.Transfers) -> Void) {
         state.withLock { update(&$0.shown.transfers) }
     }

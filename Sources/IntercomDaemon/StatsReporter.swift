@@ -7,8 +7,9 @@ import Posix
 import RealTime
 
 /// Logs the engine's counters at a fixed interval from an ordinary thread.
-final class StatsReporter: @unchecked Sendable {
+final class StatsReporter: Service, @unchecked Sendable {
     // @unchecked: the thread only reads atomics; `stopping` is guarded by the semaphore handshake.
+    var serviceName: String { "statistics log" }
     private let engine: AudioEngine
     private let echoDelay: Counter
     private let frameSize: Int

@@ -9,7 +9,8 @@ import Synchronization
 /// muted, do-not-disturb, missed calls, nobody reachable) and from the audio thread's progress
 /// (a device that does not run is a fault), and from the self-test (a failed check is one). The calls thread says when something changed; the
 /// lights thread also looks every `LightsSettings.pollInterval` for what nobody announces.
-final class TerminalLights: Sendable {
+final class TerminalLights: Service {
+    var serviceName: String { "status lights" }
     /// Audio that has not moved a frame for this long is a fault: ten times the longest period
     /// and far beyond a scheduling hiccup, yet soon enough for a person looking at the box.
     static let audioStallSeconds = 1.0
@@ -25,10 +26,14 @@ final class TerminalLights: Sendable {
     }
     private let inputs: @Sendable () -> Set<LightState>
     private let log: Logger
+    /// What `start` runs (the configuration's `[lights]` at start; a reload calls `apply`).
+    private let initial: LightsSettings?
 
     /// - Parameter audio: whether the terminal has sound devices (`[audio] enabled`); without,
     ///   their absence is no fault.
-    init(engine: AudioEngine, audio: Bool, calls: CallService?, selfTestFailed: @escaping @Sendable () -> Bool, logger: Logger) {
+    init(settings: LightsSettings?, engine: AudioEngine, audio: Bool, calls: CallService?,
+         selfTestFailed: @escaping @Sendable () -> Bool, logger: Logger) {
+        initial = settings
         let progress = AudioProgress(frames: { engine.stats.frames.load })
         inputs = {
             var states = calls?.lightStates() ?? []
@@ -43,6 +48,8 @@ final class TerminalLights: Sendable {
         calls?.onChange = { current.now?.changed() }
         calls?.lightsReport = { current.now.map(Self.report) ?? [] }
     }
+
+    func start() throws(SystemError) { try apply(initial) }
 
     /// Runs the lights as `settings` says (nil: none), replacing those running (at start, and on
     /// a reload that changed them; main thread).

@@ -49,13 +49,3 @@ struct InputSource {
 
     func close() { _ = Glibc.close(fd) }
 }
-
-/// Waits for the descriptors (nil entries are skipped) to become readable or hung up.
-/// Returns which ones did; an empty answer after `timeout` seconds.
-func pollReadable(_ fds: [Int32], timeout: Double) -> [Bool] {
-    var entries = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-    let ms = Int32(max(0, min(timeout * 1000, Double(Int32.max))).rounded(.up))
-    let n = Glibc.poll(&entries, nfds_t(entries.count), ms)
-    guard n > 0 else { return fds.map { _ in false } } // timeout or EINTR: the caller loops
-    return entries.map { $0.revents != 0 }
-}

@@ -80,7 +80,7 @@ public struct KeyReaderStats: Sendable, Equatable {
 /// Lost devices are reopened with back-off. `stop()` (or releasing the reader) ends the thread;
 /// not from inside the callbacks, which run on that thread (it would wait for itself).
 public final class KeyReader: Sendable {
-    private let wake: Doorbell
+    private let stopping: StopSignal
     private let shared: Shared
     private let thread: WorkerThread
     private let stopped = Mutex(false)
@@ -93,11 +93,11 @@ public final class KeyReader: Sendable {
     public init(settings: KeyReaderSettings,
                 onPress: @escaping @Sendable (KeyPress) -> Void,
                 onEvent: @escaping @Sendable (KeyReaderEvent) -> Void = { _ in }) throws {
-        do { wake = try Doorbell() } catch { throw KeyReaderError(path: settings.path, problem: error.description) }
+        do { stopping = try StopSignal() } catch { throw KeyReaderError(path: settings.path, problem: error.description) }
         shared = Shared()
-        let (wake, shared) = (wake, shared)
+        let (stopping, shared) = (stopping, shared)
         thread = WorkerThread(name: "intercom-keys") {
-            var loop = KeyReaderLoop(settings: settings, wakeFD: wake.descriptor, shared: shared,
+            var loop = KeyReaderLoop(settings: settings, wakeFD: stopping.bell.descriptor, shared: shared,
                                      onPress: onPress, onEvent: onEvent)
             loop.run()
         }
@@ -113,7 +113,7 @@ public final class KeyReader: Sendable {
             return !s
         }
         guard first else { return }
-        wake.ring()
+        stopping.set()
         thread.join()
     }
 

@@ -33,15 +33,18 @@ struct KeyReaderLoop {
         // Whole records per read: evdev refuses buffers that are not a multiple of the record size.
         var buffer = [UInt8](repeating: 0, count: InputEvent.size * 64)
         defer { source?.close() }
+        var poller = Poller(capacity: 2)
         while true {
             var now = MonotonicClock.seconds()
             if source == nil, now >= nextOpen { open(now: now) }
             var deadline = source == nil ? nextOpen : nextPathCheck
             if let held = filter.nextDeadline { deadline = min(deadline, Double(held) / 1e6) }
-            let fds = [wakeFD] + (source.map { [$0.fd] } ?? [])
-            let ready = pollReadable(fds, timeout: deadline - now)
-            if ready[0] { return }
-            if ready.count > 1, ready[1] { drain(&buffer) }
+            poller.reset()
+            let wake = poller.add(wakeFD, read: true)
+            let device = source.map { poller.add($0.fd, read: true) }
+            _ = try? poller.wait(seconds: deadline - now)  // a failed wait is a wake-up with nothing ready
+            if poller.events(at: wake).any { return }
+            if let device, poller.events(at: device).any { drain(&buffer) }
             now = MonotonicClock.seconds()
             for d in filter.due(now: Int64(now * 1e6)) {
                 shared.stats.withLock { s in

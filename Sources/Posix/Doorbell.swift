@@ -45,9 +45,7 @@ public final class Doorbell: Sendable {
     /// Waits until the bell rings or `seconds` pass (nil: forever); true when it rang. Drains it.
     @discardableResult
     public func wait(seconds: Double?) -> Bool {
-        var p = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        let ms = seconds.map { Int32(max(0, min($0 * 1000, Double(Int32.max))).rounded(.up)) } ?? -1
-        let ready = poll(&p, 1, ms) > 0  // EINTR: a wake-up with nothing rung
+        let ready = Poller.waitReadable(descriptor, timeoutMs: Poller.milliseconds(seconds))
         if ready { drain() }
         return ready
     }

@@ -3,8 +3,9 @@
 /// non-blocking and bounded in time, size and number, so a client that stalls or floods holds up
 /// nobody else. What a request means and what it is answered is the `Handler`'s; this type owns
 /// the sockets, the deadlines and the stop.
-public final class ExchangeServer: @unchecked Sendable {
+public final class ExchangeServer: Service, @unchecked Sendable {
     // @unchecked: `connections` belong to the server thread once started.
+    public var serviceName: String { name }
     public struct Settings: Sendable {
         /// Exchanges under way at once; one more is answered `handler.busy()`.
         public var connections = 8
@@ -77,7 +78,7 @@ public final class ExchangeServer: @unchecked Sendable {
     private let name: String
     private let settings: Settings
     private let handler: Handler
-    private let stop: StopSignal
+    private let stopping: StopSignal
     private var thread: WorkerThread?
     private var connections: [Connection] = []
 
@@ -86,7 +87,7 @@ public final class ExchangeServer: @unchecked Sendable {
         self.name = name
         self.settings = settings
         self.handler = handler
-        stop = try StopSignal()
+        stopping = try StopSignal()
     }
 
     public func start() throws(SystemError) {
@@ -96,8 +97,8 @@ public final class ExchangeServer: @unchecked Sendable {
     }
 
     /// Wakes the thread at once and waits for it; open connections are closed.
-    public func stopAndJoin() {
-        stop.set()
+    public func stop() {
+        stopping.set()
         thread?.join()
         thread = nil
     }
@@ -105,9 +106,9 @@ public final class ExchangeServer: @unchecked Sendable {
     private func run() {
         var poller = Poller()
         var chunk = [UInt8](repeating: 0, count: 16_384)
-        while !stop.isSet {
+        while !stopping.isSet {
             poller.reset()
-            poller.add(stop.bell.descriptor, read: true, write: false)
+            poller.add(stopping.bell.descriptor, read: true, write: false)
             let listening = poller.add(listener.descriptor, read: true, write: false)
             for c in connections { poller.add(c.socket.descriptor, read: c.output.isEmpty || c.replied, write: !c.output.isEmpty && !c.replied) }
             do {

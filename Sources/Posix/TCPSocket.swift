@@ -130,13 +130,12 @@ public final class TCPSocket: Sendable {
         while true {
             let left = deadline - MonotonicClock.seconds()
             guard left > 0 else { throw SystemError(operation, .timedOut) }
-            var poller = Poller()
+            var poller = Poller(capacity: 2)
             poller.add(descriptor, read: !writable, write: writable)
-            if let cancel { poller.add(cancel, read: true, write: false) }
-            try poller.wait(timeoutMs: Int32(min(left * 1000 + 1, 60_000)))
+            if let cancel { poller.add(cancel, read: true) }
+            try poller.wait(seconds: min(left, 60))
             if cancel != nil, poller.events(at: 1).readable { throw SystemError(operation, .canceled) }
-            let ready = poller.events(at: 0)
-            if ready.readable || ready.writable || ready.broken { return }
+            if poller.events(at: 0).any { return }
         }
     }
 }

@@ -128,8 +128,7 @@ public final class UDPSocket: Sendable {
 
     /// Waits up to `milliseconds` for a datagram; true if one is waiting.
     public func waitReadable(milliseconds: Int32) -> Bool {
-        var p = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        return poll(&p, 1, milliseconds) > 0
+        Poller.waitReadable(descriptor, timeoutMs: milliseconds)
     }
 
     private static func option(_ fd: Int32, _ level: Int32, _ name: Int32, _ value: Int32, _ what: String) throws(SystemError) {

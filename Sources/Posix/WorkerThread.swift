@@ -121,21 +121,6 @@ public final class PeriodicWorker: Sendable {
     }
 }
 
-/// A stop request a worker polls: a flag, and a bell that wakes it from `poll` at once.
-public final class StopSignal: Sendable {
-    private let flag = Atomic<Bool>(false)
-    public let bell: Doorbell
-
-    public init() throws(SystemError) { bell = try Doorbell() }
-
-    public var isSet: Bool { flag.load(ordering: .acquiring) }
-
-    public func set() {
-        flag.store(true, ordering: .releasing)
-        bell.ring()
-    }
-}
-
 /// Locks pages in RAM once they are used, so that nothing the audio thread has touched is ever
 /// paged out again. `MCL_ONFAULT` (Linux 4.4; 4, not in Glibc's Swift module) keeps untouched
 /// mappings out: locking them all cost 127-283 MB per process, mostly ICU data and 8 MB thread

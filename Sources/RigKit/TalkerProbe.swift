@@ -87,7 +87,7 @@ public struct TalkerProbe {
         // The engine rings this after each captured frame: the probe sleeps until then instead of
         // polling (issue 51: a talker probe polling ALSA every 0.5 ms starved the rig on two cores).
         let captured = try Doorbell()
-        let engine = AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: source)], frameSize: frame),
+        let engine = try AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: source)], frameSize: frame),
                                  microphoneChain: MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: frame), howlGuard: nil),
                                  ringFrames: 64, recordRaw: true, microphoneReady: captured)
         // A roomy buffer: the probe is the instrument, and its own glitches would be charged to
@@ -111,7 +111,7 @@ public struct TalkerProbe {
             }
             while engine.microphone.read(into: &buffer, count: frame) {}  // only the raw microphone is recorded
         }
-        engine.stopRequest.set(true)
+        engine.stopRequest.set()
         thread.join()
         let cpuShare = (Self.processCPUSeconds() - cpuBefore) / (Double(MonotonicClock.nanoseconds() - wallBefore) / 1e9)
 

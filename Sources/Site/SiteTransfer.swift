@@ -10,7 +10,9 @@ import SiteSecurity
 /// Reply: "ICSD", format 1, a status byte; `document` and `enrolment` then carry their bytes as an
 /// offer does, `refused` and `badRequest` a reason (a length byte and UTF-8).
 /// `enrolment` asks a terminal for its signed enrolment request (docs/identity.md): what the
-/// administrator's tool fetches from a pending box.
+/// administrator's tool fetches from a pending box. `order` (op 4) carries a `SignedSiteOrder` as
+/// an offer carries a document; its reply (`orderDone`, status 9) carries the control socket's
+/// reply to the same command (JSON, `ControlReply`), or `refused` with the reason.
 public enum SiteTransfer {
     public static let magic: [UInt8] = Array("ICSD".utf8)
     public static let format: UInt8 = 1
@@ -25,10 +27,11 @@ public enum SiteTransfer {
         case get(site: String)
         case offer(site: String, document: [UInt8])
         case enrolment(site: String)
+        case order(site: String, signed: [UInt8])
 
         public var site: String {
             switch self {
-            case .get(let s), .offer(let s, _), .enrolment(let s): s
+            case .get(let s), .offer(let s, _), .enrolment(let s), .order(let s, _): s
             }
         }
 
@@ -45,6 +48,10 @@ public enum SiteTransfer {
             case .enrolment(let site):
                 out.append(3)
                 SiteTransfer.appendShort(site, to: &out)
+            case .order(let site, let signed):
+                out.append(4)
+                SiteTransfer.appendShort(site, to: &out)
+                SiteTransfer.appendLong(signed, to: &out)
             }
             return out
         }
@@ -62,6 +69,8 @@ public enum SiteTransfer {
         case busy
         /// The terminal's signed enrolment request (`EnrolmentRequest`, JSON).
         case enrolment([UInt8])
+        /// An order carried out: the control socket's reply to the same command (JSON).
+        case orderDone([UInt8])
 
         public func encoded() -> [UInt8] {
             var out = SiteTransfer.magic + [SiteTransfer.format]
@@ -83,6 +92,9 @@ public enum SiteTransfer {
             case .enrolment(let request):
                 out.append(8)
                 SiteTransfer.appendLong(request, to: &out)
+            case .orderDone(let reply):
+                out.append(9)
+                SiteTransfer.appendLong(reply, to: &out)
             }
             return out
         }
@@ -98,9 +110,9 @@ public enum SiteTransfer {
             let reply: Reply
             let status = r.byte()
             switch status {
-            case 0, 8:
+            case 0, 8, 9:
                 switch r.long() {
-                case .complete(let d): reply = status == 0 ? .document(d) : .enrolment(d)
+                case .complete(let d): reply = status == 0 ? .document(d) : status == 8 ? .enrolment(d) : .orderDone(d)
                 case .incomplete: return .failure(SiteTransferError("the \(status == 0 ? "document" : "request") in the reply is cut short"))
                 case .malformed(let why): return .failure(SiteTransferError(why))
                 }
@@ -137,7 +149,7 @@ public enum SiteTransfer {
         case .complete: break
         }
         guard let op = r.byte() else { return .incomplete }
-        guard (1...3).contains(op) else { return .malformed("unknown request \(op)") }
+        guard (1...4).contains(op) else { return .malformed("unknown request \(op)") }
         let site: String
         switch r.short() {
         case .incomplete: return .incomplete
@@ -146,11 +158,11 @@ public enum SiteTransfer {
         }
         guard (1...64).contains(site.utf8.count) else { return .malformed("a site id of \(site.utf8.count) bytes") }
         var request = op == 3 ? Request.enrolment(site: site) : Request.get(site: site)
-        if op == 2 {
+        if op == 2 || op == 4 {
             switch r.long() {
             case .incomplete: return .incomplete
             case .malformed(let why): return .malformed(why)
-            case .complete(let d): request = .offer(site: site, document: d)
+            case .complete(let d): request = op == 2 ? .offer(site: site, document: d) : .order(site: site, signed: d)
             }
         }
         guard r.atEnd else { return .malformed("\(bytes.count - r.offset) bytes after the request") }

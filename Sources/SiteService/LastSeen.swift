@@ -30,6 +30,7 @@ extension SiteEditor.Terminal {
         online = heard?.online
         siteVersion = heard?.siteVersion
         behind = heard?.behind
+        health = heard?.health
         self.lastSeen = heard?.online == true ? now : lastSeen
     }
 }

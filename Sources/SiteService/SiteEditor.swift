@@ -3,6 +3,7 @@ import Control
 import Foundation
 import IntercomConfig
 import Lights
+import Site
 import SiteAdmin
 import SiteSecurity
 
@@ -103,6 +104,8 @@ public actor SiteEditor {
         public var behind: Bool?
         /// When it was last seen online, Unix time (`LastSeen`); nil: never while the service watched.
         public var lastSeen: Double?
+        /// How it is doing, as its newest health message to the service's member said; nil: offline or not heard.
+        public var health: TerminalHealth?
     }
     /// An approval: the enrolment code read at the terminal (12 digits; spaces and dashes ignored).
     public struct Approval: Codable, Sendable { public var code: String }
@@ -279,6 +282,72 @@ public actor SiteEditor {
             }
             return t
         }
+    }
+
+    /// Gives `room`'s terminal the administrator's order `action`, signed here with the site's key
+    /// (`SiteOrder`: for that room, fresh, once), and returns its answer in the control socket's words.
+    public func order(_ action: SiteOrder.Action, room: String) async throws -> ControlReply {
+        let h = try held()
+        guard let address = ((try? TerminalAddress.all(in: h.document)) ?? []).first(where: { $0.name == room }) else {
+            throw Problem.notFound("no room \(room)")
+        }
+        let key: AdministratorKey
+        do { key = try files.signingKey() } catch {
+            throw Problem(.internalServerError, "no-key", "The site's key cannot be read", detail: error.description)
+        }
+        let signed = SignedSiteOrder.sign(SiteOrder(site: h.site, room: room, action: action, issuedAt: Date().timeIntervalSince1970), with: key)
+        let site = h.site, timeout = Self.publishTimeout
+        let answer = await onDispatchThread { SiteTransfer.exchange(.order(site: site, signed: signed), with: address.endpoint, timeout: timeout) }
+        let command: ControlCommand = action == .loopback ? .loopback(insertMs: 0) : .loopbackResult
+        switch answer {
+        case .failure(let error):
+            throw Problem(.serviceUnavailable, "terminal-unreachable", "The terminal does not answer", detail: "\(room): \(error)")
+        case .success(.orderDone(let bytes)):
+            let response: ControlResponse
+            do { response = try ControlResponse.read(bytes, to: .command(command)) } catch {
+                throw Problem(.badGateway, "terminal-answer", "The terminal's answer is not understood", detail: "\(room): \(error)")
+            }
+            switch response.outcome {
+            case .success(let reply): return reply
+            case .failure(let refusal): throw Problem(refusal)
+            }
+        case .success(.refused(let why)):
+            throw Problem(.conflict, "order-refused", "The terminal refused the order", detail: "\(room): \(why)")
+        case .success(let other):
+            throw Problem(.badGateway, "terminal-answer", "The terminal's answer is not understood", detail: "\(room): \(other)")
+        }
+    }
+
+    /// The site's history: every room's terminal asked at once for its own (an order each, its
+    /// reply sealed to a key made for that order alone), made one (`SiteHistory`).
+    public func siteHistory(limit: Int) async throws -> SiteHistory {
+        let h = try held()
+        let key: AdministratorKey
+        do { key = try files.signingKey() } catch {
+            throw Problem(.internalServerError, "no-key", "The site's key cannot be read", detail: error.description)
+        }
+        let site = h.site, timeout = Self.publishTimeout
+        let answers = await eachAtOnce((try? TerminalAddress.all(in: h.document)) ?? []) { address -> (room: String, outcome: Result<ControlReply, SiteHistory.Unanswered>) in
+            func unanswered(_ detail: String) -> (room: String, outcome: Result<ControlReply, SiteHistory.Unanswered>) {
+                (address.name, .failure(SiteHistory.Unanswered(room: address.name, detail: detail)))
+            }
+            let oneTime = OrderReplySeal.OneTimeKey()
+            let order = SiteOrder(site: site, room: address.name, action: .history, issuedAt: Date().timeIntervalSince1970,
+                                  replyKey: oneTime.publicKeyBase64)
+            switch SiteTransfer.exchange(.order(site: site, signed: SignedSiteOrder.sign(order, with: key)), with: address.endpoint, timeout: timeout) {
+            case .failure(let error): return unanswered("not reached: \(error)")
+            case .success(.orderDone(let sealed)):
+                guard let plain = OrderReplySeal.open(sealed, with: oneTime, for: order) else { return unanswered("its reply does not open") }
+                guard let response = try? ControlResponse.read(plain, to: .command(.history(limit: nil))) else { return unanswered("its reply is not understood") }
+                switch response.outcome {
+                case .success(let reply): return (address.name, .success(reply))
+                case .failure(let refusal): return unanswered(refusal.description)
+                }
+            case .success(.refused(let why)): return unanswered("refused: \(why)")
+            case .success(let other): return unanswered("answered \(other)")
+            }
+        }
+        return SiteHistory(answers: answers, limit: limit)
     }
 
     /// Approves for `room` the terminal whose key has `code` (read at it), then signs and hands

@@ -28,6 +28,14 @@ enum SiteMetrics {
             if let held = t.siteVersion { gauge("terminal_document_version", "The site document the room's terminal holds.", Double(held), room) }
             if let behind = t.behind { gauge("terminal_behind", "1 if the room's terminal holds an older document than the newest held.", behind ? 1 : 0, room) }
             if let seen = t.lastSeen { gauge("terminal_last_seen_timestamp_seconds", "When the room's terminal was last seen online, Unix time.", seen, room) }
+            if let h = t.health {
+                gauge("terminal_fault", "1 if the room's terminal says its sound devices do not work or its last self-test failed.",
+                      h.isFaulty ? 1 : 0, room)
+                gauge("terminal_audio_info", "The room's terminal's sound devices as it says: off, running or unavailable (always 1).", 1,
+                      room + [("audio", h.audio.rawValue), ("self_test", h.selfTest.rawValue)])
+                gauge("terminal_xruns", "Dropouts of the room's terminal's sound devices since its daemon started, as it says.", Double(h.xruns), room)
+                gauge("terminal_uptime_seconds", "Seconds since the room's terminal's daemon started, as it says.", Double(h.uptimeSeconds), room)
+            }
         }
         return r.emitToBuffer()
     }

@@ -174,6 +174,36 @@ public final class SiteServer: Sendable {
             let who = try self.require(context, .manager)
             return try Self.json(try await self.editor.revoke(room: context.parameters.get("room") ?? "", actor: who.actor))
         }
+        // A terminal's device loopback test from the page: started by a manager or technician (a
+        // chirp sounds in that room, so only while no call runs there), its state and plot for
+        // anyone who may read. The service signs an order for that terminal alone (`SiteOrder`).
+        api.post("terminals/:room/loopback") { _, context in
+            let who = try self.require(context, .manager, .technician)
+            let room = context.parameters.get("room") ?? ""
+            let reply = try await self.editor.order(.loopback, room: room)
+            try? self.database.audit(actor: who.actor, action: "terminal.loopback", detail: room, now: Date().timeIntervalSince1970)
+            return try Self.json(try TerminalLoopback(room: room, reply), status: .accepted)
+        }
+        api.get("terminals/:room/loopback") { _, context in
+            try self.require(context, .manager, .technician, .viewer, scope: .read)
+            let room = context.parameters.get("room") ?? ""
+            return try Self.json(try TerminalLoopback(room: room, try await self.editor.order(.loopbackResult, room: room)))
+        }
+        // The whole site's history, every terminal's made one (the member's alone: GET /history).
+        api.get("history/site") { request, context in
+            try self.require(context, .manager, .technician, .viewer, scope: .read)
+            return try Self.json(try await self.editor.siteHistory(limit: try Self.limit(request)))
+        }
+        // The plot alone, as an image: the page shows it in an <img>, where an SVG runs nothing.
+        api.get("terminals/:room/loopback/plot") { _, context in
+            try self.require(context, .manager, .technician, .viewer, scope: .read)
+            let room = context.parameters.get("room") ?? ""
+            guard let plot = try TerminalLoopback(room: room, try await self.editor.order(.loopbackResult, room: room)).plot else {
+                throw Problem.notFound("\(room) has no finished loopback test to plot")
+            }
+            return Response(status: .ok, headers: [.contentType: "image/svg+xml", .cacheControl: "no-store"],
+                            body: .init(byteBuffer: .init(string: plot)))
+        }
         addSignalling(to: api)
         addPreview(to: api)
         return router

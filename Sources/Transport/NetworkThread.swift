@@ -21,7 +21,8 @@ public final class NetworkLoop: @unchecked Sendable {
     // mailbox are made for other threads.
     public let sender: MediaSender?
     public let receiver: MediaReceiver?
-    public let stopRequest = Flag(false)
+    /// Set by `requestStop`; its bell wakes the loop at once.
+    public let stopRequest: StopSignal
     /// Microphone frames read but not sent (no peers, or sending off).
     public let framesNotSent = Counter()
     /// Multicast joins and leaves the system refused while applying routes.
@@ -50,6 +51,7 @@ public final class NetworkLoop: @unchecked Sendable {
     public init(socket: UDPSocket, sender: MediaSender?, receiver: MediaReceiver?, microphone: SampleRing,
                 doorbell: Doorbell, frameSize: Int, tee: SampleRing? = nil, captureGaps: Counter? = nil) throws(SystemError) {
         routesDoorbell = try Doorbell()
+        stopRequest = try StopSignal()
         self.captureGaps = captureGaps
         self.socket = socket
         self.sender = sender
@@ -86,38 +88,31 @@ public final class NetworkLoop: @unchecked Sendable {
         return true
     }
 
-    /// Ends `run` at once: the flag, then the routes doorbell wakes its poll (which otherwise
-    /// looks at the flag every 100 ms: the daemon's stop waited that long for it).
-    public func requestStop() {
-        stopRequest.set(true)
-        routesDoorbell.ring()
-    }
+    /// Ends `run` at once (its stop signal's bell is among the descriptors it waits for).
+    public func requestStop() { stopRequest.set() }
 
-    /// Runs until `stopRequest` is set (`requestStop`; the flag alone is seen within 100 ms).
+    /// Runs until `requestStop`.
     public func run() {
-        var fds = (pollfd(fd: doorbell.descriptor, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: routesDoorbell.descriptor, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0))
+        var poller = Poller(capacity: 4)
+        let microphoneRung = poller.add(doorbell.descriptor, read: true)
+        let routesRung = poller.add(routesDoorbell.descriptor, read: true)
+        let readable = poller.add(socket.descriptor, read: true)
+        poller.add(stopRequest.bell.descriptor, read: true)
         var lastEviction = MonotonicClock.nanoseconds()
         applyPostedRoutes()  // posted before the thread started
         while !stopRequest.isSet {
-            fds.0.revents = 0
-            fds.1.revents = 0
-            fds.2.revents = 0
-            let ready = withUnsafeMutablePointer(to: &fds) {
-                $0.withMemoryRebound(to: pollfd.self, capacity: 3) { poll($0, 3, 100) }
-            }
-            if ready < 0 && SystemError.currentErrno != .interrupted { usleep(10_000); continue }
+            // 100 ms: idle streams are evicted even when nothing arrives.
+            do { try poller.wait(timeoutMs: 100) } catch { usleep(10_000); continue }
             // Routes first: frames and datagrams that woke us with them already follow them.
-            if fds.1.revents != 0 {
+            if poller.events(at: routesRung).any {
                 routesDoorbell.drain()
                 applyPostedRoutes()
             }
-            if fds.0.revents != 0 {
+            if poller.events(at: microphoneRung).any {
                 doorbell.drain()
                 sendWaitingFrames()
             }
-            if fds.2.revents != 0 { receiveWaitingDatagrams() }
+            if poller.events(at: readable).any { receiveWaitingDatagrams() }
             let now = MonotonicClock.nanoseconds()
             if now - lastEviction > 100_000_000, let receiver {
                 receiver.table.evictIdle(now: now)

@@ -36,7 +36,7 @@ struct LatencyProbe {
             $0.audio.periodMs = Double(frame) * 1000 / Double(rate)
         }))
         canceller.bypass.set(true)
-        let engine = AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: source)], frameSize: frame),
+        let engine = try AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: source)], frameSize: frame),
                                  microphoneChain: MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: frame), howlGuard: nil),
                                  ringFrames: 64, recordRaw: true)
         let devices = try AudioDevices(DeviceSettings(captureDevice: capture, playbackDevice: playback, periodFrames: frame))
@@ -54,7 +54,7 @@ struct LatencyProbe {
             }
             usleep(500)
         }
-        engine.stopRequest.set(true)
+        engine.stopRequest.set()
         thread.join()
         guard let found = Correlation.findDelay(reference: Signals.toFloat(chirp), in: Signals.toFloat(raw), maxLag: raw.count - 1),
               found.peak > 0.5, source.markTime.load > 0 else { return nil }

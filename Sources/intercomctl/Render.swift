@@ -86,12 +86,21 @@ enum Render {
             guard let software = t.software else { return "\(pad(t.room, width))  online, announces nothing (older software)" }
             let document = t.siteVersion.map { "site version \($0) (\(t.digest ?? "-"))" } ?? "no site document"
             let applied = t.appliedAt.map { ", applied \(timestamp($0))" } ?? ""
-            return "\(pad(t.room, width))  \(pad(software, 12))  \(document)\(applied)\(t.behind ? "  BEHIND" : "")\(k == 0 ? "  (this terminal)" : "")"
+            return "\(pad(t.room, width))  \(pad(software, 12))  \(document)\(applied)\(t.behind ? "  BEHIND" : "")\(t.health.map { "; " + health($0) } ?? "")\(k == 0 ? "  (this terminal)" : "")"
         }
         let behind = o.terminals.filter(\.behind).map(\.room)
         lines.append(o.newestVersion.map { "newest site version \($0); " + (behind.isEmpty ? "no terminal is behind" : "behind: \(behind.joined(separator: ", "))") }
                      ?? "no terminal holds a site document")
         return lines.joined(separator: "\n")
+    }
+
+    /// A terminal's health message in words: its faults first, else "fine".
+    static func health(_ h: TerminalHealth) -> String {
+        var words: [String] = []
+        if h.audio == .unavailable { words.append("SOUND DEVICES NOT WORKING") }
+        if h.selfTest == .failed { words.append("SELF-TEST FAILED") }
+        if words.isEmpty { words.append(h.audio == .off ? "no sound (audio off)" : "fine") }
+        return words.joined(separator: ", ") + ", \(h.xruns) xruns, up \(h.uptimeSeconds / 3600) h \(h.uptimeSeconds % 3600 / 60) min"
     }
 
     static func statistics(_ s: DaemonStatistics) -> String {

@@ -132,7 +132,26 @@ try:
             By.CSS_SELECTOR, "#terminal-table td.seen")].count(now) >= len(args["approve"]))
     finally:
         facts["terminals_approved"] = driver.find_element(By.ID, "terminal-table").text
+    # How each is doing, told by the terminal itself every 10 s (the member hears it once the
+    # terminal seals by its own key).
+    fine = driver.execute_script("return t('health-ok')")
+    try:
+        WebDriverWait(driver, 30).until(lambda d: sum(c.text.startswith(fine) for c in d.find_elements(
+            By.CSS_SELECTOR, "#terminal-table td.health")) >= len(args["approve"]))
+    finally:
+        facts["terminal_health"] = [c.text for c in driver.find_elements(By.CSS_SELECTOR, "#terminal-table td.health")]
     shot("terminals")
+    # A terminal's speaker and microphone tested from here: its loopback test, and the plot.
+    driver.find_element(By.ID, f"loopback-{args['room']}").click()
+    try:
+        WebDriverWait(driver, 40).until(lambda d: d.find_element(By.ID, "loopback-state").get_attribute("class") in ("took", "unreached"))
+        WebDriverWait(driver, 10).until(lambda d: d.execute_script(
+            "const i = document.getElementById('loopback-plot'); return i.hidden || (i.complete && i.naturalWidth > 0)"))
+    finally:
+        facts["loopback_state"] = driver.find_element(By.ID, "loopback-state").text
+        facts["loopback_plot_shown"] = driver.execute_script(
+            "const i = document.getElementById('loopback-plot'); return !i.hidden && i.complete && i.naturalWidth > 0")
+    shot("loopback")
     driver.find_element(By.ID, f"revoke-{args['revoke']}").click()
     apply_previewed("revoke")
     wait.until(lambda d: not d.find_elements(By.ID, f"revoke-{args['revoke']}"))
@@ -159,7 +178,7 @@ try:
     shot("live")
 
     # Call buttons, a group and who may call whom, each previewed in words and applied; the new
-    # button on a key; then the history of the service's terminal, with the test just sent.
+    # button on a key; then the whole site's history, with the test just sent.
     driver.find_element(By.CSS_SELECTOR, "[data-tab=calling]").click()
     visible("group-form")
     driver.find_element(By.ID, "g-name").send_keys(args["group_name"])

@@ -37,7 +37,7 @@ final class EngineHarness: @unchecked Sendable {
         // And the howl guard, as the daemon runs it, inside the counted window.
         let chain = MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: periodFrames),
                                     howlGuard: HowlGuard(frameSize: periodFrames, sampleRate: 48000))
-        engine = AudioEngine(frameSize: periodFrames, mixer: mixer, microphoneChain: chain, loopback: probe,
+        engine = try AudioEngine(frameSize: periodFrames, mixer: mixer, microphoneChain: chain, loopback: probe,
                              onAudioThreadStart: hook)
         devices = try AudioDevices(DeviceSettings(captureDevice: room, playbackDevice: room,
                                                   periodFrames: periodFrames, bufferPeriods: bufferPeriods, fillPeriods: fillPeriods))
@@ -69,7 +69,7 @@ final class EngineHarness: @unchecked Sendable {
     }
 
     func stop() {
-        engine.stopRequest.set(true)
+        engine.stopRequest.set()
         thread.join()
         feederStop.set(true)
         while let f = feeder, !f.isFinished { usleep(1000) }

@@ -206,6 +206,12 @@ final class MetricsRigTests: XCTestCase {
         XCTAssertEqual(Set(query(portP, "intercom_site_terminal_info").compactMap { $0.labels["standing"] }), ["pending"],
                        "not approved yet: each terminal pending")
         XCTAssertEqual(query(portP, "intercom_site_document_version").first?.value, 2)
+        // How each is doing, as it tells every 10 s: sound running, no fault, a while up.
+        let fine = ["rooma": 0.0, "roomb": 0, "roomc": 0]
+        XCTAssertTrue(rooms.wait(25) { byRoom("intercom_site_terminal_fault") == fine },
+                      "no terminal in fault, says Prometheus: \(byRoom("intercom_site_terminal_fault"))")
+        XCTAssertEqual(Set(query(portP, "intercom_site_terminal_audio_info").compactMap { $0.labels["audio"] }), ["running"])
+        XCTAssertEqual(byRoom("intercom_site_terminal_uptime_seconds").count, 3)
 
         let stopped = Date()
         _ = rooms.stop("roomc")

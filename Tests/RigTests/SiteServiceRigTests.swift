@@ -130,6 +130,10 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertTrue(fact("revoke_preview").contains("„Lager“ wird gesperrt"), fact("revoke_preview"))
         XCTAssertEqual(fact("revoke_result"), "Version 10 gilt.")
         XCTAssertTrue(fact("terminals_after_revoke").contains("gesperrt"), fact("terminals_after_revoke"))
+        XCTAssertTrue(fact("loopback_state").hasPrefix("Fertig: der Ton kam nach"), "B's loopback test from the page: \(fact("loopback_state"))")
+        XCTAssertEqual(facts["loopback_plot_shown"] as? Bool, true, "its plot shown")
+        XCTAssertEqual(fact("terminal_health").components(separatedBy: "in Ordnung").count - 1, 3,
+                       "each terminal tells it is fine (sound running): \(fact("terminal_health"))")
         XCTAssertEqual(fact("version_final"), "10")
         XCTAssertTrue(fact("viewer_sees_types").contains("Material bringen"), "a viewer sees the site")
         XCTAssertEqual(facts["viewer_form_shown"] as? Bool, false, "a viewer's page offers no change")
@@ -156,8 +160,8 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertTrue(fact("permissions").contains("Labor Empfang") && fact("permissions").contains("Empfang Labor, Lager"), fact("permissions"))
         XCTAssertTrue(fact("call_key_preview").contains("Taste 2: ruft „Labor rufen“"), fact("call_key_preview"))
         XCTAssertEqual(fact("version_calling"), "14")
-        XCTAssertTrue(fact("history").contains("„Material bringen“ (ausgehend)"), fact("history"))
-        XCTAssertTrue(fact("history").contains("Labor"), fact("history"))
+        XCTAssertTrue(fact("history").contains("„Material bringen“"), fact("history"))
+        XCTAssertTrue(fact("history").contains("Empfang → Labor"), "the whole site's history, who to whom: \(fact("history"))")
         // A key and a light of the reception's own: previewed for the reception alone; the shared keys stay.
         XCTAssertTrue(fact("own_hint_before").contains("„Empfang“ hat die Belegung aller Terminals"), fact("own_hint_before"))
         XCTAssertTrue(fact("own_key_preview").contains("Taste 3: Nicht stören an/aus"), fact("own_key_preview"))
@@ -299,6 +303,7 @@ final class SiteServiceRigTests: XCTestCase {
             tone = "bell"
             """
         try SiteKit.create(folder, document: SiteKit.document(rooms, names: ["rooma": "Empfang", "roomb": "Behandlung 1"], extra: types))
+        let startedAt = Date()
         let a = try SiteKit.start(rooms, "rooma", folder: folder)
         let b = try SiteKit.start(rooms, "roomb", folder: folder)
         XCTAssertTrue(rooms.waitOnline("rooma", ["roomb"]), a.log)
@@ -381,6 +386,53 @@ final class SiteServiceRigTests: XCTestCase {
         let history = try asSoftware("GET", "/api/v1/history?limit=10", token: reader)
         XCTAssertEqual(history.status, 200, history.text)
         XCTAssertTrue(history.text.contains("\(reply.notificationId)"), history.text)
+        // The whole site's history: each terminal asked (its reply sealed for the service), the
+        // notification once, as its sender's terminal recorded it, delivered to B.
+        let whole = try asSoftware("GET", "/api/v1/history/site?limit=10", token: reader)
+        XCTAssertEqual(whole.status, 200, whole.text)
+        let site = try whole.decode(SiteHistory.self)
+        XCTAssertEqual(site.unanswered, [], "every terminal answered")
+        let once = site.notifications.filter { $0.record.notification.id.description == reply.notificationId }
+        XCTAssertEqual(once.map(\.room), ["rooma"], "once, from the sender's terminal: \(whole.text)")
+        XCTAssertEqual(once.first?.record.direction, .outgoing)
+
+        // How each terminal is doing, as the member hears it (its own: as it runs), on the
+        // terminals list: the sound devices run, no self-test is configured.
+        let listed = try service.request("GET", "/api/v1/terminals", as: anna).decode(SiteServer.List<SiteEditor.Terminal>.self).items
+        XCTAssertEqual(listed.map(\.room), ["rooma", "roomb"])
+        for terminal in listed {
+            let health = try XCTUnwrap(terminal.health, "\(terminal.room) tells how it is doing: \(listed)")
+            XCTAssertEqual(health.audio, .running, terminal.room)
+            XCTAssertEqual(health.selfTest, TerminalHealth.Check.none, terminal.room)
+            XCTAssertFalse(health.isFaulty, terminal.room)
+            XCTAssertLessThanOrEqual(Double(health.uptimeSeconds), Date().timeIntervalSince(startedAt) + 1, terminal.room)
+        }
+
+        // B's device loopback test from the service: an order signed for B alone, started once B
+        // is quiet (the read-out over), followed until done; its round trip, report and plot
+        // served. A read token may look, not start; a room that does not exist is named.
+        var started: SiteServiceProcess.Reply?
+        XCTAssertTrue(rooms.wait(10) {
+            started = try? service.request("POST", "/api/v1/terminals/roomb/loopback", as: anna)
+            return started?.status == 202
+        }, "started: \(started?.status ?? 0) \(started?.text ?? "")")
+        var loop: [String: Any] = [:]
+        XCTAssertTrue(rooms.wait(20) {
+            let r = try? service.request("GET", "/api/v1/terminals/roomb/loopback", as: anna)
+            loop = r.flatMap { try? JSONSerialization.jsonObject(with: $0.body) as? [String: Any] } ?? [:]
+            return (loop["status"] as? [String: Any])?["state"] as? String == "done"
+        }, "the test ends: \(loop)")
+        let status = try XCTUnwrap(loop["status"] as? [String: Any], "\(loop)")
+        let trip = try XCTUnwrap(status["round_trip_ms"] as? Double, "the chirp came back: \(status)")
+        print(String(format: "api: B's device loopback test from the service: round trip %.1f ms", trip))
+        XCTAssertTrue((5...500).contains(trip), "round trip \(trip) ms")
+        XCTAssertTrue((loop["report"] as? String)?.contains("round trip") == true, "\(loop["report"] ?? "no report")")
+        let plot = try service.request("GET", "/api/v1/terminals/roomb/loopback/plot", as: anna)
+        XCTAssertEqual(plot.status, 200, plot.text)
+        XCTAssertTrue(plot.text.hasPrefix("<svg"), String(plot.text.prefix(80)))
+        XCTAssertEqual(try asSoftware("POST", "/api/v1/terminals/roomb/loopback", token: reader).status, 403, "a read token may not start one")
+        XCTAssertEqual(try asSoftware("GET", "/api/v1/terminals/roomb/loopback", token: reader).status, 200, "but may look")
+        XCTAssertEqual(try service.request("POST", "/api/v1/terminals/nowhere/loopback", as: anna).status, 404)
 
         // Refusals: each names what is wrong, nothing is sent.
         let unknown = try asSoftware("POST", "/api/v1/notifications", json: #"{"type":"kaffee"}"#)
@@ -396,6 +448,7 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertEqual(rooms.notifications("rooma").filter { $0.direction == .outgoing }.count, 1, "only the one sent")
         let audit = try service.request("GET", "/api/v1/audit", as: anna).text
         XCTAssertTrue(audit.contains("notification.sent") && audit.contains("token:Praxissoftware"), audit)
+        XCTAssertTrue(audit.contains("terminal.loopback"), "the loopback test started, in the audit log")
 
         // SIGTERM with both streams open: they end, and so does the service, at once.
         let stopping = service.stop()

@@ -34,7 +34,7 @@ final class SuiteNotificationTests: XCTestCase {
             let canceller = try EchoCanceller(EchoCancelSettings(daemonConfig(frame: frame)))
             canceller.bypass.set(true)
             // Plays silence into the room's air (its microphone); only the capture matters.
-            engine = AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: BufferSource([]))], frameSize: frame),
+            engine = try AudioEngine(frameSize: frame, mixer: Mixer(inputs: [MixerInput(source: BufferSource([]))], frameSize: frame),
                                  microphoneChain: MicrophoneChain(canceller: canceller, gain: MicrophoneGain(frameSize: frame), howlGuard: nil),
                                  ringFrames: 64, recordRaw: true)
             let devices = try AudioDevices(DeviceSettings(captureDevice: room, playbackDevice: "\(room)_air", periodFrames: frame,
@@ -78,7 +78,7 @@ final class SuiteNotificationTests: XCTestCase {
         func stop() {
             lock.withLock { stopping = true }
             while drain?.isFinished == false { usleep(5_000) }
-            engine.stopRequest.set(true)
+            engine.stopRequest.set()
             audio.join()
         }
     }

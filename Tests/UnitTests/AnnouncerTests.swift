@@ -55,7 +55,7 @@ final class AnnouncerTests: XCTestCase {
         let config = DaemonConfig.default
         let frame = config.audio.framesPerPeriod
         let sounds = try TerminalSounds(config: config)
-        let announcer = Announcer(sounds: sounds, speech: SpeechSection(), sampleRate: 48000, callInputs: [], prepare: [],
+        let announcer = try Announcer(sounds: sounds, speech: SpeechSection(), sampleRate: 48000, callInputs: [], prepare: [],
                                   logger: Logger(label: "announcer-test"))
         try announcer.start()
         defer { announcer.stop() }
@@ -88,7 +88,7 @@ final class AnnouncerTests: XCTestCase {
     func testAnEmergencyWaitsForNoNormalAnnouncementButForAnotherEmergency() {
         let config = DaemonConfig.default
         let sounds = try! TerminalSounds(config: config)
-        let announcer = Announcer(sounds: sounds, speech: SpeechSection(), sampleRate: 48000, callInputs: [], prepare: [],
+        let announcer = try! Announcer(sounds: sounds, speech: SpeechSection(), sampleRate: 48000, callInputs: [], prepare: [],
                                   logger: Logger(label: "announcer-test"))
         // Not started: only the order of the line is looked at.
         for (i, priority) in [NotificationPriority.normal, .emergency, .urgent, .emergency].enumerated() {

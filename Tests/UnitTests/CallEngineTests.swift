@@ -365,6 +365,34 @@ final class CallEngineTests: XCTestCase {
         XCTAssertNil(sim.engine(rb).announcement(of: ra))
     }
 
+    /// Each terminal tells every room how it is doing every `healthInterval`, once it has
+    /// something to tell; a change waits for the next round; a room gone offline shows nothing;
+    /// and the round's timer never leaves a deadline behind.
+    func testHealthGoesToEveryRoomEveryIntervalAndIsShownWhileOnline() {
+        var sim = CallSim(rooms: 3, seed: 15) { $0.timing.healthInterval = 2 }
+        sim.checksDeadlines = true
+        sim.run(for: 2.5)
+        XCTAssertEqual(sim.engine(rc).healths, [:], "nothing reported, nothing told")
+        let fine = TerminalHealth(audio: .running, xruns: 0, selfTest: .passed, uptimeSeconds: 10)
+        sim.engines[ra]!.report(fine)
+        sim.run(for: 0.1)
+        XCTAssertEqual(sim.engine(rb).healths[ra], fine, "the first round at the next tick")
+        XCTAssertEqual(sim.engine(rc).healths[ra], fine)
+        XCTAssertEqual(sim.engine(ra).health, fine, "its own, as reported")
+        XCTAssertNil(sim.engine(ra).healths[ra], "not among the others'")
+        let faulty = TerminalHealth(audio: .unavailable, xruns: 3, selfTest: .passed, uptimeSeconds: 11)
+        sim.engines[ra]!.report(faulty)
+        sim.run(for: 1)
+        XCTAssertEqual(sim.engine(rb).healths[ra], fine, "a change costs no message of its own")
+        sim.run(for: 1.2)
+        XCTAssertEqual(sim.engine(rb).healths[ra], faulty, "told with the next round")
+        XCTAssertEqual(sim.engine(rc).healths[ra], faulty)
+        sim.stop(ra)
+        sim.run(for: sim.timing(rb).offlineAfter + 1.5)
+        XCTAssertNil(sim.engine(rb).healths[ra], "offline: nothing shown")
+        XCTAssertEqual(sim.stuckDeadlines.prefix(5), [], "\(sim.stuckDeadlines.count) ticks left a deadline in the past")
+    }
+
     /// A new site document is announced at once, not a hello interval later: the spread of a
     /// change across a site goes one hop per fetch.
     func testAChangedAnnouncementGoesOutAtTheNextTick() {

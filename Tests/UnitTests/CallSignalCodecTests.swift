@@ -33,16 +33,40 @@ let sampleEnvelopes: [Envelope] = {
         .ack(0xFFFF_FFFF),
         .probe(sequence: 0x0100_0002, sentMicros: 0x0123_4567_89AB_CDEF),
         .probeReply(sequence: .max, sentMicros: .max),
+        .health(TerminalHealth(audio: .unavailable, xruns: 0xDEAD_BEEF, selfTest: .failed, uptimeSeconds: .max)),
+        .health(TerminalHealth(audio: .running, xruns: 0, selfTest: .none, uptimeSeconds: 3600)),
+        .health(TerminalHealth(audio: .off, xruns: 1, selfTest: .passed, uptimeSeconds: 0)),
     ]
     return messages.enumerated().map { i, m in Envelope(sender: caller, messageID: UInt32(i) &* 0x0101_0101, message: m) }
 }()
 
 final class CallSignalCodecTests: XCTestCase {
     func testEveryMessageTypeRoundTrips() {
-        XCTAssertEqual(Set(sampleEnvelopes.map(\.message.typeCode)).count, 11, "a message type is missing from the samples")
+        XCTAssertEqual(Set(sampleEnvelopes.map(\.message.typeCode)).count, 12, "a message type is missing from the samples")
         for envelope in sampleEnvelopes {
             XCTAssertEqual(try SignalCodec.decode(SignalCodec.encode(envelope)).get(), envelope)
         }
+    }
+
+    /// A health message's two state bytes take only the values defined: a terminal of a newer
+    /// version with a state this one does not know is refused, not shown as something else.
+    func testAHealthMessageIsStrictlyRead() throws {
+        let health = SignalCodec.encode(Envelope(sender: room("a"), messageID: 1, message: .health(
+            TerminalHealth(audio: .running, xruns: 5, selfTest: .passed, uptimeSeconds: 60))))
+        // Header 10 + sender "a" 1: audio at 11, self-test at 12, xruns 13-16, uptime 17-20.
+        XCTAssertEqual(health.count, 21)
+        XCTAssertFalse(SignalMessage.health(TerminalHealth(audio: .off, xruns: 0, selfTest: .none, uptimeSeconds: 0)).needsAck,
+                       "a snapshot: the next one replaces a lost one")
+        for (offset, value) in [(11, UInt8(3)), (12, UInt8(3)), (11, UInt8(0xFF))] {
+            var b = health
+            b[offset] = value
+            XCTAssertEqual(SignalCodec.decode(b).failureValue, .reservedStateBits, "byte \(offset) = \(value)")
+        }
+        var b = health
+        b[12] = 2
+        guard case .health(let h) = try SignalCodec.decode(b).get().message else { return XCTFail("a health message") }
+        XCTAssertEqual(h, TerminalHealth(audio: .running, xruns: 5, selfTest: .failed, uptimeSeconds: 60))
+        XCTAssertTrue(h.isFaulty)
     }
 
     /// A hello's announcement: bit 2 says one follows, bit 4 that it names a site document (never

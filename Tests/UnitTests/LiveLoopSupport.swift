@@ -74,7 +74,7 @@ final class LiveLoop: @unchecked Sendable {
     }
 
     func stop() {
-        loop.stopRequest.set(true)
+        loop.requestStop()
         while !finished.isSet { usleep(1000) }
     }
 }

@@ -178,7 +178,7 @@ final class MediaRoutesTests: XCTestCase {
         XCTAssertLessThanOrEqual(loop.appliedRoutes, 601)
         print("routes: 601 posted, \(loop.appliedRoutes) applied (the rest replaced before they were taken)")
 
-        loop.stopRequest.set(true)
+        loop.requestStop()
         XCTAssertFalse(loop.post(Self.routes()), "a stopped loop takes no routes")
     }
 }

@@ -98,7 +98,7 @@ final class NetworkReceiveTests: XCTestCase {
             out.deallocate()
         }
         mixing.start()
-        defer { stopMixing.set(true); loop.stopRequest.set(true) }
+        defer { stopMixing.set(true); loop.requestStop() }
 
         // The real stream: Opus at real-time pace for the whole test, from its own socket.
         let real = MediaSender(encoder: try OpusEncoder(.default), rtp: try RTPSender(payloadType: 96),
@@ -194,7 +194,7 @@ final class NetworkReceiveTests: XCTestCase {
         let mixer = Mixer(inputs: streams.map(\.input), frameSize: frame)
         let network = Thread { loop.run() }
         network.start()
-        defer { loop.stopRequest.set(true) }
+        defer { loop.requestStop() }
 
         final class Recording: @unchecked Sendable { var samples: [Int16] = [] }
         let recording = Recording()

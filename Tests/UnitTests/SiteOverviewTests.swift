@@ -31,4 +31,17 @@ final class SiteOverviewTests: XCTestCase {
                               heard: heard, online: [r("b")])
         XCTAssertEqual(o2.terminals.map(\.behind), [false, true])
     }
+
+    /// Each terminal's health as its newest health message said (this one's: as reported), only
+    /// while it is online; it travels the control socket whole.
+    func testHealthIsShownForThisTerminalAndTheOnlineOnes() throws {
+        let own = SiteAnnouncement(software: "0.9.0", site: nil, appliedAt: nil)
+        let mine = TerminalHealth(audio: .off, xruns: 0, selfTest: .none, uptimeSeconds: 5)
+        let sick = TerminalHealth(audio: .unavailable, xruns: 12, selfTest: .failed, uptimeSeconds: 7200)
+        let fine = TerminalHealth(audio: .running, xruns: 0, selfTest: .passed, uptimeSeconds: 60)
+        let o = SiteOverview(me: r("a"), own: own, directory: [r("a"), r("b"), r("c"), r("d")], heard: [:], online: [r("b"), r("c")],
+                             ownHealth: mine, health: [r("b"): sick, r("d"): fine])
+        XCTAssertEqual(o.terminals.map(\.health), [mine, sick, nil, nil], "c told nothing yet; d is offline")
+        XCTAssertEqual(try ControlReply.read(Wire.encode(ControlReply.site(o)), to: .command(.site)), .site(o))
+    }
 }

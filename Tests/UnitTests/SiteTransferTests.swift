@@ -10,7 +10,7 @@ final class SiteTransferTests: XCTestCase {
 
     func testRequestsAndRepliesReadBackAsWritten() {
         for request in [SiteTransfer.Request.get(site: "praxis"), .offer(site: "praxis-am-markt", document: document), .offer(site: "p", document: []),
-                        .enrolment(site: "praxis")] {
+                        .enrolment(site: "praxis"), .order(site: "praxis", signed: Array("{}".utf8) + [UInt8](repeating: 9, count: 64))] {
             let bytes = request.encoded()
             guard case .complete(let read) = SiteTransfer.parseRequest(bytes) else { return XCTFail("\(request)") }
             XCTAssertEqual(read, request)
@@ -19,7 +19,8 @@ final class SiteTransferTests: XCTestCase {
             }
         }
         let replies: [SiteTransfer.Reply] = [.document(document), .noDocument, .otherSite, .adopted, .alreadyHeld, .refused("older"),
-                                             .badRequest("not a site document transfer"), .busy, .enrolment(Array("{\"format\":1}".utf8))]
+                                             .badRequest("not a site document transfer"), .busy, .enrolment(Array("{\"format\":1}".utf8)),
+                                             .orderDone(Array("{\"result\":{\"state\":\"running\"}}".utf8))]
         for reply in replies {
             XCTAssertEqual(try SiteTransfer.Reply.decode(reply.encoded()).get(), reply)
         }

@@ -39,11 +39,18 @@ const words = {
     "button-new": "Ruftaste „{x}“ kommt hinzu", "button-gone": "Ruftaste „{x}“ entfällt", "button-changed": "Ruftaste „{x}“ ändert sich",
     "group-new": "Gruppe „{x}“ kommt hinzu", "group-gone": "Gruppe „{x}“ entfällt", "group-changed": "Gruppe „{x}“: {r}",
     "may-call-set": "{r} darf anrufen: {x}", "may-call-all": "{r} darf alle anrufen", "pick-room": "Bitte mindestens einen Raum wählen.",
-    history: "Verlauf", "history-hint": "Gespräche und Benachrichtigungen am Terminal des Dienstes, die neuesten zuerst.", with: "Mit", outcome: "Ausgang",
+    history: "Verlauf", "history-hint": "Gespräche und Benachrichtigungen aller Terminals, die neuesten zuerst.", with: "Wer → wen", outcome: "Ausgang",
+    "history-missing": "Diese Terminals antworteten nicht; ihr Teil kann fehlen: {r}",
     "h-call": "Gespräch", "h-emergency": "Notruf", "h-announcement": "Durchsage", "h-notification": "„{x}“", incoming: "eingehend", outgoing: "ausgehend",
     finished: "geführt", missed: "verpasst", declined: "abgelehnt", not_reached: "nicht erreicht", "h-acknowledged": "bestätigt", "h-acknowledged-by": "bestätigt von {r}",
     seen: "Erreichbar", "seen-now": "jetzt", "seen-at": "zuletzt {t}", "seen-never": "noch nie gesehen", "seen-unknown": "unbekannt",
-    "version-behind": "{v} (veraltet)",
+    "version-behind": "{v} (veraltet)", health: "Betrieb", "health-ok": "in Ordnung", "health-audio-off": "ohne Ton",
+    "health-audio-unavailable": "Lautsprecher oder Mikrofon gestört", "health-selftest-failed": "Selbsttest fehlgeschlagen",
+    "health-xruns": "{n} Aussetzer", "health-up": "läuft seit {d}",
+    "loopback-button": "Lautsprecher prüfen", "loopback-title": "Lautsprecher und Mikrofon in „{r}“",
+    "loopback-running": "Ein Prüfton erklingt im Raum …", "loopback-done": "Fertig: der Ton kam nach {ms} ms zurück.",
+    "loopback-unheard": "Fertig, aber der Prüfton kam nicht zurück: Lautsprecher oder Mikrofon prüfen.",
+    "loopback-aborted": "Abgebrochen.", "loopback-timeout": "Keine Antwort vom Terminal.",
     listen: "Anhören", "listen-failed": "Das lässt sich gerade nicht abspielen: {x}",
     "h-open": "noch nicht bestätigt", "h-delivered": "angekommen bei {r}", "history-empty": "Noch nichts.",
     "for-terminal": "Für", "every-terminal": "alle Terminals", "keys-only": "Tasten", lights: "Lichter", "light-state": "Zustand", led: "Licht",
@@ -91,11 +98,18 @@ const words = {
     "button-new": "Call button “{x}” is added", "button-gone": "Call button “{x}” is removed", "button-changed": "Call button “{x}” changes",
     "group-new": "Group “{x}” is added", "group-gone": "Group “{x}” is removed", "group-changed": "Group “{x}”: {r}",
     "may-call-set": "{r} may call: {x}", "may-call-all": "{r} may call everyone", "pick-room": "Please choose at least one room.",
-    history: "History", "history-hint": "Calls and notifications at the service's terminal, newest first.", with: "With", outcome: "Outcome",
+    history: "History", "history-hint": "Calls and notifications of every terminal, newest first.", with: "Who → whom", outcome: "Outcome",
+    "history-missing": "These terminals did not answer; their part may be missing: {r}",
     "h-call": "Call", "h-emergency": "Emergency call", "h-announcement": "Announcement", "h-notification": "“{x}”", incoming: "in", outgoing: "out",
     finished: "held", missed: "missed", declined: "declined", not_reached: "not reached", "h-acknowledged": "acknowledged", "h-acknowledged-by": "acknowledged by {r}",
     seen: "Reachable", "seen-now": "now", "seen-at": "last seen {t}", "seen-never": "never seen", "seen-unknown": "unknown",
-    "version-behind": "{v} (behind)",
+    "version-behind": "{v} (behind)", health: "Health", "health-ok": "fine", "health-audio-off": "no sound",
+    "health-audio-unavailable": "speaker or microphone not working", "health-selftest-failed": "self-test failed",
+    "health-xruns": "{n} dropouts", "health-up": "running for {d}",
+    "loopback-button": "Test speaker", "loopback-title": "Speaker and microphone in “{r}”",
+    "loopback-running": "A test tone sounds in the room …", "loopback-done": "Done: the tone came back after {ms} ms.",
+    "loopback-unheard": "Done, but the test tone did not come back: check the speaker and the microphone.",
+    "loopback-aborted": "Aborted.", "loopback-timeout": "The terminal does not answer.",
     listen: "Listen", "listen-failed": "This cannot be played now: {x}",
     "h-open": "not yet acknowledged", "h-delivered": "reached {r}", "history-empty": "Nothing yet.",
     "for-terminal": "For", "every-terminal": "every terminal", "keys-only": "Keys", lights: "Lights", "light-state": "State", led: "Light",
@@ -350,16 +364,18 @@ function slug(text, fallback) {
 }
 function freeID(base, taken) { let id = base, n = 2; while (taken(id)) id = base + "-" + n++; return id; }
 
+// The whole site's history: every terminal's own, made one by the service (each call and
+// notification once, from the side that placed it), newest first.
 async function loadHistory() {
   const body = $("history-table").tBodies[0];
   try {
-    const h = await api("GET", "history?limit=50");
+    const h = await api("GET", "history/site?limit=50");
     const rows = [
-      ...h.entries.map((c) => ({ at: c.started, what: t(c.kind ? "h-" + c.kind : "h-call") + " (" + t(c.direction) + ")",
-        with: c.direction === "incoming" ? roomName(c.caller) : c.participants.map((p) => roomName(p.room)).join(", "),
+      ...h.calls.map(({ entry: c }) => ({ at: c.started, what: t(c.kind ? "h-" + c.kind : "h-call"),
+        with: roomName(c.caller) + " → " + (c.direction === "incoming" ? roomName(c.participants.length ? c.participants[0].room : "") : c.participants.map((p) => roomName(p.room)).join(", ")),
         outcome: t(c.outcome), id: c.call_id })),
-      ...h.notifications.map((n) => ({ at: n.sent, what: t("h-notification", { x: n.label || typeLabel(n.type) }) + " (" + t(n.direction) + ")",
-        with: n.direction === "incoming" ? roomName(n.sender) : n.recipients.map(roomName).join(", "),
+      ...h.notifications.map(({ record: n }) => ({ at: n.sent, what: t("h-notification", { x: n.label || typeLabel(n.type) }),
+        with: roomName(n.sender) + " → " + n.recipients.map(roomName).join(", "),
         outcome: n.direction === "incoming" ? t(n.acknowledged ? "h-acknowledged" : "h-open")
           : (n.acknowledged_by && n.acknowledged_by.length ? t("h-acknowledged-by", { r: n.acknowledged_by.map(roomName).join(", ") })
             : (n.delivered && n.delivered.length ? t("h-delivered", { r: n.delivered.map(roomName).join(", ") }) : t("h-open"))),
@@ -372,7 +388,9 @@ async function loadHistory() {
       cell(row, new Date(r.at * 1000).toLocaleString(lang)); cell(row, r.what); cell(row, r.with); cell(row, r.outcome);
     }
     if (rows.length === 0) cell(body.insertRow(), t("history-empty")).colSpan = 4;
-  } catch (e) { body.replaceChildren(); say(e.status === 503 ? t("no-member") : (e.message || String(e)), true); }
+    $("history-missing").textContent = h.unanswered.length ? t("history-missing", { r: h.unanswered.map((u) => roomName(u.room)).join(", ") }) : "";
+    $("history-missing").hidden = h.unanswered.length === 0;
+  } catch (e) { body.replaceChildren(); say(e.message || String(e), true); }
 }
 
 async function load() {
@@ -521,7 +539,7 @@ async function loadTerminals() {
   const rooms = list.items.map((term) => "terminal-" + term.room);
   if ([...body.rows].map((r) => r.id).join() !== rooms.join()) {
     body.replaceChildren();
-    for (const id of rooms) { const row = body.insertRow(); row.id = id; for (let i = 0; i < 7; i++) row.insertCell(); }
+    for (const id of rooms) { const row = body.insertRow(); row.id = id; for (let i = 0; i < 8; i++) row.insertCell(); }
   }
   list.items.forEach((term, i) => {
     const c = body.rows[i].cells;
@@ -531,10 +549,26 @@ async function loadTerminals() {
     c[3].className = term.online ? "took seen" : "unreached seen";
     c[4].textContent = term.site_version === undefined ? "–" : term.behind ? t("version-behind", { v: term.site_version }) : String(term.site_version);
     c[4].className = "site-version";
-    c[5].textContent = t(term.reached ? term.standing : "unknown"); c[5].className = "state";
+    showHealth(c[5], term.health);
+    c[6].textContent = t(term.reached ? term.standing : "unknown"); c[6].className = "state";
     const kind = term.reached && term.standing === "pending" ? "pending" : term.approved ? "approved" : "none";
-    if (body.rows[i].dataset.kind !== kind) { body.rows[i].dataset.kind = kind; terminalActions(c[6], term, kind); }
+    if (body.rows[i].dataset.kind !== kind) { body.rows[i].dataset.kind = kind; terminalActions(c[7], term, kind); }
   });
+}
+
+// What a terminal's newest health message said, in words: its faults, or that it is fine; the
+// dropouts since it started, and (on hover) how long it has run.
+function showHealth(td, h) {
+  if (!h) { td.textContent = "–"; td.className = "health"; td.title = ""; return; }
+  const words = [];
+  if (h.audio === "unavailable") words.push(t("health-audio-unavailable"));
+  if (h.self_test === "failed") words.push(t("health-selftest-failed"));
+  if (words.length === 0) words.push(t(h.audio === "off" ? "health-audio-off" : "health-ok"));
+  if (h.xruns > 0) words.push(t("health-xruns", { n: h.xruns }));
+  td.textContent = words.join(", ");
+  td.className = h.audio === "unavailable" || h.self_test === "failed" ? "health unreached" : "health took";
+  const hours = Math.floor(h.uptime_seconds / 3600), minutes = Math.floor((h.uptime_seconds % 3600) / 60);
+  td.title = t("health-up", { d: hours > 0 ? `${hours} h ${minutes} min` : `${minutes} min` });
 }
 
 function terminalActions(td, term, kind) {
@@ -554,7 +588,38 @@ function terminalActions(td, term, kind) {
     const b = document.createElement("button");
     b.id = "revoke-" + term.room; b.className = "quiet small manager-only"; b.textContent = t("revoke");
     b.onclick = () => confirmChange(t("revoke-what", { r: roomName(term.room) }), "POST", `terminals/${encodeURIComponent(term.room)}/revoke`);
-    td.append(b);
+    const test = document.createElement("button");
+    test.id = "loopback-" + term.room; test.className = "quiet small staff-only"; test.textContent = t("loopback-button");
+    test.onclick = () => runLoopback(term.room);
+    td.append(b, " ", test);
+  }
+}
+
+// The terminal's own device loopback test, run from here: a chirp from its speaker, heard by its
+// microphone. Started, then asked every second until done; the plot comes as an image.
+async function runLoopback(room) {
+  const path = `terminals/${encodeURIComponent(room)}/loopback`;
+  $("loopback").hidden = false;
+  $("loopback-title").textContent = t("loopback-title", { r: roomName(room) });
+  $("loopback-report").hidden = true; $("loopback-plot").hidden = true;
+  $("loopback-state").textContent = t("loopback-running"); $("loopback-state").className = "";
+  $("loopback").scrollIntoView({ block: "start" });
+  try {
+    let answer = await api("POST", path);
+    for (let i = 0; i < 30 && answer.status.state === "running"; i++) {
+      await new Promise((done) => setTimeout(done, 1000));
+      answer = await api("GET", path);
+    }
+    const s = answer.status;
+    if (s.state === "running") { $("loopback-state").textContent = t("loopback-timeout"); $("loopback-state").className = "unreached"; return; }
+    if (s.state !== "done") { $("loopback-state").textContent = t("loopback-aborted"); $("loopback-state").className = "unreached"; return; }
+    const heard = typeof s.round_trip_ms === "number";
+    $("loopback-state").textContent = heard ? t("loopback-done", { ms: s.round_trip_ms.toFixed(1) }) : t("loopback-unheard");
+    $("loopback-state").className = heard ? "took" : "unreached";
+    $("loopback-report").textContent = answer.report || ""; $("loopback-report").hidden = !answer.report;
+    $("loopback-plot").src = "/api/v1/" + path + "/plot?at=" + Date.now(); $("loopback-plot").hidden = false;
+  } catch (e) {
+    $("loopback-state").textContent = e.message || String(e); $("loopback-state").className = "unreached";
   }
 }
 
