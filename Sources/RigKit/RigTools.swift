@@ -2,6 +2,7 @@ import Control
 import Foundation
 import Synchronization
 import Glibc
+import Posix
 
 /// Paths inside the repository (this file lives in Tests/TestSupport).
 public enum Repo {
@@ -40,39 +41,17 @@ public enum FreePort {
         throw RigError(description: "no UDP port on \(address) that was not handed out before, in 100 tries")
     }
 
-    /// Whether a TCP listener could bind `port` on 0.0.0.0 now (with SO_REUSEADDR, as the daemon's).
+    /// Whether a TCP listener could bind `port` on 0.0.0.0 now, as the daemon's does.
     private static func tcpFree(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var one: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var a = sockaddr_in()
-        a.sin_family = sa_family_t(AF_INET)
-        a.sin_port = in_port_t(UInt16(port).bigEndian)
-        a.sin_addr.s_addr = INADDR_ANY
-        return withUnsafePointer(to: &a) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
+        (try? TCPSocket.listen(IPv4Endpoint(address: 0, port: UInt16(port)), backlog: 1)) != nil
     }
 
     private static func unusedUDP(address: String) throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        guard fd >= 0 else { throw RigError(description: "socket: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var a = sockaddr_in()
-        a.sin_family = sa_family_t(AF_INET)
-        a.sin_port = 0
-        a.sin_addr.s_addr = inet_addr(address)
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &a) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Int32 in
-                guard bind(fd, p, len) == 0 else { return -1 }
-                return getsockname(fd, p, &len)
-            }
+        let host: UInt32
+        do { host = try IPv4Endpoint.parseAddress(address) } catch { throw RigError(description: "not an IPv4 address: \(address)") }
+        do { return Int(try UDPSocket(bind: IPv4Endpoint(address: host, port: 0)).local.port) } catch {
+            throw RigError(description: "bind a UDP port on \(address): \(error)")
         }
-        guard bound == 0 else { throw RigError(description: "bind/getsockname: \(String(cString: strerror(errno)))") }
-        return Int(UInt16(bigEndian: a.sin_port))
     }
 }
 

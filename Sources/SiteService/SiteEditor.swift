@@ -301,7 +301,8 @@ public actor SiteEditor {
         let command: ControlCommand = action == .loopback ? .loopback(insertMs: 0) : .loopbackResult
         switch answer {
         case .failure(let error):
-            throw Problem(.serviceUnavailable, "terminal-unreachable", "The terminal does not answer", detail: "\(room): \(error)")
+            // The terminal's state, not the service's fault: switched off, or not on the network.
+            throw Problem(.conflict, "terminal-unreachable", "The terminal does not answer", detail: "\(room): \(error)")
         case .success(.orderDone(let bytes)):
             let response: ControlResponse
             do { response = try ControlResponse.read(bytes, to: .command(command)) } catch {

@@ -180,6 +180,7 @@ final class SoakRigTests: XCTestCase {
                 print(String(format: "soak: cycle %d at %.0f s: mouth-to-ear %@ ms, buffer %@ ms, rss A/B/C %@ KiB",
                              cycle, at, b.mouthToEarMs.map { String(format: "%.1f", $0) } ?? "-", b.bufferDelayMs.map { String(format: "%.1f", $0) } ?? "-",
                              samples.suffix(3).map { "\($0.rssKiB)" }.joined(separator: "/")))
+                fflush(nil)
             }
         }
         let machine = stalls.stop()
@@ -196,6 +197,9 @@ final class SoakRigTests: XCTestCase {
             + "received and acknowledged at B and C \(received); session keys renewed A/B/C \(ids.map(renewals)); reminders at B/C \(reminders("roomb"))/\(reminders("roomc")) of 0/\(expected.remindersC); "
             + "\(machine); samples in \(out)/soak-samples.csv"
         print(summary)
+        // The 2-hour run lost this line with the process's buffered output: keep it beside the samples.
+        try (summary + "\n").write(toFile: "\(out)/soak-summary.txt", atomically: true, encoding: .utf8)
+        fflush(nil)
         XCTAssertEqual(reminders("roomb"), 0, "B acknowledged at once: never reminded")
         // Each terminal renewed its session key once every `sessionSeconds / timeScale` (one more
         // or less at the ends), and the calls and notifications above went on across every renewal.
