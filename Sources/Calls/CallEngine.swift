@@ -253,6 +253,7 @@ public struct CallEngine: Sendable {
             statistics.unknownSender += 1
             return []
         }
+        let wasOnline = presenceTable[sender].presence.online
         // In the clear, or under the one site key that every terminal holds (any of them could
         // name another room as sender), a room speaks from its own host alone.
         if entry.signalling.address != source.address {
@@ -280,9 +281,12 @@ public struct CallEngine: Sendable {
 
         if envelope.message.needsAck, !dedupe.firstTime(envelope.messageID, from: sender) {
             statistics.duplicates += 1
-            return take()
+        } else {
+            dispatch(envelope, now: now)
         }
-        dispatch(envelope, now: now)
+        // A room just come online hears how this terminal is doing at once, not up to an
+        // interval later: the page shows a terminal's health as soon as it shows it online.
+        if !wasOnline, presenceTable[sender].presence.online { sendHealth(to: [sender]) }
         return take()
     }
 
@@ -424,11 +428,16 @@ public struct CallEngine: Sendable {
     /// hello's alone).
     mutating func sendHealth(now: Double) {
         nextHealth = now + settings.timing.healthInterval
+        sendHealth(to: settings.directory.keys.sorted())
+    }
+
+    /// Health to those of `rooms` that are online now.
+    mutating func sendHealth(to rooms: [RoomID]) {
         guard let health else { return }
         let id = nextMessageID
         nextMessageID &+= 1
         let datagram = SignalCodec.encode(Envelope(sender: settings.room, messageID: id, message: .health(health)))
-        for room in settings.directory.keys.sorted() where room != settings.room && presenceTable[room].presence.online {
+        for room in rooms where room != settings.room && presenceTable[room].presence.online {
             if let address = signalling(of: room) { out.append(.send(to: room, address: address, datagram: datagram)) }
         }
     }

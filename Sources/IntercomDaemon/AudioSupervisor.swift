@@ -43,6 +43,9 @@ public final class AudioSupervisor: Service, @unchecked Sendable {
     public let retry: Retry
     /// Set when the supervisor gave up (retry disabled); the daemon exits non-zero.
     public let gaveUp = Flag(false)
+    /// Set once an attempt to open the devices failed: until the first attempt ends, a device
+    /// not running yet is starting, not unavailable.
+    public let failedToOpen = Flag(false)
 
     private let log: Logger
     private let stopping: StopSignal
@@ -99,6 +102,7 @@ public final class AudioSupervisor: Service, @unchecked Sendable {
             do {
                 devices = try AudioDevices(now.devices)
             } catch {
+                failedToOpen.set(true)
                 tried.store(generation, ordering: .releasing)
                 guard retry.enabled else {
                     log.critical("cannot open audio devices: \(error); retry is disabled, giving up")

@@ -73,8 +73,8 @@ final class CallService: @unchecked Sendable {
     /// Publishes events to control clients; nil until the server runs.
     var control: ControlServer?
     /// How this terminal is doing, read on the calls thread before each tick and told to every
-    /// room every `healthInterval` (set once before `start`; nil: nothing is told).
-    var health: (@Sendable () -> TerminalHealth)?
+    /// room every `healthInterval` (set once before `start`; nil, or nil returned: nothing is told).
+    var health: (@Sendable () -> TerminalHealth?)?
     /// The streams the network side plays now (read from its atomics), for `status`.
     var mediaStreams: @Sendable () -> [MediaStream] = { [] }
     /// The network round-trip test; the calls thread hands it the reflected probes.
@@ -215,7 +215,7 @@ final class CallService: @unchecked Sendable {
             }
             if let line = refusalLog.line(now: Self.now(), counters: refused.snapshot) { log.notice("\(line)") }
             if let rotated = protection.tick(now: Self.now()) { announceToAll(rotated) }
-            let reported = health?()
+            let reported = health?() ?? nil
             let changes = withEngine { e in
                 if let reported { e.report(reported) }
                 execute(e.tick(now: Self.now()))

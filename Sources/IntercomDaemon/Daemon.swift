@@ -149,8 +149,10 @@ public final class Daemon: @unchecked Sendable {
             : nil
         self.selfTest = selfTest
         let started = MonotonicClock.seconds()
-        callService?.health = { [engine] in
-            TerminalHealth(audio: !a.enabled ? .off : engine.stats.running.isSet ? .running : .unavailable,
+        callService?.health = { [engine, supervisor] in
+            // Nothing told while the devices are first being opened: "unavailable" would be false.
+            if a.enabled, !engine.stats.running.isSet, engine.stats.sessions.load == 0, !supervisor.failedToOpen.isSet { return nil }
+            return TerminalHealth(audio: !a.enabled ? .off : engine.stats.running.isSet ? .running : .unavailable,
                            xruns: UInt32(clamping: engine.stats.xruns),
                            selfTest: selfTest?.statistics.last.map { $0.passed ? .passed : .failed } ?? TerminalHealth.Check.none,
                            uptimeSeconds: UInt32(clamping: Int(MonotonicClock.seconds() - started)))

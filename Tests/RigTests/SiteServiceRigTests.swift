@@ -177,7 +177,7 @@ final class SiteServiceRigTests: XCTestCase {
         XCTAssertFalse(fact("shared_keys").contains("Nicht stören"), "every terminal's keys are unchanged: \(fact("shared_keys"))")
         XCTAssertTrue(fact("shared_lights").contains("Keine Lichter belegt."), fact("shared_lights"))
         XCTAssertEqual(fact("version_own"), "16")
-        XCTAssertEqual((facts["screenshots"] as? [String])?.count, 30, "every page photographed")
+        XCTAssertEqual((facts["screenshots"] as? [String])?.count, 31, "every page photographed")
 
         for (id, daemon) in [("rooma", a), ("roomb", b)] {
             XCTAssertNotNil(daemon.waitForStatistics(timeout: 10) {

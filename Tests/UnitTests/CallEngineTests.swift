@@ -390,6 +390,14 @@ final class CallEngineTests: XCTestCase {
         sim.stop(ra)
         sim.run(for: sim.timing(rb).offlineAfter + 1.5)
         XCTAssertNil(sim.engine(rb).healths[ra], "offline: nothing shown")
+        // A room that comes online hears the others' at once, not at their next round.
+        sim.engines[rb]!.report(fine)
+        sim.run(for: 0.1)
+        sim.start(ra)
+        sim.run(for: 0.3)
+        XCTAssertLessThan(0.4, sim.timing(rb).healthInterval, "rb's next round is not due yet")
+        XCTAssertEqual(sim.engine(ra).healths[rb], fine, "told as it came online")
+        XCTAssertNil(sim.engine(ra).healths[rc], "rc reported nothing")
         XCTAssertEqual(sim.stuckDeadlines.prefix(5), [], "\(sim.stuckDeadlines.count) ticks left a deadline in the past")
     }
 
